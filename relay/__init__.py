@@ -1,0 +1,1 @@
+"""The outbox relay: a separate process that delivers tool results to the Agent."""

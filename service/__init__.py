@@ -1,0 +1,1 @@
+"""Lineup Runtime workspace service."""

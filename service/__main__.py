@@ -1,0 +1,45 @@
+"""``python -m service migrate | serve | dev | ops``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from service.settings import SettingsError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m service", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("migrate", help="alembic upgrade head against DATABASE_URL")
+    serve = commands.add_parser("serve", help="the HTTP service and the deadline sweeper")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--no-sweeper", action="store_true", help="leave deadlines to other replicas")
+    dev = commands.add_parser("dev", help="everything on one machine, embedded Postgres if needed")
+    dev.add_argument("--host", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=8000)
+    dev.add_argument("--data-dir", default=".dev", help="where dev keeps its Postgres and tokens")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "migrate":
+            from service.cli.migrate import run as run_migrate
+
+            return run_migrate()
+        if args.command == "serve":
+            from service.cli.serve import run as run_serve
+
+            return run_serve(args.host, args.port, sweeper=not args.no_sweeper)
+        if args.command == "dev":
+            from service.cli.dev import run as run_dev
+
+            return run_dev(args.host, args.port, args.data_dir)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

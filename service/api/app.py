@@ -1,0 +1,92 @@
+"""The Litestar application: handlers, error mapping, and the lifespan that owns the pool."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from litestar import Litestar, MediaType, Response, get
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from service.api.auth import TokenBook
+from service.api.errors import api_error, http_error, unexpected_error
+from service.api.host import HostController
+from service.api.tools import AgentToolController
+from service.db.migrate import head_revision
+from service.db.pool import open_pool
+from service.domain.errors import ApiError
+from service.manifests import Registry
+from service.settings import Settings
+from service.use_cases.deadlines import DeadlineSweeper
+from service.use_cases.runtime import Runtime
+
+
+@get("/healthz", include_in_schema=True)
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@get("/readyz")
+async def readyz(state: State) -> Response[dict[str, Any]]:
+    runtime: Runtime = state.runtime
+    try:
+        async with runtime.pool.connection(timeout=2) as conn:
+            cursor = await conn.execute("SELECT version_num FROM alembic_version")
+            row = await cursor.fetchone()
+            await conn.rollback()
+    except Exception as exc:
+        return Response({"status": "unavailable", "reason": str(exc)}, status_code=503)
+    current = row["version_num"] if row else None
+    head = head_revision()
+    if current != head:
+        return Response(
+            {"status": "unavailable", "reason": f"migrations at {current}, head is {head}"},
+            status_code=503,
+        )
+    return Response({"status": "ready", "migration": current}, status_code=200)
+
+
+@get("/metrics", media_type=MediaType.TEXT)
+async def metrics() -> Response[bytes]:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) -> Litestar:
+    """The service. ``sweeper=False`` leaves deadlines to the requests and to other replicas."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        pool = await open_pool(settings.psycopg_url, size=settings.db_pool_size, name="lineup-service")
+        runtime = Runtime(pool=pool, settings=settings, registry=registry)
+        app.state.runtime = runtime
+        stop = asyncio.Event()
+        task = None
+        if sweeper:
+            app.state.sweeper = DeadlineSweeper(pool, settings.psycopg_url)
+            task = asyncio.create_task(app.state.sweeper.run(stop), name="deadline-sweeper")
+        try:
+            yield
+        finally:
+            stop.set()
+            if task is not None:
+                await task
+            await pool.close()
+
+    return Litestar(
+        route_handlers=[AgentToolController, HostController, healthz, readyz, metrics],
+        exception_handlers={
+            ApiError: api_error,
+            HTTPException: http_error,
+            Exception: unexpected_error,
+        },
+        state=State({"tokens": TokenBook({a: settings.tokens(a) for a in ("agent", "host", "operator")})}),
+        lifespan=[lifespan],
+        request_max_body_size=settings.request_max_body_bytes,
+        openapi_config=OpenAPIConfig(title="Lineup Runtime", version="0.1.0", path="/schema"),
+        debug=False,
+    )

@@ -1,0 +1,60 @@
+"""The Agent Tool API (``Bearer $AGENT_TOKEN``)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from litestar import Controller, Request, Response, get, post
+
+from service.api.auth import require
+from service.api.bodies import ToolCallBody, read
+from service.api.state import runtime_of
+from service.domain.errors import ApiError, not_found
+from service.domain.idempotency import fingerprint
+from service.use_cases.operations import get_operation
+from service.use_cases.tool_call import ToolCall
+from service.use_cases.tool_calls import call_tool
+
+JsonResponse = Response[dict[str, Any]]
+
+
+def parse_uuid(value: str, what: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise not_found(what) from None
+
+
+class AgentToolController(Controller):
+    path = "/v1"
+    guards = [require("agent")]
+
+    @get("/tools")
+    async def list_tools(self, request: Request[Any, Any, Any]) -> dict[str, Any]:
+        return {"tools": runtime_of(request).registry.public_tools()}
+
+    @post("/tool-calls")
+    async def tool_call(self, request: Request[Any, Any, Any]) -> JsonResponse:
+        body, raw = await read(request, ToolCallBody)
+        tool = runtime_of(request).registry.tool(body.tool)
+        if tool is None:
+            raise ApiError(404, "unknown_tool", f"no tool named {body.tool!r}")
+        details = tool.validate_arguments(body.arguments)
+        if details:
+            raise ApiError(
+                422,
+                "invalid_arguments",
+                f"the arguments do not match the input schema of {body.tool}",
+                details=[d.as_dict() for d in details],
+            )
+        arguments = dict(body.arguments)
+        if isinstance(arguments.get("duration_seconds"), float):
+            arguments["duration_seconds"] = int(arguments["duration_seconds"])
+        call = ToolCall(body.tool_call_id, body.conversation_id, body.tool, arguments)
+        status, answer = await call_tool(runtime_of(request), call, fingerprint(raw))
+        return Response(answer, status_code=status)
+
+    @get("/operations/{operation_id:str}")
+    async def operation(self, operation_id: str, request: Request[Any, Any, Any]) -> dict[str, Any]:
+        return await get_operation(runtime_of(request), parse_uuid(operation_id, "operation"))

@@ -1,0 +1,1 @@
+"""Table definitions and the named statements that read and write them."""

@@ -1,0 +1,30 @@
+"""The connection pool; created by the process that serves, never at import time."""
+
+from __future__ import annotations
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool
+
+Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
+
+
+async def _configure(conn: AsyncConnection[DictRow]) -> None:
+    # Times leave the database as UTC whatever the server's default is.
+    await conn.execute("SET TIME ZONE 'UTC'")
+    await conn.commit()
+
+
+async def open_pool(url: str, *, size: int = 10, name: str = "lineup") -> Pool:
+    pool: Pool = AsyncConnectionPool(
+        url,
+        min_size=min(2, size),
+        max_size=size,
+        kwargs={"row_factory": dict_row, "autocommit": False, "application_name": name},
+        configure=_configure,
+        connection_class=AsyncConnection[DictRow],
+        open=False,
+        check=AsyncConnectionPool.check_connection,
+    )
+    await pool.open(wait=True, timeout=30)
+    return pool

@@ -1,0 +1,260 @@
+"""The schema as SQLAlchemy Core tables.
+
+The migrations in ``migrations/`` create it; ``tests/integration/test_schema_drift.py`` proves the
+migrated database and these definitions agree. Runtime code uses named SQL statements, not the ORM.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Computed,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSON, JSONB, UUID
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+NOW = text("now()")
+OPERATION_STATES = ("focusing", "completed", "interrupted", "cancelled")
+OPERATION_REASONS = ("deadline_reached", "agent_interrupt", "user_left_workspace", "app_closed")
+OUTBOX_STATUSES = ("pending", "delivered", "dead")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def _ts(name: str, *, nullable: bool = False, default: bool = False) -> Column[object]:
+    return Column(name, DateTime(timezone=True), nullable=nullable, server_default=NOW if default else None)
+
+
+# The foreground per conversation (NULL = Interact) and the per-conversation outbox sequence.
+# Every use case that changes a conversation locks this row first: one lock order, no deadlocks.
+workspaces = Table(
+    "workspaces",
+    metadata,
+    Column("conversation_id", Text, primary_key=True),
+    Column(
+        "foreground_instance_id",
+        UUID(as_uuid=True),
+        ForeignKey("app_instances.instance_id", use_alter=True),
+        nullable=True,
+    ),
+    Column("outbox_sequence", BigInteger, nullable=False, server_default=text("0")),
+    _ts("created_at", default=True),
+    _ts("updated_at", default=True),
+    CheckConstraint("char_length(conversation_id) BETWEEN 1 AND 255", name="conversation_id_length"),
+    CheckConstraint("outbox_sequence >= 0", name="outbox_sequence_nonnegative"),
+)
+
+app_instances = Table(
+    "app_instances",
+    metadata,
+    Column("instance_id", UUID(as_uuid=True), primary_key=True),
+    Column(
+        "conversation_id",
+        Text,
+        ForeignKey("workspaces.conversation_id"),
+        nullable=False,
+    ),
+    Column("app_scope", Text, nullable=False),
+    Column("status", Text, nullable=False, server_default=text("'open'")),
+    _ts("opened_at", default=True),
+    _ts("closed_at", nullable=True),
+    CheckConstraint("status IN ('open', 'closed')", name="status"),
+    CheckConstraint("(status = 'closed') = (closed_at IS NOT NULL)", name="closed_at_iff_closed"),
+    # An app has at most one open instance per conversation: resuming reuses it.
+    Index(
+        "uq_app_instances_one_open_per_scope",
+        "conversation_id",
+        "app_scope",
+        unique=True,
+        postgresql_where=text("status = 'open'"),
+    ),
+    Index("ix_app_instances_conversation_opened", "conversation_id", "opened_at"),
+)
+
+sub_sessions = Table(
+    "sub_sessions",
+    metadata,
+    Column("sub_session_id", UUID(as_uuid=True), primary_key=True),
+    Column(
+        "instance_id",
+        UUID(as_uuid=True),
+        ForeignKey("app_instances.instance_id"),
+        nullable=False,
+        unique=True,
+    ),
+    Column("conversation_id", Text, nullable=False),
+    Column("status", Text, nullable=False, server_default=text("'open'")),
+    _ts("started_at", default=True),
+    _ts("ended_at", nullable=True),
+    CheckConstraint("status IN ('open', 'ended')", name="status"),
+    CheckConstraint("(status = 'ended') = (ended_at IS NOT NULL)", name="ended_at_iff_ended"),
+)
+
+# app.instance-state.v1: one snapshot per instance, display data only.
+instance_states = Table(
+    "instance_states",
+    metadata,
+    Column(
+        "instance_id",
+        UUID(as_uuid=True),
+        ForeignKey("app_instances.instance_id"),
+        primary_key=True,
+    ),
+    Column("app_scope", Text, nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("revision", BigInteger, nullable=False, server_default=text("0")),
+    Column("data", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("readonly", Boolean, nullable=False, server_default=text("false")),
+    _ts("updated_at", default=True),
+    CheckConstraint("revision >= 0", name="revision_nonnegative"),
+    CheckConstraint("jsonb_typeof(data) = 'object'", name="data_is_object"),
+)
+
+operations = Table(
+    "operations",
+    metadata,
+    Column("operation_id", UUID(as_uuid=True), primary_key=True),
+    Column("tool", Text, nullable=False),
+    Column("tool_call_id", Text, nullable=False, unique=True),
+    Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
+    Column("app_scope", Text, nullable=False),
+    Column("instance_id", UUID(as_uuid=True), ForeignKey("app_instances.instance_id"), nullable=False),
+    Column("state", Text, nullable=False, server_default=text("'focusing'")),
+    Column("reason", Text, nullable=True),
+    Column("duration_seconds", Integer, nullable=False),
+    Column("activity", Text, nullable=True),
+    _ts("started_at"),
+    _ts("ends_at"),
+    _ts("finalized_at", nullable=True),
+    Column("result", JSONB, nullable=True),
+    # How late the deadline was decided: kept for every deadline decision.
+    Column(
+        "lateness_ms",
+        Integer,
+        Computed(
+            "CASE WHEN reason = 'deadline_reached' "
+            "THEN (EXTRACT(EPOCH FROM finalized_at - ends_at) * 1000)::integer END",
+            persisted=True,
+        ),
+    ),
+    CheckConstraint(_in("state", OPERATION_STATES), name="state"),
+    CheckConstraint(f"reason IS NULL OR {_in('reason', OPERATION_REASONS)}", name="reason"),
+    CheckConstraint(
+        "(state = 'focusing' AND reason IS NULL AND finalized_at IS NULL AND result IS NULL)"
+        " OR (state = 'completed' AND reason = 'deadline_reached')"
+        " OR (state = 'interrupted' AND reason IN ('agent_interrupt', 'user_left_workspace'))"
+        " OR (state = 'cancelled' AND reason = 'app_closed')",
+        name="state_matches_reason",
+    ),
+    CheckConstraint(
+        "state = 'focusing' OR (finalized_at IS NOT NULL AND result IS NOT NULL)",
+        name="final_has_result",
+    ),
+    CheckConstraint("state <> 'completed' OR finalized_at >= ends_at", name="completed_not_early"),
+    CheckConstraint("duration_seconds BETWEEN 1 AND 14400", name="duration"),
+    CheckConstraint("ends_at = started_at + make_interval(secs => duration_seconds)", name="ends_at"),
+    CheckConstraint("activity IS NULL OR char_length(activity) <= 200", name="activity_length"),
+    # At most one focusing Pomodoro per conversation.
+    Index(
+        "uq_operations_one_focusing_per_conversation",
+        "conversation_id",
+        unique=True,
+        postgresql_where=text("state = 'focusing' AND tool = 'pomodoro.start'"),
+    ),
+    # The sweeper's index: only focusing rows, ordered by deadline.
+    Index("ix_operations_focusing_ends_at", "ends_at", postgresql_where=text("state = 'focusing'")),
+    Index("ix_operations_conversation_started", "conversation_id", "started_at"),
+    Index("ix_operations_instance", "instance_id"),
+)
+
+# The idempotency record of every answered tool call (401/404/422 are not recorded).
+tool_calls = Table(
+    "tool_calls",
+    metadata,
+    Column("tool_call_id", Text, primary_key=True),
+    Column("conversation_id", Text, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("fingerprint", Text, nullable=False),
+    Column("status_code", Integer, nullable=False),
+    # json, not jsonb: a replay returns the first answer with its keys in their original order.
+    Column("response", JSON, nullable=False),
+    _ts("created_at", default=True),
+    CheckConstraint("char_length(tool_call_id) BETWEEN 1 AND 255", name="tool_call_id_length"),
+    CheckConstraint("status_code BETWEEN 200 AND 599", name="status_code"),
+)
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("event_id", UUID(as_uuid=True), primary_key=True),
+    Column("operation_id", UUID(as_uuid=True), ForeignKey("operations.operation_id"), nullable=True),
+    Column("tool", Text, nullable=False),
+    Column("tool_call_id", Text, nullable=False, unique=True),
+    Column("conversation_id", Text, nullable=False),
+    # Per-conversation commit order: taken from workspaces.outbox_sequence under its row lock.
+    Column("sequence", BigInteger, nullable=False),
+    Column("status", Text, nullable=False, server_default=text("'pending'")),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    _ts("next_attempt_at", default=True),
+    Column("last_error", Text, nullable=True),
+    _ts("created_at", default=True),
+    _ts("delivered_at", nullable=True),
+    Column("payload", JSONB, nullable=False),
+    Column("lease_owner", Text, nullable=True),
+    _ts("lease_expires_at", nullable=True),
+    CheckConstraint(_in("status", OUTBOX_STATUSES), name="status"),
+    CheckConstraint("attempts >= 0", name="attempts_nonnegative"),
+    CheckConstraint("(status = 'delivered') = (delivered_at IS NOT NULL)", name="delivered_at"),
+    CheckConstraint("(lease_owner IS NULL) = (lease_expires_at IS NULL)", name="lease_pair"),
+    UniqueConstraint("conversation_id", "sequence"),
+    Index("ix_outbox_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
+    Index("ix_outbox_status_created", "status", "created_at"),
+)
+
+outbox_attempts = Table(
+    "outbox_attempts",
+    metadata,
+    Column("attempt_id", BigInteger, Identity(always=True), primary_key=True),
+    Column(
+        "event_id",
+        UUID(as_uuid=True),
+        ForeignKey("outbox.event_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("attempt", Integer, nullable=False),
+    Column("relay_id", Text, nullable=False),
+    _ts("started_at"),
+    Column("duration_ms", Integer, nullable=False),
+    Column("status_code", Integer, nullable=True),
+    Column("error_class", Text, nullable=True),
+    Column("response_excerpt", Text, nullable=True),
+    Column("outcome", Text, nullable=False),
+    CheckConstraint("attempt >= 1", name="attempt_positive"),
+    CheckConstraint("outcome IN ('delivered', 'retry', 'dead', 'lease_lost')", name="outcome"),
+    CheckConstraint("status_code IS NOT NULL OR error_class IS NOT NULL", name="has_result"),
+    UniqueConstraint("event_id", "attempt"),
+)

@@ -1,0 +1,1 @@
+"""Pure rules: states, reasons, receipts. No I/O here."""

@@ -1,0 +1,392 @@
+"""MiniApp manifests: loading, checking, and validating Tool arguments and instance state.
+
+`load_registry` reads every manifest in a directory, checks it against
+`manifest.schema.json` and the rules a schema cannot express (tool names carry
+their app's scope, scopes and tool names are unique, embedded schemas are valid),
+and returns an immutable `Registry`. Every problem surfaces as `ManifestError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, NoReturn
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+SCHEMA_FILE_NAME = "manifest.schema.json"
+INSTANCE_STATE_FEATURE = "app.instance-state.v1"
+REQUIRED_APP = "interact"
+_SHIPPED_MANIFESTS_DIR = Path(__file__).resolve().parents[1] / "manifests"
+_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+_MAX_ECHO = 80
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
+_META_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=_FORMAT_CHECKER)
+
+# Keywords whose value is one subschema / a list of them / a name → subschema map.
+_SUBSCHEMA = (
+    "additionalProperties",
+    "contains",
+    "else",
+    "if",
+    "items",
+    "not",
+    "propertyNames",
+    "then",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("$defs", "definitions", "dependentSchemas", "patternProperties", "properties")
+
+
+class ManifestError(Exception):
+    """A manifest (or the manifest directory) that the Runtime refuses to run with."""
+
+    def __init__(self, file: str, path: str, reason: str) -> None:
+        super().__init__(f"{file}: {path}: {reason}")
+        self.file = file
+        self.path = path
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ErrorDetail:
+    path: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    app_scope: str
+    kind: str
+    description: str
+    input_schema: dict[str, Any]
+    _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_validator", Draft202012Validator(self.input_schema))
+
+    def validate_arguments(self, arguments: object, prefix: str = "arguments") -> list[ErrorDetail]:
+        return _validate(self._validator, arguments, prefix)
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "app_scope": self.app_scope,
+            "kind": self.kind,
+            "description": self.description,
+            "input_schema": copy.deepcopy(self.input_schema),
+        }
+
+
+@dataclass(frozen=True)
+class InstanceStateFeature:
+    state_schema_version: int
+    state_schema: dict[str, Any]
+    max_bytes: int
+    retention: str
+    _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        validator = Draft202012Validator(self.state_schema, format_checker=_FORMAT_CHECKER)
+        object.__setattr__(self, "_validator", validator)
+
+    def validate_state(self, data: object, prefix: str = "data") -> list[ErrorDetail]:
+        """Validate a snapshot's `data`; `format` (uuid, date-time) is asserted."""
+        return _validate(self._validator, data, prefix)
+
+
+@dataclass(frozen=True)
+class AppManifest:
+    app_scope: str
+    name: str
+    description: str
+    surface_kind: str
+    entry: str | None
+    tools: tuple[ToolSpec, ...]
+    instance_state: InstanceStateFeature | None
+    file: str
+
+
+@dataclass(frozen=True)
+class Registry:
+    apps: Mapping[str, AppManifest]
+    tools: Mapping[str, ToolSpec]
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return self.tools.get(name)
+
+    def app(self, scope: str) -> AppManifest | None:
+        return self.apps.get(scope)
+
+    def public_tools(self) -> list[dict[str, Any]]:
+        return [self.tools[name].public() for name in sorted(self.tools)]
+
+
+def load_registry(directory: Path) -> Registry:
+    """Load and check every `*.json` manifest in `directory` (the schema file excepted)."""
+    if not directory.is_dir():
+        raise ManifestError(str(directory), "$", "manifest directory does not exist")
+    manifest_schema = _load_manifest_schema(directory)
+    files = sorted(p for p in directory.glob("*.json") if p.name != SCHEMA_FILE_NAME and p.is_file())
+    if not files:
+        raise ManifestError(str(directory), "$", "no manifests (*.json) found")
+
+    apps: dict[str, AppManifest] = {}
+    tools: dict[str, ToolSpec] = {}
+    for path in files:
+        app = _load_manifest(path, manifest_schema)
+        if app.app_scope in apps:
+            other = apps[app.app_scope].file
+            _fail(app.file, "$.app_scope", f"duplicate app_scope {app.app_scope!r} (also in {other})")
+        for index, tool in enumerate(app.tools):
+            if tool.name in tools:
+                other = apps[tools[tool.name].app_scope].file
+                _fail(
+                    app.file, f"$.tools[{index}].name", f"duplicate tool name {tool.name!r} (also in {other})"
+                )
+            tools[tool.name] = tool
+        apps[app.app_scope] = app
+
+    if REQUIRED_APP not in apps:
+        raise ManifestError(str(directory), "$", f"the {REQUIRED_APP!r} app manifest is required but missing")
+    return Registry(apps=MappingProxyType(apps), tools=MappingProxyType(tools))
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def _load_manifest_schema(directory: Path) -> Draft202012Validator:
+    path = directory / SCHEMA_FILE_NAME
+    if not path.is_file():
+        path = _SHIPPED_MANIFESTS_DIR / SCHEMA_FILE_NAME
+    schema = _read_json(path)
+    _check_schema(str(path), "$", schema)
+    return Draft202012Validator(schema)
+
+
+def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppManifest:
+    file = str(path)
+    doc = _read_json(path)
+    try:
+        error = best_match(manifest_schema.iter_errors(doc))
+    except RecursionError:
+        _fail(file, "$", "manifest is nested too deeply")
+    if error is not None:
+        _fail(file, _json_path("$", error.absolute_path), error.message)
+
+    scope: str = doc["app_scope"]
+    tools: list[ToolSpec] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(doc["tools"]):
+        where = f"$.tools[{index}]"
+        name: str = raw["name"]
+        if not name.startswith(scope + "."):
+            _fail(file, f"{where}.name", f"tool name {name!r} must start with {scope + '.'!r}")
+        if name in seen:
+            _fail(file, f"{where}.name", f"duplicate tool name {name!r}")
+        seen.add(name)
+        schema = _embedded_schema(file, f"{where}.input_schema", raw["input_schema"], False)
+        tools.append(
+            ToolSpec(
+                name=name,
+                app_scope=scope,
+                kind=raw["kind"],
+                description=raw["description"],
+                input_schema=schema,
+            )
+        )
+
+    instance_state: InstanceStateFeature | None = None
+    feature = doc.get("features", {}).get(INSTANCE_STATE_FEATURE)
+    if feature is not None:
+        where = _json_path("$", ["features", INSTANCE_STATE_FEATURE, "state_schema"])
+        instance_state = InstanceStateFeature(
+            state_schema_version=feature["state_schema_version"],
+            state_schema=_embedded_schema(file, where, feature["state_schema"], True),
+            max_bytes=feature["max_bytes"],
+            retention=feature["retention"],
+        )
+
+    surface = doc["surface"]
+    return AppManifest(
+        app_scope=scope,
+        name=doc["name"],
+        description=doc["description"],
+        surface_kind=surface["kind"],
+        entry=surface.get("entry"),
+        tools=tuple(tools),
+        instance_state=instance_state,
+        file=file,
+    )
+
+
+def _read_json(path: Path) -> Any:
+    file = str(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        _fail(file, "$", f"cannot read file: {exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        _fail(file, "$", f"not UTF-8: {exc.reason} at byte {exc.start}")
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        _fail(file, "$", f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+    except ValueError as exc:
+        _fail(file, "$", f"invalid JSON: {exc}")
+    except RecursionError:
+        _fail(file, "$", "invalid JSON: nested too deeply")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _embedded_schema(file: str, where: str, schema: dict[str, Any], asserts_format: bool) -> dict[str, Any]:
+    """Check an input_schema / state_schema: valid 2020-12, self-contained, formats checkable."""
+    dialect = schema.get("$schema", _DIALECT)
+    if dialect != _DIALECT:
+        _fail(
+            file, _json_path(where, ["$schema"]), f"only JSON Schema draft 2020-12 ({_DIALECT}) is supported"
+        )
+    _check_schema(file, where, schema)
+    for path, subschema in _subschemas(schema, ()):
+        here = _json_path(where, path)
+        for keyword in ("$id", "$dynamicRef", "$recursiveRef"):
+            if keyword in subschema:
+                _fail(file, here, f"{keyword} is not supported in an embedded schema")
+        if "$schema" in subschema and path:
+            _fail(file, here, "$schema is allowed only at the root of an embedded schema")
+        ref = subschema.get("$ref")
+        if ref is not None and not _resolves_locally(schema, ref):
+            _fail(file, _json_path(here, ["$ref"]), f"$ref {ref!r} must point inside this schema (#/...)")
+        fmt = subschema.get("format")
+        if asserts_format and isinstance(fmt, str) and fmt not in _FORMAT_CHECKER.checkers:
+            _fail(file, f"{here}.format", f"format {fmt!r} cannot be asserted by this runtime")
+    return copy.deepcopy(schema)
+
+
+def _check_schema(file: str, where: str, schema: object) -> None:
+    try:
+        error = best_match(_META_VALIDATOR.iter_errors(schema))
+    except RecursionError:
+        _fail(file, where, "schema is nested too deeply")
+    if error is not None:
+        _fail(file, _json_path(where, error.absolute_path), f"not a valid JSON Schema: {error.message}")
+
+
+def _subschemas(
+    schema: object, path: tuple[str | int, ...]
+) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any]]]:
+    if not isinstance(schema, dict):
+        return
+    yield path, schema
+    for keyword in _SUBSCHEMA:
+        if keyword in schema:
+            yield from _subschemas(schema[keyword], (*path, keyword))
+    for keyword in _SUBSCHEMA_LISTS:
+        value = schema.get(keyword)
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                yield from _subschemas(item, (*path, keyword, index))
+    for keyword in _SUBSCHEMA_MAPS:
+        value = schema.get(keyword)
+        if isinstance(value, dict):
+            for name, item in value.items():
+                yield from _subschemas(item, (*path, keyword, name))
+
+
+def _resolves_locally(root: dict[str, Any], ref: object) -> bool:
+    if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+        return False
+    node: Any = root
+    for token in ref[2:].split("/") if ref != "#" else ():
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False
+    return isinstance(node, (dict, bool))
+
+
+def _fail(file: str, path: str, reason: str) -> NoReturn:
+    raise ManifestError(file, path, reason)
+
+
+# --- validation details ----------------------------------------------------------------------
+
+
+def _validate(validator: Draft202012Validator, instance: object, prefix: str) -> list[ErrorDetail]:
+    if not isinstance(instance, dict):
+        return [ErrorDetail(prefix, "must be an object")]
+    details: set[ErrorDetail] = set()
+    for error in validator.iter_errors(instance):
+        details.update(_details(error, prefix))
+    return sorted(details, key=lambda d: (d.path, d.message))
+
+
+def _details(error: ValidationError, prefix: str) -> Iterable[ErrorDetail]:
+    here = _json_path(prefix, error.absolute_path)
+    instance: Any = error.instance
+    schema: Any = error.schema
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        declared = schema.get("properties", {})
+        patterns = schema.get("patternProperties", {})
+        return [
+            ErrorDetail(_json_path(here, [name]), "unexpected property")
+            for name in instance
+            if name not in declared and not any(re.search(p, name) for p in patterns)
+        ]
+    if error.validator == "maxProperties" and error.validator_value == 0:
+        return [ErrorDetail(_json_path(here, [name]), "unexpected property") for name in instance]
+    if error.validator == "required":
+        required: Any = error.validator_value
+        return [
+            ErrorDetail(_json_path(here, [name]), "is required") for name in required if name not in instance
+        ]
+    return [ErrorDetail(here, _shorten_instance(error.message, instance))]
+
+
+def _shorten_instance(message: str, instance: object) -> str:
+    # jsonschema messages start with repr(instance): never echo a huge argument back whole.
+    shown = repr(instance)
+    if len(shown) <= _MAX_ECHO or not message.startswith(shown):
+        return message
+    return shown[: _MAX_ECHO - 3] + "..." + message[len(shown) :]
+
+
+def _json_path(prefix: str, elements: Iterable[str | int]) -> str:
+    """`$.tools[0].kind`, `arguments.duration_seconds`; odd keys as `["app.instance-state.v1"]`."""
+    path = prefix
+    for element in elements:
+        if isinstance(element, int):
+            path += f"[{element}]"
+        elif _PLAIN_KEY.match(element):
+            path += f".{element}"
+        else:
+            path += f"[{json.dumps(element, ensure_ascii=False)}]"
+    return path

@@ -1,0 +1,1 @@
+"""Use cases: each runs in one transaction that it opens itself."""

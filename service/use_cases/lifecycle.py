@@ -1,0 +1,148 @@
+"""The workspace: what is in the foreground, switching it, closing instances.
+
+Leaving a focusing Pomodoro (to Interact or to another app) interrupts it and closing it cancels
+it, through the same compare-and-set as the deadline and the Agent's interrupt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid4
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+
+from service.db import instances as inst_db
+from service.db import operations as ops_db
+from service.db import workspaces as ws_db
+from service.domain.errors import ApiError, not_found
+from service.domain.operations import APP_CLOSED, DEADLINE, POMODORO_SCOPE, USER_LEFT
+from service.domain.timefmt import rfc3339
+from service.metrics import observe_settled
+from service.use_cases.runtime import Runtime
+from service.use_cases.views import operation_brief, operation_view
+
+Conn = AsyncConnection[DictRow]
+INTERACT = "interact"
+
+
+async def _settle_overdue(conn: Conn, conversation_id: str) -> None:
+    focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
+    if focusing is not None and focusing["overdue"]:
+        observe_settled(
+            await ops_db.settle_focusing(conn, [focusing["operation_id"]], DEADLINE, only_due=True)
+        )
+
+
+async def _workspace(conn: Conn, conversation_id: str) -> dict[str, Any]:
+    row = await ws_db.get(conn, conversation_id)
+    now = (await ws_db.server_time(conn))["now"]
+    if row is None:
+        return {
+            "conversation_id": conversation_id,
+            "foreground": INTERACT,
+            "instances": [],
+            "focusing_operation": None,
+            "pending_interactions": [],
+            "server_time": rfc3339(now),
+        }
+    instances = await ws_db.instances(conn, conversation_id)
+    foreground: str | dict[str, str] = INTERACT
+    for instance in instances:
+        if instance["instance_id"] == row["foreground_instance_id"]:
+            foreground = {"app_scope": instance["app_scope"], "instance_id": str(instance["instance_id"])}
+    focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
+    focusing_view = None
+    if focusing is not None:
+        op = await ops_db.get_by_id(conn, focusing["operation_id"])
+        assert op is not None
+        focusing_view = operation_view(op)
+    return {
+        "conversation_id": conversation_id,
+        "foreground": foreground,
+        "instances": [
+            {
+                "instance_id": str(i["instance_id"]),
+                "app_scope": i["app_scope"],
+                "status": i["status"],
+                "sub_session_id": str(i["sub_session_id"]) if i["sub_session_id"] else None,
+            }
+            for i in instances
+        ],
+        "focusing_operation": focusing_view,
+        "pending_interactions": [],
+        "server_time": rfc3339(now),
+    }
+
+
+async def get_workspace(rt: Runtime, conversation_id: str) -> dict[str, Any]:
+    async with rt.transaction() as conn:
+        focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
+        if focusing is not None and focusing["overdue"]:
+            await ws_db.lock_existing(conn, conversation_id)
+            await _settle_overdue(conn, conversation_id)
+        return await _workspace(conn, conversation_id)
+
+
+async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str) -> dict[str, Any]:
+    """Bring Interact (``target_scope == "interact"``) or an app to the foreground."""
+    app = rt.registry.app(target_scope)
+    if app is None:
+        raise ApiError(404, "unknown_app", f"no app with scope {target_scope!r}")
+    async with rt.transaction() as conn:
+        await ws_db.lock_or_create(conn, conversation_id)
+        await _settle_overdue(conn, conversation_id)
+        target: UUID | None = None
+        if app.surface_kind != "builtin":
+            existing = await ws_db.open_instance_of_scope(conn, conversation_id, target_scope)
+            if existing is not None:
+                target = existing["instance_id"]
+            elif target_scope == POMODORO_SCOPE:
+                raise ApiError(
+                    409,
+                    "app_not_resumable",
+                    "Pomodoro opens only through the pomodoro.start tool",
+                )
+        focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
+        if focusing is not None and target_scope != POMODORO_SCOPE:
+            # Leaving the focusing Pomodoro interrupts it (completed if its deadline passed).
+            observe_settled(await ops_db.settle_focusing(conn, [focusing["operation_id"]], USER_LEFT))
+        if app.surface_kind != "builtin" and target is None:
+            feature = app.instance_state
+            opened = await inst_db.open_app(
+                conn,
+                instance_id=uuid4(),
+                sub_session_id=uuid4(),
+                conversation_id=conversation_id,
+                app_scope=target_scope,
+                schema_version=feature.state_schema_version if feature else None,
+            )
+            target = opened["instance_id"]
+        await ws_db.set_foreground(conn, conversation_id, target)
+        return await _workspace(conn, conversation_id)
+
+
+async def close_instance(rt: Runtime, instance_id: UUID) -> dict[str, Any]:
+    """AppLifecycleManager.close: cancels a focusing operation, never rewrites a final one."""
+    async with rt.transaction() as conn:
+        instance = await ws_db.instance(conn, instance_id)
+        if instance is None:
+            raise not_found("instance")
+        await ws_db.lock_existing(conn, instance["conversation_id"])
+        focusing = await ops_db.focusing_for_instance(conn, instance_id)
+        if focusing is not None:
+            observe_settled(await ops_db.settle_focusing(conn, [focusing["operation_id"]], APP_CLOSED))
+        app = rt.registry.app(instance["app_scope"])
+        feature = app.instance_state if app else None
+        await inst_db.close_instance(
+            conn,
+            instance_id,
+            delete_state=feature is not None and feature.retention == "delete_on_close",
+        )
+        operation = await ops_db.latest_for_instance(conn, instance_id)
+        return {
+            "instance_id": str(instance_id),
+            "app_scope": instance["app_scope"],
+            "status": "closed",
+            "operation": operation_brief(operation) if operation is not None else None,
+        }

@@ -1,0 +1,27 @@
+"""What every use case needs: the pool, the settings, the manifests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+
+from service.db.pool import Pool
+from service.manifests import Registry
+from service.settings import Settings
+
+
+@dataclass
+class Runtime:
+    pool: Pool
+    settings: Settings
+    registry: Registry
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection[DictRow]]:
+        """One connection, one transaction: committed on success, rolled back on any error."""
+        async with self.pool.connection() as conn, conn.transaction():
+            yield conn
