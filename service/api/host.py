@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from litestar import Controller, Request, get, post
+from litestar.params import FromPath
 from pydantic import StringConstraints
 
 from service.api.auth import require
@@ -41,15 +42,19 @@ class HostController(Controller):
     guards = [require("host")]
 
     @get("/conversations/{conversation_id:str}/workspace")
-    async def workspace(self, conversation_id: str, request: Request[Any, Any, Any]) -> dict[str, Any]:
+    async def workspace(
+        self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
+    ) -> dict[str, Any]:
         return await lifecycle.get_workspace(runtime_of(request), _conversation(conversation_id))
 
     @post("/conversations/{conversation_id:str}/workspace/foreground", status_code=200)
-    async def foreground(self, conversation_id: str, request: Request[Any, Any, Any]) -> dict[str, Any]:
+    async def foreground(
+        self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
+    ) -> dict[str, Any]:
         body, _ = await read(request, ForegroundBody)
         scope = "interact" if body.target == "interact" else body.target.app_scope
         return await lifecycle.switch_foreground(runtime_of(request), _conversation(conversation_id), scope)
 
     @post("/instances/{instance_id:str}/close", status_code=200)
-    async def close(self, instance_id: str, request: Request[Any, Any, Any]) -> dict[str, Any]:
+    async def close(self, instance_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
         return await lifecycle.close_instance(runtime_of(request), parse_uuid(instance_id, "instance"))

@@ -6,6 +6,7 @@ from typing import Any
 from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
+from litestar.params import FromPath
 
 from service.api.auth import require
 from service.api.bodies import ToolCallBody, read
@@ -56,5 +57,5 @@ class AgentToolController(Controller):
         return Response(answer, status_code=status)
 
     @get("/operations/{operation_id:str}")
-    async def operation(self, operation_id: str, request: Request[Any, Any, Any]) -> dict[str, Any]:
+    async def operation(self, operation_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
         return await get_operation(runtime_of(request), parse_uuid(operation_id, "operation"))

@@ -233,6 +233,13 @@ outbox = Table(
     UniqueConstraint("conversation_id", "sequence"),
     Index("ix_outbox_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
     Index("ix_outbox_status_created", "status", "created_at"),
+    # The head of each conversation's pending queue (order per conversation).
+    Index(
+        "ix_outbox_pending_conversation_sequence",
+        "conversation_id",
+        "sequence",
+        postgresql_where=text("status = 'pending'"),
+    ),
 )
 
 outbox_attempts = Table(

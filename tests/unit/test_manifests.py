@@ -42,10 +42,20 @@ def manifests_dir(tmp_path: Path) -> Path:
 
 
 def minimal(scope: str = "timer", **tool: Any) -> dict[str, Any]:
-    spec = {"name": f"{scope}.go", "kind": "direct", "description": "Go.",
-            "input_schema": {"type": "object"}} | tool
-    return {"manifest_version": 1, "app_scope": scope, "name": scope.title(),
-            "description": "An app.", "surface": {"kind": "builtin"}, "tools": [spec]}
+    spec = {
+        "name": f"{scope}.go",
+        "kind": "direct",
+        "description": "Go.",
+        "input_schema": {"type": "object"},
+    } | tool
+    return {
+        "manifest_version": 1,
+        "app_scope": scope,
+        "name": scope.title(),
+        "description": "An app.",
+        "surface": {"kind": "builtin"},
+        "tools": [spec],
+    }
 
 
 # --- the shipped manifests --------------------------------------------------------------------
@@ -65,7 +75,9 @@ def test_shipped_manifests_load_with_their_surfaces_and_features(registry: Regis
     assert whiteboard.tools == ()
     assert whiteboard.instance_state is not None
     assert (whiteboard.instance_state.max_bytes, whiteboard.instance_state.retention) == (
-        65536, "delete_on_close")
+        65536,
+        "delete_on_close",
+    )
     interact = registry.app("interact")
     assert interact is not None
     assert (interact.surface_kind, interact.entry, interact.instance_state) == ("builtin", None, None)
@@ -78,12 +90,16 @@ def test_pomodoro_state_schema_is_exactly_the_contract_one(registry: Registry) -
     assert pomodoro is not None
     assert pomodoro.instance_state is not None
     assert pomodoro.instance_state.state_schema == {
-        "type": "object", "additionalProperties": False,
-        "properties": {"activity": {"type": ["string", "null"], "maxLength": 200},
-                       "operation_id": {"type": "string", "format": "uuid"},
-                       "started_at": {"type": "string", "format": "date-time"},
-                       "ends_at": {"type": "string", "format": "date-time"},
-                       "display_state": {"enum": ["focusing", "completed", "interrupted", "cancelled"]}}}
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "activity": {"type": ["string", "null"], "maxLength": 200},
+            "operation_id": {"type": "string", "format": "uuid"},
+            "started_at": {"type": "string", "format": "date-time"},
+            "ends_at": {"type": "string", "format": "date-time"},
+            "display_state": {"enum": ["focusing", "completed", "interrupted", "cancelled"]},
+        },
+    }
 
 
 def test_public_tools_are_sorted_by_name_with_the_tool_api_fields(registry: Registry) -> None:
@@ -91,9 +107,11 @@ def test_public_tools_are_sorted_by_name_with_the_tool_api_fields(registry: Regi
     assert [t["name"] for t in tools] == ["interact.ask", "pomodoro.interrupt", "pomodoro.start"]
     assert all(set(t) == {"name", "app_scope", "kind", "description", "input_schema"} for t in tools)
     kinds = {t["name"]: (t["app_scope"], t["kind"]) for t in tools}
-    assert kinds == {"interact.ask": ("interact", "operation"),
-                     "pomodoro.interrupt": ("pomodoro", "direct"),
-                     "pomodoro.start": ("pomodoro", "operation")}
+    assert kinds == {
+        "interact.ask": ("interact", "operation"),
+        "pomodoro.interrupt": ("pomodoro", "direct"),
+        "pomodoro.start": ("pomodoro", "operation"),
+    }
 
 
 def test_public_tools_hand_out_copies_of_the_input_schema(registry: Registry) -> None:
@@ -114,32 +132,39 @@ def test_interrupt_description_tells_the_agent_it_takes_no_target(registry: Regi
 # --- pomodoro.start ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arguments", [
-    {"duration_seconds": 1500},
-    {"duration_seconds": 1},
-    {"duration_seconds": 14400, "activity": "write report"},
-    {"duration_seconds": 60, "activity": "x" * 200},
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"duration_seconds": 1500},
+        {"duration_seconds": 1},
+        {"duration_seconds": 14400, "activity": "write report"},
+        {"duration_seconds": 60, "activity": "x" * 200},
+    ],
+)
 def test_pomodoro_start_accepts_good_arguments(registry: Registry, arguments: dict[str, Any]) -> None:
     tool = registry.tool("pomodoro.start")
     assert tool is not None
     assert tool.validate_arguments(arguments) == []
 
 
-@pytest.mark.parametrize(("arguments", "expected"), [
-    ({"duration_seconds": 0}, ["arguments.duration_seconds"]),
-    ({"duration_seconds": 14401}, ["arguments.duration_seconds"]),
-    ({"duration_seconds": "25"}, ["arguments.duration_seconds"]),
-    ({"duration_seconds": 25.5}, ["arguments.duration_seconds"]),
-    ({"duration_seconds": True}, ["arguments.duration_seconds"]),
-    ({"duration_seconds": 1500, "instance_id": "x"}, ["arguments.instance_id"]),
-    ({"duration_seconds": 1500, "activity": "x" * 201}, ["arguments.activity"]),
-    ({"duration_seconds": 1500, "activity": None}, ["arguments.activity"]),
-    ({}, ["arguments.duration_seconds"]),
-    ({"duration_seconds": 1500, "b": 1, "a": 2}, ["arguments.a", "arguments.b"]),
-])
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"duration_seconds": 0}, ["arguments.duration_seconds"]),
+        ({"duration_seconds": 14401}, ["arguments.duration_seconds"]),
+        ({"duration_seconds": "25"}, ["arguments.duration_seconds"]),
+        ({"duration_seconds": 25.5}, ["arguments.duration_seconds"]),
+        ({"duration_seconds": True}, ["arguments.duration_seconds"]),
+        ({"duration_seconds": 1500, "instance_id": "x"}, ["arguments.instance_id"]),
+        ({"duration_seconds": 1500, "activity": "x" * 201}, ["arguments.activity"]),
+        ({"duration_seconds": 1500, "activity": None}, ["arguments.activity"]),
+        ({}, ["arguments.duration_seconds"]),
+        ({"duration_seconds": 1500, "b": 1, "a": 2}, ["arguments.a", "arguments.b"]),
+    ],
+)
 def test_pomodoro_start_rejects_bad_arguments_at_their_path(
-        registry: Registry, arguments: dict[str, Any], expected: list[str]) -> None:
+    registry: Registry, arguments: dict[str, Any], expected: list[str]
+) -> None:
     tool = registry.tool("pomodoro.start")
     assert tool is not None
     assert paths(tool.validate_arguments(arguments)) == expected
@@ -153,8 +178,10 @@ def test_pomodoro_start_messages_name_the_problem(registry: Registry) -> None:
         ErrorDetail("arguments.mood", "unexpected property"),
     ]
     [detail] = tool.validate_arguments({"duration_seconds": 0})
-    assert detail.as_dict() == {"path": "arguments.duration_seconds",
-                                "message": "0 is less than the minimum of 1"}
+    assert detail.as_dict() == {
+        "path": "arguments.duration_seconds",
+        "message": "0 is less than the minimum of 1",
+    }
 
 
 def test_a_long_rejected_value_is_not_echoed_whole(registry: Registry) -> None:
@@ -182,13 +209,17 @@ def test_pomodoro_interrupt_accepts_only_the_empty_object(registry: Registry) ->
     assert tool.validate_arguments({}) == []
 
 
-@pytest.mark.parametrize(("arguments", "expected"), [
-    ({"instance_id": "x"}, ["arguments.instance_id"]),
-    ({"operation_id": "y"}, ["arguments.operation_id"]),
-    ({"app_scope": "pomodoro", "operation_id": "y"}, ["arguments.app_scope", "arguments.operation_id"]),
-])
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"instance_id": "x"}, ["arguments.instance_id"]),
+        ({"operation_id": "y"}, ["arguments.operation_id"]),
+        ({"app_scope": "pomodoro", "operation_id": "y"}, ["arguments.app_scope", "arguments.operation_id"]),
+    ],
+)
 def test_pomodoro_interrupt_rejects_every_target_argument(
-        registry: Registry, arguments: dict[str, Any], expected: list[str]) -> None:
+    registry: Registry, arguments: dict[str, Any], expected: list[str]
+) -> None:
     tool = registry.tool("pomodoro.interrupt")
     assert tool is not None
     details = tool.validate_arguments(arguments)
@@ -199,30 +230,37 @@ def test_pomodoro_interrupt_rejects_every_target_argument(
 # --- interact.ask -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arguments", [
-    {"prompt": "Ready?"},
-    {"prompt": "p" * 2000, "choices": []},
-    {"prompt": "Which?", "choices": ["c" * 200] * 10},
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"prompt": "Ready?"},
+        {"prompt": "p" * 2000, "choices": []},
+        {"prompt": "Which?", "choices": ["c" * 200] * 10},
+    ],
+)
 def test_interact_ask_accepts_good_arguments(registry: Registry, arguments: dict[str, Any]) -> None:
     tool = registry.tool("interact.ask")
     assert tool is not None
     assert tool.validate_arguments(arguments) == []
 
 
-@pytest.mark.parametrize(("arguments", "expected"), [
-    ({}, ["arguments.prompt"]),
-    ({"prompt": ""}, ["arguments.prompt"]),
-    ({"prompt": "p" * 2001}, ["arguments.prompt"]),
-    ({"prompt": 3}, ["arguments.prompt"]),
-    ({"prompt": "Which?", "choices": ["a"] * 11}, ["arguments.choices"]),
-    ({"prompt": "Which?", "choices": ["a", ""]}, ["arguments.choices[1]"]),
-    ({"prompt": "Which?", "choices": ["c" * 201]}, ["arguments.choices[0]"]),
-    ({"prompt": "Which?", "choices": "a"}, ["arguments.choices"]),
-    ({"prompt": "Which?", "conversation_id": "c"}, ["arguments.conversation_id"]),
-])
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({}, ["arguments.prompt"]),
+        ({"prompt": ""}, ["arguments.prompt"]),
+        ({"prompt": "p" * 2001}, ["arguments.prompt"]),
+        ({"prompt": 3}, ["arguments.prompt"]),
+        ({"prompt": "Which?", "choices": ["a"] * 11}, ["arguments.choices"]),
+        ({"prompt": "Which?", "choices": ["a", ""]}, ["arguments.choices[1]"]),
+        ({"prompt": "Which?", "choices": ["c" * 201]}, ["arguments.choices[0]"]),
+        ({"prompt": "Which?", "choices": "a"}, ["arguments.choices"]),
+        ({"prompt": "Which?", "conversation_id": "c"}, ["arguments.conversation_id"]),
+    ],
+)
 def test_interact_ask_rejects_bad_arguments_at_their_path(
-        registry: Registry, arguments: dict[str, Any], expected: list[str]) -> None:
+    registry: Registry, arguments: dict[str, Any], expected: list[str]
+) -> None:
     tool = registry.tool("interact.ask")
     assert tool is not None
     assert paths(tool.validate_arguments(arguments)) == expected
@@ -245,9 +283,13 @@ def whiteboard_state(registry: Registry) -> InstanceStateFeature:
     return app.instance_state
 
 
-GOOD_SNAPSHOT = {"activity": "write report", "operation_id": OPERATION_ID,
-                 "started_at": "2025-01-01T10:00:00Z", "ends_at": "2025-01-01T10:25:00.123456+00:00",
-                 "display_state": "focusing"}
+GOOD_SNAPSHOT = {
+    "activity": "write report",
+    "operation_id": OPERATION_ID,
+    "started_at": "2025-01-01T10:00:00Z",
+    "ends_at": "2025-01-01T10:25:00.123456+00:00",
+    "display_state": "focusing",
+}
 
 
 @pytest.mark.parametrize("data", [{}, GOOD_SNAPSHOT, {"activity": None, "display_state": "cancelled"}])
@@ -255,24 +297,29 @@ def test_pomodoro_state_accepts_display_snapshots(registry: Registry, data: dict
     assert pomodoro_state(registry).validate_state(data) == []
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"remaining_seconds": 300}, ["data.remaining_seconds"]),
-    ({"operation_id": "not-a-uuid"}, ["data.operation_id"]),
-    ({"operation_id": OPERATION_ID.replace("-", "")}, ["data.operation_id"]),
-    ({"started_at": "2025-13-01T10:00:00Z"}, ["data.started_at"]),
-    ({"ends_at": "tomorrow"}, ["data.ends_at"]),
-    ({"ends_at": "2025-01-01 10:25"}, ["data.ends_at"]),
-    ({"display_state": "paused"}, ["data.display_state"]),
-    ({"activity": "a" * 201}, ["data.activity"]),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"remaining_seconds": 300}, ["data.remaining_seconds"]),
+        ({"operation_id": "not-a-uuid"}, ["data.operation_id"]),
+        ({"operation_id": OPERATION_ID.replace("-", "")}, ["data.operation_id"]),
+        ({"started_at": "2025-13-01T10:00:00Z"}, ["data.started_at"]),
+        ({"ends_at": "tomorrow"}, ["data.ends_at"]),
+        ({"ends_at": "2025-01-01 10:25"}, ["data.ends_at"]),
+        ({"display_state": "paused"}, ["data.display_state"]),
+        ({"activity": "a" * 201}, ["data.activity"]),
+    ],
+)
 def test_pomodoro_state_rejects_anything_but_display_data(
-        registry: Registry, change: dict[str, Any], expected: list[str]) -> None:
+    registry: Registry, change: dict[str, Any], expected: list[str]
+) -> None:
     assert paths(pomodoro_state(registry).validate_state(GOOD_SNAPSHOT | change)) == expected
 
 
 def test_pomodoro_state_format_messages(registry: Registry) -> None:
     details = pomodoro_state(registry).validate_state(
-        {"operation_id": "nope", "started_at": "yesterday"}, prefix="body.data")
+        {"operation_id": "nope", "started_at": "yesterday"}, prefix="body.data"
+    )
     assert [d.as_dict() for d in details] == [
         {"path": "body.data.operation_id", "message": "'nope' is not a 'uuid'"},
         {"path": "body.data.started_at", "message": "'yesterday' is not a 'date-time'"},
@@ -288,18 +335,22 @@ def test_whiteboard_state_accepts_strokes(registry: Registry) -> None:
     assert whiteboard_state(registry).validate_state(data) == []
 
 
-@pytest.mark.parametrize(("stroke", "expected"), [
-    ({"color": "#00FF7F", "width": 3, "points": [[0, 0]]}, ["data.strokes[1].color"]),
-    ({"color": "#00ff7f", "width": 21, "points": [[0, 0]]}, ["data.strokes[1].width"]),
-    ({"color": "#00ff7f", "width": 3, "points": []}, ["data.strokes[1].points"]),
-    ({"color": "#00ff7f", "width": 3, "points": [[0, 0], [1]]}, ["data.strokes[1].points[1]"]),
-    ({"color": "#00ff7f", "width": 3, "points": [[0, 0, 0]]}, ["data.strokes[1].points[0]"]),
-    ({"color": "#00ff7f", "width": 3, "points": [[0, "1"]]}, ["data.strokes[1].points[0][1]"]),
-    ({"color": "#00ff7f", "width": 3, "points": [[0, 0]], "fill": True}, ["data.strokes[1].fill"]),
-    ({"width": 3, "points": [[0, 0]]}, ["data.strokes[1].color"]),
-])
+@pytest.mark.parametrize(
+    ("stroke", "expected"),
+    [
+        ({"color": "#00FF7F", "width": 3, "points": [[0, 0]]}, ["data.strokes[1].color"]),
+        ({"color": "#00ff7f", "width": 21, "points": [[0, 0]]}, ["data.strokes[1].width"]),
+        ({"color": "#00ff7f", "width": 3, "points": []}, ["data.strokes[1].points"]),
+        ({"color": "#00ff7f", "width": 3, "points": [[0, 0], [1]]}, ["data.strokes[1].points[1]"]),
+        ({"color": "#00ff7f", "width": 3, "points": [[0, 0, 0]]}, ["data.strokes[1].points[0]"]),
+        ({"color": "#00ff7f", "width": 3, "points": [[0, "1"]]}, ["data.strokes[1].points[0][1]"]),
+        ({"color": "#00ff7f", "width": 3, "points": [[0, 0]], "fill": True}, ["data.strokes[1].fill"]),
+        ({"width": 3, "points": [[0, 0]]}, ["data.strokes[1].color"]),
+    ],
+)
 def test_whiteboard_state_rejects_malformed_strokes(
-        registry: Registry, stroke: dict[str, Any], expected: list[str]) -> None:
+    registry: Registry, stroke: dict[str, Any], expected: list[str]
+) -> None:
     good = {"color": "#000000", "width": 1, "points": [[0, 0]]}
     assert paths(whiteboard_state(registry).validate_state({"strokes": [good, stroke]})) == expected
 
@@ -314,7 +365,12 @@ def test_state_schemas_are_isolated_between_apps(registry: Registry) -> None:
     stroke = {"color": "#000000", "width": 1, "points": [[0, 0]]}
     assert paths(pomodoro.validate_state({"strokes": [stroke]})) == ["data.strokes"]
     assert paths(whiteboard.validate_state(GOOD_SNAPSHOT)) == [
-        "data.activity", "data.display_state", "data.ends_at", "data.operation_id", "data.started_at"]
+        "data.activity",
+        "data.display_state",
+        "data.ends_at",
+        "data.operation_id",
+        "data.started_at",
+    ]
 
 
 # --- loading errors ---------------------------------------------------------------------------
@@ -373,21 +429,33 @@ def test_a_wrong_tool_kind_points_at_the_kind(manifests_dir: Path) -> None:
     assert str(error).endswith("timer.json: $.tools[0].kind: " + error.reason)
 
 
-@pytest.mark.parametrize(("mutate", "path"), [
-    (lambda m: m.update(extra=1), "$"),
-    (lambda m: m.update(app_scope="Timer"), "$.app_scope"),
-    (lambda m: m.update(manifest_version=2), "$.manifest_version"),
-    (lambda m: m.pop("tools"), "$"),
-    (lambda m: m["surface"].update(kind="workspace"), "$.surface"),
-    (lambda m: m["tools"][0].update(name="timer"), "$.tools[0].name"),
-    (lambda m: m["tools"][0].update(input_schema={"type": "array"}), "$.tools[0].input_schema.type"),
-    (lambda m: m.update(features={"app.instance-state.v1": {
-        "state_schema_version": 1, "state_schema": {"type": "object"}, "max_bytes": 2_000_000,
-        "retention": "retain_readonly"}}), '$.features["app.instance-state.v1"].max_bytes'),
-    (lambda m: m.update(features={"app.other.v1": {}}), "$.features"),
-])
-def test_schema_violations_point_at_the_failing_element(
-        manifests_dir: Path, mutate: Any, path: str) -> None:
+@pytest.mark.parametrize(
+    ("mutate", "path"),
+    [
+        (lambda m: m.update(extra=1), "$"),
+        (lambda m: m.update(app_scope="Timer"), "$.app_scope"),
+        (lambda m: m.update(manifest_version=2), "$.manifest_version"),
+        (lambda m: m.pop("tools"), "$"),
+        (lambda m: m["surface"].update(kind="workspace"), "$.surface"),
+        (lambda m: m["tools"][0].update(name="timer"), "$.tools[0].name"),
+        (lambda m: m["tools"][0].update(input_schema={"type": "array"}), "$.tools[0].input_schema.type"),
+        (
+            lambda m: m.update(
+                features={
+                    "app.instance-state.v1": {
+                        "state_schema_version": 1,
+                        "state_schema": {"type": "object"},
+                        "max_bytes": 2_000_000,
+                        "retention": "retain_readonly",
+                    }
+                }
+            ),
+            '$.features["app.instance-state.v1"].max_bytes',
+        ),
+        (lambda m: m.update(features={"app.other.v1": {}}), "$.features"),
+    ],
+)
+def test_schema_violations_point_at_the_failing_element(manifests_dir: Path, mutate: Any, path: str) -> None:
     doc = minimal()
     mutate(doc)
     write(manifests_dir, "timer.json", doc)
@@ -424,18 +492,29 @@ def test_a_duplicate_tool_name_in_one_file_is_refused(manifests_dir: Path) -> No
     assert caught.value.path == "$.tools[1].name"
 
 
-@pytest.mark.parametrize(("input_schema", "path"), [
-    ({"type": "object", "properties": {"n": {"type": "integer", "minimum": "one"}}},
-     "$.tools[0].input_schema.properties.n.minimum"),
-    ({"type": "object", "required": "n"}, "$.tools[0].input_schema.required"),
-    ({"type": "object", "patternProperties": {"[": {}}}, "$.tools[0].input_schema.patternProperties"),
-    ({"type": "object", "properties": {"n": {"$ref": "https://example.com/n.json"}}},
-     '$.tools[0].input_schema.properties.n["$ref"]'),
-    ({"type": "object", "properties": {"n": {"$ref": "#/$defs/missing"}}},
-     '$.tools[0].input_schema.properties.n["$ref"]'),
-    ({"type": "object", "$schema": "http://json-schema.org/draft-07/schema#"},
-     '$.tools[0].input_schema["$schema"]'),
-])
+@pytest.mark.parametrize(
+    ("input_schema", "path"),
+    [
+        (
+            {"type": "object", "properties": {"n": {"type": "integer", "minimum": "one"}}},
+            "$.tools[0].input_schema.properties.n.minimum",
+        ),
+        ({"type": "object", "required": "n"}, "$.tools[0].input_schema.required"),
+        ({"type": "object", "patternProperties": {"[": {}}}, "$.tools[0].input_schema.patternProperties"),
+        (
+            {"type": "object", "properties": {"n": {"$ref": "https://example.com/n.json"}}},
+            '$.tools[0].input_schema.properties.n["$ref"]',
+        ),
+        (
+            {"type": "object", "properties": {"n": {"$ref": "#/$defs/missing"}}},
+            '$.tools[0].input_schema.properties.n["$ref"]',
+        ),
+        (
+            {"type": "object", "$schema": "http://json-schema.org/draft-07/schema#"},
+            '$.tools[0].input_schema["$schema"]',
+        ),
+    ],
+)
 def test_an_invalid_input_schema_is_refused(manifests_dir: Path, input_schema: Any, path: str) -> None:
     write(manifests_dir, "timer.json", minimal(input_schema=input_schema))
     with pytest.raises(ManifestError) as caught:
@@ -444,8 +523,11 @@ def test_an_invalid_input_schema_is_refused(manifests_dir: Path, input_schema: A
 
 
 def test_a_local_ref_in_an_input_schema_works(manifests_dir: Path) -> None:
-    schema = {"type": "object", "$defs": {"n": {"type": "integer"}},
-              "properties": {"n": {"$ref": "#/$defs/n"}}}
+    schema = {
+        "type": "object",
+        "$defs": {"n": {"type": "integer"}},
+        "properties": {"n": {"$ref": "#/$defs/n"}},
+    }
     write(manifests_dir, "timer.json", minimal(input_schema=schema))
     tool = load_registry(manifests_dir).tool("timer.go")
     assert tool is not None
@@ -454,9 +536,17 @@ def test_a_local_ref_in_an_input_schema_works(manifests_dir: Path) -> None:
 
 def test_a_state_schema_format_that_cannot_be_asserted_is_refused(manifests_dir: Path) -> None:
     doc = minimal()
-    doc["features"] = {"app.instance-state.v1": {
-        "state_schema_version": 1, "max_bytes": 100, "retention": "delete_on_close",
-        "state_schema": {"type": "object", "properties": {"at": {"type": "string", "format": "date_time"}}}}}
+    doc["features"] = {
+        "app.instance-state.v1": {
+            "state_schema_version": 1,
+            "max_bytes": 100,
+            "retention": "delete_on_close",
+            "state_schema": {
+                "type": "object",
+                "properties": {"at": {"type": "string", "format": "date_time"}},
+            },
+        }
+    }
     write(manifests_dir, "timer.json", doc)
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)

@@ -1,0 +1,92 @@
+"""Fixtures shared by every layer: a real Postgres, a fresh migrated database per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from litestar.testing import AsyncTestClient
+from psycopg.rows import dict_row
+
+from service.api.app import create_app
+from service.manifests import Registry, load_registry
+from service.settings import Settings, load_settings
+from tests.support.database import DatabaseFactory, migrated_template, server_url, with_database
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENT_TOKEN = "agent-token-for-tests-0001"
+HOST_TOKEN = "host-token-for-tests-00001"
+OPERATOR_TOKEN = "operator-token-for-tests-1"
+AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+HOST = {"Authorization": f"Bearer {HOST_TOKEN}"}
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    with server_url() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def database_factory(pg_server: str) -> Iterator[DatabaseFactory]:
+    with migrated_template(pg_server) as factory:
+        yield factory
+
+
+@pytest.fixture
+def database_url(database_factory: DatabaseFactory) -> Iterator[str]:
+    """A fresh database cloned from the migrated template, dropped after the test."""
+    name = database_factory.create()
+    try:
+        yield with_database(database_factory.server, name)
+    finally:
+        database_factory.drop(name)
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+    """A direct connection for assertions (autocommit, dict rows)."""
+    with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+        yield conn
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    return load_registry(ROOT / "manifests")
+
+
+def make_settings(database_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "agent_token": AGENT_TOKEN,
+        "host_token": HOST_TOKEN,
+        "operator_token": OPERATOR_TOKEN,
+        "manifests_dir": ROOT / "manifests",
+    }
+    values.update(overrides)
+    return load_settings("serve", **values)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return make_settings(database_url)
+
+
+@pytest.fixture
+async def client(settings: Settings, registry: Registry) -> AsyncIterator[AsyncTestClient[Any]]:
+    """The service in-process (no sweeper: tests drive deadlines explicitly)."""
+    app = create_app(settings, registry, sweeper=False)
+    async with AsyncTestClient(app=app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+async def swept_client(settings: Settings, registry: Registry) -> AsyncIterator[AsyncTestClient[Any]]:
+    """The service in-process with its deadline sweeper running."""
+    app = create_app(settings, registry, sweeper=True)
+    async with AsyncTestClient(app=app) as test_client:
+        yield test_client

@@ -1,0 +1,1 @@
+"""Test support: database selection, template cloning, service processes."""

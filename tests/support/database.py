@@ -1,0 +1,102 @@
+"""Where the tests' Postgres comes from, and one fresh database per test.
+
+Order: ``TEST_DATABASE_URL`` or ``DATABASE_URL`` when set; else a testcontainers Postgres when a
+Docker engine answers; else an embedded server from the ``pgserver`` package. The schema is
+migrated once into a template database (through Alembic, never ``create_all``) and every test gets
+a clone (``CREATE DATABASE ... TEMPLATE``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+
+def with_database(url: str, name: str) -> str:
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+def _docker_answers() -> bool:
+    """True when a Docker engine answers its ping on the local socket (or DOCKER_HOST is set)."""
+    if os.environ.get("DOCKER_HOST"):
+        return True
+    path = "/var/run/docker.sock"
+    if not os.path.exists(path):
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(2)
+            sock.connect(path)
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b" 200 " in sock.recv(64)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def server_url() -> Iterator[str]:
+    """A URL of a Postgres server where the tests may create and drop databases."""
+    explicit = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    if explicit:
+        yield explicit
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver=None) as container:
+            yield container.get_connection_url()
+        return
+    root = Path(tempfile.mkdtemp(prefix="lineup-pg-"))
+    runtime_dir = root / "run"
+    runtime_dir.mkdir(mode=0o700)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
+    import pgserver  # type: ignore[import-untyped]
+
+    server = pgserver.get_server(root / "data", cleanup_mode="delete")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+
+
+def admin_execute(url: str, *statements: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
+class DatabaseFactory:
+    """Clones the migrated template into a fresh database per test."""
+
+    def __init__(self, server: str, template: str) -> None:
+        self.server = server
+        self.template = template
+
+    def create(self) -> str:
+        name = f"lineup_test_{uuid.uuid4().hex[:16]}"
+        admin_execute(self.server, f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+        return name
+
+    def drop(self, name: str) -> None:
+        admin_execute(self.server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def migrated_template(server: str) -> Iterator[DatabaseFactory]:
+    from service.db.migrate import upgrade
+
+    template = f"lineup_template_{uuid.uuid4().hex[:12]}"
+    admin_execute(server, f'CREATE DATABASE "{template}"')
+    try:
+        upgrade(with_database(server, template))
+        yield DatabaseFactory(server, template)
+    finally:
+        admin_execute(server, f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
