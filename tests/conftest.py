@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from service.api.app import create_app
 from service.manifests import Registry, load_registry
 from service.settings import Settings, load_settings
 from tests.support.database import DatabaseFactory, migrated_template, server_url, with_database
+from tests.support.processes import free_port, spawn, stop, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_TOKEN = "agent-token-for-tests-0001"
@@ -90,3 +93,50 @@ async def swept_client(settings: Settings, registry: Registry) -> AsyncIterator[
     app = create_app(settings, registry, sweeper=True)
     async with AsyncTestClient(app=app) as test_client:
         yield test_client
+
+
+class ServiceProcess:
+    """``python -m service serve`` as a real process on a free port."""
+
+    def __init__(self, database_url: str, log_dir: Path, **env: str) -> None:
+        self.database_url = database_url
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log = log_dir / f"service-{self.port}.log"
+        self.env = {
+            "DATABASE_URL": database_url,
+            "AGENT_TOKEN": AGENT_TOKEN,
+            "HOST_TOKEN": HOST_TOKEN,
+            "OPERATOR_TOKEN": OPERATOR_TOKEN,
+            **env,
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ServiceProcess:
+        self.process = spawn(["-m", "service", "serve", "--port", str(self.port)], self.env, self.log)
+        wait_http(f"{self.base_url}/healthz", process=self.process)
+        return self
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> int:
+        assert self.process is not None
+        return stop(self.process)
+
+
+@pytest.fixture
+def service_process(database_url: str, tmp_path: Path) -> Iterator[Callable[..., ServiceProcess]]:
+    started: list[ServiceProcess] = []
+
+    def factory(**env: str) -> ServiceProcess:
+        process = ServiceProcess(database_url, tmp_path, **env).start()
+        started.append(process)
+        return process
+
+    yield factory
+    for process in started:
+        if process.process is not None and process.process.poll() is None:
+            process.stop()

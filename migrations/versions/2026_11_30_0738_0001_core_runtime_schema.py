@@ -148,7 +148,7 @@ def upgrade() -> None:
             nullable=True,
         ),
         sa.CheckConstraint(
-            "(state = 'focusing' AND reason IS NULL AND finalized_at IS NULL AND result IS NULL) OR (state = 'completed' AND reason = 'deadline_reached') OR (state = 'interrupted' AND reason IN ('agent_interrupt', 'user_left_workspace')) OR (state = 'cancelled' AND reason = 'app_closed')",
+            "COALESCE((state = 'focusing' AND reason IS NULL AND finalized_at IS NULL AND result IS NULL) OR (state = 'completed' AND reason = 'deadline_reached') OR (state = 'interrupted' AND reason IN ('agent_interrupt', 'user_left_workspace')) OR (state = 'cancelled' AND reason = 'app_closed'), false)",
             name=op.f("ck_operations_state_matches_reason"),
         ),
         sa.CheckConstraint(

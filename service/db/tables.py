@@ -164,10 +164,11 @@ operations = Table(
     CheckConstraint(_in("state", OPERATION_STATES), name="state"),
     CheckConstraint(f"reason IS NULL OR {_in('reason', OPERATION_REASONS)}", name="reason"),
     CheckConstraint(
-        "(state = 'focusing' AND reason IS NULL AND finalized_at IS NULL AND result IS NULL)"
+        # COALESCE: a NULL reason must fail the check, not pass it as unknown.
+        "COALESCE((state = 'focusing' AND reason IS NULL AND finalized_at IS NULL AND result IS NULL)"
         " OR (state = 'completed' AND reason = 'deadline_reached')"
         " OR (state = 'interrupted' AND reason IN ('agent_interrupt', 'user_left_workspace'))"
-        " OR (state = 'cancelled' AND reason = 'app_closed')",
+        " OR (state = 'cancelled' AND reason = 'app_closed'), false)",
         name="state_matches_reason",
     ),
     CheckConstraint(

@@ -23,10 +23,11 @@ def free_port() -> int:
 
 def spawn(args: list[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
     full_env = {**os.environ, **env}
-    handle = log.open("ab")
-    return subprocess.Popen(
-        [sys.executable, *args], cwd=ROOT, env=full_env, stdout=handle, stderr=subprocess.STDOUT
-    )
+    # The child keeps its own descriptor of the log; ours is closed at once.
+    with log.open("ab") as handle:
+        return subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, env=full_env, stdout=handle, stderr=subprocess.STDOUT
+        )
 
 
 def wait_http(url: str, timeout: float = 20.0, process: subprocess.Popen[bytes] | None = None) -> None:

@@ -1,0 +1,83 @@
+"""The schema itself refuses states that break an invariant, whatever the code does."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+
+def open_pomodoro(db: Any, conversation_id: str = "c") -> tuple[uuid.UUID, uuid.UUID]:
+    db.execute(
+        "INSERT INTO workspaces (conversation_id) VALUES (%s) ON CONFLICT DO NOTHING", [conversation_id]
+    )
+    instance_id, operation_id = uuid.uuid4(), uuid.uuid4()
+    db.execute(
+        "INSERT INTO app_instances (instance_id, conversation_id, app_scope, status) VALUES (%s, %s, 'pomodoro', 'open')",
+        [instance_id, conversation_id],
+    )
+    db.execute(
+        "INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,"
+        " duration_seconds, started_at, ends_at) VALUES (%s, 'pomodoro.start', %s, %s, 'pomodoro', %s, 60, now(),"
+        " now() + interval '60 seconds')",
+        [operation_id, f"tc-{operation_id}", conversation_id, instance_id],
+    )
+    return instance_id, operation_id
+
+
+def test_a_second_focusing_pomodoro_in_a_conversation_is_refused(db: Any) -> None:
+    open_pomodoro(db, "c")
+    db.execute("UPDATE app_instances SET status = 'closed', closed_at = now()")
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        open_pomodoro(db, "c")
+
+
+def test_a_second_outbox_row_for_one_tool_call_is_refused(db: Any) -> None:
+    db.execute("INSERT INTO workspaces (conversation_id) VALUES ('c')")
+    insert = (
+        "INSERT INTO outbox (event_id, tool, tool_call_id, conversation_id, sequence, payload)"
+        " VALUES (gen_random_uuid(), 'pomodoro.start', 'tc-1', 'c', %s, '{}')"
+    )
+    db.execute(insert, [1])
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        db.execute(insert, [2])
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        ("completed", "agent_interrupt"),
+        ("cancelled", "deadline_reached"),
+        ("interrupted", None),
+        ("paused", None),
+    ],
+)
+def test_a_state_with_the_wrong_reason_is_refused(db: Any, state: str, reason: str | None) -> None:
+    _, operation_id = open_pomodoro(db)
+    with pytest.raises(psycopg.errors.CheckViolation):
+        db.execute(
+            "UPDATE operations SET state = %s, reason = %s, finalized_at = now(), result = '{}' WHERE operation_id = %s",
+            [state, reason, operation_id],
+        )
+
+
+def test_completed_before_the_deadline_is_refused(db: Any) -> None:
+    _, operation_id = open_pomodoro(db)
+    with pytest.raises(psycopg.errors.CheckViolation):
+        db.execute(
+            "UPDATE operations SET state = 'completed', reason = 'deadline_reached', finalized_at = now(),"
+            " result = '{}' WHERE operation_id = %s",
+            [operation_id],
+        )
+
+
+def test_an_operation_for_an_unknown_instance_is_refused(db: Any) -> None:
+    db.execute("INSERT INTO workspaces (conversation_id) VALUES ('c')")
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        db.execute(
+            "INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,"
+            " duration_seconds, started_at, ends_at) VALUES (gen_random_uuid(), 'pomodoro.start', 'x', 'c',"
+            " 'pomodoro', gen_random_uuid(), 60, now(), now() + interval '60 seconds')"
+        )
