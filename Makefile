@@ -1,0 +1,46 @@
+# The README's commands. `make help` lists them.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install dev test lint format migrate serve relay bench
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed ## create .venv and install the project with its test and dev extras
+
+dev: install ## the whole stack on this machine (embedded Postgres unless DATABASE_URL is set)
+	$(PY) -m service dev
+
+test: install ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install ## ruff and mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+format: install ## apply ruff's formatting and safe fixes
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+migrate: install ## alembic upgrade head against DATABASE_URL
+	$(PY) -m service migrate
+
+serve: install ## the HTTP service against DATABASE_URL
+	$(PY) -m service serve
+
+relay: install ## the outbox relay against DATABASE_URL
+	$(PY) -m relay
+
+bench: install ## the benchmarks (they print numbers; see bench/README.md)
+	$(PY) bench/tool_cycles.py
+	$(PY) bench/deadline_lateness.py
