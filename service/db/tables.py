@@ -17,6 +17,7 @@ from sqlalchemy import (
     Identity,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -265,4 +266,97 @@ outbox_attempts = Table(
     CheckConstraint("outcome IN ('delivered', 'retry', 'dead', 'lease_lost')", name="outcome"),
     CheckConstraint("status_code IS NOT NULL OR error_class IS NOT NULL", name="has_result"),
     UniqueConstraint("event_id", "attempt"),
+)
+
+# SDK capabilities: random tokens, stored only as SHA-256 digests, bound to one instance.
+capabilities = Table(
+    "capabilities",
+    metadata,
+    Column("token_hash", LargeBinary, primary_key=True),
+    Column("instance_id", UUID(as_uuid=True), ForeignKey("app_instances.instance_id"), nullable=False),
+    Column("app_scope", Text, nullable=False),
+    Column("conversation_id", Text, nullable=False),
+    _ts("created_at", default=True),
+    CheckConstraint("octet_length(token_hash) = 32", name="token_hash_length"),
+    Index("ix_capabilities_instance", "instance_id"),
+)
+
+# Surface events (dimmed, locked, reloaded, ...): recorded, never interrupting.
+surface_events = Table(
+    "surface_events",
+    metadata,
+    Column("surface_event_id", BigInteger, Identity(always=True), primary_key=True),
+    Column("instance_id", UUID(as_uuid=True), ForeignKey("app_instances.instance_id"), nullable=False),
+    Column("event", Text, nullable=False),
+    _ts("created_at", default=True),
+    CheckConstraint(
+        "event IN ('dimmed', 'undimmed', 'locked', 'unlocked', 'reloaded')", name="event"
+    ),
+    Index("ix_surface_events_instance", "instance_id", "created_at"),
+)
+
+# The main conversation (sub_session_id NULL) and each app sub-session keep their messages apart.
+messages = Table(
+    "messages",
+    metadata,
+    Column("message_id", UUID(as_uuid=True), primary_key=True),
+    Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
+    Column(
+        "sub_session_id", UUID(as_uuid=True), ForeignKey("sub_sessions.sub_session_id"), nullable=True
+    ),
+    Column("role", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    _ts("created_at", default=True),
+    CheckConstraint("role IN ('user', 'agent')", name="role"),
+    CheckConstraint("char_length(text) BETWEEN 1 AND 8000", name="text_length"),
+    Index("ix_messages_conversation_created", "conversation_id", "created_at"),
+    Index("ix_messages_sub_session_created", "sub_session_id", "created_at"),
+)
+
+# Interact standard interactions (interact.ask): owned by the conversation, decided once.
+interactions = Table(
+    "interactions",
+    metadata,
+    Column("tool_call_id", Text, primary_key=True),
+    Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
+    Column("prompt", Text, nullable=False),
+    Column("choices", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("status", Text, nullable=False, server_default=text("'pending'")),
+    Column(
+        "asked_in_sub_session_id",
+        UUID(as_uuid=True),
+        ForeignKey("sub_sessions.sub_session_id"),
+        nullable=True,
+    ),
+    Column("answer", Text, nullable=True),
+    _ts("created_at", default=True),
+    _ts("answered_at", nullable=True),
+    CheckConstraint("status IN ('pending', 'answered')", name="status"),
+    CheckConstraint(
+        "(status = 'answered') = (answer IS NOT NULL AND answered_at IS NOT NULL)", name="answered"
+    ),
+    CheckConstraint("char_length(prompt) BETWEEN 1 AND 2000", name="prompt_length"),
+    CheckConstraint("jsonb_typeof(choices) = 'array'", name="choices_array"),
+    Index(
+        "ix_interactions_pending",
+        "conversation_id",
+        "created_at",
+        postgresql_where=text("status = 'pending'"),
+    ),
+)
+
+# Projection changes for the Host's event stream; written by triggers in the deciding
+# transactions, announced with NOTIFY, replayed after a reconnect from Last-Event-ID.
+projection_events = Table(
+    "projection_events",
+    metadata,
+    Column("event_seq", BigInteger, Identity(always=True), primary_key=True),
+    Column("conversation_id", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    _ts("created_at", default=True),
+    CheckConstraint(
+        "kind IN ('operation', 'workspace', 'message', 'interaction')", name="kind"
+    ),
+    Index("ix_projection_events_conversation_seq", "conversation_id", "event_seq"),
 )
