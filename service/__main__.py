@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from service.cli import ops as ops_cli
 from service.settings import SettingsError
 
 
@@ -20,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
     dev.add_argument("--data-dir", default=".dev", help="where dev keeps its Postgres and tokens")
+    ops = commands.add_parser(
+        "ops", help="operator CLI: outbox, operations, stats, trace", description=ops_cli.DESCRIPTION
+    )
+    ops_cli.add_arguments(ops)
     args = parser.parse_args(argv)
     try:
         if args.command == "migrate":
@@ -34,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
             from service.cli.dev import run as run_dev
 
             return run_dev(args.host, args.port, args.data_dir)
+        if args.command == "ops":
+            return ops_cli.run(args)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,410 @@
+"""``python -m service ops …``: the operator CLI over the outbox, the operations and the deliveries.
+
+Tables for people by default, ``--json`` (the same objects as ``/v1/ops``) for machines. Exit 0 on
+success, 1 when the thing asked for is unknown or refused, 2 for bad usage or settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+
+from service.db import ops as ops_db
+from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
+from service.settings import load_settings
+
+Conn = psycopg.Connection[DictRow]
+Json = dict[str, Any]
+Command = Callable[[Conn, argparse.Namespace, TextIO], int]
+
+DESCRIPTION = (
+    "The operator CLI: the outbox, the operations, delivery stats, and what happened to a tool call."
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (the words after ``ops``) and run the command; raises ``SettingsError``."""
+    parser = argparse.ArgumentParser(prog="python -m service ops", description=DESCRIPTION)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``ops`` command tree, on a parser of its own or on ``python -m service``'s subparser."""
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    areas = parser.add_subparsers(dest="ops_area", required=True, metavar="{outbox,operations,stats,trace}")
+
+    outbox = areas.add_parser("outbox", help="the results waiting for, or done with, delivery")
+    actions = outbox.add_subparsers(dest="ops_action", required=True)
+    listing = actions.add_parser("list", parents=[output], help="outbox rows, newest first")
+    listing.add_argument("--status", choices=OUTBOX_STATUSES)
+    listing.add_argument("--conversation", metavar="CONVERSATION_ID")
+    listing.add_argument("--limit", type=_limit, default=ops_db.DEFAULT_LIMIT, help="1..1000 (default 100)")
+    listing.set_defaults(ops_command=outbox_list)
+    show = actions.add_parser("show", parents=[output], help="one row, its payload and every attempt")
+    show.add_argument("event_id", metavar="EVENT_ID", help="the row's event_id (the webhook-id)")
+    show.set_defaults(ops_command=outbox_show)
+    requeue = actions.add_parser(
+        "requeue", parents=[output], help="dead rows back to pending: attempts 0, due now, same event_id"
+    )
+    target = requeue.add_mutually_exclusive_group(required=True)
+    target.add_argument("event_id", metavar="EVENT_ID", nargs="?", help="the event_id of one dead row")
+    target.add_argument("--all-dead", action="store_true", help="every dead row")
+    requeue.set_defaults(ops_command=outbox_requeue)
+
+    operations = areas.add_parser("operations", help="focus periods and how they ended")
+    op_actions = operations.add_subparsers(dest="ops_action", required=True)
+    op_listing = op_actions.add_parser("list", parents=[output], help="operations, newest first")
+    op_listing.add_argument("--state", choices=OPERATION_STATES)
+    op_listing.add_argument("--conversation", metavar="CONVERSATION_ID")
+    op_listing.add_argument(
+        "--limit", type=_limit, default=ops_db.DEFAULT_LIMIT, help="1..1000 (default 100)"
+    )
+    op_listing.set_defaults(ops_command=operations_list)
+
+    stats = areas.add_parser("stats", parents=[output], help="queue depth, lateness, recent attempts")
+    stats.set_defaults(ops_command=show_stats)
+
+    trace = areas.add_parser("trace", parents=[output], help="what happened to tool call X?")
+    trace.add_argument("tool_call_id", metavar="TOOL_CALL_ID", help="the Agent's tool_call_id")
+    trace.set_defaults(ops_command=trace_tool_call)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    command: Command = args.ops_command
+    settings = load_settings("ops")
+    try:
+        conn = psycopg.connect(
+            settings.psycopg_url,
+            autocommit=True,
+            row_factory=dict_row,
+            application_name="lineup-ops",
+            connect_timeout=10,
+        )
+    except psycopg.OperationalError as exc:
+        print(f"error: cannot connect to the database: {exc}", file=sys.stderr)
+        return 1
+    with conn:
+        return command(conn, args, out or sys.stdout)
+
+
+def _limit(value: str) -> int:
+    try:
+        limit = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if not 1 <= limit <= 1000:
+        raise argparse.ArgumentTypeError("must be 1..1000")
+    return limit
+
+
+def _event_id(value: str) -> UUID | None:
+    try:
+        return UUID(value)
+    except ValueError:
+        return None
+
+
+def fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 1
+
+
+# ---- commands
+
+
+def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    lookup = ops_db.outbox_list(status=args.status, conversation_id=args.conversation, limit=args.limit)
+    data = ops_db.read(conn, lookup)
+    if args.json:
+        return emit_json(data, out)
+    rows = [
+        [
+            row["event_id"],
+            row["status"],
+            str(row["attempts"]),
+            row["conversation_id"],
+            str(row["sequence"]),
+            row["tool"],
+            row["tool_call_id"],
+            when(row["created_at"]),
+            when(_next_or_delivered(row)),
+            clip(row["last_error"]),
+        ]
+        for row in data["outbox"]
+    ]
+    headers = ["EVENT_ID", "STATUS", "ATT", "CONVERSATION", "SEQ", "TOOL", "TOOL_CALL_ID", "CREATED"]
+    print(table([*headers, "DELIVERED/NEXT", "LAST_ERROR"], rows), file=out)
+    return 0
+
+
+def _next_or_delivered(row: Json) -> str | None:
+    return {"delivered": row["delivered_at"], "pending": row["next_attempt_at"]}.get(row["status"])
+
+
+def outbox_show(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    event_id = _event_id(args.event_id)
+    row = None if event_id is None else ops_db.read(conn, ops_db.outbox_show(event_id))
+    if row is None:
+        return fail(f"no outbox row with event_id {args.event_id}")
+    if args.json:
+        return emit_json(row, out)
+    print(outbox_block(row), file=out)
+    return 0
+
+
+def outbox_requeue(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    if args.all_dead:
+        rows = ops_db.requeue_all_dead(conn)
+    else:
+        event_id = _event_id(args.event_id)
+        if event_id is None:
+            return fail(f"no outbox row with event_id {args.event_id}")
+        try:
+            rows = [ops_db.requeue_dead(conn, event_id)]
+        except ops_db.NotRequeueableError as exc:
+            return fail(str(exc))
+    if args.json:
+        return emit_json({"requeued": rows}, out)
+    if not rows:
+        print("no dead rows: nothing requeued", file=out)
+        return 0
+    for row in rows:
+        print(
+            f"requeued {row['event_id']} (tool call {row['tool_call_id']}, conversation "
+            f"{row['conversation_id']}, sequence {row['sequence']}): pending, attempts 0, due now",
+            file=out,
+        )
+    print(f"{len(rows)} row(s) requeued", file=out)
+    return 0
+
+
+def operations_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    lookup = ops_db.operations_list(state=args.state, conversation_id=args.conversation, limit=args.limit)
+    data = ops_db.read(conn, lookup)
+    if args.json:
+        return emit_json(data, out)
+    rows = [
+        [
+            row["operation_id"],
+            row["state"],
+            cell(row["reason"]),
+            row["conversation_id"],
+            row["tool_call_id"],
+            when(row["started_at"]),
+            when(row["ends_at"]),
+            when(row["finalized_at"]),
+            cell(row["lateness_ms"]),
+        ]
+        for row in data["operations"]
+    ]
+    headers = ["OPERATION_ID", "STATE", "REASON", "CONVERSATION", "TOOL_CALL_ID", "STARTED", "ENDS"]
+    print(table([*headers, "FINALIZED", "LATE_MS"], rows), file=out)
+    return 0
+
+
+def show_stats(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    data = ops_db.read(conn, ops_db.stats())
+    if args.json:
+        return emit_json(data, out)
+    box, ops, late = data["outbox"], data["operations"], data["deadline_lateness_ms"]
+    attempts = data["attempts_last_hour"]
+    age = box["oldest_pending_age_seconds"]
+    lines = [
+        f"server time         {data['server_time']}",
+        "outbox              " + pairs(box["by_status"]) + f"  (due now {box['due_now']})",
+        f"oldest pending      {'-' if age is None else f'{age:.1f} s'}",
+        "operations          " + pairs(ops["by_state"]),
+        f"deadline lateness   p50 {cell(late['p50'])} ms  p99 {cell(late['p99'])} ms  "
+        f"max {cell(late['max'])} ms  (over {late['completed']} completed)",
+        "attempts, last hour " + pairs(attempts["by_outcome"]) + f"  (total {attempts['total']})",
+    ]
+    print("\n".join(lines), file=out)
+    return 0
+
+
+def trace_tool_call(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    trace = ops_db.read(conn, ops_db.trace_tool_call(args.tool_call_id))
+    if trace is None:
+        return fail(
+            f"nothing is recorded for tool call {args.tool_call_id!r} "
+            "(answers 401, 404 and 422 are not recorded)"
+        )
+    if args.json:
+        return emit_json(trace, out)
+    print(trace_text(trace), file=out)
+    return 0
+
+
+# ---- rendering
+
+
+def emit_json(data: Any, out: TextIO) -> int:
+    print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
+    return 0
+
+
+def cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def when(value: str | None) -> str:
+    """An RFC 3339 time to the second, for tables (the JSON keeps microseconds)."""
+    return "-" if value is None else value[:19] + "Z"
+
+
+def clip(value: str | None, width: int = 60) -> str:
+    if value is None:
+        return "-"
+    flat = " ".join(value.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def pairs(counts: dict[str, int]) -> str:
+    return "  ".join(f"{key} {value}" for key, value in counts.items())
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    if not rows:
+        return "(no rows)"
+    widths = [max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(len(headers))]
+    lines = [headers, *rows]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+def fields(items: list[tuple[str, Any]], indent: str = "  ") -> str:
+    width = max(len(name) for name, _ in items)
+    return "\n".join(f"{indent}{name.ljust(width)}  {cell(value)}" for name, value in items)
+
+
+def attempts_table(attempts: list[Json]) -> str:
+    rows = [
+        [
+            str(a["attempt"]),
+            when(a["started_at"]),
+            f"{a['duration_ms']} ms",
+            cell(a["status_code"]),
+            cell(a["error_class"]),
+            a["outcome"],
+            a["relay_id"],
+            clip(a["response_excerpt"], 40),
+        ]
+        for a in attempts
+    ]
+    return table(["#", "STARTED", "DURATION", "HTTP", "ERROR", "OUTCOME", "RELAY", "RESPONSE"], rows)
+
+
+def outbox_block(row: Json) -> str:
+    lease = None if row["lease_owner"] is None else f"{row['lease_owner']} until {row['lease_expires_at']}"
+    head = fields(
+        [
+            ("event_id", row["event_id"]),
+            ("status", row["status"]),
+            ("tool", row["tool"]),
+            ("tool_call_id", row["tool_call_id"]),
+            ("operation_id", row["operation_id"]),
+            ("conversation", f"{row['conversation_id']} (sequence {row['sequence']})"),
+            ("attempts", row["attempts"]),
+            ("created_at", row["created_at"]),
+            ("next_attempt_at", row["next_attempt_at"] if row["status"] == "pending" else None),
+            ("delivered_at", row["delivered_at"]),
+            ("last_error", row["last_error"]),
+            ("lease", lease),
+            ("payload", compact(row["payload"])),
+        ]
+    )
+    return f"{head}\n\n  delivery attempts ({len(row['delivery_attempts'])}):\n" + indent(
+        attempts_table(row["delivery_attempts"])
+    )
+
+
+def indent(text: str, prefix: str = "  ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def trace_text(trace: Json) -> str:
+    call, operations, outbox = trace["tool_call"], trace["operations"], trace["outbox"]
+    sections = [f"tool call {trace['tool_call_id']}", indent(summary(trace))]
+    if call is None:
+        sections.append("\nrecorded answer: none")
+    else:
+        sections.append(f"\nrecorded answer: {call['status_code']} at {call['created_at']}")
+        sections.append(
+            fields(
+                [
+                    ("tool", call["tool"]),
+                    ("conversation", call["conversation_id"]),
+                    ("response", compact(call["response"])),
+                ]
+            )
+        )
+    for op in operations:
+        named = (
+            ""
+            if op["tool_call_id"] == trace["tool_call_id"]
+            else f" (named in the answer; started by {op['tool_call_id']})"
+        )
+        sections.append(f"\noperation {op['operation_id']}{named}")
+        sections.append(
+            fields(
+                [
+                    ("tool", op["tool"]),
+                    ("state", op["state"]),
+                    ("reason", op["reason"]),
+                    ("activity", op["activity"]),
+                    ("started_at", op["started_at"]),
+                    ("ends_at", op["ends_at"]),
+                    ("finalized_at", op["finalized_at"]),
+                    ("lateness_ms", op["lateness_ms"]),
+                ]
+            )
+        )
+    if not outbox:
+        sections.append("\noutbox: no row (nothing to deliver yet, or a tool that delivers nothing)")
+    for row in outbox:
+        sections.append(f"\noutbox event {row['event_id']}")
+        sections.append(outbox_block(row))
+    return "\n".join(sections)
+
+
+def summary(trace: Json) -> str:
+    """One line per fact, in the order they happened: answer, operation ending, delivery."""
+    call = trace["tool_call"]
+    lines = []
+    if call is None:
+        lines.append("answer: not recorded")
+    else:
+        status = call["response"].get("status") if isinstance(call["response"], dict) else None
+        error = call["response"].get("error") if isinstance(call["response"], dict) else None
+        lines.append(f"answer: {call['status_code']} {status or error or ''}".rstrip())
+    for op in trace["operations"]:
+        ending = "still focusing" if op["state"] == "focusing" else f"{op['state']} ({op['reason']})"
+        at = f" at {op['finalized_at']}" if op["finalized_at"] else f", ends at {op['ends_at']}"
+        lines.append(f"operation {op['operation_id']}: {ending}{at}")
+    for row in trace["outbox"]:
+        tries = f"{len(row['delivery_attempts'])} attempt(s)"
+        if row["status"] == "delivered":
+            lines.append(f"result {row['event_id']}: delivered at {row['delivered_at']} after {tries}")
+        elif row["status"] == "dead":
+            lines.append(
+                f"result {row['event_id']}: DEAD after {tries}; last error: {cell(row['last_error'])}"
+            )
+        else:
+            lines.append(
+                f"result {row['event_id']}: pending, {tries}, next attempt at {row['next_attempt_at']}"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,362 @@
+"""Named statements for operators: what the outbox, the operations and the deliveries look like.
+
+Every read is a ``Lookup``: named statements run in one read-only snapshot, and the function that
+shapes their rows into the answer (UUIDs as strings, times RFC 3339). The CLI runs a lookup on a
+plain connection (``read``), the ops API on the pool (``read_async``); both print or return the same
+JSON. The one write is the requeue of dead outbox rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+from psycopg import AsyncConnection, Connection
+from psycopg.rows import DictRow
+
+from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
+from service.domain.timefmt import rfc3339
+
+T = TypeVar("T")
+Json = dict[str, Any]
+Rows = dict[str, list[DictRow]]
+
+ATTEMPT_OUTCOMES = ("delivered", "retry", "dead", "lease_lost")
+DEFAULT_LIMIT = 100
+
+# Several statements of one lookup see one snapshot: a row and its attempts always agree.
+SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
+OUTBOX_COLUMNS = """
+    b.event_id, b.operation_id, b.tool, b.tool_call_id, b.conversation_id, b.sequence, b.status,
+    b.attempts, b.next_attempt_at, b.last_error, b.created_at, b.delivered_at, b.lease_owner,
+    b.lease_expires_at"""
+
+ATTEMPT_COLUMNS = """
+    a.attempt, a.relay_id, a.started_at, a.duration_ms, a.status_code, a.error_class,
+    a.response_excerpt, a.outcome"""
+
+OPERATION_COLUMNS = """
+    o.operation_id, o.tool, o.tool_call_id, o.conversation_id, o.app_scope, o.instance_id, o.state,
+    o.reason, o.activity, o.duration_seconds, o.started_at, o.ends_at, o.finalized_at, o.lateness_ms"""
+
+OUTBOX_LIST = f"""
+SELECT {OUTBOX_COLUMNS}
+FROM outbox b
+WHERE (%(status)s::text IS NULL OR b.status = %(status)s)
+  AND (%(conversation_id)s::text IS NULL OR b.conversation_id = %(conversation_id)s)
+ORDER BY b.created_at DESC, b.conversation_id, b.sequence DESC
+LIMIT %(limit)s
+"""
+
+OUTBOX_GET = f"""
+SELECT {OUTBOX_COLUMNS}, b.payload
+FROM outbox b
+WHERE b.event_id = %(event_id)s
+"""
+
+# Ordered by attempt number, then by insertion, so the history reads in the order it happened.
+OUTBOX_ATTEMPTS = f"""
+SELECT {ATTEMPT_COLUMNS}
+FROM outbox_attempts a
+WHERE a.event_id = %(event_id)s
+ORDER BY a.attempt, a.attempt_id
+"""
+
+OPERATIONS_LIST = f"""
+SELECT {OPERATION_COLUMNS}
+FROM operations o
+WHERE (%(state)s::text IS NULL OR o.state = %(state)s)
+  AND (%(conversation_id)s::text IS NULL OR o.conversation_id = %(conversation_id)s)
+ORDER BY o.started_at DESC, o.operation_id
+LIMIT %(limit)s
+"""
+
+STATS_OUTBOX = """
+SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'delivered') AS delivered,
+       count(*) FILTER (WHERE status = 'dead') AS dead,
+       count(*) FILTER (WHERE status = 'pending' AND next_attempt_at <= now()) AS due_now,
+       round(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE status = 'pending')), 3)::float8
+           AS oldest_pending_age_seconds,
+       now() AS server_time
+FROM outbox
+"""
+
+# lateness_ms is kept for every deadline decision, i.e. for every completed operation.
+STATS_OPERATIONS = """
+SELECT count(*) FILTER (WHERE state = 'focusing') AS focusing,
+       count(*) FILTER (WHERE state = 'completed') AS completed,
+       count(*) FILTER (WHERE state = 'interrupted') AS interrupted,
+       count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+       percentile_disc(0.5) WITHIN GROUP (ORDER BY lateness_ms)
+           FILTER (WHERE state = 'completed') AS lateness_p50_ms,
+       percentile_disc(0.99) WITHIN GROUP (ORDER BY lateness_ms)
+           FILTER (WHERE state = 'completed') AS lateness_p99_ms,
+       max(lateness_ms) FILTER (WHERE state = 'completed') AS lateness_max_ms
+FROM operations
+"""
+
+STATS_ATTEMPTS = """
+SELECT outcome, count(*) AS attempts
+FROM outbox_attempts
+WHERE started_at > now() - interval '1 hour'
+GROUP BY outcome
+"""
+
+# "What happened to tool call X?" The call's recorded answer; the operation it started, or the one
+# its answer names (an interrupt names the operation it ended); the outbox rows of those calls.
+# Outbox rows are found through their unique tool_call_id, so every step is an index lookup.
+_TRACE_SCOPE = """
+WITH answer AS (
+    SELECT t.tool_call_id, t.conversation_id, t.tool, t.status_code, t.response, t.created_at
+    FROM tool_calls t
+    WHERE t.tool_call_id = %(tool_call_id)s
+),
+named_operation AS (
+    SELECT CASE WHEN response->>'operation_id'
+                     ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
+                THEN (response->>'operation_id')::uuid END AS operation_id
+    FROM answer
+),
+traced_operations AS (
+    SELECT o.*
+    FROM operations o
+    WHERE o.tool_call_id = %(tool_call_id)s
+       OR o.operation_id = (SELECT operation_id FROM named_operation)
+),
+traced_outbox AS (
+    SELECT b.*
+    FROM outbox b
+    WHERE b.tool_call_id IN (SELECT %(tool_call_id)s::text UNION SELECT tool_call_id FROM traced_operations)
+)
+"""
+
+TRACE_ANSWER = _TRACE_SCOPE + "SELECT * FROM answer"
+
+TRACE_OPERATIONS = (
+    _TRACE_SCOPE
+    + f"""
+SELECT {OPERATION_COLUMNS}, o.result
+FROM traced_operations o
+ORDER BY o.started_at, o.operation_id
+"""
+)
+
+TRACE_OUTBOX = (
+    _TRACE_SCOPE
+    + f"""
+SELECT {OUTBOX_COLUMNS}, b.payload
+FROM traced_outbox b
+ORDER BY b.created_at, b.event_id
+"""
+)
+
+TRACE_ATTEMPTS = (
+    _TRACE_SCOPE
+    + f"""
+SELECT a.event_id, {ATTEMPT_COLUMNS}
+FROM outbox_attempts a
+JOIN traced_outbox b ON b.event_id = a.event_id
+ORDER BY a.event_id, a.attempt, a.attempt_id
+"""
+)
+
+# Requeue: a dead row goes back to the queue as it was first written — same event_id (the Agent's
+# dedup key), attempts back to 0, due now, no lease. last_error is kept: it says why the row died
+# until the next attempt replaces it; every earlier attempt stays in outbox_attempts.
+REQUEUE_DEAD_EVENT = f"""
+UPDATE outbox b
+SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL, lease_expires_at = NULL
+WHERE b.event_id = %(event_id)s AND b.status = 'dead'
+RETURNING {OUTBOX_COLUMNS}
+"""
+
+REQUEUE_ALL_DEAD = f"""
+UPDATE outbox b
+SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL, lease_expires_at = NULL
+WHERE b.status = 'dead'
+RETURNING {OUTBOX_COLUMNS}
+"""
+
+OUTBOX_STATUS = "SELECT status FROM outbox WHERE event_id = %(event_id)s"
+
+# The insert trigger wakes the relays for new rows; a requeue is an update, so it wakes them itself
+# (delivered at commit) rather than waiting for their next poll.
+WAKE_RELAYS = "SELECT pg_notify('lineup_outbox', '')"
+
+
+@dataclass(frozen=True)
+class Lookup(Generic[T]):
+    """Named statements read in one snapshot, and how their rows become the answer."""
+
+    statements: tuple[tuple[str, str], ...]
+    params: Mapping[str, object]
+    shape: Callable[[Rows], T]
+
+
+def read(conn: Connection[DictRow], lookup: Lookup[T]) -> T:
+    with conn.transaction():
+        conn.execute(SNAPSHOT)
+        rows = {name: conn.execute(sql, lookup.params).fetchall() for name, sql in lookup.statements}
+    return lookup.shape(rows)
+
+
+async def read_async(conn: AsyncConnection[DictRow], lookup: Lookup[T]) -> T:
+    rows: Rows = {}
+    async with conn.transaction():
+        await conn.execute(SNAPSHOT)
+        for name, sql in lookup.statements:
+            cursor = await conn.execute(sql, lookup.params)
+            rows[name] = await cursor.fetchall()
+    return lookup.shape(rows)
+
+
+def jsonable(row: Mapping[str, Any]) -> Json:
+    """A row as JSON: UUIDs as strings, times RFC 3339; JSON columns are already Python values."""
+    return {key: _value(value) for key, value in row.items()}
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return rfc3339(value)
+    return value
+
+
+def outbox_list(
+    *, status: str | None = None, conversation_id: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Lookup[Json]:
+    """Outbox rows, newest first, optionally of one status and one conversation."""
+    if status is not None and status not in OUTBOX_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(OUTBOX_STATUSES)}")
+    return Lookup(
+        (("outbox", OUTBOX_LIST),),
+        {"status": status, "conversation_id": conversation_id, "limit": limit},
+        lambda rows: {"outbox": [jsonable(row) for row in rows["outbox"]]},
+    )
+
+
+def outbox_show(event_id: UUID) -> Lookup[Json | None]:
+    """One outbox row with its payload and every delivery attempt; None for an unknown event."""
+
+    def shape(rows: Rows) -> Json | None:
+        if not rows["row"]:
+            return None
+        return {**jsonable(rows["row"][0]), "delivery_attempts": [jsonable(a) for a in rows["attempts"]]}
+
+    return Lookup((("row", OUTBOX_GET), ("attempts", OUTBOX_ATTEMPTS)), {"event_id": event_id}, shape)
+
+
+def operations_list(
+    *, state: str | None = None, conversation_id: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Lookup[Json]:
+    """Operations, newest first, optionally in one state and one conversation."""
+    if state is not None and state not in OPERATION_STATES:
+        raise ValueError(f"state must be one of {', '.join(OPERATION_STATES)}")
+    return Lookup(
+        (("operations", OPERATIONS_LIST),),
+        {"state": state, "conversation_id": conversation_id, "limit": limit},
+        lambda rows: {"operations": [jsonable(row) for row in rows["operations"]]},
+    )
+
+
+def stats() -> Lookup[Json]:
+    """Outbox by status and its oldest pending age, operations by state, deadline lateness over
+    completed operations, and delivery attempts by outcome over the last hour."""
+
+    def shape(rows: Rows) -> Json:
+        box, ops = rows["outbox"][0], rows["operations"][0]
+        by_outcome = dict.fromkeys(ATTEMPT_OUTCOMES, 0)
+        by_outcome.update({row["outcome"]: row["attempts"] for row in rows["attempts"]})
+        return {
+            "outbox": {
+                "by_status": {status: box[status] for status in OUTBOX_STATUSES},
+                "dead": box["dead"],
+                "due_now": box["due_now"],
+                "oldest_pending_age_seconds": box["oldest_pending_age_seconds"],
+            },
+            "operations": {
+                "by_state": {state: ops[state] for state in OPERATION_STATES},
+                "focusing": ops["focusing"],
+            },
+            "deadline_lateness_ms": {
+                "completed": ops["completed"],
+                "p50": ops["lateness_p50_ms"],
+                "p99": ops["lateness_p99_ms"],
+                "max": ops["lateness_max_ms"],
+            },
+            "attempts_last_hour": {"by_outcome": by_outcome, "total": sum(by_outcome.values())},
+            "server_time": rfc3339(box["server_time"]),
+        }
+
+    statements = (("outbox", STATS_OUTBOX), ("operations", STATS_OPERATIONS), ("attempts", STATS_ATTEMPTS))
+    return Lookup(statements, {}, shape)
+
+
+def trace_tool_call(tool_call_id: str) -> Lookup[Json | None]:
+    """What happened to one tool call: its recorded answer, its operation(s), and the outbox rows with
+    every delivery attempt. None when nothing at all carries that tool_call_id."""
+
+    def shape(rows: Rows) -> Json | None:
+        if not (rows["answer"] or rows["operations"] or rows["outbox"]):
+            return None
+        attempts: dict[UUID, list[Json]] = {}
+        for attempt in rows["attempts"]:
+            event_id = attempt.pop("event_id")
+            attempts.setdefault(event_id, []).append(jsonable(attempt))
+        return {
+            "tool_call_id": tool_call_id,
+            "tool_call": jsonable(rows["answer"][0]) if rows["answer"] else None,
+            "operations": [jsonable(row) for row in rows["operations"]],
+            "outbox": [
+                {**jsonable(row), "delivery_attempts": attempts.get(row["event_id"], [])}
+                for row in rows["outbox"]
+            ],
+        }
+
+    statements = (
+        ("answer", TRACE_ANSWER),
+        ("operations", TRACE_OPERATIONS),
+        ("outbox", TRACE_OUTBOX),
+        ("attempts", TRACE_ATTEMPTS),
+    )
+    return Lookup(statements, {"tool_call_id": tool_call_id}, shape)
+
+
+class NotRequeueableError(Exception):
+    """The event is unknown (``status`` None) or not dead."""
+
+    def __init__(self, event_id: UUID, status: str | None) -> None:
+        self.event_id = event_id
+        self.status = status
+        if status is None:
+            message = f"no outbox row with event_id {event_id}"
+        else:
+            message = f"outbox row {event_id} is {status}, not dead: only dead rows can be requeued"
+        super().__init__(message)
+
+
+def requeue_dead(conn: Connection[DictRow], event_id: UUID) -> Json:
+    """Put one dead row back in the queue; ``NotRequeueableError`` for any other row."""
+    with conn.transaction():
+        row = conn.execute(REQUEUE_DEAD_EVENT, {"event_id": event_id}).fetchone()
+        if row is None:
+            found = conn.execute(OUTBOX_STATUS, {"event_id": event_id}).fetchone()
+            raise NotRequeueableError(event_id, None if found is None else found["status"])
+        conn.execute(WAKE_RELAYS)
+    return jsonable(row)
+
+
+def requeue_all_dead(conn: Connection[DictRow]) -> list[Json]:
+    """Put every dead row back in the queue; the rows requeued, oldest first."""
+    with conn.transaction():
+        rows = conn.execute(REQUEUE_ALL_DEAD).fetchall()
+        if rows:
+            conn.execute(WAKE_RELAYS)
+    rows.sort(key=lambda row: (row["created_at"], row["conversation_id"], row["sequence"]))
+    return [jsonable(row) for row in rows]

@@ -1,0 +1,248 @@
+"""``python -m service ops``: listing, showing, requeueing dead rows, stats and traces."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from service.cli.ops import main
+from tests.conftest import AGENT, ROOT
+from tests.integration.test_ops_api import add_attempt, add_outbox_row
+from tests.support.calls import interrupt_body, start_body
+
+Client = AsyncTestClient[Any]
+
+
+@pytest.fixture
+def ops(database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+    """Run ``ops ARGS…`` in-process against the test database; returns (exit code, stdout, stderr)."""
+    monkeypatch.setenv("DATABASE_URL", database_url)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+def outbox_row(db: Any, event_id: str) -> Any:
+    return db.execute("SELECT * FROM outbox WHERE event_id = %s", [event_id]).fetchone()
+
+
+def test_requeue_puts_a_dead_row_back_with_the_same_event_id_and_zero_attempts(ops: Any, db: Any) -> None:
+    event_id = add_outbox_row(db, "conv-1", 1, "dead", attempts=25, last_error="HTTP 503", age_seconds=600)
+    add_attempt(db, event_id, 1, "dead", status_code=400)
+    db.execute("LISTEN lineup_outbox")
+
+    code, out, err = ops("outbox", "requeue", event_id)
+
+    assert (code, err) == (0, "")
+    assert f"requeued {event_id}" in out and "1 row(s) requeued" in out
+    row = outbox_row(db, event_id)
+    assert (row["status"], row["attempts"], row["lease_owner"], row["lease_expires_at"]) == (
+        "pending",
+        0,
+        None,
+        None,
+    )
+    assert db.execute("SELECT %s::timestamptz <= now() AS due", [row["next_attempt_at"]]).fetchone()["due"]
+    assert row["last_error"] == "HTTP 503"  # kept until the next attempt replaces it
+    assert db.execute("SELECT count(*) AS n FROM outbox").fetchone()["n"] == 1
+    assert db.execute("SELECT count(*) AS n FROM outbox_attempts").fetchone()["n"] == 1  # history kept
+    assert [n.channel for n in db.notifies(timeout=2, stop_after=1)] == ["lineup_outbox"]
+
+
+@pytest.mark.parametrize("status", ["pending", "delivered"])
+def test_requeue_of_a_row_that_is_not_dead_exits_1_and_changes_nothing(
+    ops: Any, db: Any, status: str
+) -> None:
+    event_id = add_outbox_row(db, "conv-1", 1, status, attempts=3, lease_owner="relay-a")
+    before = outbox_row(db, event_id)
+
+    code, out, err = ops("outbox", "requeue", event_id)
+
+    assert (code, out) == (1, "")
+    assert (
+        err.strip() == f"error: outbox row {event_id} is {status}, not dead: only dead rows can be requeued"
+    )
+    assert outbox_row(db, event_id) == before
+
+
+@pytest.mark.parametrize("event_id", [str(uuid.uuid4()), "not-a-uuid"])
+def test_requeue_of_an_unknown_event_exits_1(ops: Any, event_id: str) -> None:
+    code, out, err = ops("outbox", "requeue", event_id)
+    assert (code, out) == (1, "")
+    assert err.strip() == f"error: no outbox row with event_id {event_id}"
+
+
+def test_requeue_all_dead_requeues_every_dead_row_and_nothing_else(ops: Any, db: Any) -> None:
+    dead_a = add_outbox_row(db, "conv-a", 1, "dead", attempts=25, age_seconds=30)
+    dead_b = add_outbox_row(db, "conv-b", 4, "dead", attempts=1, age_seconds=20)
+    pending = add_outbox_row(db, "conv-a", 2, "pending", attempts=2)
+    delivered = add_outbox_row(db, "conv-c", 1, "delivered", attempts=1)
+
+    code, out, _ = ops("outbox", "requeue", "--all-dead", "--json")
+
+    assert code == 0
+    requeued = json.loads(out)["requeued"]
+    assert [row["event_id"] for row in requeued] == [dead_a, dead_b]
+    assert all(row["status"] == "pending" and row["attempts"] == 0 for row in requeued)
+    assert outbox_row(db, pending)["attempts"] == 2
+    assert outbox_row(db, delivered)["status"] == "delivered"
+    assert ops("outbox", "requeue", "--all-dead") == (0, "no dead rows: nothing requeued\n", "")
+
+
+def test_requeue_needs_an_event_id_or_all_dead_but_not_both(ops: Any) -> None:
+    with pytest.raises(SystemExit) as neither:
+        ops("outbox", "requeue")
+    with pytest.raises(SystemExit) as both:
+        ops("outbox", "requeue", str(uuid.uuid4()), "--all-dead")
+    assert neither.value.code == both.value.code == 2
+
+
+def test_outbox_list_prints_a_table_filtered_by_status_and_conversation(ops: Any, db: Any) -> None:
+    dead = add_outbox_row(db, "conv-a", 1, "dead", attempts=3, last_error="HTTP 400: no such conversation")
+    other = add_outbox_row(db, "conv-b", 1, "dead")
+    add_outbox_row(db, "conv-a", 2, "pending")
+
+    code, out, _ = ops("outbox", "list", "--status", "dead", "--conversation", "conv-a")
+
+    assert code == 0
+    header, *lines = out.splitlines()
+    assert header.split()[:3] == ["EVENT_ID", "STATUS", "ATT"]
+    assert len(lines) == 1 and lines[0].split()[:3] == [dead, "dead", "3"]
+    assert "HTTP 400: no such conversation" in lines[0] and other not in out
+    assert ops("outbox", "list", "--conversation", "nobody") == (0, "(no rows)\n", "")
+
+
+def test_outbox_list_json_is_the_api_shape(ops: Any, db: Any) -> None:
+    event_id = add_outbox_row(db, "conv-1", 1, "pending")
+    code, out, _ = ops("outbox", "list", "--json", "--limit", "5")
+    assert code == 0
+    [row] = json.loads(out)["outbox"]
+    assert (row["event_id"], row["status"], row["sequence"], row["delivered_at"]) == (
+        event_id,
+        "pending",
+        1,
+        None,
+    )
+    assert row["created_at"].endswith("Z")
+
+
+def test_outbox_list_rejects_an_unknown_status(ops: Any) -> None:
+    with pytest.raises(SystemExit) as exited:
+        ops("outbox", "list", "--status", "lost")
+    assert exited.value.code == 2
+
+
+def test_outbox_show_prints_the_row_and_every_attempt(ops: Any, db: Any) -> None:
+    event_id = add_outbox_row(db, "conv-1", 7, "dead", attempts=2, last_error="HTTP 410")
+    add_attempt(db, event_id, 1, "retry", status_code=None, error_class="ConnectError", minutes_ago=1)
+    add_attempt(db, event_id, 2, "dead", status_code=410)
+
+    code, out, _ = ops("outbox", "show", event_id)
+
+    assert code == 0
+    assert f"event_id         {event_id}" in out and "conv-1 (sequence 7)" in out
+    assert "delivery attempts (2):" in out
+    attempt_lines = [line.split() for line in out.splitlines() if line.strip()[:2] in ("1 ", "2 ")]
+    assert [(cols[0], cols[-3]) for cols in attempt_lines] == [("1", "retry"), ("2", "dead")]
+    assert "ConnectError" in out and "410" in out
+
+    code, out, _ = ops("outbox", "show", event_id, "--json")
+    assert [a["attempt"] for a in json.loads(out)["delivery_attempts"]] == [1, 2]
+    assert ops("outbox", "show", str(uuid.uuid4()))[0] == 1
+
+
+async def test_operations_list_and_stats(ops: Any, client: Client) -> None:
+    await client.post("/v1/tool-calls", json=start_body("conv-1"), headers=AGENT)
+    await client.post("/v1/tool-calls", json=interrupt_body("conv-1"), headers=AGENT)
+    await client.post("/v1/tool-calls", json=start_body("conv-2"), headers=AGENT)
+
+    code, out, _ = ops("operations", "list", "--state", "interrupted")
+    assert code == 0
+    assert out.splitlines()[0].split()[:3] == ["OPERATION_ID", "STATE", "REASON"]
+    assert [line.split()[1:3] for line in out.splitlines()[1:]] == [["interrupted", "agent_interrupt"]]
+    code, out, _ = ops("operations", "list", "--json")
+    assert [op["state"] for op in json.loads(out)["operations"]] == ["focusing", "interrupted"]
+
+    code, out, _ = ops("stats")
+    assert code == 0
+    assert "outbox              pending 1  delivered 0  dead 0" in out
+    assert "operations          focusing 1  completed 0  interrupted 1  cancelled 0" in out
+    stats = json.loads(ops("stats", "--json")[1])
+    assert stats["outbox"]["by_status"]["pending"] == 1 and stats["operations"]["focusing"] == 1
+
+
+async def test_trace_answers_what_happened_to_tool_call_x_in_one_command(
+    ops: Any, client: Client, db: Any
+) -> None:
+    start = start_body("conv-1", tool_call_id="call-x")
+    await client.post("/v1/tool-calls", json=start, headers=AGENT)
+    await client.post("/v1/tool-calls", json=interrupt_body("conv-1"), headers=AGENT)
+    event_id = str(
+        db.execute("SELECT event_id FROM outbox WHERE tool_call_id = 'call-x'").fetchone()["event_id"]
+    )
+    add_attempt(db, event_id, 1, "retry", status_code=503, minutes_ago=1)
+    add_attempt(db, event_id, 2, "dead", status_code=400)
+    db.execute(
+        "UPDATE outbox SET status = 'dead', attempts = 2, last_error = 'HTTP 400' WHERE event_id = %s",
+        [event_id],
+    )
+
+    code, out, _ = ops("trace", "call-x")
+
+    assert code == 0
+    summary = out.split("\n\n")[0].splitlines()
+    assert summary[0] == "tool call call-x"
+    assert summary[1].strip() == "answer: 202 accepted"
+    assert "interrupted (agent_interrupt) at" in summary[2]
+    assert summary[3].strip() == f"result {event_id}: DEAD after 2 attempt(s); last error: HTTP 400"
+    assert "recorded answer: 202" in out and '"status":"accepted"' in out
+    assert "delivery attempts (2):" in out
+
+    trace = json.loads(ops("trace", "call-x", "--json")[1])
+    assert trace["tool_call"]["status_code"] == 202
+    assert trace["operations"][0]["state"] == "interrupted"
+    assert [a["outcome"] for a in trace["outbox"][0]["delivery_attempts"]] == ["retry", "dead"]
+
+
+def test_trace_of_an_unknown_call_exits_1(ops: Any) -> None:
+    code, out, err = ops("trace", "never-seen")
+    assert (code, out) == (1, "")
+    assert "nothing is recorded for tool call 'never-seen'" in err
+
+
+def _service(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    base = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    return subprocess.run(
+        [sys.executable, "-m", "service", *args],
+        env={**base, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_python_m_service_ops_requeues_all_dead_rows(database_url: str, db: Any) -> None:
+    event_id = add_outbox_row(db, "conv-1", 1, "dead", attempts=25)
+    done = _service(["ops", "outbox", "requeue", "--all-dead"], DATABASE_URL=database_url)
+    assert done.returncode == 0, done.stderr
+    assert f"requeued {event_id}" in done.stdout
+    assert (outbox_row(db, event_id)["status"], outbox_row(db, event_id)["attempts"]) == ("pending", 0)
+
+
+def test_python_m_service_ops_without_database_url_exits_2_naming_it() -> None:
+    done = _service(["ops", "stats"])
+    assert done.returncode == 2
+    assert "DATABASE_URL" in done.stderr
