@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from types import FrameType
 
 import uvicorn
 
@@ -10,6 +12,7 @@ from service.api.app import create_app
 from service.logging import configure_logging
 from service.manifests import ManifestError, load_registry
 from service.settings import load_settings
+from service.use_cases.tool_calls import HANDLERS
 
 
 def run(host: str, port: int, *, sweeper: bool = True) -> int:
@@ -20,8 +23,12 @@ def run(host: str, port: int, *, sweeper: bool = True) -> int:
     except ManifestError as exc:
         print(f"error: bad manifest: {exc}", file=sys.stderr)
         return 2
+    missing = sorted(set(registry.tools) - set(HANDLERS))
+    if missing:
+        print(f"error: manifests declare tools this runtime cannot run: {missing}", file=sys.stderr)
+        return 2
     app = create_app(settings, registry, sweeper=sweeper)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -31,4 +38,19 @@ def run(host: str, port: int, *, sweeper: bool = True) -> int:
         access_log=False,
         timeout_graceful_shutdown=20,
     )
+    GracefulServer(config, app.state.stopping).run()
     return 0
+
+
+class GracefulServer(uvicorn.Server):
+    """On SIGTERM/SIGINT: tell long-lived streams to end, drain connections, exit 0."""
+
+    def __init__(self, config: uvicorn.Config, stopping: asyncio.Event) -> None:
+        super().__init__(config)
+        self._stopping = stopping
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._stopping.set()
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises the signal after shutting down; a graceful stop exits 0 instead.
+        self._captured_signals.clear()

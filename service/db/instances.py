@@ -98,3 +98,13 @@ async def open_app(
 async def close_instance(conn: Conn, instance_id: UUID, *, delete_state: bool) -> bool:
     cursor = await conn.execute(CLOSE_INSTANCE, {"instance_id": instance_id, "delete_state": delete_state})
     return await cursor.fetchone() is not None
+
+
+SURFACE_EVENT = """
+INSERT INTO surface_events (instance_id, event, created_at)
+VALUES (%(instance_id)s, %(event)s, statement_timestamp())
+"""
+
+
+async def record_surface_event(conn: Conn, instance_id: UUID, event: str) -> None:
+    await conn.execute(SURFACE_EVENT, {"instance_id": instance_id, "event": event})

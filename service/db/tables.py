@@ -289,9 +289,7 @@ surface_events = Table(
     Column("instance_id", UUID(as_uuid=True), ForeignKey("app_instances.instance_id"), nullable=False),
     Column("event", Text, nullable=False),
     _ts("created_at", default=True),
-    CheckConstraint(
-        "event IN ('dimmed', 'undimmed', 'locked', 'unlocked', 'reloaded')", name="event"
-    ),
+    CheckConstraint("event IN ('dimmed', 'undimmed', 'locked', 'unlocked', 'reloaded')", name="event"),
     Index("ix_surface_events_instance", "instance_id", "created_at"),
 )
 
@@ -301,9 +299,7 @@ messages = Table(
     metadata,
     Column("message_id", UUID(as_uuid=True), primary_key=True),
     Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
-    Column(
-        "sub_session_id", UUID(as_uuid=True), ForeignKey("sub_sessions.sub_session_id"), nullable=True
-    ),
+    Column("sub_session_id", UUID(as_uuid=True), ForeignKey("sub_sessions.sub_session_id"), nullable=True),
     Column("role", Text, nullable=False),
     Column("text", Text, nullable=False),
     _ts("created_at", default=True),
@@ -355,8 +351,6 @@ projection_events = Table(
     Column("kind", Text, nullable=False),
     Column("payload", JSONB, nullable=False),
     _ts("created_at", default=True),
-    CheckConstraint(
-        "kind IN ('operation', 'workspace', 'message', 'interaction')", name="kind"
-    ),
+    CheckConstraint("kind IN ('operation', 'workspace', 'message', 'interaction')", name="kind"),
     Index("ix_projection_events_conversation_seq", "conversation_id", "event_seq"),
 )

@@ -13,25 +13,19 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from service.db import instances as inst_db
+from service.db import interactions as inter_db
 from service.db import operations as ops_db
 from service.db import workspaces as ws_db
 from service.domain.errors import ApiError, not_found
-from service.domain.operations import APP_CLOSED, DEADLINE, POMODORO_SCOPE, USER_LEFT
+from service.domain.operations import APP_CLOSED, POMODORO_SCOPE, USER_LEFT
 from service.domain.timefmt import rfc3339
 from service.metrics import observe_settled
+from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
-from service.use_cases.views import operation_brief, operation_view
+from service.use_cases.views import interaction_view, operation_brief, operation_view
 
 Conn = AsyncConnection[DictRow]
 INTERACT = "interact"
-
-
-async def _settle_overdue(conn: Conn, conversation_id: str) -> None:
-    focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
-    if focusing is not None and focusing["overdue"]:
-        observe_settled(
-            await ops_db.settle_focusing(conn, [focusing["operation_id"]], DEADLINE, only_due=True)
-        )
 
 
 async def _workspace(conn: Conn, conversation_id: str) -> dict[str, Any]:
@@ -70,7 +64,9 @@ async def _workspace(conn: Conn, conversation_id: str) -> dict[str, Any]:
             for i in instances
         ],
         "focusing_operation": focusing_view,
-        "pending_interactions": [],
+        "pending_interactions": [
+            interaction_view(row) for row in await inter_db.pending(conn, conversation_id)
+        ],
         "server_time": rfc3339(now),
     }
 
@@ -80,7 +76,7 @@ async def get_workspace(rt: Runtime, conversation_id: str) -> dict[str, Any]:
         focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
         if focusing is not None and focusing["overdue"]:
             await ws_db.lock_existing(conn, conversation_id)
-            await _settle_overdue(conn, conversation_id)
+            await settle_overdue(conn, conversation_id)
         return await _workspace(conn, conversation_id)
 
 
@@ -91,7 +87,7 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
         raise ApiError(404, "unknown_app", f"no app with scope {target_scope!r}")
     async with rt.transaction() as conn:
         await ws_db.lock_or_create(conn, conversation_id)
-        await _settle_overdue(conn, conversation_id)
+        await settle_overdue(conn, conversation_id)
         target: UUID | None = None
         if app.surface_kind != "builtin":
             existing = await ws_db.open_instance_of_scope(conn, conversation_id, target_scope)
@@ -146,3 +142,15 @@ async def close_instance(rt: Runtime, instance_id: UUID) -> dict[str, Any]:
             "status": "closed",
             "operation": operation_brief(operation) if operation is not None else None,
         }
+
+
+SURFACE_EVENTS = ("dimmed", "undimmed", "locked", "unlocked", "reloaded")
+
+
+async def record_surface_event(rt: Runtime, instance_id: UUID, event: str) -> dict[str, Any]:
+    """Dimming, locking and reloading are recorded and never interrupt anything."""
+    async with rt.transaction() as conn:
+        if await ws_db.instance(conn, instance_id) is None:
+            raise not_found("instance")
+        await inst_db.record_surface_event(conn, instance_id, event)
+    return {"interrupted": False}

@@ -12,7 +12,7 @@ from service.db import tool_calls as tc_db
 from service.domain.errors import ApiError
 from service.domain.idempotency import is_recorded
 from service.metrics import TOOL_CALLS
-from service.use_cases import pomodoro
+from service.use_cases import interactions, pomodoro
 from service.use_cases.runtime import Runtime
 from service.use_cases.tool_call import ToolCall
 
@@ -22,6 +22,7 @@ Handler = Callable[[AsyncConnection[DictRow], Runtime, ToolCall], Awaitable[Answ
 HANDLERS: dict[str, Handler] = {
     "pomodoro.start": pomodoro.start,
     "pomodoro.interrupt": pomodoro.interrupt,
+    "interact.ask": interactions.ask,
 }
 
 # Transient outcomes of concurrency that a retry resolves: a same-id call that committed first

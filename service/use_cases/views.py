@@ -33,3 +33,28 @@ def operation_view(row: DictRow) -> dict[str, Any]:
 def operation_brief(row: DictRow) -> dict[str, Any]:
     """The short form carried in close answers."""
     return {"operation_id": str(row["operation_id"]), "state": row["state"], "reason": row["reason"]}
+
+
+def message_view(row: DictRow) -> dict[str, Any]:
+    return {
+        "message_id": str(row["message_id"]),
+        "conversation_id": row["conversation_id"],
+        "sub_session_id": str(row["sub_session_id"]) if row["sub_session_id"] else None,
+        "role": row["role"],
+        "text": row["text"],
+        "created_at": rfc3339(row["created_at"]),
+    }
+
+
+def interaction_view(row: DictRow) -> dict[str, Any]:
+    sub_session_id = row["asked_in_sub_session_id"]
+    return {
+        "tool_call_id": row["tool_call_id"],
+        "conversation_id": row["conversation_id"],
+        "prompt": row["prompt"],
+        "choices": list(row["choices"]),
+        "status": row["status"],
+        "asked_in_sub_session_id": str(sub_session_id) if sub_session_id else None,
+        "answer": row["answer"],
+        "answered_at": rfc3339_or_none(row["answered_at"]),
+    }

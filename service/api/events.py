@@ -1,0 +1,98 @@
+"""``GET /v1/host/conversations/{cid}/events``: projection changes as Server-Sent Events.
+
+Each event has ``id`` = its ``event_seq``, ``event`` = its kind (operation, workspace, message,
+interaction) and ``data`` = the JSON payload. A client that reconnects with ``Last-Event-ID`` (or
+``?after=<seq>``) gets everything after it; without one the stream starts at the present.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from litestar import Controller, Request, get
+from litestar.params import FromPath
+from litestar.response import ServerSentEvent
+from litestar.response.sse import ServerSentEventMessage
+
+from service.api.auth import require
+from service.api.state import runtime_of
+from service.db import projections as proj_db
+from service.domain.errors import ApiError
+from service.projections import ProjectionHub
+from service.use_cases.runtime import Runtime
+
+KEEPALIVE_SECONDS = 15.0
+
+
+def _resume_point(request: Request[Any, Any, Any]) -> int | None:
+    value = request.headers.get("last-event-id") or request.query_params.get("after")
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise ApiError(
+            422,
+            "invalid_request",
+            "Last-Event-ID (or after) must be a non-negative integer",
+            details=[{"path": "Last-Event-ID", "message": "a non-negative integer"}],
+        )
+    return int(value)
+
+
+async def _stream(
+    runtime: Runtime, hub: ProjectionHub, conversation_id: str, after: int | None, stop: asyncio.Event
+) -> AsyncIterator[ServerSentEventMessage]:
+    with hub.subscribe(conversation_id) as wake:
+        async with runtime.pool.connection() as conn:
+            last = after if after is not None else await proj_db.latest(conn, conversation_id)
+            await conn.rollback()
+        yield ServerSentEventMessage(data=None, comment="stream open", retry=2000)
+        while not stop.is_set():
+            wake.clear()
+            async with runtime.pool.connection() as conn:
+                rows = await proj_db.after(conn, conversation_id, last)
+                await conn.rollback()
+            for row in rows:
+                last = int(row["event_seq"])
+                yield ServerSentEventMessage(
+                    data=json.dumps(row["payload"], separators=(",", ":")),
+                    event=row["kind"],
+                    id=last,
+                )
+            if rows:
+                continue
+            if not await _woken(wake, stop, KEEPALIVE_SECONDS):
+                yield ServerSentEventMessage(data=None, comment="keepalive")
+
+
+async def _woken(wake: asyncio.Event, stop: asyncio.Event, seconds: float) -> bool:
+    """Wait for a notification or for shutdown; False when only the keep-alive time passed."""
+    waiters = {asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())}
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return bool(done)
+
+
+class HostEventsController(Controller):
+    path = "/v1/host"
+    guards = [require("host")]
+
+    @get("/conversations/{conversation_id:str}/events")
+    async def events(
+        self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
+    ) -> ServerSentEvent:
+        if not 1 <= len(conversation_id) <= 255:
+            raise ApiError(422, "invalid_request", "conversation_id must be 1-255 characters")
+        after = _resume_point(request)
+        runtime = runtime_of(request)
+        hub: ProjectionHub = request.app.state.projections
+        stop: asyncio.Event = request.app.state.stopping
+        return ServerSentEvent(
+            _stream(runtime, hub, conversation_id, after, stop),
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )

@@ -1,0 +1,22 @@
+"""The deadline rule applied by any request that touches a conversation."""
+
+from __future__ import annotations
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+
+from service.db import operations as ops_db
+from service.domain.operations import DEADLINE
+from service.metrics import observe_settled
+
+
+async def settle_overdue(conn: AsyncConnection[DictRow], conversation_id: str) -> None:
+    """Settle the conversation's focusing Pomodoro ``completed`` if its ``ends_at`` has passed.
+
+    The caller holds the conversation's workspace lock.
+    """
+    focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
+    if focusing is not None and focusing["overdue"]:
+        observe_settled(
+            await ops_db.settle_focusing(conn, [focusing["operation_id"]], DEADLINE, only_due=True)
+        )

@@ -1,0 +1,117 @@
+"""The Host's event stream: projection changes over SSE, from any replica, resumable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import AGENT, HOST
+from tests.support.calls import interrupt_body, start_body
+
+pytestmark = pytest.mark.e2e
+
+
+async def events(
+    client: httpx.AsyncClient, conversation_id: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    async with client.stream(
+        "GET", f"/v1/host/conversations/{conversation_id}/events", headers={**HOST, **(headers or {})}
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        event: dict[str, Any] = {}
+        async for line in response.aiter_lines():
+            if line == "":
+                if "data" in event:
+                    yield event
+                event = {}
+            elif line.startswith("id:"):
+                event["id"] = int(line[3:].strip())
+            elif line.startswith("event:"):
+                event["event"] = line[6:].strip()
+            elif line.startswith("data:"):
+                event["data"] = json.loads(line[5:].strip())
+
+
+async def collect(
+    stream: AsyncIterator[dict[str, Any]], count: int, timeout: float = 10.0
+) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+
+    async def take() -> None:
+        async for item in stream:
+            got.append(item)
+            if len(got) >= count:
+                return
+
+    await asyncio.wait_for(take(), seconds)
+    return got
+
+
+async def test_stream_pushes_operation_and_workspace_changes_and_resumes_from_last_event_id(
+    service_process: Any,
+) -> None:
+    service = service_process()
+    async with httpx.AsyncClient(base_url=service.base_url, timeout=20) as client:
+        stream = events(client, "conv-sse")
+        opened = asyncio.ensure_future(collect(stream, 4))
+        await asyncio.sleep(0.3)  # let the stream subscribe
+        started = (await client.post("/v1/tool-calls", json=start_body("conv-sse"), headers=AGENT)).json()
+        await client.post("/v1/tool-calls", json=interrupt_body("conv-sse"), headers=AGENT)
+        received = await opened
+        kinds = [(e["event"], e["data"].get("state")) for e in received]
+        assert kinds == [
+            ("operation", "focusing"),
+            ("workspace", None),
+            ("operation", "interrupted"),
+            ("workspace", None),
+        ]
+        assert received[0]["data"]["operation_id"] == started["operation"]["operation_id"]
+        assert received[1]["data"]["foreground_instance_id"] == started["instance_id"]
+        assert received[3]["data"]["foreground_instance_id"] is None
+        ids = [e["id"] for e in received]
+        assert ids == sorted(ids)
+
+        resumed = await collect(events(client, "conv-sse", {"Last-Event-ID": str(ids[1])}), 2)
+        assert [e["id"] for e in resumed] == ids[2:]
+
+
+async def test_a_change_committed_through_one_replica_is_pushed_by_another(service_process: Any) -> None:
+    reader, writer = service_process(), service_process()
+    async with (
+        httpx.AsyncClient(base_url=reader.base_url, timeout=20) as reading,
+        httpx.AsyncClient(base_url=writer.base_url, timeout=20) as writing,
+    ):
+        waiting = asyncio.ensure_future(collect(events(reading, "conv-x"), 1))
+        await asyncio.sleep(0.3)
+        posted = await writing.post(
+            "/v1/host/conversations/conv-x/messages", json={"role": "user", "text": "hello"}, headers=HOST
+        )
+        [message] = await waiting
+        assert message["event"] == "message"
+        assert message["data"]["message_id"] == posted.json()["message_id"]
+
+
+async def test_stream_refuses_a_missing_token(service_process: Any) -> None:
+    service = service_process()
+    async with httpx.AsyncClient(base_url=service.base_url) as client:
+        response = await client.get("/v1/host/conversations/c/events")
+        assert response.status_code == 401
+
+
+async def test_sigterm_ends_open_streams_promptly_and_exits_0(service_process: Any) -> None:
+    service = service_process()
+    async with httpx.AsyncClient(base_url=service.base_url, timeout=20) as client:
+        streaming = asyncio.ensure_future(collect(events(client, "conv-t"), 1, seconds=15))
+        await asyncio.sleep(0.3)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        code = await loop.run_in_executor(None, service.stop)
+        assert code == 0
+        assert loop.time() - began < 10  # the stream did not hold shutdown for the drain timeout
+        assert await streaming == []  # the server ended the stream cleanly
