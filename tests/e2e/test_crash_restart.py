@@ -37,7 +37,9 @@ def test_operations_due_while_the_service_was_killed_settle_exactly_once_after_r
             assert client.post("/v1/tool-calls", json=body, headers=AGENT).status_code == 202
     time.sleep(1.2)  # the 1-second periods fall due and the sweeper is at work on them
     first.kill()
-    settled_before_kill = db.execute("SELECT count(*) AS n FROM operations WHERE state <> 'focusing'").fetchone()["n"]
+    settled_before_kill = db.execute(
+        "SELECT count(*) AS n FROM operations WHERE state <> 'focusing'"
+    ).fetchone()["n"]
     time.sleep(2.5)  # everything else falls due while no service runs
     assert db.execute("SELECT count(*) AS n FROM operations WHERE state = 'focusing'").fetchone()["n"] > 0
 
@@ -57,5 +59,12 @@ def test_operations_due_while_the_service_was_killed_settle_exactly_once_after_r
     # The ones that fell due during the outage were settled late, once, by the new process.
     assert len(late) >= OPERATIONS - settled_before_kill - 5
     assert db.execute("SELECT count(*) AS n FROM app_instances WHERE status = 'open'").fetchone()["n"] == 0
-    assert db.execute("SELECT count(*) AS n FROM workspaces WHERE foreground_instance_id IS NOT NULL").fetchone()["n"] == 0
-    print(f"\ncrash test: {settled_before_kill} settled before SIGKILL, {OPERATIONS - settled_before_kill} after restart")
+    assert (
+        db.execute(
+            "SELECT count(*) AS n FROM workspaces WHERE foreground_instance_id IS NOT NULL"
+        ).fetchone()["n"]
+        == 0
+    )
+    print(
+        f"\ncrash test: {settled_before_kill} settled before SIGKILL, {OPERATIONS - settled_before_kill} after restart"
+    )
