@@ -24,7 +24,10 @@ async def open_pool(url: str, *, size: int = 10, name: str = "lineup") -> Pool:
         configure=_configure,
         connection_class=AsyncConnection[DictRow],
         open=False,
-        check=AsyncConnectionPool.check_connection,
+        # No check on checkout (it costs a round trip per request): a connection broken by a
+        # database restart fails its transaction, which the tool-call path retries, and the
+        # pool replaces it.
+        max_idle=300,
     )
     await pool.open(wait=True, timeout=30)
     return pool

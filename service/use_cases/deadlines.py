@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -41,6 +43,9 @@ class DeadlineSweeper:
         self._max_sleep = max_sleep
         self._busy_backoff = busy_backoff
         self._wake = asyncio.Event()
+        # Wall-clock time of the next deadline we know of; a start whose ends_at is later needs
+        # no wake-up (the sleep already ends before it).
+        self._next_due: float | None = None
         self.settled_total = 0
 
     def wake(self) -> None:
@@ -77,6 +82,7 @@ class DeadlineSweeper:
                 except (psycopg.OperationalError, psycopg.errors.AdminShutdown) as exc:
                     log.warning("sweeper_database_error", error=str(exc))
                     wait = self._max_sleep
+                self._next_due = None if wait is None else time.time() + wait
                 if wait is None:
                     wait = self._max_sleep
                 elif wait <= 0:
@@ -101,6 +107,15 @@ class DeadlineSweeper:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    def _needs_wake(self, ends_at: str) -> bool:
+        if self._next_due is None:
+            return True
+        try:
+            due = datetime.fromisoformat(ends_at.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return True
+        return due < self._next_due
+
     async def _listen(self, stop: asyncio.Event) -> None:
         """LISTEN for committed starts; reconnect on failure (polling covers the gap)."""
         while not stop.is_set():
@@ -110,8 +125,9 @@ class DeadlineSweeper:
                 ) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.wake()  # anything committed before LISTEN is caught by this sweep
-                    async for _ in conn.notifies():
-                        self.wake()
+                    async for note in conn.notifies():
+                        if self._needs_wake(note.payload):
+                            self.wake()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from psycopg import AsyncConnection, errors
+from psycopg import AsyncConnection, OperationalError, errors
 from psycopg.rows import DictRow
 
 from service.db import tool_calls as tc_db
@@ -27,7 +27,14 @@ HANDLERS: dict[str, Handler] = {
 
 # Transient outcomes of concurrency that a retry resolves: a same-id call that committed first
 # (its answer is then replayed) or a deadlock the database broke.
-_RETRYABLE = (errors.UniqueViolation, errors.DeadlockDetected, errors.SerializationFailure)
+# A broken connection is retried too: even if it broke during COMMIT, the retry finds the
+# recorded answer and replays it, so nothing is decided twice.
+_RETRYABLE = (
+    errors.UniqueViolation,
+    errors.DeadlockDetected,
+    errors.SerializationFailure,
+    OperationalError,
+)
 
 
 def _replay(recorded: DictRow, fingerprint: str) -> Answer:

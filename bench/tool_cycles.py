@@ -1,0 +1,672 @@
+"""Pomodoro start+interrupt cycles per second: the HTTP Tool API beside the same writes in raw SQL.
+
+    .venv/bin/python bench/tool_cycles.py [--seconds 10] [--concurrency 16] [--warmup 2]
+        [--client lean|httpx] [--no-breakdown] [--no-sweeper] [--raw-without-notify]
+
+(a) HTTP: ``python -m service serve`` (default settings, so the default pool size) on a fresh
+    database; ``--concurrency`` asyncio workers, each with its own conversation, loop
+    ``POST /v1/tool-calls`` pomodoro.start (202 accepted) then pomodoro.interrupt (200 interrupted).
+(b) Raw SQL: pgbench on the same server, another fresh database, ``-c`` = the HTTP concurrency,
+    ``-j 2``; each Tool call is ONE statement (a data-modifying CTE), so a cycle is two round
+    trips and two commits. Afterwards the outbox must hold exactly one row per cycle.
+(c) Breakdown: the same cycles through the service's ``call_tool`` in this process (no HTTP, no
+    sweeper), to split the gap between HTTP and the use case's SQL.
+
+--no-sweeper and --raw-without-notify are diagnoses, not the benchmark.
+
+Prints cycles/s of both, their ratio, HTTP cycle p50/p99 latency and where the CPU went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+
+from bench.common import (  # noqa: E402
+    CpuMeter,
+    cpu_breakdown,
+    percentile,
+    running_service,
+    server_url,
+    states_line,
+    throwaway_database,
+)
+
+PGBENCH = "/usr/bin/pgbench"
+DURATION_SECONDS = 1500  # far beyond the run: the sweeper never settles one of these
+ACTIVITY = "bench"
+
+# --- (b) the raw SQL baseline: one statement per Tool call -------------------------------------
+# Written for pgbench: the only variable is the built-in client_id (no other colon-names may
+# appear, not even in comments). Each statement does the writes of its Tool call in one round trip.
+
+START_SQL = f"""
+WITH call AS (
+    SELECT gen_random_uuid()::text AS tool_call_id,
+           'pgb-' || :client_id::text AS conversation_id,
+           gen_random_uuid() AS instance_id,
+           gen_random_uuid() AS sub_session_id,
+           gen_random_uuid() AS operation_id,
+           statement_timestamp() AS started_at,
+           {DURATION_SECONDS} AS duration_seconds,
+           '{ACTIVITY}'::text AS activity
+),
+workspace AS (
+    INSERT INTO workspaces (conversation_id, foreground_instance_id)
+    SELECT conversation_id, instance_id FROM call
+    ON CONFLICT (conversation_id) DO UPDATE
+        SET foreground_instance_id = EXCLUDED.foreground_instance_id, updated_at = statement_timestamp()
+    RETURNING conversation_id
+),
+instance AS (
+    INSERT INTO app_instances (instance_id, conversation_id, app_scope, opened_at)
+    SELECT instance_id, conversation_id, 'pomodoro', started_at FROM call
+    RETURNING instance_id
+),
+sub_session AS (
+    INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id, started_at)
+    SELECT sub_session_id, instance_id, conversation_id, started_at FROM call
+    RETURNING sub_session_id
+),
+snapshot AS (
+    INSERT INTO instance_states (instance_id, app_scope, schema_version)
+    SELECT instance_id, 'pomodoro', 1 FROM call
+    RETURNING instance_id
+),
+operation AS (
+    INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
+                            duration_seconds, activity, started_at, ends_at)
+    SELECT operation_id, 'pomodoro.start', tool_call_id, conversation_id, 'pomodoro', instance_id,
+           duration_seconds, activity, started_at,
+           started_at + make_interval(secs => duration_seconds)
+    FROM call
+    RETURNING operation_id, state, started_at, ends_at, duration_seconds, activity,
+              pg_notify('lineup_deadlines', rfc3339(ends_at)) AS notified
+),
+answer AS (
+    SELECT c.tool_call_id, c.conversation_id,
+           json_build_object('tool_call_id', c.tool_call_id, 'conversation_id', c.conversation_id,
+                             'tool', 'pomodoro.start',
+                             'arguments', json_build_object('duration_seconds', c.duration_seconds,
+                                                            'activity', c.activity))::text AS request,
+           json_build_object(
+               'tool_call_id', c.tool_call_id, 'status', 'accepted',
+               'operation', json_build_object(
+                   'operation_id', o.operation_id, 'state', o.state,
+                   'started_at', rfc3339(o.started_at), 'ends_at', rfc3339(o.ends_at),
+                   'duration_seconds', o.duration_seconds, 'activity', o.activity),
+               'instance_id', c.instance_id,
+               'sub_session_id', (SELECT sub_session_id FROM sub_session)) AS response
+    FROM call c, operation o
+    WHERE (SELECT count(*) FROM workspace) + (SELECT count(*) FROM instance)
+          + (SELECT count(*) FROM snapshot) = 3
+)
+INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
+SELECT tool_call_id, conversation_id, 'pomodoro.start',
+       encode(sha256(convert_to(request, 'UTF8')), 'hex'), 202, response
+FROM answer;
+"""
+
+# SETTLE_FOCUSING (service/db/operations.py) for the conversation's focusing operation, with the
+# interrupt's tool_calls record as the final step.
+INTERRUPT_SQL = """
+WITH call AS (
+    SELECT gen_random_uuid()::text AS tool_call_id, 'pgb-' || :client_id::text AS conversation_id
+),
+decision AS (
+    SELECT o.operation_id,
+           CASE WHEN o.ends_at <= statement_timestamp() THEN 'completed' ELSE 'interrupted' END AS state,
+           CASE WHEN o.ends_at <= statement_timestamp() THEN 'deadline_reached' ELSE 'agent_interrupt' END
+               AS reason,
+           statement_timestamp() AS decided_at
+    FROM operations o, call c
+    WHERE o.conversation_id = c.conversation_id AND o.tool = 'pomodoro.start' AND o.state = 'focusing'
+),
+settled AS (
+    UPDATE operations o
+    SET state = d.state,
+        reason = d.reason,
+        finalized_at = d.decided_at,
+        result = jsonb_build_object(
+            'state', d.state,
+            'reason', d.reason,
+            'activity', o.activity,
+            'duration_seconds', o.duration_seconds,
+            'started_at', rfc3339(o.started_at),
+            'ends_at', rfc3339(o.ends_at),
+            'finalized_at', rfc3339(d.decided_at),
+            'focused_seconds', LEAST(
+                o.duration_seconds,
+                floor(EXTRACT(EPOCH FROM d.decided_at - o.started_at))::integer))
+    FROM decision d
+    WHERE o.operation_id = d.operation_id AND o.state = 'focusing'
+    RETURNING o.*
+),
+closed_instances AS (
+    UPDATE app_instances i SET status = 'closed', closed_at = s.finalized_at
+    FROM settled s
+    WHERE i.instance_id = s.instance_id AND i.status = 'open'
+    RETURNING i.instance_id
+),
+ended_sub_sessions AS (
+    UPDATE sub_sessions ss SET status = 'ended', ended_at = s.finalized_at
+    FROM settled s
+    WHERE ss.instance_id = s.instance_id AND ss.status = 'open'
+    RETURNING ss.sub_session_id
+),
+frozen_states AS (
+    UPDATE instance_states st SET readonly = true, updated_at = s.finalized_at
+    FROM settled s
+    WHERE st.instance_id = s.instance_id AND NOT st.readonly
+    RETURNING st.instance_id
+),
+sequenced AS (
+    UPDATE workspaces w
+    SET outbox_sequence = w.outbox_sequence + 1,
+        foreground_instance_id = CASE WHEN w.foreground_instance_id = s.instance_id
+                                      THEN NULL ELSE w.foreground_instance_id END,
+        updated_at = s.finalized_at
+    FROM settled s
+    WHERE w.conversation_id = s.conversation_id
+    RETURNING w.conversation_id, w.outbox_sequence
+),
+events AS (
+    SELECT gen_random_uuid() AS event_id, s.operation_id, s.tool, s.tool_call_id,
+           s.conversation_id, s.result, q.outbox_sequence
+    FROM settled s JOIN sequenced q USING (conversation_id)
+),
+queued AS (
+    INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, payload)
+    SELECT e.event_id, e.operation_id, e.tool, e.tool_call_id, e.conversation_id, e.outbox_sequence,
+           jsonb_build_object(
+               'event_id', e.event_id, 'type', 'tool.result', 'tool', e.tool,
+               'tool_call_id', e.tool_call_id, 'conversation_id', e.conversation_id,
+               'operation_id', e.operation_id, 'sequence', e.outbox_sequence, 'result', e.result)
+    FROM events e
+    RETURNING event_id, operation_id
+),
+answer AS (
+    SELECT c.tool_call_id, c.conversation_id,
+           json_build_object('tool_call_id', c.tool_call_id, 'conversation_id', c.conversation_id,
+                             'tool', 'pomodoro.interrupt', 'arguments', json_build_object())::text
+               AS request,
+           json_build_object('tool_call_id', c.tool_call_id, 'status', s.state,
+                             'operation_id', s.operation_id) AS response
+    FROM call c, settled s JOIN queued q USING (operation_id)
+    WHERE (SELECT count(*) FROM closed_instances) + (SELECT count(*) FROM ended_sub_sessions)
+          + (SELECT count(*) FROM frozen_states) = 3
+)
+INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
+SELECT tool_call_id, conversation_id, 'pomodoro.interrupt',
+       encode(sha256(convert_to(request, 'UTF8')), 'hex'), 200, response
+FROM answer;
+"""
+
+
+Answer = tuple[int, Any]
+Caller = Callable[[dict[str, Any]], Awaitable[Answer]]
+
+
+@dataclass
+class Phase:
+    """What one way of running the cycles measured."""
+
+    cycles: int = 0
+    seconds: float = 0.0
+    warmup_cycles: int = 0
+    latencies: list[float] = field(default_factory=list)
+    start_latencies: list[float] = field(default_factory=list)
+    interrupt_latencies: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)
+    backend_states: Counter[str] = field(default_factory=Counter)
+    commits: int = 0
+    rollbacks: int = 0
+    outbox_rows: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.cycles / self.seconds if self.seconds else 0.0
+
+
+class HttpConnection:
+    """A minimal HTTP/1.1 keep-alive client for one worker: POST JSON, read status and JSON back.
+
+    The bench shares two cores with the service and Postgres, so the client is kept as cheap as
+    possible (about a tenth of httpx's CPU per request); ``--client httpx`` uses httpx instead.
+    """
+
+    def __init__(self, base_url: str, token: str) -> None:
+        parts = urlsplit(base_url)
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or 80
+        self._head = (
+            f"POST /v1/tool-calls HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            "Content-Length: "
+        ).encode()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def __call__(self, payload: dict[str, Any]) -> Answer:
+        try:
+            return await self._post(payload)
+        except BaseException:
+            await self.close()  # the stream may be mid-answer: start afresh next time
+            raise
+
+    async def _post(self, payload: dict[str, Any]) -> Answer:
+        if self._reader is None or self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        self._writer.write(self._head + str(len(body)).encode() + b"\r\n\r\n" + body)
+        head = await self._reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        length = 0
+        close = False
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"connection" and value.strip().lower() == b"close":
+                close = True
+            elif name == b"transfer-encoding":
+                raise RuntimeError("chunked answers are not expected from the Tool API")
+        data = await self._reader.readexactly(length)
+        if close:
+            await self.close()
+        return status, json.loads(data) if data else None
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(OSError):
+                await self._writer.wait_closed()
+        self._reader = self._writer = None
+
+
+def _check(answer: Answer, status: int, expected: str) -> str | None:
+    code, body = answer
+    if code != status:
+        return f"HTTP {code}: {json.dumps(body)[:300]}"
+    if not isinstance(body, dict) or body.get("status") != expected:
+        return f"status {body.get('status') if isinstance(body, dict) else body!r}, wanted {expected}"
+    return None
+
+
+async def _worker(
+    call: Caller, worker: int, run: str, measure_from: float, stop_at: float, phase: Phase
+) -> None:
+    conversation = f"bench-{run}-{worker}"
+    n = 0
+    while True:
+        began = time.perf_counter()
+        if began >= stop_at or len(phase.failures) > 20:
+            return
+        base = f"{conversation}-{n}"
+        n += 1
+        try:
+            started = await call(
+                {
+                    "tool_call_id": f"{base}-start",
+                    "conversation_id": conversation,
+                    "tool": "pomodoro.start",
+                    "arguments": {"duration_seconds": DURATION_SECONDS, "activity": ACTIVITY},
+                }
+            )
+            middle = time.perf_counter()
+            problem = _check(started, 202, "accepted")
+            if problem is None:
+                interrupted = await call(
+                    {
+                        "tool_call_id": f"{base}-interrupt",
+                        "conversation_id": conversation,
+                        "tool": "pomodoro.interrupt",
+                        "arguments": {},
+                    }
+                )
+                problem = _check(interrupted, 200, "interrupted")
+        except (OSError, asyncio.IncompleteReadError, httpx.HTTPError) as exc:
+            problem = f"transport error {exc!r}"
+            middle = time.perf_counter()
+        ended = time.perf_counter()
+        if problem is not None:
+            phase.failures.append(f"worker {worker} cycle {n}: {problem}")
+            continue
+        if measure_from <= ended <= stop_at:  # throughput = cycles completed inside the window
+            phase.cycles += 1
+            phase.latencies.append(ended - began)
+            phase.start_latencies.append(middle - began)
+            phase.interrupt_latencies.append(ended - middle)
+        else:
+            phase.warmup_cycles += 1  # completed during the warm-up or after the window
+
+
+def _xacts(url: str) -> tuple[int, int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def _outbox_rows(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM outbox").fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _drive(
+    callers: list[Caller], seconds: float, warmup: float, url: str, service_pid: int | None
+) -> Phase:
+    """Run one worker per caller; measure the window after the warm-up."""
+    phase = Phase(seconds=seconds)
+    run = f"{time.time_ns():x}"
+    measure_from = time.perf_counter() + warmup
+    stop_at = measure_from + seconds
+    meter = CpuMeter(url, service_pid)
+
+    async def measure() -> None:
+        await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
+        before = await asyncio.to_thread(_xacts, url)
+        await asyncio.to_thread(meter.start)
+        await asyncio.sleep(max(0.0, stop_at - time.perf_counter()))
+        phase.cpu = await asyncio.to_thread(meter.stop)
+        phase.backend_states = meter.backend_states
+        after = await asyncio.to_thread(_xacts, url)
+        phase.commits, phase.rollbacks = after[0] - before[0], after[1] - before[1]
+
+    await asyncio.gather(
+        measure(), *(_worker(call, i, run, measure_from, stop_at, phase) for i, call in enumerate(callers))
+    )
+    return phase
+
+
+def _finish(phase: Phase, url: str) -> Phase:
+    phase.outbox_rows = _outbox_rows(url)
+    total = phase.cycles + phase.warmup_cycles
+    if not phase.failures and phase.outbox_rows != total:
+        phase.failures.append(f"outbox holds {phase.outbox_rows} rows after {total} completed cycles")
+    return phase
+
+
+def _event_loop() -> asyncio.Runner:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
+        return asyncio.Runner()
+    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+
+
+def _default_pool_size() -> int:
+    from service.settings import Settings
+
+    return int(Settings.model_fields["db_pool_size"].default)
+
+
+def run_http(
+    concurrency: int, seconds: float, warmup: float, log_dir: Path, client: str, serve_args: list[str]
+) -> Phase:
+    with throwaway_database("http") as url, running_service(url, log_dir, args=serve_args) as service:
+
+        async def go() -> Phase:
+            if client == "httpx":
+                limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+                async with httpx.AsyncClient(
+                    base_url=service.base_url, headers=service.agent_headers, limits=limits, timeout=30.0
+                ) as http:
+
+                    async def post(payload: dict[str, Any]) -> Answer:
+                        answer = await http.post("/v1/tool-calls", json=payload)
+                        return answer.status_code, answer.json()
+
+                    return await _drive([post] * concurrency, seconds, warmup, url, service.process.pid)
+            connections = [HttpConnection(service.base_url, service.agent_token) for _ in range(concurrency)]
+            try:
+                return await _drive(list(connections), seconds, warmup, url, service.process.pid)
+            finally:
+                for connection in connections:
+                    await connection.close()
+
+        with _event_loop() as runner:
+            phase = runner.run(go())
+        phase.notes.append(
+            f"service ready in {service.started_in:.1f} s; default settings (DB pool size "
+            f"{_default_pool_size()}) {' '.join(serve_args)}"
+        )
+        return _finish(phase, url)
+
+
+def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
+    """The same tool calls through the service's own use case (call_tool), without HTTP or sweeper."""
+    from service.db.pool import open_pool
+    from service.domain.idempotency import fingerprint
+    from service.manifests import load_registry
+    from service.settings import load_settings
+    from service.use_cases.runtime import Runtime
+    from service.use_cases.tool_call import ToolCall
+    from service.use_cases.tool_calls import call_tool
+
+    with throwaway_database("inproc") as url:
+        settings = load_settings(
+            "serve",
+            database_url=url,
+            agent_token="bench-agent-token-000",
+            host_token="bench-host-token-0000",
+            operator_token="bench-operator-token",
+        )
+        registry = load_registry(settings.manifests_dir)
+
+        async def go() -> Phase:
+            pool = await open_pool(settings.psycopg_url, size=settings.db_pool_size, name="bench-inproc")
+            runtime = Runtime(pool=pool, settings=settings, registry=registry)
+
+            async def call(payload: dict[str, Any]) -> Answer:
+                spec = registry.tool(payload["tool"])
+                if spec is None or spec.validate_arguments(payload["arguments"]):
+                    return 422, {"error": "invalid_arguments"}
+                tool_call = ToolCall(
+                    payload["tool_call_id"], payload["conversation_id"], payload["tool"],
+                    dict(payload["arguments"]),
+                )
+                return await call_tool(runtime, tool_call, fingerprint(payload))
+
+            try:
+                return await _drive([call] * concurrency, seconds, warmup, url, None)
+            finally:
+                await pool.close()
+
+        with _event_loop() as runner:
+            phase = runner.run(go())
+        return _finish(phase, url)
+
+
+_PROCESSED = re.compile(r"number of transactions actually processed: (\d+)")
+_TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
+_STATEMENT = re.compile(r"^\s+([0-9.]+)\s+(?:\d+\s+)?WITH ", re.MULTILINE)
+
+
+def _strip_notify(url: str) -> int:
+    """Diagnosis only: make every function of the throwaway database that calls pg_notify call
+    num_nulls (same arguments, no effect) instead. Returns how many functions were changed."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = 'public' AND p.prosrc ILIKE '%pg_notify%'"
+        ).fetchall()
+        for (definition,) in rows:
+            conn.execute(re.sub(r"pg_notify\s*\(", "num_nulls(", definition, flags=re.IGNORECASE).encode())
+    return len(rows)
+
+
+def run_pgbench(
+    concurrency: int, seconds: int, work: Path, *, without_notify: bool = False
+) -> tuple[Phase, float, list[float]]:
+    """Returns the phase, pgbench's tps and the average latency of each statement (ms)."""
+    script = work / "tool_cycle.sql"
+    start = START_SQL.replace("pg_notify(", "num_nulls(") if without_notify else START_SQL
+    script.write_text(start.strip() + "\n\n" + INTERRUPT_SQL.strip() + "\n")
+    logs = work / "pgbench-logs"
+    logs.mkdir(exist_ok=True)
+    with throwaway_database("pgbench") as url:
+        changed = _strip_notify(url) if without_notify else 0
+        meter = CpuMeter(url)
+        before = _xacts(url)
+        meter.start()
+        begun = time.perf_counter()
+        completed = subprocess.run(
+            [
+                PGBENCH, "-n", "-M", "prepared", "-c", str(concurrency), "-j", "2",
+                "-T", str(seconds), "-r", "-l", "--log-prefix", str(logs / "cycle"),
+                "-f", str(script), url,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        elapsed = time.perf_counter() - begun
+        cpu = meter.stop()
+        after = _xacts(url)
+        output = completed.stdout + completed.stderr
+        if completed.returncode != 0:
+            raise RuntimeError(f"pgbench failed ({completed.returncode}):\n{output}")
+        processed = _PROCESSED.search(output)
+        tps = _TPS.search(output)
+        if processed is None or tps is None:
+            raise RuntimeError(f"cannot read the pgbench output:\n{output}")
+        phase = Phase(
+            cycles=int(processed.group(1)), seconds=elapsed, cpu=cpu, backend_states=meter.backend_states
+        )
+        phase.commits, phase.rollbacks = after[0] - before[0], after[1] - before[1]
+        phase.outbox_rows = _outbox_rows(url)
+        if without_notify:
+            phase.notes.append(
+                f"DIAGNOSIS: pg_notify replaced by num_nulls in the start and in {changed} functions"
+            )
+        if phase.outbox_rows != phase.cycles:
+            phase.failures.append(f"outbox holds {phase.outbox_rows} rows after {phase.cycles} cycles")
+    for log in logs.glob("cycle*"):
+        for line in log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3:
+                phase.latencies.append(int(parts[2]) / 1e6)
+    statements = [float(ms) for ms in _STATEMENT.findall(output)]
+    return phase, float(tps.group(1)), statements
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def _latency_line(label: str, values: list[float]) -> str:
+    return (
+        f"    {label:<18}p50 {_ms(percentile(values, 50))}   p99 {_ms(percentile(values, 99))}   "
+        f"max {_ms(max(values, default=0.0))}"
+    )
+
+
+def _report(title: str, phase: Phase, rate: float) -> None:
+    print(f"\n{title}")
+    for note in phase.notes:
+        print(f"    {note}")
+    print(f"    cycles            {phase.cycles} in {phase.seconds:.1f} s"
+          + (f" (+{phase.warmup_cycles} warm-up/edge cycles not counted)" if phase.warmup_cycles else ""))
+    print(f"    cycles/s          {rate:.1f}   ({2 * rate:.1f} tool calls/s)")
+    print(_latency_line("cycle latency", phase.latencies))
+    if phase.start_latencies:
+        print(_latency_line("  start call", phase.start_latencies))
+        print(_latency_line("  interrupt call", phase.interrupt_latencies))
+    if phase.cycles:
+        print(f"    db xacts/cycle    {phase.commits / phase.cycles:.2f} commits, "
+              f"{phase.rollbacks / phase.cycles:.2f} rollbacks")
+        print(f"    outbox rows       {phase.outbox_rows} "
+              + ("(one per completed cycle: OK)" if not phase.failures else ""))
+        print("    CPU in the measured window (us/cycle = CPU time per cycle):")
+        print(cpu_breakdown(phase.cpu, phase.cycles, "cycle"))
+        print(f"    db backends were  {states_line(phase.backend_states)}  (sampled every 0.1 s)")
+    if phase.failures:
+        print(f"    FAILED: {len(phase.failures)} problems, e.g. {phase.failures[0]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=int, default=10, help="length of each measured phase")
+    parser.add_argument("--concurrency", type=int, default=16, help="HTTP workers = pgbench clients")
+    parser.add_argument("--warmup", type=float, default=2.0, help="warm-up before measuring (not counted)")
+    parser.add_argument("--client", choices=("lean", "httpx"), default="lean", help="the HTTP client")
+    parser.add_argument(
+        "--breakdown", action=argparse.BooleanOptionalAction, default=True,
+        help="also run the use case in-process (no HTTP, no sweeper) to split the gap",
+    )
+    parser.add_argument(
+        "--raw-without-notify", action="store_true",
+        help="(diagnosis only) the raw phase with every pg_notify turned into a no-op, to see what the "
+        "cluster-wide NOTIFY commit lock costs",
+    )
+    parser.add_argument(
+        "--no-sweeper", action="store_true",
+        help="(diagnosis only) serve with --no-sweeper to see what the sweeper's wake-ups cost",
+    )
+    args = parser.parse_args(argv)
+    if not 1 <= args.seconds <= 60 or not 1 <= args.concurrency <= 64 or not 0 <= args.warmup <= 10:
+        parser.error("keep it bounded: --seconds 1..60, --concurrency 1..64, --warmup 0..10")
+
+    print(f"tool_cycles: server {server_url().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.2f} at start, concurrency {args.concurrency}, "
+          f"{args.seconds} s per phase, {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    serve_args = ["--no-sweeper"] if args.no_sweeper else []
+    with tempfile.TemporaryDirectory(prefix="bench-tool-cycles-") as tmp:
+        work = Path(tmp)
+        http = run_http(args.concurrency, args.seconds, args.warmup, work, args.client, serve_args)
+        raw, raw_rate, statement_ms = run_pgbench(
+            args.concurrency, args.seconds, work, without_notify=args.raw_without_notify
+        )
+        inproc = run_in_process(args.concurrency, args.seconds, args.warmup) if args.breakdown else None
+
+    _report(f"(a) HTTP Tool API through `python -m service serve` ({args.client} client)", http, http.rate)
+    _report("(b) raw SQL through pgbench: one statement per tool call (-M prepared, -j 2)", raw, raw_rate)
+    for label, ms in zip(("start statement", "interrupt stmt"), statement_ms, strict=False):
+        print(f"    {label:<18}{ms:.2f} ms average (pgbench -r)")
+    if inproc is not None:
+        _report("(c) breakdown: the service's call_tool in-process (same SQL, no HTTP, no sweeper)",
+                inproc, inproc.rate)
+
+    ratio = http.rate / raw_rate if raw_rate else float("nan")
+    print("\nsummary")
+    print(f"    HTTP cycles/s     {http.rate:.1f}")
+    print(f"    raw SQL cycles/s  {raw_rate:.1f}")
+    print(f"    ratio HTTP/raw    {ratio:.2f}   (aim >= 0.4 now, goal 0.8)")
+    if inproc is not None and raw_rate:
+        print(f"    in-process/raw    {inproc.rate / raw_rate:.2f}   (the use case's SQL, without HTTP)")
+    print(_latency_line("HTTP cycle", http.latencies))
+    failed = bool(http.failures or raw.failures or (inproc and inproc.failures) or not raw.cycles)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
