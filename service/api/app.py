@@ -15,14 +15,20 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.api.auth import TokenBook
 from service.api.errors import api_error, http_error, unexpected_error
+from service.api.events import HostEventsController
 from service.api.host import HostController
+from service.api.host_capability import HostCapabilityController
+from service.api.ops import OpsController
+from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
 from service.db.migrate import head_revision
 from service.db.pool import open_pool
 from service.domain.errors import ApiError
 from service.manifests import Registry
+from service.projections import ProjectionHub
 from service.settings import Settings
 from service.use_cases.deadlines import DeadlineSweeper
+from service.use_cases.maintenance import run_maintenance
 from service.use_cases.runtime import Runtime
 
 
@@ -64,27 +70,46 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         pool = await open_pool(settings.psycopg_url, size=settings.db_pool_size, name="lineup-service")
         runtime = Runtime(pool=pool, settings=settings, registry=registry)
         app.state.runtime = runtime
-        stop = asyncio.Event()
-        task = None
+        stop: asyncio.Event = app.state.stopping
+        app.state.projections = ProjectionHub(settings.psycopg_url)
+        tasks = [
+            asyncio.create_task(app.state.projections.run(stop), name="projection-hub"),
+            asyncio.create_task(run_maintenance(pool, stop), name="maintenance"),
+        ]
         if sweeper:
             app.state.sweeper = DeadlineSweeper(pool, settings.psycopg_url)
-            task = asyncio.create_task(app.state.sweeper.run(stop), name="deadline-sweeper")
+            tasks.append(asyncio.create_task(app.state.sweeper.run(stop), name="deadline-sweeper"))
         try:
             yield
         finally:
             stop.set()
-            if task is not None:
-                await task
+            await asyncio.gather(*tasks, return_exceptions=True)
             await pool.close()
 
     return Litestar(
-        route_handlers=[AgentToolController, HostController, healthz, readyz, metrics],
+        route_handlers=[
+            AgentToolController,
+            HostController,
+            HostCapabilityController,
+            HostEventsController,
+            OpsController,
+            SdkController,
+            healthz,
+            readyz,
+            metrics,
+        ],
         exception_handlers={
             ApiError: api_error,
             HTTPException: http_error,
             Exception: unexpected_error,
         },
-        state=State({"tokens": TokenBook({a: settings.tokens(a) for a in ("agent", "host", "operator")})}),
+        state=State(
+            {
+                "tokens": TokenBook({a: settings.tokens(a) for a in ("agent", "host", "operator")}),
+                # Set on SIGTERM before connections drain, so event streams end promptly.
+                "stopping": asyncio.Event(),
+            }
+        ),
         lifespan=[lifespan],
         request_max_body_size=settings.request_max_body_bytes,
         openapi_config=OpenAPIConfig(title="Lineup Runtime", version="0.1.0", path="/schema"),

@@ -55,8 +55,13 @@ def parse_json(raw: bytes) -> Any:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         raise ApiError(400, "malformed_json", f"the request body is not JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "malformed_json", "the request body is nested too deeply") from None
     if b"\\u0000" in raw:
-        paths = _nul_paths(data)
+        try:
+            paths = _nul_paths(data)
+        except RecursionError:
+            raise ApiError(400, "malformed_json", "the request body is nested too deeply") from None
         if paths:
             raise ApiError(
                 422,

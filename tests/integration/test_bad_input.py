@@ -245,3 +245,27 @@ async def test_wrong_method_is_405_with_error_body(client: Client) -> None:
     response = await client.delete("/v1/tool-calls", headers=AGENT)
     assert response.status_code == 405
     assert response.json()["error"] == "method_not_allowed"
+
+
+async def test_deeply_nested_json_is_400_not_500(client: Client) -> None:
+    raw = b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    response = await client.post(
+        "/v1/tool-calls", content=raw, headers={**AGENT, "Content-Type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "malformed_json"
+
+
+@pytest.mark.parametrize("inner", [b'"x\\u0000"', b"1"])
+async def test_deeply_nested_arguments_are_a_4xx_not_500(client: Client, inner: bytes) -> None:
+    raw = (
+        b'{"tool_call_id":"t","conversation_id":"c","tool":"pomodoro.start","arguments":{"duration_seconds":'
+        + b"[" * 5000
+        + inner
+        + b"]" * 5000
+        + b"}}"
+    )
+    response = await client.post(
+        "/v1/tool-calls", content=raw, headers={**AGENT, "Content-Type": "application/json"}
+    )
+    assert response.status_code in (400, 422), response.text

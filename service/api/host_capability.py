@@ -1,0 +1,27 @@
+"""The Host API's capability endpoint (``Bearer $HOST_TOKEN``): SDK tokens for the Bridge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, post
+from litestar.datastructures import CacheControlHeader
+from litestar.params import FromPath
+
+from service.api.auth import require
+from service.api.state import runtime_of
+from service.api.tools import parse_uuid
+from service.use_cases.capabilities import mint_capability
+
+
+class HostCapabilityController(Controller):
+    path = "/v1/host"
+    guards = [require("host")]
+
+    @post(
+        "/instances/{instance_id:str}/capability",
+        status_code=200,
+        cache_control=CacheControlHeader(no_store=True),
+    )
+    async def capability(self, instance_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, str]:
+        return await mint_capability(runtime_of(request), parse_uuid(instance_id, "instance"))

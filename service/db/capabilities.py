@@ -1,0 +1,36 @@
+"""Named statements on ``capabilities``: SDK tokens, kept only as SHA-256 digests."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+
+Conn = AsyncConnection[DictRow]
+
+# The binding (scope, conversation) is copied from the instance itself, never taken from a caller.
+# No row back means no such instance.
+MINT = """
+INSERT INTO capabilities (token_hash, instance_id, app_scope, conversation_id)
+SELECT %(token_hash)s, instance_id, app_scope, conversation_id
+FROM app_instances
+WHERE instance_id = %(instance_id)s
+RETURNING instance_id
+"""
+
+# The binding only: the instance's status is read by each use case in its own transaction, where
+# it cannot go stale before it is used.
+LOOKUP = """
+SELECT instance_id, app_scope, conversation_id FROM capabilities WHERE token_hash = %(token_hash)s
+"""
+
+
+async def mint(conn: Conn, token_hash: bytes, instance_id: UUID) -> bool:
+    cursor = await conn.execute(MINT, {"token_hash": token_hash, "instance_id": instance_id})
+    return await cursor.fetchone() is not None
+
+
+async def lookup(conn: Conn, token_hash: bytes) -> DictRow | None:
+    cursor = await conn.execute(LOOKUP, {"token_hash": token_hash})
+    return await cursor.fetchone()

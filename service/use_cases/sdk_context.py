@@ -1,0 +1,58 @@
+"""What a MiniApp sees of its own instance: status, the operation it exists for, the server clock."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+
+from service.db import operations as ops_db
+from service.db import workspaces as ws_db
+from service.domain.operations import DEADLINE
+from service.domain.timefmt import rfc3339
+from service.metrics import observe_settled
+from service.use_cases.capabilities import Capability
+from service.use_cases.runtime import Runtime
+
+Conn = AsyncConnection[DictRow]
+
+
+async def settle_overdue(conn: Conn, conversation_id: str, operation_id: UUID) -> None:
+    """The deadline is a fact of the database clock: an overdue focusing operation is settled
+    ``completed`` before anything about its instance is read or written."""
+    await ws_db.lock_existing(conn, conversation_id)
+    observe_settled(await ops_db.settle_focusing(conn, [operation_id], DEADLINE, only_due=True))
+
+
+def _operation(row: DictRow) -> dict[str, Any]:
+    return {
+        "operation_id": str(row["operation_id"]),
+        "state": row["state"],
+        "reason": row["reason"],
+        "activity": row["activity"],
+        "started_at": rfc3339(row["started_at"]),
+        "ends_at": rfc3339(row["ends_at"]),
+    }
+
+
+async def get_context(rt: Runtime, capability: Capability) -> dict[str, Any]:
+    async with rt.transaction() as conn:
+        latest = await ops_db.latest_for_instance(conn, capability.instance_id)
+        operation = None if latest is None else await ops_db.get_by_id(conn, latest["operation_id"])
+        if operation is not None and operation["state"] == "focusing" and operation["overdue"]:
+            await settle_overdue(conn, capability.conversation_id, operation["operation_id"])
+            operation = await ops_db.get_by_id(conn, operation["operation_id"])
+        # Read after any settling: the deadline closes the instance in the same transaction.
+        instance = await ws_db.instance(conn, capability.instance_id)
+        now = (await ws_db.server_time(conn))["now"]
+    assert instance is not None
+    return {
+        "app_scope": capability.app_scope,
+        "instance_id": str(capability.instance_id),
+        "conversation_id": capability.conversation_id,
+        "status": instance["status"],
+        "operation": None if operation is None else _operation(operation),
+        "server_time": rfc3339(now),
+    }
