@@ -39,7 +39,7 @@ async def events(
 
 
 async def collect(
-    stream: AsyncIterator[dict[str, Any]], count: int, timeout: float = 10.0
+    stream: AsyncIterator[dict[str, Any]], count: int, seconds: float = 10.0
 ) -> list[dict[str, Any]]:
     got: list[dict[str, Any]] = []
 
