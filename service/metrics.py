@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import structlog
+from prometheus_client import Counter, Gauge, Histogram
+
+log = structlog.get_logger("service.decisions")
 
 TOOL_CALLS = Counter(
     "lineup_tool_calls_total",
@@ -19,12 +27,54 @@ DEADLINE_LATENESS = Histogram(
     "finalized_at - ends_at of every deadline decision.",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 300, 3600),
 )
+OUTBOX_ROWS = Gauge("lineup_outbox_rows", "Outbox rows by status (sampled).", ["status"])
+OUTBOX_OLDEST_PENDING = Gauge(
+    "lineup_outbox_oldest_pending_age_seconds", "Age of the oldest pending outbox row (sampled)."
+)
+FOCUSING_OPERATIONS = Gauge("lineup_focusing_operations", "Operations now focusing (sampled).")
 SWEEPS = Counter("lineup_sweeper_batches_total", "Sweeper batches that settled at least one row.")
 
 
-def observe_settled(rows: list[dict[str, object]]) -> None:
+# Decisions made inside a transaction are counted and logged only once it commits.
+_UNCOMMITTED: ContextVar[list[Mapping[str, Any]] | None] = ContextVar("uncommitted", default=None)
+
+
+def observe_settled(rows: Iterable[Mapping[str, Any]]) -> None:
+    pending = _UNCOMMITTED.get()
+    if pending is not None:
+        pending.extend(rows)
+        return
     for row in rows:
-        TERMINAL_DECISIONS.labels(str(row["state"]), str(row["reason"])).inc()
-        lateness = row.get("lateness_ms")
-        if isinstance(lateness, int):
-            DEADLINE_LATENESS.observe(max(lateness, 0) / 1000)
+        _emit(row)
+
+
+def _emit(row: Mapping[str, Any]) -> None:
+    TERMINAL_DECISIONS.labels(str(row["state"]), str(row["reason"])).inc()
+    lateness = row.get("lateness_ms")
+    if isinstance(lateness, int):
+        DEADLINE_LATENESS.observe(max(lateness, 0) / 1000)
+    log.info(
+        "operation_settled",
+        operation_id=str(row["operation_id"]),
+        conversation_id=row["conversation_id"],
+        state=row["state"],
+        reason=row["reason"],
+        event_id=str(row["event_id"]),
+        lateness_ms=lateness,
+    )
+
+
+@contextmanager
+def deferred_until_commit() -> Iterator[list[Mapping[str, Any]]]:
+    """Collect decisions; the caller emits them with ``emit_committed`` after COMMIT."""
+    pending: list[Mapping[str, Any]] = []
+    token = _UNCOMMITTED.set(pending)
+    try:
+        yield pending
+    finally:
+        _UNCOMMITTED.reset(token)
+
+
+def emit_committed(rows: Iterable[Mapping[str, Any]]) -> None:
+    for row in rows:
+        _emit(row)

@@ -14,6 +14,7 @@ from litestar.testing import AsyncTestClient
 from psycopg.rows import dict_row
 
 from service.api.app import create_app
+from service.logging import configure_logging
 from service.manifests import Registry, load_registry
 from service.settings import Settings, load_settings
 from tests.support.database import DatabaseFactory, migrated_template, server_url, with_database
@@ -26,6 +27,12 @@ OPERATOR_TOKEN = "operator-token-for-tests-1"
 AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
 HOST = {"Authorization": f"Bearer {HOST_TOKEN}"}
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _structured_logs_to_stderr() -> None:
+    """As in the real processes: JSON logs on stderr, never mixed into a command's stdout."""
+    configure_logging()
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from service.api.bodies import ToolCallBody, read
 from service.api.state import runtime_of
 from service.domain.errors import ApiError, not_found
 from service.domain.idempotency import fingerprint
+from service.metrics import TOOL_CALLS
 from service.use_cases.operations import get_operation
 from service.use_cases.tool_call import ToolCall
 from service.use_cases.tool_calls import call_tool
@@ -40,9 +41,11 @@ class AgentToolController(Controller):
         body, raw = await read(request, ToolCallBody)
         tool = runtime_of(request).registry.tool(body.tool)
         if tool is None:
+            TOOL_CALLS.labels("unknown", "unknown_tool").inc()
             raise ApiError(404, "unknown_tool", f"no tool named {body.tool!r}")
         details = tool.validate_arguments(body.arguments)
         if details:
+            TOOL_CALLS.labels(body.tool, "invalid_arguments").inc()
             raise ApiError(
                 422,
                 "invalid_arguments",

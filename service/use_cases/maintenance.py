@@ -1,4 +1,4 @@
-"""Housekeeping inside ``serve``: prune projection events nobody will replay any more."""
+"""Housekeeping inside ``serve``: sample the outbox gauges, prune old projection events."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import structlog
 
 from service.db import projections as proj_db
 from service.db.pool import Pool
+from service.metrics import FOCUSING_OPERATIONS, OUTBOX_OLDEST_PENDING, OUTBOX_ROWS
 
 log = structlog.get_logger("service.maintenance")
 
 PROJECTION_RETENTION_SECONDS = 24 * 3600
-INTERVAL_SECONDS = 300.0
+PRUNE_INTERVAL_SECONDS = 300.0
+SAMPLE_INTERVAL_SECONDS = 15.0
 
 
 async def prune_projections(pool: Pool) -> int:
@@ -27,11 +29,42 @@ async def prune_projections(pool: Pool) -> int:
             return total
 
 
+SAMPLE_OUTBOX = """
+SELECT s.status, count(o.event_id) AS rows
+FROM (VALUES ('pending'), ('delivered'), ('dead')) AS s(status)
+LEFT JOIN outbox o ON o.status = s.status
+GROUP BY s.status
+"""
+
+SAMPLE_AGES = """
+SELECT coalesce(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_pending,
+       (SELECT count(*) FROM operations WHERE state = 'focusing') AS focusing
+FROM outbox WHERE status = 'pending'
+"""
+
+
+async def sample_gauges(pool: Pool) -> None:
+    """Refresh the sampled gauges of /metrics from the database."""
+    async with pool.connection() as conn:
+        for row in await (await conn.execute(SAMPLE_OUTBOX)).fetchall():
+            OUTBOX_ROWS.labels(row["status"]).set(row["rows"])
+        ages = await (await conn.execute(SAMPLE_AGES)).fetchone()
+        await conn.rollback()
+    if ages is not None:
+        OUTBOX_OLDEST_PENDING.set(ages["oldest_pending"])
+        FOCUSING_OPERATIONS.set(ages["focusing"])
+
+
 async def run_maintenance(pool: Pool, stop: asyncio.Event) -> None:
+    last_prune = float("-inf")
+    loop = asyncio.get_running_loop()
     while not stop.is_set():
         try:
-            await prune_projections(pool)
+            await sample_gauges(pool)
+            if loop.time() - last_prune >= PRUNE_INTERVAL_SECONDS:
+                await prune_projections(pool)
+                last_prune = loop.time()
         except Exception as exc:
             log.warning("maintenance_error", error=str(exc))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), INTERVAL_SECONDS)
+            await asyncio.wait_for(stop.wait(), SAMPLE_INTERVAL_SECONDS)

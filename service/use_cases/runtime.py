@@ -11,6 +11,7 @@ from psycopg.rows import DictRow
 
 from service.db.pool import Pool
 from service.manifests import Registry
+from service.metrics import deferred_until_commit, emit_committed
 from service.settings import Settings
 
 
@@ -22,6 +23,11 @@ class Runtime:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection[DictRow]]:
-        """One connection, one transaction: committed on success, rolled back on any error."""
-        async with self.pool.connection() as conn, conn.transaction():
-            yield conn
+        """One connection, one transaction: committed on success, rolled back on any error.
+
+        Decisions observed inside are counted and logged only after the commit.
+        """
+        with deferred_until_commit() as decided:
+            async with self.pool.connection() as conn, conn.transaction():
+                yield conn
+        emit_committed(decided)

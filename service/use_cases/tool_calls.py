@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
 from psycopg import AsyncConnection, OperationalError, errors
 from psycopg.rows import DictRow
 
@@ -17,6 +18,7 @@ from service.use_cases.runtime import Runtime
 from service.use_cases.tool_call import ToolCall
 
 Answer = tuple[int, dict[str, Any]]
+log = structlog.get_logger("service.tool_calls")
 Handler = Callable[[AsyncConnection[DictRow], Runtime, ToolCall], Awaitable[Answer]]
 
 HANDLERS: dict[str, Handler] = {
@@ -48,6 +50,17 @@ def _replay(recorded: DictRow, fingerprint: str) -> Answer:
 
 
 async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> Answer:
+    with structlog.contextvars.bound_contextvars(
+        tool_call_id=call.tool_call_id, conversation_id=call.conversation_id, tool=call.tool
+    ):
+        status, body, replayed = await _call_tool(rt, call, fingerprint)
+        outcome = str(body.get("status") or body.get("error"))
+        TOOL_CALLS.labels(call.tool, "replayed" if replayed else outcome).inc()
+        log.info("tool_call", status=status, outcome=outcome, replayed=replayed)
+        return status, body
+
+
+async def _call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> tuple[int, dict[str, Any], bool]:
     handler = HANDLERS.get(call.tool)
     if handler is None:
         raise ApiError(404, "unknown_tool", f"no tool named {call.tool!r}")
@@ -57,8 +70,7 @@ async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> Answer:
                 recorded = await tc_db.get(conn, call.tool_call_id)
                 if recorded is not None:
                     status, body = _replay(recorded, fingerprint)
-                    TOOL_CALLS.labels(call.tool, "replayed").inc()
-                    return status, body
+                    return status, body, True
                 status, body = await handler(conn, rt, call)
                 if is_recorded(status):
                     await tc_db.record(
@@ -74,6 +86,5 @@ async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> Answer:
             if attempt == 4:
                 raise
             continue
-        TOOL_CALLS.labels(call.tool, str(body.get("status") or body.get("error"))).inc()
-        return status, body
+        return status, body, False
     raise AssertionError("unreachable")
