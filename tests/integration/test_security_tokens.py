@@ -1,0 +1,108 @@
+"""Every protected endpoint refuses a missing, wrong or other-audience token, and each audience may
+hold several tokens for rotation. Routes are read from the application itself, so a new endpoint
+is covered the day it is added."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import pytest
+from litestar import Litestar
+from litestar.routes import HTTPRoute
+from litestar.testing import AsyncTestClient
+
+from service.api.app import create_app
+from service.manifests import Registry
+from tests.conftest import AGENT, HOST, OPERATOR, make_settings
+
+Client = AsyncTestClient[Any]
+
+AUDIENCE_BY_PREFIX = [
+    ("/v1/tools", "agent"),
+    ("/v1/tool-calls", "agent"),
+    ("/v1/operations", "agent"),
+    ("/v1/host", "host"),
+    ("/v1/ops", "operator"),
+    ("/v1/sdk", "capability"),
+]
+PUBLIC = {"/healthz", "/readyz", "/metrics"}
+HEADERS = {"agent": AGENT, "host": HOST, "operator": OPERATOR}
+
+
+def audience(path: str) -> str | None:
+    for prefix, name in AUDIENCE_BY_PREFIX:
+        if path.startswith(prefix):
+            return name
+    return None
+
+
+def protected_routes(app: Litestar) -> list[tuple[str, str, str]]:
+    found = []
+    for route in app.routes:
+        if not isinstance(route, HTTPRoute):
+            continue
+        path = re.sub(r"\{([a-z_]+)(:[a-z]+)?\}", lambda m: str(uuid.uuid4()), route.path)
+        name = audience(route.path)
+        for method in sorted(route.methods - {"OPTIONS", "HEAD"}):
+            if name is not None:
+                found.append((method, path, name))
+    return found
+
+
+def test_every_v1_route_belongs_to_an_audience(settings: Any, registry: Registry) -> None:
+    app = create_app(settings, registry, sweeper=False)
+    for route in app.routes:
+        if isinstance(route, HTTPRoute) and route.path.startswith("/v1"):
+            assert audience(route.path) is not None, route.path
+
+
+async def test_every_protected_route_refuses_missing_wrong_and_other_audience_tokens(
+    settings: Any, registry: Registry
+) -> None:
+    app = create_app(settings, registry, sweeper=False)
+    routes = protected_routes(app)
+    assert len(routes) >= 15
+    async with AsyncTestClient(app=app) as client:
+        for method, path, owner in routes:
+            attempts: dict[str, dict[str, str]] = {
+                "missing": {},
+                "wrong": {"Authorization": "Bearer definitely-not-a-token-0000"},
+                "malformed": {"Authorization": "Bearer"},
+                **{f"{other}-token": headers for other, headers in HEADERS.items() if other != owner},
+            }
+            for label, headers in attempts.items():
+                response = await client.request(method, path, headers=headers, json={})
+                assert response.status_code == 401, (method, path, label, response.status_code, response.text)
+                assert response.json()["error"] == "unauthorized"
+
+
+@pytest.mark.parametrize("which", [0, 1])
+async def test_each_of_several_rotated_tokens_is_accepted(database_url: str, registry: Registry, which: int) -> None:
+    tokens = ["first-agent-token-000001", "second-agent-token-00002"]
+    settings = make_settings(database_url, agent_token=" ".join(tokens))
+    app = create_app(settings, registry, sweeper=False)
+    async with AsyncTestClient(app=app) as client:
+        ok = await client.get("/v1/tools", headers={"Authorization": f"Bearer {tokens[which]}"})
+        assert ok.status_code == 200
+        retired = await client.get("/v1/tools", headers=AGENT)
+        assert retired.status_code == 401
+
+
+async def test_request_bodies_over_the_limit_are_413_on_every_api(client: Client) -> None:
+    big = {"padding": "x" * 100_000}
+    for path, headers in [
+        ("/v1/tool-calls", AGENT),
+        ("/v1/host/conversations/c/messages", HOST),
+        ("/v1/host/conversations/c/workspace/foreground", HOST),
+    ]:
+        response = await client.post(path, json=big, headers=headers)
+        assert response.status_code == 413, (path, response.text)
+        assert response.json()["error"] == "request_too_large"
+
+
+def test_public_endpoints_need_no_token(settings: Any, registry: Registry) -> None:
+    app = create_app(settings, registry, sweeper=False)
+    paths = {route.path for route in app.routes if isinstance(route, HTTPRoute)}
+    assert paths >= PUBLIC
