@@ -1,4 +1,4 @@
-"""Bearer tokens per audience, compared in constant time."""
+"""Bearer tokens per audience, compared in constant time; the Web Host's session cookie on /v1/host/."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
+from service.api.host_session import COOKIE_NAME, HostSessions
 from service.domain.errors import unauthorized
 
 Guard = Callable[[ASGIConnection, BaseRouteHandler], None]  # type: ignore[type-arg]
@@ -43,12 +44,42 @@ def bearer_token(connection: ASGIConnection) -> str | None:  # type: ignore[type
     return token.strip()
 
 
+#: The only paths where the session cookie stands in for ``Bearer $HOST_TOKEN``.
+SESSION_PATH_PREFIX = "/v1/host/"
+_UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_BROWSER_SITES = frozenset({"same-origin", "none"})
+
+
+def host_session(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
+    """A valid Web Host session cookie on a Host API request the host page itself can have made.
+
+    Besides SameSite=Strict: an unsafe method must carry ``Content-Type: application/json`` (a
+    cross-site form cannot, and a cross-site fetch with it needs a CORS preflight this service never
+    grants), and a browser's ``Sec-Fetch-Site``, when present, must say the request is same-origin.
+    """
+    if not connection.url.path.startswith(SESSION_PATH_PREFIX):
+        return False
+    sessions: HostSessions = connection.app.state.host_sessions
+    if not sessions.valid(connection.cookies.get(COOKIE_NAME)):
+        return False
+    site = connection.headers.get("sec-fetch-site")
+    if site is not None and site not in _BROWSER_SITES:
+        return False
+    if connection.scope.get("method", "GET") in _UNSAFE_METHODS:
+        media_type = connection.headers.get("content-type", "").partition(";")[0].strip().lower()
+        return media_type == "application/json"
+    return True
+
+
 def require(audience: str) -> Guard:
     def guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:  # type: ignore[type-arg]
         book: TokenBook = connection.app.state.tokens
         token = bearer_token(connection)
-        if token is None or not book.accepts(audience, token):
-            raise unauthorized()
+        if token is not None and book.accepts(audience, token):
+            return
+        if audience == "host" and host_session(connection):
+            return
+        raise unauthorized()
 
     guard.__name__ = f"require_{audience}"
     return guard

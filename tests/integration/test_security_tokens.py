@@ -79,7 +79,9 @@ async def test_every_protected_route_refuses_missing_wrong_and_other_audience_to
 
 
 @pytest.mark.parametrize("which", [0, 1])
-async def test_each_of_several_rotated_tokens_is_accepted(database_url: str, registry: Registry, which: int) -> None:
+async def test_each_of_several_rotated_tokens_is_accepted(
+    database_url: str, registry: Registry, which: int
+) -> None:
     tokens = ["first-agent-token-000001", "second-agent-token-00002"]
     settings = make_settings(database_url, agent_token=" ".join(tokens))
     app = create_app(settings, registry, sweeper=False)

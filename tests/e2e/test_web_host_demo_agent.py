@@ -1,0 +1,136 @@
+"""The whole loop in a browser: the person types to the demo Agent, the Agent calls the Tool API, the
+Pomodoro opens, and the result the relay delivers comes back as the Agent's reply."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import AGENT_TOKEN, HOST_TOKEN, ServiceProcess
+from tests.support.browser import (
+    PageProblems,
+    app_frame,
+    chromium,
+    countdown_seconds,
+    eventually,
+    requires_chromium,
+    screenshot,
+    sign_in,
+    wait_live,
+)
+from tests.support.processes import free_port, spawn, stop, wait_http
+from tests.support.receiver import new_secret
+
+pytestmark = [pytest.mark.e2e, requires_chromium]
+
+CONVERSATION = "demo-web"
+
+
+class Stack:
+    """The service, a relay and the demo Agent following ``CONVERSATION``."""
+
+    def __init__(self, service: ServiceProcess, logs: Path) -> None:
+        self.service = service
+        self.logs = logs
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> Stack:
+        secret, agent_port = new_secret(), free_port()
+        agent = spawn(
+            ["-m", "demo_agent", "--port", str(agent_port)],
+            {
+                "WEBHOOK_SECRET": secret,
+                "LINEUP_URL": self.service.base_url,
+                "AGENT_TOKEN": AGENT_TOKEN,
+                "HOST_TOKEN": HOST_TOKEN,
+                "DEMO_CONVERSATIONS": CONVERSATION,
+            },
+            self.logs / "demo-agent.log",
+        )
+        self.processes.append(agent)
+        relay = spawn(
+            ["-m", "relay"],
+            {
+                "DATABASE_URL": self.service.database_url,
+                "AGENT_WEBHOOK_URL": f"http://127.0.0.1:{agent_port}/webhooks/lineup",
+                "WEBHOOK_SECRET": secret,
+                "RELAY_METRICS_PORT": "0",
+                "RELAY_POLL_INTERVAL_SECONDS": "0.2",
+            },
+            self.logs / "relay.log",
+        )
+        self.processes.append(relay)
+        wait_http(f"http://127.0.0.1:{agent_port}/healthz", process=agent)
+        eventually(lambda: '"event": "following"' in self.agent_log(), seconds=15)
+        return self
+
+    def agent_log(self) -> str:
+        return (self.logs / "demo-agent.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        for process in self.processes:
+            stop(process)
+
+
+@pytest.fixture
+def stack(service_process: Callable[..., ServiceProcess], tmp_path: Path) -> Iterator[Stack]:
+    running = Stack(service_process(), tmp_path)
+    try:
+        yield running.start()
+    finally:
+        running.stop()
+
+
+def agent_says(page: Any, text: str) -> Any:
+    return page.wait_for_selector(f'[data-testid="message"][data-role="agent"] .text:text-is("{text}")')
+
+
+def type_message(page: Any, text: str) -> None:
+    page.fill('[data-testid="message-input"]', text)
+    page.press('[data-testid="message-input"]', "Enter")
+
+
+def test_typing_to_the_demo_agent_starts_a_real_focus_period_and_its_result_comes_back(
+    stack: Stack, db: Any, tmp_path: Path
+) -> None:
+    with chromium(tmp_path / "profile") as browser:
+        page = browser.new_page()
+        problems = PageProblems()
+        problems.watch(page)
+        sign_in(page, stack.service.base_url, CONVERSATION)
+        wait_live(page)
+
+        type_message(page, "focus 1 minute on tests")
+        agent_says(page, "Focus period started: 1 min on tests. I'll tell you when it ends.")
+        countdown = countdown_seconds(app_frame(page, "pomodoro"))
+        assert 55 <= countdown <= 60
+        [operation] = db.execute(
+            "SELECT state, duration_seconds, activity, tool_call_id FROM operations WHERE conversation_id = %s",
+            (CONVERSATION,),
+        ).fetchall()
+        assert (operation["state"], operation["duration_seconds"], operation["activity"]) == (
+            "focusing",
+            60,
+            "tests",
+        )
+        assert operation["tool_call_id"].startswith("demo-")
+
+        type_message(page, "how long is left?")
+        page.wait_for_selector('[data-testid="message"][data-role="agent"] .text:has-text("left on tests")')
+        screenshot(page, "web-host-demo-agent-focusing")
+
+        type_message(page, "stop")
+        page.wait_for_selector('iframe[data-app-scope="pomodoro"]', state="detached")
+        # Told by the relay's signed webhook, not by the page.
+        result = page.wait_for_selector(
+            '[data-testid="message"][data-role="agent"] .text:has-text("Focus period interrupted after")'
+        )
+        assert result.inner_text().endswith("of 1 min on tests.")
+        assert '"tool_result"' in stack.agent_log()
+        screenshot(page, "web-host-demo-agent-result")
+        page.wait_for_timeout(200)
+        assert problems.found == []

@@ -1,0 +1,160 @@
+"""Debian's chromium driven by the playwright package, for the Web Host's browser tests.
+
+``playwright install`` cannot download browsers here: the tests use ``/usr/bin/chromium`` and
+skip, saying so, only when it is absent (CI installs it with apt).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import AGENT, HOST_TOKEN
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+COUNTDOWN = re.compile(r"^(\d+):([0-5]\d)$")
+
+requires_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="Debian's chromium is not installed at /usr/bin/chromium (apt-get install chromium)",
+)
+
+
+@contextmanager
+def chromium(user_data_dir: Path) -> Iterator[Any]:
+    """A persistent chromium context on a fresh user data directory."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(user_data_dir),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 760},
+        )
+        context.set_default_timeout(10_000)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+# Playwright reports uncaught errors of the main frame only; in every frame (the sandboxed app
+# iframes included; init scripts are not subject to the page's CSP) they become console errors.
+_REPORT_UNCAUGHT = """
+addEventListener("error", (event) => console.error("uncaught: " + event.message));
+addEventListener("unhandledrejection", (event) => console.error("unhandled rejection: " + event.reason));
+"""
+
+
+@dataclass
+class PageProblems:
+    """Uncaught errors and console errors of a page and its frames; a test ends with none."""
+
+    found: list[str] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)
+
+    def expect(self, text: str) -> None:
+        """Chromium logs every 4xx a fetch gets as a console error; a test that provokes some says so."""
+        self.expected.append(text)
+
+    def watch(self, page: Any) -> None:
+        """From the next navigation of ``page`` on."""
+        page.add_init_script(_REPORT_UNCAUGHT)
+        page.on("pageerror", lambda error: self.found.append(f"pageerror: {error}"))
+        page.on("console", lambda message: self._console(message))
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error" and not any(text in message.text for text in self.expected):
+            self.found.append(f"console error: {message.text} at {message.location}")
+
+
+def screenshot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def sign_in(page: Any, base_url: str, conversation_id: str, token: str = HOST_TOKEN) -> None:
+    page.goto(f"{base_url}/host/?conversation_id={conversation_id}")
+    page.fill("input[name=token]", token)
+    page.click("form[data-testid=signin] button[type=submit]")
+
+
+def wait_live(page: Any) -> None:
+    page.wait_for_selector('[data-testid="connection"][data-state="live"]')
+
+
+def start_pomodoro(base_url: str, conversation_id: str, seconds: int, activity: str) -> dict[str, Any]:
+    response = httpx.post(
+        f"{base_url}/v1/tool-calls",
+        headers=AGENT,
+        json={
+            "tool_call_id": f"start-{uuid.uuid4()}",
+            "conversation_id": conversation_id,
+            "tool": "pomodoro.start",
+            "arguments": {"duration_seconds": seconds, "activity": activity},
+        },
+    )
+    assert response.status_code == 202, response.text
+    started: dict[str, Any] = response.json()
+    return started
+
+
+def operation(base_url: str, operation_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{base_url}/v1/operations/{operation_id}", headers=AGENT)
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def app_frame(page: Any, scope: str) -> Any:
+    element = page.wait_for_selector(f'iframe[data-app-scope="{scope}"]')
+    frame = element.content_frame()
+    assert frame is not None
+    return frame
+
+
+def countdown_seconds(frame: Any) -> int:
+    """The countdown's value once it shows M:SS."""
+    locator = frame.locator('[data-testid="countdown"]')
+    deadline = time.monotonic() + 10
+    text = locator.inner_text()
+    while not COUNTDOWN.match(text) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        text = locator.inner_text()
+    found = COUNTDOWN.match(text)
+    assert found, f"countdown reads {text!r}, not M:SS"
+    return int(found.group(1)) * 60 + int(found.group(2))
+
+
+def eventually(check: Callable[[], Any], seconds: float = 10.0, every: float = 0.1) -> Any:
+    """The first truthy value of ``check()`` within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            assert value, f"not within {seconds}s: {check}"
+            return value
+        time.sleep(every)

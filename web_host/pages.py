@@ -1,0 +1,79 @@
+"""Security headers of the Web Host's responses and the sign-in page.
+
+The host page may frame only the service's own pages and talk only to the service; nothing may
+frame it. A MiniApp page is always sandboxed (CSP ``sandbox allow-scripts``, so even opened on its
+own it has an opaque origin), may be framed only by the host page, and may not connect anywhere:
+it reaches the Runtime only through the host's Bridge.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from string import Template
+from urllib.parse import quote
+
+from web_host.assets import catalogue
+
+_COMMON = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+_PAGE = {**_COMMON, "Cache-Control": "no-store", "Vary": "Cookie"}
+HOST_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+# A sandboxed document has an opaque origin; not every browser matches its 'self' against the
+# URL it came from, so the service's origin is listed explicitly as well.
+_APP_CSP = Template(
+    "default-src 'none'; script-src 'self' $origin; style-src 'self' $origin; "
+    "img-src 'self' $origin data: blob:; connect-src 'none'; form-action 'none'; base-uri 'none'; "
+    "frame-ancestors 'self' $origin; sandbox allow-scripts"
+)
+_HOST_HEADER = re.compile(r"[A-Za-z0-9.\-]{1,253}(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]{2,45}\](:[0-9]{1,5})?")
+
+
+def service_origin(scheme: str, host_header: str | None) -> str:
+    """The origin the browser used, for CSP source lists; empty when the Host header is odd."""
+    if scheme not in ("http", "https") or not host_header or not _HOST_HEADER.fullmatch(host_header):
+        return ""
+    return f"{scheme}://{host_header.lower()}"
+
+
+def host_page_headers() -> dict[str, str]:
+    return {
+        **_PAGE,
+        "Content-Security-Policy": HOST_CSP,
+        "X-Frame-Options": "DENY",
+        "Cross-Origin-Opener-Policy": "same-origin",
+    }
+
+
+def app_page_headers(origin: str) -> dict[str, str]:
+    csp = " ".join(_APP_CSP.substitute(origin=origin).split())
+    return {**_PAGE, "Content-Security-Policy": csp.replace(" ;", ";")}
+
+
+def asset_headers(etag: str) -> dict[str, str]:
+    return {**_COMMON, "Cache-Control": "no-cache", "ETag": etag}
+
+
+def valid_conversation_id(value: object) -> str | None:
+    if isinstance(value, str) and 1 <= len(value) <= 255 and "\x00" not in value:
+        return value
+    return None
+
+
+def host_url(conversation_id: str | None) -> str:
+    if conversation_id is None:
+        return "/host/"
+    return "/host/?conversation_id=" + quote(conversation_id, safe="")
+
+
+def signin_page(conversation_id: str | None, error: str | None) -> bytes:
+    template = Template(catalogue()["host/signin.html"].body.decode("utf-8"))
+    error_html = f'<p class="error" role="alert">{html.escape(error)}</p>' if error else ""
+    return template.substitute(
+        conversation_id=html.escape(conversation_id or "", quote=True), error=error_html
+    ).encode("utf-8")

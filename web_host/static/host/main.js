@@ -1,0 +1,182 @@
+// The host page: rebuilds itself from GET …/workspace, then follows the conversation's event stream.
+
+import { hostApi, sdkApi } from "./api.js";
+import { Bridge } from "./bridge.js";
+import { InteractPanel } from "./interact.js";
+import { watchSurface } from "./surface.js";
+import { WorkspaceView } from "./workspace.js";
+
+const HISTORY_LIMIT = 3;
+const RECONNECT_MS = 3000;
+const byTestId = (id) => document.querySelector(`[data-testid="${id}"]`);
+
+function conversationFromUrl() {
+  const value = new URLSearchParams(window.location.search).get("conversation_id");
+  return value && value.length <= 255 ? value : null;
+}
+
+function parse(data) {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return null;
+  }
+}
+
+function main() {
+  if (window.location.hash.startsWith("#token=")) {
+    // A sign-in link opened while already signed in: keep the token out of the address bar.
+    window.history.replaceState(null, "", window.location.pathname + window.location.search);
+  }
+  const conversationId = conversationFromUrl();
+  if (!conversationId) {
+    byTestId("choose-conversation").hidden = false;
+    return;
+  }
+  byTestId("conversation-id").textContent = conversationId;
+  byTestId("layout").hidden = false;
+
+  const api = hostApi(conversationId);
+  const bridge = new Bridge(byTestId("workspace"));
+  const workspace = new WorkspaceView(byTestId("workspace"), { api, bridge });
+  const interact = new InteractPanel(byTestId("interact"), {
+    onAnswer: (toolCallId, answer) => act(api.answer(toolCallId, answer)),
+  });
+  const connection = byTestId("connection");
+  let firstLoad = true;
+
+  function setConnection(state, text) {
+    connection.dataset.state = state;
+    connection.textContent = text;
+  }
+
+  function showError(error) {
+    if (error && error.status === 401) {
+      interact.showNotice("Your session has ended. Reload the page to sign in again.");
+      return;
+    }
+    const code = error && error.body ? error.body.error : "error";
+    interact.showNotice(`${code}: ${error && error.message}`);
+  }
+
+  function act(promise) {
+    return promise.then(() => {
+      interact.showNotice("");
+      refresh();
+    }, showError);
+  }
+
+  // Earlier focus periods of this conversation, read through each closed instance's capability.
+  async function loadHistory(instances) {
+    const closed = instances.filter((i) => i.app_scope === "pomodoro" && i.status === "closed");
+    for (const instance of closed.slice(0, HISTORY_LIMIT)) {
+      const { capability } = await api.capability(instance.instance_id);
+      const context = await sdkApi(capability).context();
+      if (context.operation) interact.addHistory(context.operation);
+    }
+  }
+
+  async function firstLoadDone(state) {
+    const foreground = state.foreground;
+    const focusing = state.focusing_operation;
+    if (focusing && foreground !== "interact" && focusing.instance_id === foreground.instance_id) {
+      // The page came back while the period runs: a reload, which never interrupts.
+      await api.surfaceEvent(foreground.instance_id, "reloaded");
+    }
+    await loadHistory(state.instances);
+  }
+
+  async function load() {
+    const state = await api.workspace();
+    interact.renderPending(state.pending_interactions);
+    interact.setForeground(state.foreground === "interact");
+    await workspace.show(state);
+    if (firstLoad) {
+      firstLoad = false;
+      firstLoadDone(state).catch(showError);
+    }
+  }
+
+  let running = false;
+  let dirty = false;
+  async function refresh() {
+    dirty = true;
+    if (running) return;
+    running = true;
+    try {
+      while (dirty) {
+        dirty = false;
+        try {
+          await load();
+        } catch (error) {
+          showError(error);
+        }
+      }
+    } finally {
+      running = false;
+    }
+  }
+
+  async function loadMessages() {
+    const { messages } = await api.messages();
+    for (const message of messages) interact.addMessage(message);
+  }
+
+  function connect() {
+    const source = new EventSource(api.eventsUrl);
+    source.addEventListener("open", () => {
+      setConnection("live", "live");
+      refresh();
+      loadMessages().catch(showError);
+    });
+    source.addEventListener("error", () => {
+      if (source.readyState !== EventSource.CLOSED) {
+        setConnection("reconnecting", "reconnecting…");
+        return;
+      }
+      // Refused (not a network error): find out why, then try again unless signed out.
+      setConnection("offline", "offline");
+      api.workspace().then(() => setTimeout(connect, RECONNECT_MS), showError);
+    });
+    source.addEventListener("message", (event) => {
+      const message = parse(event.data);
+      if (message) interact.addMessage(message);
+    });
+    source.addEventListener("operation", (event) => {
+      const operation = parse(event.data);
+      if (operation) interact.addOperation(operation);
+      refresh();
+    });
+    source.addEventListener("workspace", () => refresh());
+    source.addEventListener("interaction", () => refresh());
+  }
+
+  byTestId("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const input = byTestId("message-input");
+    const text = input.value.trim();
+    if (!text) return;
+    api.postMessage(text).then((message) => {
+      input.value = "";
+      interact.showNotice("");
+      interact.addMessage(message);
+    }, showError);
+  });
+  byTestId("back-to-interact").addEventListener("click", () => act(api.foreground("interact")));
+  byTestId("open-whiteboard").addEventListener("click", () =>
+    act(api.foreground({ app_scope: "whiteboard" })),
+  );
+  byTestId("close-app").addEventListener("click", () => {
+    const instanceId = workspace.foregroundInstanceId;
+    if (instanceId) act(api.close(instanceId));
+  });
+  watchSurface((event) => {
+    const instanceId = workspace.foregroundInstanceId;
+    if (instanceId) api.surfaceEvent(instanceId, event).catch(() => {});
+  });
+
+  refresh();
+  connect();
+}
+
+main();
