@@ -6,7 +6,10 @@ at start with a message naming it (``SettingsError``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -49,6 +52,18 @@ class Settings(BaseSettings):
     interrupt_late_window_seconds: int = Field(300, ge=0, le=86400)
     db_pool_size: int = Field(10, ge=1, le=200)
     request_max_body_bytes: int = Field(65536, ge=1024, le=10 * 1024 * 1024)
+    # The relay (``python -m relay``).
+    relay_poll_only: bool = False  # for connection poolers that drop LISTEN
+    relay_poll_interval_seconds: float = Field(1.0, ge=0.01, le=60)
+    relay_concurrency: int = Field(64, ge=1, le=1024)
+    relay_batch_size: int = Field(100, ge=1, le=1000)
+    # Default max(30, 3 x RELAY_TIMEOUT_SECONDS), the contract's value; lower it only in tests.
+    relay_lease_seconds: float | None = Field(None, gt=0, le=86400)
+    relay_metrics_host: str = "127.0.0.1"
+    relay_metrics_port: int = Field(9100, ge=0, le=65535)  # 0 disables /healthz, /readyz, /metrics
+    relay_retention_days: int = Field(7, ge=1, le=3650)
+    relay_shutdown_grace_seconds: float = Field(5.0, ge=0, le=300)
+    relay_id: str | None = Field(None, min_length=1, max_length=200)
 
     @field_validator("database_url")
     @classmethod
@@ -69,6 +84,34 @@ class Settings(BaseSettings):
                 raise ValueError("every token must be at least 16 characters")
         return value
 
+    @field_validator("agent_webhook_url")
+    @classmethod
+    def _webhook_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return value
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _webhook_secrets(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        for position, secret in enumerate(value.split(), start=1):
+            if not secret.startswith("whsec_"):
+                raise ValueError(f"secret {position} does not start with whsec_")
+            encoded = secret.removeprefix("whsec_").rstrip("=")
+            try:
+                # Padding is optional, as in the standardwebhooks library.
+                key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError(f"secret {position} is not whsec_ followed by base64") from None
+            if len(key) < 16:
+                raise ValueError(f"secret {position} is shorter than 16 bytes")
+        return value
+
     @field_validator("manifests_dir")
     @classmethod
     def _existing_dir(cls, value: Path) -> Path:
@@ -82,6 +125,18 @@ class Settings(BaseSettings):
         url = self.database_url or ""
         return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
+    @property
+    def webhook_secrets(self) -> tuple[str, ...]:
+        """Every Standard Webhooks secret; during a rotation each of them signs."""
+        return tuple((self.webhook_secret or "").split())
+
+    @property
+    def relay_lease(self) -> float:
+        """How long a relay's claim on a row lasts before any relay may take it."""
+        if self.relay_lease_seconds is not None:
+            return self.relay_lease_seconds
+        return max(30.0, 3 * self.relay_timeout_seconds)
+
     def tokens(self, audience: str) -> tuple[str, ...]:
         """All accepted tokens of one audience; several allow rotation."""
         return _split_tokens(getattr(self, f"{audience}_token"))
@@ -92,6 +147,8 @@ class Settings(BaseSettings):
             raise SettingsError(f"{command}: missing required environment variable(s): {', '.join(missing)}")
         if self.relay_backoff_base_seconds > self.relay_backoff_max_seconds and command == "relay":
             raise SettingsError("RELAY_BACKOFF_BASE_SECONDS must not exceed RELAY_BACKOFF_MAX_SECONDS")
+        if command == "relay" and self.relay_lease <= self.relay_timeout_seconds:
+            raise SettingsError("RELAY_LEASE_SECONDS must exceed RELAY_TIMEOUT_SECONDS")
         return self
 
 

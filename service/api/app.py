@@ -18,9 +18,12 @@ from service.api.errors import api_error, http_error, unexpected_error
 from service.api.events import HostEventsController
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
+from service.api.host_session import HostSessions
+from service.api.openapi import document
 from service.api.ops import OpsController
 from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
+from service.api.web import WebHostController
 from service.db.migrate import head_revision
 from service.db.pool import open_pool
 from service.domain.errors import ApiError
@@ -86,7 +89,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             await asyncio.gather(*tasks, return_exceptions=True)
             await pool.close()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=[
             AgentToolController,
             HostController,
@@ -94,6 +97,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             HostEventsController,
             OpsController,
             SdkController,
+            WebHostController,
             healthz,
             readyz,
             metrics,
@@ -106,6 +110,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         state=State(
             {
                 "tokens": TokenBook({a: settings.tokens(a) for a in ("agent", "host", "operator")}),
+                "host_sessions": HostSessions(settings.tokens("host")),
                 # Set on SIGTERM before connections drain, so event streams end promptly.
                 "stopping": asyncio.Event(),
             }
@@ -115,3 +120,5 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         openapi_config=OpenAPIConfig(title="Lineup Runtime", version="0.1.0", path="/schema"),
         debug=False,
     )
+    document(app)
+    return app

@@ -13,7 +13,7 @@ from service.api.auth import require
 from service.api.bodies import StrictBody, read
 from service.api.state import runtime_of
 from service.api.tools import parse_uuid
-from service.domain.errors import ApiError
+from service.domain.errors import ApiError, not_found
 from service.use_cases import interactions, lifecycle, messages
 
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -60,7 +60,8 @@ def _query_limit(request: Request[Any, Any, Any], default: int = 1000) -> int:
     value = request.query_params.get("limit")
     if value is None:
         return default
-    if not value.isdigit() or not 1 <= int(value) <= 1000:
+    # isascii: "²" is a digit to isdigit() but not to int().
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 1000:
         raise ApiError(
             422,
             "invalid_request",
@@ -139,4 +140,7 @@ class HostController(Controller):
     @post("/interactions/{tool_call_id:str}/answer", status_code=200)
     async def answer(self, tool_call_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
         body, _ = await read(request, AnswerBody)
+        if not 1 <= len(tool_call_id) <= 255 or "\x00" in tool_call_id:
+            # No interaction can have this id, and Postgres text cannot hold U+0000.
+            raise not_found("interaction")
         return await interactions.answer(runtime_of(request), tool_call_id, body.answer)

@@ -12,11 +12,13 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from service.db.migrate import upgrade
 
@@ -36,6 +38,12 @@ def _secrets(data_dir: Path) -> dict[str, str]:
     return stored
 
 
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
 def _database_url(data_dir: Path) -> tuple[str, Any]:
     url = os.environ.get("DATABASE_URL")
     if url:
@@ -52,6 +60,14 @@ def _database_url(data_dir: Path) -> tuple[str, Any]:
         ) from None
     server = pgserver.get_server(data_dir / "pg", cleanup_mode="stop")  # type: ignore[attr-defined]
     return str(server.get_uri()), server
+
+
+def _sign_in_link(base: str, env: dict[str, str]) -> str:
+    """The host page of the first demo conversation; the token rides in the fragment, which the
+    browser never sends, and the sign-in page submits it and drops it from the address bar."""
+    conversation = (env.setdefault("DEMO_CONVERSATIONS", "demo").replace(",", " ").split() or ["demo"])[0]
+    token = env["HOST_TOKEN"].replace(",", " ").split()[0]
+    return f"{base}/host/?conversation_id={quote(conversation, safe='')}#token={quote(token, safe='')}"
 
 
 def run(host: str, port: int, data_dir_name: str) -> int:
@@ -74,14 +90,33 @@ def run(host: str, port: int, data_dir_name: str) -> int:
             ),
         )
     ]
+    # The demo Agent also follows the demo conversation(s) and answers the person there.
+    env.setdefault("LINEUP_URL", base)
+    sign_in = _sign_in_link(base, env)
+    # The relay delivers results to a demo Agent that verifies the signatures and logs them.
+    agent_port = str(_free_port(host))
+    env.setdefault("AGENT_WEBHOOK_URL", f"http://{host}:{agent_port}/webhooks/lineup")
+    env.setdefault("RELAY_METRICS_PORT", str(_free_port(host)))
+    children.append(
+        (
+            "demo-agent",
+            subprocess.Popen(
+                [sys.executable, "-m", "demo_agent", "--host", host, "--port", agent_port], env=env
+            ),
+        )
+    )
+    children.append(("relay", subprocess.Popen([sys.executable, "-m", "relay"], env=env)))
     print(
         "\nLineup Runtime (dev)\n"
         f"  service       {base}\n"
         f"  database      {url}\n"
+        f"  relay posts to {env['AGENT_WEBHOOK_URL']} (the demo agent logs each result)\n"
+        f"  relay metrics http://{host}:{env['RELAY_METRICS_PORT']}/metrics\n"
         f"  AGENT_TOKEN   {env['AGENT_TOKEN']}\n"
         f"  HOST_TOKEN    {env['HOST_TOKEN']}\n"
         f"  OPERATOR_TOKEN {env['OPERATOR_TOKEN']}\n"
         f"  try: curl -H 'Authorization: Bearer {env['AGENT_TOKEN']}' {base}/v1/tools\n"
+        f"\nOpen the web host (signed in, conversation with the demo Agent):\n  {sign_in}\n"
         "Ctrl-C stops everything.\n",
         flush=True,
     )

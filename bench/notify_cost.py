@@ -1,0 +1,112 @@
+"""What the outbox NOTIFY trigger costs the path that commits results, measured with pgbench.
+
+    .venv/bin/python -m bench.notify_cost [--seconds 5] [--clients 1,8,32] [--rounds 2]
+
+Each pgbench transaction is the outbox half of a deciding transaction: take the conversation's next
+sequence under its workspace row lock and insert one outbox row (bench._db.QUEUE_ONE), then commit.
+The same script runs with the trigger enabled (a listener connected, as relays are) and disabled
+(ALTER TABLE ... DISABLE TRIGGER), alternating, in one throwaway database on 127.0.0.1. NOTIFY takes
+a database-wide lock from pre-commit until the end of the commit (WAL flush included), so commits
+that notify are serialised; this prints how much that costs at each concurrency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import psycopg
+
+from bench._db import QUEUE_ONE, bench_database
+
+CONVERSATIONS = 10_000
+SCRIPT = "\\set c random(1, {conversations})\n{statement};\n"
+
+
+def pgbench(url: str, script: Path, clients: int, seconds: float) -> float:
+    done = subprocess.run(
+        ["pgbench", "-n", "-f", str(script), "-c", str(clients), "-j", str(min(clients, 2)),
+         "-T", str(int(seconds)), "-M", "prepared", url],
+        capture_output=True, text=True, check=True, timeout=seconds + 60,
+    )  # fmt: skip
+    match = re.search(r"tps = ([0-9.]+)", done.stdout)
+    if match is None:
+        raise SystemExit(f"pgbench printed no tps:\n{done.stdout}\n{done.stderr}")
+    return float(match.group(1))
+
+
+class Listener:
+    """A relay's LISTEN connection, draining notifications for the whole run."""
+
+    def __init__(self, url: str) -> None:
+        self.received = 0
+        self._conn = psycopg.connect(url, autocommit=True)
+        self._conn.execute("LISTEN lineup_outbox")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while not self._stop.is_set():
+            for _ in self._conn.notifies(timeout=0.2):
+                self.received += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._conn.close()
+
+
+def set_trigger(url: str, enabled: bool) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE outbox {'ENABLE' if enabled else 'DISABLE'} TRIGGER outbox_notify")
+        conn.execute("TRUNCATE outbox_attempts, outbox")
+        conn.execute("CHECKPOINT")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=5.0, help="per pgbench run")
+    parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--rounds", type=int, default=2, help="on/off pairs per client count")
+    args = parser.parse_args()
+    if shutil.which("pgbench") is None:
+        raise SystemExit("pgbench is not on PATH (apt-get install postgresql-client)")
+    statement = re.sub(r"%\(conversation_id\)s", "'conv-' || :c", QUEUE_ONE).strip()
+    results: dict[int, dict[bool, list[float]]] = {}
+    with bench_database("bench_notify") as url, tempfile.TemporaryDirectory() as scratch:
+        script = Path(scratch) / "queue_one.sql"
+        script.write_text(SCRIPT.format(conversations=CONVERSATIONS, statement=" ".join(statement.split())))
+        listener = Listener(url)
+        try:
+            for clients in (int(c) for c in args.clients.split(",")):
+                results[clients] = {True: [], False: []}
+                for round_ in range(args.rounds):
+                    # Alternate which goes first so that drift (table growth, checkpoints) evens out.
+                    for enabled in (True, False) if round_ % 2 == 0 else (False, True):
+                        set_trigger(url, enabled)
+                        results[clients][enabled].append(pgbench(url, script, clients, args.seconds))
+        finally:
+            listener.close()
+        set_trigger(url, True)
+    print(f"insert path: one outbox row per transaction, {args.seconds:g}s per run, best of {args.rounds}")
+    print(f"{'clients':>7}  {'with NOTIFY tps':>15}  {'without tps':>11}  {'ratio':>6}  cost of the trigger")
+    for clients, by_mode in results.items():
+        with_notify, without = max(by_mode[True]), max(by_mode[False])
+        ratio = with_notify / without
+        cost = (1 - ratio) * 100
+        print(f"{clients:>7}  {with_notify:>15,.0f}  {without:>11,.0f}  {ratio:>6.3f}  {cost:.1f}% fewer")
+    print(f"notifications received by the listener: {listener.received:,}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

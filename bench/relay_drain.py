@@ -1,0 +1,297 @@
+"""How fast the relay drains a backlog, how soon a committed result reaches the Agent, and the ceiling
+of the relay's own claim-and-mark SQL, all in one run against a throwaway database on 127.0.0.1.
+
+    .venv/bin/python -m bench.relay_drain [--rows 20000] [--relays 1,2] [--rate 200] [--seconds 10]
+
+1. SQL ceiling: the relay's CLAIM, LOCK_FOR_OUTCOME and RECORD_OUTCOMES statements (relay.claims)
+   in a loop from --ceiling-workers connections, marking every row delivered, no HTTP at all.
+2. Drain: a backlog of --rows rows (in --conversations conversations, ordered within each) delivered
+   by `python -m relay` processes (1, then 2 at once) to a local receiver answering 204 at once.
+3. Steady: --rate results per second, each committed in its own transaction, for --seconds; the
+   receiver notes when each first arrives; commit-to-2xx latency is arrival minus the row's
+   created_at. Run with LISTEN/NOTIFY (the default) and again with RELAY_POLL_ONLY at the default
+   1 s and at 50 ms (what dropping the trigger would cost in latency; bench/notify_cost.py measures
+   what keeping it costs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from bench._db import QUEUE_ONE, RESET, SEED_BACKLOG, bench_database
+from relay import claims as claims_db
+from relay.claims import Outcome
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def seed(url: str, rows: int, conversations: int) -> None:
+    per = max(1, rows // conversations)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(RESET)
+        conn.execute(SEED_BACKLOG, {"prefix": "c", "per": per, "conversations": rows // per})
+        conn.execute("VACUUM ANALYZE outbox")
+
+
+def undelivered(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM outbox WHERE status <> 'delivered'").fetchone()
+        return int(row[0]) if row else 0
+
+
+# -- 1. the SQL ceiling --------------------------------------------------------------------------
+
+
+async def _claim_and_mark(url: str, worker: int, batch: int, done: list[int]) -> None:
+    relay_id = f"ceiling-{worker}"
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        while claimed := await claims_db.claim(conn, relay_id, batch, 30.0):
+            outcomes = [Outcome(c, "delivered", 0.0, None, c.created_at, 1, 204, None, None) for c in claimed]
+            await claims_db.record_outcomes(conn, relay_id, outcomes)
+            done[0] += len(claimed)
+
+
+def sql_ceiling(url: str, rows: int, conversations: int, workers: int, batch: int) -> float:
+    seed(url, rows, conversations)
+    done = [0]
+
+    async def run() -> None:
+        # A worker that finds nothing claimable (heads held by the others) stops; repeat until empty.
+        while done[0] < rows:
+            await asyncio.gather(*(_claim_and_mark(url, w, batch, done) for w in range(workers)))
+
+    started = time.perf_counter()
+    asyncio.run(run())
+    elapsed = time.perf_counter() - started
+    assert undelivered(url) == 0, "the ceiling run left rows behind"
+    return rows / elapsed
+
+
+# -- the receiver and the relays -----------------------------------------------------------------
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench._receiver", str(self.port)], cwd=ROOT, stdout=subprocess.DEVNULL
+        )
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.stats()
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    self.close()
+                    raise
+                time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/agent/webhook"
+
+    def stats(self) -> dict[str, Any]:
+        stats: dict[str, Any] = self.client.get("/stats").json()
+        return stats
+
+    def arrivals(self) -> dict[str, float]:
+        arrivals: dict[str, float] = self.client.get("/arrivals").json()
+        return arrivals
+
+    def wait_for(self, unique: int, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self.stats()
+            if stats["unique"] >= unique:
+                return stats
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out: {stats['unique']} of {unique} delivered")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self.client.close()
+        self.process.terminate()
+        self.process.wait(10)
+
+
+class Relays:
+    """`python -m relay` processes, started and ready (their /readyz answers) before returning."""
+
+    def __init__(
+        self, url: str, receiver: Receiver, count: int, args: argparse.Namespace, **env: str
+    ) -> None:
+        secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+        self.processes: list[subprocess.Popen[bytes]] = []
+        for _ in range(count):
+            port = free_port()
+            settings = {
+                **os.environ,
+                "DATABASE_URL": url,
+                "AGENT_WEBHOOK_URL": receiver.url,
+                "WEBHOOK_SECRET": secret,
+                "RELAY_METRICS_HOST": "127.0.0.1",
+                "RELAY_METRICS_PORT": str(port),
+                "RELAY_CONCURRENCY": str(args.concurrency),
+                "RELAY_BATCH_SIZE": str(args.batch),
+                **env,
+            }
+            self.processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "relay"],
+                    cwd=ROOT,
+                    env=settings,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            self._wait_ready(port)
+
+    def _wait_ready(self, port: int) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise SystemExit("a relay did not become ready")
+
+    def stop(self) -> None:
+        for relay in self.processes:
+            relay.terminate()
+        for relay in self.processes:
+            if relay.wait(30) != 0:
+                raise SystemExit(f"relay exited with {relay.returncode}")
+
+
+# -- 2. drain -----------------------------------------------------------------------------------
+
+
+def drain(url: str, relays: int, args: argparse.Namespace) -> dict[str, float]:
+    receiver = Receiver()
+    try:
+        # Seeded after the relays are ready, so their start-up is not part of the figure.
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(RESET)
+        processes = Relays(url, receiver, relays, args)
+        started = time.time()
+        seed(url, args.rows, args.conversations)
+        seeded = time.time()
+        stats = receiver.wait_for(args.rows, timeout=180)
+        while undelivered(url) and time.time() < seeded + 200:
+            time.sleep(0.02)
+        recorded = time.time()
+        processes.stop()
+    finally:
+        receiver.close()
+    return {
+        "per_second": args.rows / (recorded - seeded),
+        "first_to_last_arrival": args.rows / (stats["last"] - stats["first"]),
+        "seed_seconds": seeded - started,
+        "repeats": stats["requests"] - stats["unique"],
+    }
+
+
+# -- 3. steady rate -----------------------------------------------------------------------------
+
+
+def steady(url: str, args: argparse.Namespace, **env: str) -> dict[str, float]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(RESET)
+    receiver = Receiver()
+    total = int(args.rate * args.seconds)
+    try:
+        processes = Relays(url, receiver, 1, args, **env)
+        with psycopg.connect(url, autocommit=True) as conn:
+            started = time.perf_counter()
+            for index in range(total):
+                pause = started + index / args.rate - time.perf_counter()
+                if pause > 0:
+                    time.sleep(pause)
+                conn.execute(QUEUE_ONE, {"conversation_id": f"steady-{index % 500}"})
+            achieved = total / (time.perf_counter() - started)
+        receiver.wait_for(total, timeout=60)
+        arrivals = receiver.arrivals()
+        processes.stop()
+    finally:
+        receiver.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT event_id, EXTRACT(EPOCH FROM created_at) FROM outbox").fetchall()
+    latencies = sorted((arrivals[str(event_id)] - float(created)) * 1000 for event_id, created in rows)
+    quantiles = statistics.quantiles(latencies, n=100)
+    return {"rate": achieved, "p50": quantiles[49], "p99": quantiles[98], "max": latencies[-1]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--conversations", type=int, default=5_000)
+    parser.add_argument("--relays", default="1,2", help="relay process counts to drain with")
+    parser.add_argument("--rate", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, default=64, help="RELAY_CONCURRENCY")
+    parser.add_argument("--batch", type=int, default=100, help="RELAY_BATCH_SIZE")
+    parser.add_argument("--ceiling-workers", type=int, default=2)
+    args = parser.parse_args()
+    print(
+        f"rows={args.rows} in {args.conversations} conversations, RELAY_CONCURRENCY={args.concurrency}, "
+        f"RELAY_BATCH_SIZE={args.batch}, load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    with bench_database() as url:
+        ceiling = sql_ceiling(url, args.rows, args.conversations, args.ceiling_workers, args.batch)
+        print(
+            f"SQL ceiling, claim + mark ({args.ceiling_workers} connections): {ceiling:,.0f} rows/s",
+            flush=True,
+        )
+        for count in (int(n) for n in args.relays.split(",")):
+            drained = drain(url, count, args)
+            print(
+                f"drain, {count} relay process(es): {drained['per_second']:,.0f} deliveries/s "
+                f"(first to last arrival {drained['first_to_last_arrival']:,.0f}/s; "
+                f"{drained['repeats']:.0f} repeats)",
+                flush=True,
+            )
+        variants: list[tuple[str, dict[str, str]]] = [
+            ("LISTEN/NOTIFY", {}),
+            ("poll only, 1 s", {"RELAY_POLL_ONLY": "true"}),
+            ("poll only, 50 ms", {"RELAY_POLL_ONLY": "true", "RELAY_POLL_INTERVAL_SECONDS": "0.05"}),
+        ]
+        for label, env in variants:
+            latency = steady(url, args, **env)
+            print(
+                f"steady {latency['rate']:.0f}/s, {label}: commit-to-2xx p50 {latency['p50']:.1f} ms, "
+                f"p99 {latency['p99']:.1f} ms, max {latency['max']:.1f} ms",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""``python -m demo_agent [--host H] [--port P]``: the demo Agent; reads WEBHOOK_SECRET.
+
+With ``LINEUP_URL`` set it also talks: it follows the conversations named in
+``DEMO_CONVERSATIONS`` (default ``demo``) with ``HOST_TOKEN``, answers the person's messages through
+the Tool API with ``AGENT_TOKEN``, and replies with each result the relay delivers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import httpx
+import uvicorn
+
+from demo_agent.app import WEBHOOK_PATH, create_app
+from demo_agent.conversations import DemoAgent, Lineup
+from service.logging import configure_logging
+from service.settings import Settings, SettingsError, load_settings
+
+
+def _conversations() -> list[str]:
+    return os.environ.get("DEMO_CONVERSATIONS", "demo").replace(",", " ").split()
+
+
+async def _serve(secrets: Sequence[str], host: str, port: int, lineup_url: str, settings: Settings) -> None:
+    """The webhook receiver and the conversation followers, until SIGINT or SIGTERM."""
+    async with httpx.AsyncClient(base_url=lineup_url, timeout=10.0) as http:
+        agent = DemoAgent(Lineup(http, settings.tokens("agent")[0], settings.tokens("host")[0]))
+        app = create_app(secrets, on_result=agent.on_result)
+        server = uvicorn.Server(
+            uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+        )
+        stop = asyncio.Event()
+        following = asyncio.create_task(agent.run(_conversations(), stop))
+        try:
+            await server.serve()
+        finally:
+            stop.set()
+            await following
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo_agent", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8010)
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    secrets = settings.webhook_secrets
+    if not secrets:
+        print("error: WEBHOOK_SECRET is required", file=sys.stderr)
+        return 2
+    lineup_url = os.environ.get("LINEUP_URL")
+    if lineup_url and not (settings.tokens("agent") and settings.tokens("host")):
+        print("error: with LINEUP_URL, AGENT_TOKEN and HOST_TOKEN are required", file=sys.stderr)
+        return 2
+    configure_logging()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
+    print(f"demo agent: http://{args.host}:{args.port}{WEBHOOK_PATH}", file=sys.stderr, flush=True)
+    if not lineup_url:
+        uvicorn.run(
+            create_app(secrets), host=args.host, port=args.port, log_level="warning", access_log=False
+        )
+        return 0
+    print(f"demo agent: following {' '.join(_conversations())} on {lineup_url}", file=sys.stderr, flush=True)
+    asyncio.run(_serve(secrets, args.host, args.port, lineup_url, settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

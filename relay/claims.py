@@ -1,0 +1,189 @@
+"""Named statements on ``outbox``: claim under a lease, record an outcome only while holding it, release.
+
+A claim is fenced by its ``lease_expires_at`` value: every claim writes a fresh one, so an outcome
+write that carries an old value (its relay was paused, cut off or too slow) matches nothing and is
+recorded as ``lease_lost`` instead of overwriting the row another relay now owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from relay.policy import Verdict
+
+Conn = AsyncConnection[TupleRow]
+
+# Only the head of each conversation's pending queue (its lowest sequence) is claimable, and only
+# when it is due and not under a live lease: a row waiting for its retry holds back its own
+# conversation and nothing else, and a dead row (no longer pending) holds back nothing. SKIP LOCKED
+# lets any number of relays claim at once; of two racing for one row, one skips it.
+CLAIM = """
+WITH due AS (
+    SELECT o.event_id
+    FROM outbox o
+    WHERE o.status = 'pending'
+      AND o.next_attempt_at <= now()
+      AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
+      AND NOT (o.event_id = ANY(%(busy)s::uuid[]))
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox earlier
+          WHERE earlier.conversation_id = o.conversation_id
+            AND earlier.status = 'pending'
+            AND earlier.sequence < o.sequence)
+    ORDER BY o.next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE OF o SKIP LOCKED
+)
+UPDATE outbox o
+SET lease_owner = %(relay_id)s,
+    lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+    attempts = o.attempts + 1
+FROM due
+WHERE o.event_id = due.event_id
+RETURNING o.event_id, o.tool_call_id, o.conversation_id, o.sequence, o.attempts, o.created_at,
+          o.lease_expires_at, o.payload::text
+"""
+
+# Rows are locked in one order by every writer, so two relays recording overlapping batches (one of
+# them late) cannot deadlock, and the attempt numbers below are computed under the lock.
+LOCK_FOR_OUTCOME = """
+SELECT event_id FROM outbox WHERE event_id = ANY(%(event_ids)s::uuid[]) ORDER BY event_id FOR UPDATE
+"""
+
+# The outcome lands only where this relay still holds the very lease it claimed; every attempt is
+# appended to outbox_attempts either way. Re-running the statement after a lost commit reply is
+# harmless: the attempt row (same relay, same start) exists and the lease is already gone.
+RECORD_OUTCOMES = """
+WITH v AS (
+    SELECT * FROM unnest(
+        %(event_ids)s::uuid[], %(leases)s::timestamptz[], %(verdicts)s::text[], %(delays)s::float8[],
+        %(errors)s::text[], %(started_ats)s::timestamptz[], %(durations)s::int[],
+        %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[])
+        AS v(event_id, lease, verdict, delay, error, started_at, duration_ms, status_code, error_class,
+             excerpt)
+),
+held AS (
+    UPDATE outbox o
+    SET status = CASE v.verdict WHEN 'retry' THEN 'pending' ELSE v.verdict END,
+        delivered_at = CASE WHEN v.verdict = 'delivered' THEN now() END,
+        next_attempt_at = CASE WHEN v.verdict = 'retry'
+                               THEN now() + make_interval(secs => v.delay)
+                               ELSE o.next_attempt_at END,
+        last_error = CASE WHEN v.verdict = 'delivered' THEN o.last_error ELSE v.error END,
+        lease_owner = NULL,
+        lease_expires_at = NULL
+    FROM v
+    WHERE o.event_id = v.event_id
+      AND o.status = 'pending'
+      AND o.lease_owner = %(relay_id)s
+      AND o.lease_expires_at = v.lease
+      AND o.lease_expires_at > now()
+    RETURNING o.event_id
+)
+INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code,
+                             error_class, response_excerpt, outcome)
+SELECT v.event_id,
+       coalesce((SELECT max(a.attempt) FROM outbox_attempts a WHERE a.event_id = v.event_id), 0) + 1,
+       %(relay_id)s, v.started_at, v.duration_ms, v.status_code, v.error_class, v.excerpt,
+       CASE WHEN v.event_id IN (SELECT event_id FROM held) THEN v.verdict ELSE 'lease_lost' END
+FROM v
+WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.event_id = v.event_id)
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox_attempts a
+      WHERE a.event_id = v.event_id AND a.relay_id = %(relay_id)s AND a.started_at = v.started_at)
+RETURNING event_id, outcome
+"""
+
+# Hands rows back without waiting for their leases to expire. ``uncount`` undoes the claim's
+# increment of ``attempts`` for rows that were claimed but never sent.
+RELEASE = """
+UPDATE outbox
+SET lease_owner = NULL, lease_expires_at = NULL, attempts = greatest(attempts - %(uncount)s, 0)
+WHERE lease_owner = %(relay_id)s
+  AND status = 'pending'
+  AND NOT (event_id = ANY(%(keep)s::uuid[]))
+RETURNING event_id
+"""
+
+SECONDS_UNTIL_NEXT_DUE = """
+SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - now())::float8
+FROM outbox
+WHERE status = 'pending' AND next_attempt_at > now()
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    event_id: UUID
+    tool_call_id: str
+    conversation_id: str
+    sequence: int
+    attempts: int
+    created_at: datetime
+    lease: datetime
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    claim: Claim
+    verdict: Verdict
+    delay: float
+    error: str | None
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None
+    error_class: str | None
+    excerpt: str | None
+
+
+async def claim(
+    conn: Conn, relay_id: str, limit: int, lease_seconds: float, busy: Sequence[UUID] = ()
+) -> list[Claim]:
+    cursor = await conn.execute(
+        CLAIM,
+        {"relay_id": relay_id, "limit": limit, "lease_seconds": lease_seconds, "busy": list(busy)},
+    )
+    rows = await cursor.fetchall()
+    claims = [Claim(*row) for row in rows]
+    claims.sort(key=lambda c: c.created_at)
+    return claims
+
+
+async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]) -> dict[UUID, str]:
+    """Write a batch of outcomes in one transaction; returns what was recorded per event (or lease_lost)."""
+    params = {
+        "relay_id": relay_id,
+        "event_ids": [o.claim.event_id for o in outcomes],
+        "leases": [o.claim.lease for o in outcomes],
+        "verdicts": [o.verdict for o in outcomes],
+        "delays": [o.delay for o in outcomes],
+        "errors": [o.error for o in outcomes],
+        "started_ats": [o.started_at for o in outcomes],
+        "durations": [o.duration_ms for o in outcomes],
+        "status_codes": [o.status_code for o in outcomes],
+        "error_classes": [o.error_class for o in outcomes],
+        "excerpts": [o.excerpt for o in outcomes],
+    }
+    async with conn.transaction():
+        await conn.execute(LOCK_FOR_OUTCOME, {"event_ids": params["event_ids"]})
+        cursor = await conn.execute(RECORD_OUTCOMES, params)
+        rows = await cursor.fetchall()
+    return {row[0]: row[1] for row in rows}
+
+
+async def release(conn: Conn, relay_id: str, *, keep: Sequence[UUID] = (), uncount: int = 0) -> list[UUID]:
+    cursor = await conn.execute(RELEASE, {"relay_id": relay_id, "keep": list(keep), "uncount": uncount})
+    return [row[0] for row in await cursor.fetchall()]
+
+
+async def seconds_until_next_due(conn: Conn) -> float | None:
+    cursor = await conn.execute(SECONDS_UNTIL_NEXT_DUE)
+    row = await cursor.fetchone()
+    return None if row is None or row[0] is None else float(row[0])

@@ -1,0 +1,30 @@
+"""The relay's connections: a small autocommit pool, opened by the running relay, never at import."""
+
+from __future__ import annotations
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+RelayPool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+APPLICATION_NAME = "lineup-relay"
+
+
+async def _configure(conn: AsyncConnection[TupleRow]) -> None:
+    await conn.execute("SET TIME ZONE 'UTC'")
+
+
+def relay_pool(url: str, *, size: int = 4) -> RelayPool:
+    """Not opened yet. No check on checkout: a connection that died (a restart,
+    ``pg_terminate_backend``) fails its next statement, the pool drops it and the caller retries."""
+    return AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=size,
+        kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
+        configure=_configure,
+        connection_class=AsyncConnection[TupleRow],
+        open=False,
+        timeout=10,
+        name="lineup-relay",
+    )

@@ -1,0 +1,99 @@
+"""``/healthz``, ``/readyz`` and ``/metrics`` on the relay's own port: a few lines of asyncio HTTP/1.0."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import psycopg
+import structlog
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from relay.database import RelayPool
+from relay.metrics import RelayMetrics
+
+log = structlog.get_logger("relay.probes")
+
+
+class ProbeServer:
+    def __init__(self, metrics: RelayMetrics, pool: RelayPool, *, host: str, port: int) -> None:
+        self._metrics = metrics
+        self._pool = pool
+        self._host = host
+        self._port = port
+        self._server: asyncio.Server | None = None
+        self._head_revision: str | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self._host, self._port)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(5):
+                request = await reader.readuntil(b"\r\n\r\n")
+                method, _, rest = request.decode("latin-1").partition(" ")
+                path = rest.partition(" ")[0].partition("?")[0]
+                status, content_type, body = await self._route(method, path)
+                head = (
+                    f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                )
+                writer.write(head.encode("latin-1") + (body if method != "HEAD" else b""))
+                await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def _route(self, method: str, path: str) -> tuple[str, str, bytes]:
+        if method not in ("GET", "HEAD"):
+            return "405 Method Not Allowed", "text/plain", b"method not allowed\n"
+        if path == "/healthz":
+            return "200 OK", "application/json", b'{"status": "ok"}'
+        if path == "/readyz":
+            problem = await self._not_ready()
+            if problem is None:
+                return "200 OK", "application/json", b'{"status": "ready"}'
+            body = json.dumps({"status": "not_ready", "reason": problem}).encode()
+            return "503 Service Unavailable", "application/json", body
+        if path == "/metrics":
+            await self._refresh_outbox()
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self._metrics.registry)
+        return "404 Not Found", "text/plain", b"not found\n"
+
+    async def _not_ready(self) -> str | None:
+        """Why the relay cannot work now: the database unreachable or not at the migrations' head."""
+        if self._head_revision is None:
+            from service.db.migrate import head_revision  # alembic: loaded only when probed
+
+            self._head_revision = head_revision()
+        try:
+            async with self._pool.connection(timeout=2) as conn:
+                cursor = await conn.execute("SELECT version_num FROM alembic_version")
+                row = await cursor.fetchone()
+        except psycopg.Error as exc:
+            return f"database unreachable ({type(exc).__name__})"
+        current = row[0] if row else None
+        if current != self._head_revision:
+            return f"database at migration {current}, expected {self._head_revision}"
+        return None
+
+    async def _refresh_outbox(self) -> None:
+        try:
+            async with self._pool.connection(timeout=2) as conn:
+                await self._metrics.refresh_outbox(conn)
+        except psycopg.Error as exc:
+            log.warning("relay_metrics_refresh_failed", error=str(exc).strip())

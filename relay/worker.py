@@ -1,0 +1,318 @@
+"""The relay loop: claim due rows, deliver them concurrently, record every outcome in batches.
+
+Three things run side by side: the claimer (woken by NOTIFY, by recorded outcomes, or by its poll),
+one delivery task per claimed row (at most ``concurrency`` rows are held at once), and the writer,
+which records finished attempts in batches. A row stays held, and its lease live, until its outcome
+is recorded; the next row of its conversation becomes claimable only then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import structlog
+
+from relay import claims as claims_db
+from relay.backoff import retry_delay
+from relay.claims import Claim, Outcome
+from relay.config import RelayConfig
+from relay.database import RelayPool, relay_pool
+from relay.delivery import Attempt, Deliverer
+from relay.metrics import RelayMetrics
+from relay.policy import AttemptResult, describe, verdict
+from relay.probes import ProbeServer
+from relay.retention import keep_pruning
+from relay.signing import Signer
+from relay.wakeup import listen
+
+log = structlog.get_logger("relay")
+
+WRITE_BATCH = 500
+MAX_ERROR_PAUSE = 5.0
+
+
+class Relay:
+    def __init__(self, config: RelayConfig, metrics: RelayMetrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or RelayMetrics()
+        self.probe_port: int | None = None
+        self._wake = asyncio.Event()
+        self._held: dict[UUID, Claim] = {}
+        self._outcomes: asyncio.Queue[Outcome] = asyncio.Queue()
+        self._deliveries: set[asyncio.Task[None]] = set()
+        self._orphans_possible = False
+        self._broken = False
+        self._pool: RelayPool
+        self._deliverer: Deliverer
+        # Below this much free capacity the claimer waits rather than claim a handful of rows.
+        self._min_claim = max(1, min(config.batch_size, config.concurrency) // 4)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until ``stop`` is set; then finish or hand back what is in flight and return."""
+        cfg = self.config
+        failures: list[BaseException] = []
+        # Closed in reverse order, each even if an earlier one fails: helpers, leases, HTTP, pool.
+        async with contextlib.AsyncExitStack() as resources:
+            await self._open(resources)
+            resources.push_async_callback(_cancel, self._start_helpers(stop, failures))
+            log.info(
+                "relay_started",
+                relay_id=cfg.relay_id,
+                webhook_url=cfg.webhook_url,
+                secrets=len(cfg.webhook_secrets),
+                concurrency=cfg.concurrency,
+                lease_seconds=cfg.lease_seconds,
+                poll_only=cfg.poll_only,
+                probe_port=self.probe_port,
+            )
+            await self._release(uncount=0)  # leases an earlier process with this relay id left behind
+            await self._claim_loop(stop)
+            await self._drain()
+        log.info("relay_stopped", relay_id=cfg.relay_id, unrecorded=len(self._held))
+        if failures:
+            raise RuntimeError("a relay helper task failed") from failures[0]
+
+    async def _open(self, resources: contextlib.AsyncExitStack) -> None:
+        cfg = self.config
+        self._pool = relay_pool(cfg.database_url)
+        await self._pool.open(wait=False)
+        resources.push_async_callback(self._pool.close)
+        if cfg.metrics_port:
+            probes = ProbeServer(self.metrics, self._pool, host=cfg.metrics_host, port=cfg.metrics_port)
+            await probes.start()
+            resources.push_async_callback(probes.close)
+            self.probe_port = probes.port
+        signer = Signer(cfg.webhook_secrets)
+        self._deliverer = Deliverer(cfg.webhook_url, signer, timeout=cfg.timeout, concurrency=cfg.concurrency)
+        resources.push_async_callback(self._deliverer.aclose)
+        resources.push_async_callback(self._release, uncount=0)
+
+    def _start_helpers(self, stop: asyncio.Event, failures: list[BaseException]) -> list[asyncio.Task[None]]:
+        helpers = [
+            _spawn(self._write_loop(), "relay-writer"),
+            _spawn(keep_pruning(self._pool, self.config.retention_days, self.metrics), "relay-retention"),
+        ]
+        if not self.config.poll_only:
+            helpers.append(_spawn(listen(self.config.database_url, self.wake, stop), "relay-listen"))
+
+        def fail_fast(task: asyncio.Task[None]) -> None:
+            # A helper only ends by cancellation; anything else is a bug. Stop (and exit non-zero)
+            # rather than keep claiming rows whose outcomes nobody records.
+            if not task.cancelled() and (error := task.exception()) is not None:
+                log.error("relay_helper_failed", task=task.get_name(), error=repr(error))
+                failures.append(error)
+                self._broken = True
+                stop.set()
+
+        for task in helpers:
+            task.add_done_callback(fail_fast)
+        return helpers
+
+    # -- claiming -------------------------------------------------------------------------------
+
+    async def _claim_loop(self, stop: asyncio.Event) -> None:
+        cfg = self.config
+        errors = 0
+        while not stop.is_set():
+            self._wake.clear()
+            free = cfg.concurrency - len(self._held)
+            if self._held and free < self._min_claim:
+                await self._sleep(stop, cfg.poll_interval)
+                continue
+            limit = min(cfg.batch_size, free)
+            try:
+                if self._orphans_possible:
+                    await self._release(uncount=1, keep=list(self._held))
+                    self._orphans_possible = False
+                async with self._pool.connection() as conn:
+                    claimed = await claims_db.claim(
+                        conn, cfg.relay_id, limit, cfg.lease_seconds, busy=list(self._held)
+                    )
+            except psycopg.Error as exc:
+                # The claim may have committed with its reply lost: hand back such rows before the
+                # next claim instead of leaving them to their lease.
+                self._orphans_possible = True
+                errors += 1
+                self.metrics.database_errors.inc()
+                log.warning("relay_claim_failed", error=str(exc).strip(), consecutive=errors)
+                await self._sleep(stop, min(MAX_ERROR_PAUSE, 0.05 * 2**errors))
+                continue
+            errors = 0
+            for row in claimed:
+                self._start_delivery(row)
+            if len(claimed) == limit:
+                continue
+            await self._sleep(stop, await self._idle_wait())
+
+    async def _idle_wait(self) -> float:
+        """Until the next retry falls due, at most the poll interval."""
+        wait = self.config.poll_interval
+        try:
+            async with self._pool.connection() as conn:
+                next_due = await claims_db.seconds_until_next_due(conn)
+        except psycopg.Error:
+            return wait
+        if next_due is not None:
+            wait = min(wait, max(next_due, 0.005))
+        return wait
+
+    async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
+        waiters = [_spawn(self._wake.wait(), "wake"), _spawn(stop.wait(), "stop")]
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        for task in waiters:
+            task.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+
+    async def _release(self, *, uncount: int, keep: list[UUID] | None = None) -> None:
+        try:
+            async with self._pool.connection() as conn:
+                released = await claims_db.release(
+                    conn, self.config.relay_id, keep=keep or [], uncount=uncount
+                )
+        except psycopg.Error as exc:
+            if uncount:
+                raise
+            log.warning("relay_release_failed", error=str(exc).strip())
+            return
+        if released:
+            log.info("relay_released_leases", rows=len(released))
+
+    # -- delivering -----------------------------------------------------------------------------
+
+    def _start_delivery(self, claim: Claim) -> None:
+        self._held[claim.event_id] = claim
+        self.metrics.in_flight.set(len(self._held))
+        task = _spawn(self._deliver(claim), f"deliver-{claim.event_id}")
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+
+    async def _deliver(self, claim: Claim) -> None:
+        started_at = datetime.now(UTC)
+        try:
+            attempt = await self._deliverer.attempt(claim)
+        except asyncio.CancelledError:
+            # Stopped mid-attempt: the Agent may or may not have it. Record the attempt and make
+            # the row due at once for any relay.
+            cut = AttemptResult(None, "RelayShutdown", "the relay stopped during the attempt")
+            self._outcomes.put_nowait(
+                self._outcome(claim, Attempt(started_at, _ms_since(started_at), cut), 0.0)
+            )
+            raise
+        except Exception as exc:
+            # A bug here must not strand the row until its lease expires.
+            log.exception("relay_delivery_bug", event_id=str(claim.event_id))
+            failed = AttemptResult(None, type(exc).__name__, str(exc))
+            attempt = Attempt(started_at, _ms_since(started_at), failed)
+        self._outcomes.put_nowait(self._outcome(claim, attempt))
+
+    def _outcome(self, claim: Claim, attempt: Attempt, delay: float | None = None) -> Outcome:
+        cfg = self.config
+        result = attempt.result
+        decided = verdict(result, claim.attempts, cfg.max_attempts)
+        if delay is not None:
+            decided = "retry"
+        elif decided == "retry":
+            delay = retry_delay(
+                claim.attempts, base=cfg.backoff_base, cap=cfg.backoff_max, retry_after=result.retry_after
+            )
+        self.metrics.attempt_seconds.observe(attempt.duration_ms / 1000)
+        if decided == "delivered":
+            self.metrics.commit_to_delivery.observe((datetime.now(UTC) - claim.created_at).total_seconds())
+        return Outcome(
+            claim=claim,
+            verdict=decided,
+            delay=delay or 0.0,
+            error=None if decided == "delivered" else describe(result),
+            started_at=attempt.started_at,
+            duration_ms=attempt.duration_ms,
+            status_code=result.status_code,
+            error_class=result.error_class,
+            excerpt=result.excerpt,
+        )
+
+    # -- recording ------------------------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        while True:
+            batch = [await self._outcomes.get()]
+            while len(batch) < WRITE_BATCH and not self._outcomes.empty():
+                batch.append(self._outcomes.get_nowait())
+            await self._record(batch)
+            for _ in batch:
+                self._outcomes.task_done()
+
+    async def _record(self, batch: list[Outcome]) -> None:
+        relay_id = self.config.relay_id
+        pause = 0.05
+        while True:
+            try:
+                async with self._pool.connection() as conn:
+                    recorded = await claims_db.record_outcomes(conn, relay_id, batch)
+                break
+            except psycopg.Error as exc:
+                # Safe to repeat: the statement recognises attempts it already recorded.
+                self.metrics.database_errors.inc()
+                log.warning("relay_record_failed", error=str(exc).strip(), rows=len(batch))
+                await asyncio.sleep(pause)
+                pause = min(MAX_ERROR_PAUSE, pause * 2)
+        for outcome in batch:
+            event_id = outcome.claim.event_id
+            self._held.pop(event_id, None)
+            recorded_as = recorded.get(event_id, "already_recorded")
+            self.metrics.attempts.labels(recorded_as).inc()
+            if recorded_as != "delivered":
+                level = log.info if recorded_as == "retry" else log.warning
+                level(
+                    f"relay_attempt_{recorded_as}",
+                    event_id=str(event_id),
+                    tool_call_id=outcome.claim.tool_call_id,
+                    attempt=outcome.claim.attempts,
+                    error=outcome.error,
+                    retry_in=round(outcome.delay, 3) if recorded_as == "retry" else None,
+                )
+        self.metrics.in_flight.set(len(self._held))
+        self.wake()
+
+    # -- stopping -------------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Let in-flight attempts finish for the grace period, cut the rest, record every outcome."""
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + cfg.shutdown_grace
+        if self._deliveries:
+            log.info("relay_draining", in_flight=len(self._deliveries))
+            _, unfinished = await asyncio.wait(set(self._deliveries), timeout=cfg.shutdown_grace)
+            for task in unfinished:
+                task.cancel()
+            await asyncio.gather(*unfinished, return_exceptions=True)
+        if self._broken:
+            return
+        try:
+            async with asyncio.timeout(max(deadline - loop.time(), 2.0)):
+                await self._outcomes.join()
+        except TimeoutError:
+            log.warning("relay_outcomes_unrecorded", rows=self._outcomes.qsize())
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+    return asyncio.create_task(coro, name=name)
+
+
+def _ms_since(moment: datetime) -> int:
+    return max(0, round((datetime.now(UTC) - moment).total_seconds() * 1000))

@@ -1,0 +1,70 @@
+"""The relay's own port: /healthz, /readyz, /metrics; and polling alone when LISTEN is unavailable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import psycopg
+
+from tests.support.outbox import outbox_rows, queue_results, relay_config, running_relay, wait_until
+from tests.support.processes import free_port
+from tests.support.receiver import Receiver, new_secret
+
+Db = psycopg.Connection[dict[str, Any]]
+
+
+def test_probes_report_health_readiness_and_outbox_metrics(database_url: str, db: Db) -> None:
+    secret = new_secret()
+    (queued,) = queue_results(db, "conv-metrics")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with (
+        Receiver([secret]) as agent,
+        running_relay(relay_config(database_url, agent.url, [secret], metrics_port=port)) as run,
+    ):
+        wait_until(lambda: run.relay.probe_port == port)
+        wait_until(lambda: outbox_rows(db)[queued.event_id]["status"] == "delivered")
+        health = httpx.get(f"{base}/healthz")
+        ready = httpx.get(f"{base}/readyz")
+        metrics = httpx.get(f"{base}/metrics")
+        missing = httpx.get(f"{base}/nothing-here")
+    assert health.status_code == 200
+    assert ready.status_code == 200, ready.text
+    assert missing.status_code == 404
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain")
+    text = metrics.text
+    assert 'lineup_outbox_rows{status="delivered"} 1.0' in text
+    assert 'lineup_outbox_rows{status="pending"} 0.0' in text
+    assert "lineup_outbox_oldest_pending_age_seconds 0.0" in text
+    assert "lineup_outbox_dead_rows 0.0" in text
+    assert 'lineup_relay_delivery_attempts_total{outcome="delivered"} 1.0' in text
+    assert "lineup_relay_commit_to_delivery_seconds_count 1.0" in text
+    assert "lineup_relay_delivery_attempt_seconds_count 1.0" in text
+
+
+def test_readiness_fails_when_the_database_is_behind_the_migrations(database_url: str, db: Db) -> None:
+    secret = new_secret()
+    port = free_port()
+    db.execute("UPDATE alembic_version SET version_num = '0001'")
+    with running_relay(relay_config(database_url, "http://127.0.0.1:9/", [secret], metrics_port=port)) as run:
+        wait_until(lambda: run.relay.probe_port == port)
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz")
+    assert ready.status_code == 503
+    assert "0001" in ready.text
+
+
+def test_a_poll_only_relay_delivers_without_listening(database_url: str, db: Db) -> None:
+    secret = new_secret()
+    with (
+        Receiver([secret]) as agent,
+        running_relay(relay_config(database_url, agent.url, [secret], poll_only=True, poll_interval=0.1)),
+    ):
+        queued = queue_results(db, "conv-poll", 2)
+        agent.wait_for_accepted({q.event_id for q in queued})
+        listeners = db.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = 'lineup-relay-listen'"
+        ).fetchone()
+    assert listeners == {"n": 0}
