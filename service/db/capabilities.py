@@ -34,3 +34,20 @@ async def mint(conn: Conn, token_hash: bytes, instance_id: UUID) -> bool:
 async def lookup(conn: Conn, token_hash: bytes) -> DictRow | None:
     cursor = await conn.execute(LOOKUP, {"token_hash": token_hash})
     return await cursor.fetchone()
+
+
+# Capabilities of closed instances are only for history display; a day after minting they go.
+PRUNE_CLOSED = """
+DELETE FROM capabilities WHERE token_hash IN (
+    SELECT c.token_hash FROM capabilities c JOIN app_instances i USING (instance_id)
+    WHERE i.status = 'closed' AND c.created_at < now() - make_interval(secs => %(older_than_seconds)s)
+    LIMIT %(batch)s
+)
+"""
+
+
+async def prune_closed(conn: Conn, older_than_seconds: float, batch: int = 500) -> int:
+    cursor = await conn.execute(
+        PRUNE_CLOSED, {"older_than_seconds": older_than_seconds, "batch": batch}
+    )
+    return cursor.rowcount

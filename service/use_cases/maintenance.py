@@ -7,6 +7,7 @@ import contextlib
 
 import structlog
 
+from service.db import capabilities as cap_db
 from service.db import projections as proj_db
 from service.db.pool import Pool
 from service.metrics import FOCUSING_OPERATIONS, OUTBOX_OLDEST_PENDING, OUTBOX_ROWS
@@ -14,16 +15,19 @@ from service.metrics import FOCUSING_OPERATIONS, OUTBOX_OLDEST_PENDING, OUTBOX_R
 log = structlog.get_logger("service.maintenance")
 
 PROJECTION_RETENTION_SECONDS = 24 * 3600
+CLOSED_CAPABILITY_RETENTION_SECONDS = 24 * 3600
 PRUNE_INTERVAL_SECONDS = 300.0
 SAMPLE_INTERVAL_SECONDS = 15.0
 
 
 async def prune_projections(pool: Pool) -> int:
-    """Delete old projection events in small batches; returns how many went."""
+    """Delete old projection events and the capabilities of long-closed instances, in small
+    batches; returns how many rows went."""
     total = 0
     while True:
         async with pool.connection() as conn, conn.transaction():
             deleted = await proj_db.prune(conn, PROJECTION_RETENTION_SECONDS)
+            deleted += await cap_db.prune_closed(conn, CLOSED_CAPABILITY_RETENTION_SECONDS)
         total += deleted
         if deleted == 0:
             return total
