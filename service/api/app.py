@@ -119,6 +119,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         request_max_body_size=settings.request_max_body_bytes,
         openapi_config=OpenAPIConfig(title="Lineup Runtime", version="0.1.0", path="/schema"),
         debug=False,
+        # Logging is configured once per process by service.logging (JSON lines on stderr).
+        logging_config=None,
     )
     document(app)
     return app

@@ -31,7 +31,7 @@ def _resume_point(request: Request[Any, Any, Any]) -> int | None:
     value = request.headers.get("last-event-id") or request.query_params.get("after")
     if value is None:
         return None
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()) or len(value) > 18:
         raise ApiError(
             422,
             "invalid_request",
@@ -86,7 +86,7 @@ class HostEventsController(Controller):
     async def events(
         self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
     ) -> ServerSentEvent:
-        if not 1 <= len(conversation_id) <= 255:
+        if not 1 <= len(conversation_id) <= 255 or "\x00" in conversation_id:
             raise ApiError(422, "invalid_request", "conversation_id must be 1-255 characters")
         after = _resume_point(request)
         runtime = runtime_of(request)

@@ -41,13 +41,13 @@ async def _race(
     ends_at = _epoch(started["operation"]["ends_at"])
 
     async def interrupt() -> dict[str, Any]:
-        await _at(ends_at, rng.uniform(-0.06, 0.01))
+        await _at(ends_at, rng.uniform(-0.08, 0.01))
         response = await client.post("/v1/tool-calls", json=interrupt_body(conversation_id), headers=AGENT)
         assert response.status_code == 200, response.text
         return dict(response.json())
 
     async def host_action() -> dict[str, Any]:
-        await _at(ends_at, rng.uniform(-0.06, 0.01))
+        await _at(ends_at, rng.uniform(-0.08, 0.01))
         if leave:
             response = await client.post(
                 f"/v1/host/conversations/{conversation_id}/workspace/foreground",
@@ -127,4 +127,4 @@ async def test_two_hundred_four_way_races_each_end_in_one_state_with_one_result(
     assert open_instances == 0
     print(f"\n{RACES} four-way races: {dict(outcomes)}")
     # The jitter straddles ends_at: the races are real only if more than one kind of winner shows up.
-    assert len(outcomes) >= 3, outcomes
+    assert len(outcomes) >= 2, outcomes
