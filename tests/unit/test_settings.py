@@ -82,3 +82,25 @@ def test_serve_exits_2_naming_a_bad_manifest(
     assert main(["serve", "--port", "1"]) == 2
     err = capsys.readouterr().err
     assert "interact.json" in err and "$" in err
+
+
+def test_token_check_compares_against_every_token_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hmac
+
+    from service.api import auth
+
+    calls: list[tuple[bytes, bytes]] = []
+    original = hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        calls.append((a, b))
+        return original(a, b)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", counting)
+    book = auth.TokenBook({"agent": ["a" * 20, "b" * 20, "c" * 20]})
+    for presented, expected in (("a" * 20, True), ("c" * 20, True), ("z" * 20, False), ("short", False)):
+        calls.clear()
+        assert book.accepts("agent", presented) is expected
+        # Every configured token is compared, whichever matches, over fixed-length digests.
+        assert len(calls) == 3
+        assert {len(a) for a, _ in calls} == {32}
