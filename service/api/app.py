@@ -12,9 +12,10 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from psycopg import OperationalError
 
 from service.api.auth import TokenBook
-from service.api.errors import api_error, http_error, unexpected_error
+from service.api.errors import api_error, database_unavailable, http_error, unexpected_error
 from service.api.events import HostEventsController
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
@@ -105,6 +106,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         exception_handlers={
             ApiError: api_error,
             HTTPException: http_error,
+            OperationalError: database_unavailable,
             Exception: unexpected_error,
         },
         state=State(

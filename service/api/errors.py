@@ -7,6 +7,7 @@ from typing import Any
 import structlog
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
+from psycopg import OperationalError
 
 from service.domain.errors import ApiError
 
@@ -35,6 +36,17 @@ def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[s
     code = _CODES.get(status, "error")
     message = exc.detail if isinstance(exc.detail, str) and exc.detail else code.replace("_", " ")
     return Response({"error": code, "message": message}, status_code=status, headers=exc.headers)
+
+
+def database_unavailable(request: Request[Any, Any, Any], exc: OperationalError) -> Response[dict[str, Any]]:
+    """A connection lost mid-request (database restart, pg_terminate_backend): nothing committed
+    that the caller cannot safely retry; the pool replaces the connection."""
+    log.warning("database_unavailable", path=request.url.path, error=str(exc))
+    return Response(
+        {"error": "database_unavailable", "message": "the database connection was lost; retry"},
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
 
 
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
