@@ -1,38 +1,7 @@
-"""A throwaway database for one bench run: created, migrated, dropped."""
+"""The relay benches' SQL: a backlog as the service would leave it, and one result committed as a
+deciding transaction commits it. (The throwaway database itself comes from ``bench.common``.)"""
 
 from __future__ import annotations
-
-import contextlib
-import os
-import uuid
-from collections.abc import Iterator
-
-import psycopg
-from sqlalchemy.engine import make_url
-
-from service.db.migrate import upgrade
-
-DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def server_url() -> str:
-    return os.environ.get("DATABASE_URL") or DEFAULT_SERVER
-
-
-@contextlib.contextmanager
-def bench_database(prefix: str = "bench_relay") -> Iterator[str]:
-    server = server_url()
-    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(server).set(database=name).render_as_string(hide_password=False)
-    try:
-        upgrade(url)
-        yield url
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
 
 # A backlog as the service would leave it: `per_conversation` results in each of `conversations`
 # conversations, sequenced 1..n, payloads shaped like SETTLE_FOCUSING's.

@@ -138,8 +138,12 @@ def explain_claim(url: str, limit: int, overdue: int) -> tuple[list[str], list[s
             r[0]
             for r in conn.execute(
                 "EXPLAIN (ANALYZE, BUFFERS) " + SETTLE_FOCUSING,
-                {"operation_ids": due, "state": DEADLINE.state.value, "reason": DEADLINE.reason.value,
-                 "only_due": True},
+                {
+                    "operation_ids": due,
+                    "state": DEADLINE.state.value,
+                    "reason": DEADLINE.reason.value,
+                    "only_due": True,
+                },
             ).fetchall()
         ]
         conn.rollback()
@@ -160,24 +164,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=1.0, help="the due deadlines spread over this")
     parser.add_argument("--timeout", type=float, default=60.0, help="give up waiting after this")
     parser.add_argument(
-        "--insert-first", action="store_true",
+        "--insert-first",
+        action="store_true",
         help="insert the due rows before starting the service (its start-up must then fit in --lead; "
         "by default the service is started, ready, before the due rows go in)",
     )
     args = parser.parse_args(argv)
-    if not (1 <= args.due <= 100_000 and 0 <= args.focusing <= 1_000_000 and 0.5 <= args.lead <= 60
-            and 0 < args.window <= 60):
+    if not (
+        1 <= args.due <= 100_000
+        and 0 <= args.focusing <= 1_000_000
+        and 0.5 <= args.lead <= 60
+        and 0 < args.window <= 60
+    ):
         parser.error("keep it bounded")
 
     batch_size = _sweeper_default("batch_size")
-    print(f"deadline_lateness: server {server_url().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.2f} at start, {time.strftime('%Y-%m-%d %H:%M:%S')}")
-    print(f"    {args.due} due within {args.window:g} s starting {args.lead:g} s after the insert, "
-          f"{args.focusing} focusing hours away; sweeper batch_size {batch_size}, "
-          f"max_sleep {_sweeper_default('max_sleep')} s, busy_backoff {_sweeper_default('busy_backoff')} s")
+    print(
+        f"deadline_lateness: server {server_url().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.2f} at start, {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    )
+    print(
+        f"    {args.due} due within {args.window:g} s starting {args.lead:g} s after the insert, "
+        f"{args.focusing} focusing hours away; sweeper batch_size {batch_size}, "
+        f"max_sleep {_sweeper_default('max_sleep')} s, busy_backoff {_sweeper_default('busy_backoff')} s"
+    )
     ok = True
-    with tempfile.TemporaryDirectory(prefix="bench-lateness-") as tmp, \
-            throwaway_database("lateness") as url:
+    with tempfile.TemporaryDirectory(prefix="bench-lateness-") as tmp, throwaway_database("lateness") as url:
         began = time.monotonic()
         seed(url, "far-", args.focusing, FAR_ENDS_AT, 7200)
         with psycopg.connect(url, autocommit=True) as conn:
@@ -190,17 +202,23 @@ def main(argv: list[str] | None = None) -> int:
             began = time.monotonic()
             seed(url, "due-", args.due, DUE_ENDS_AT, 1500, notify=True, lead=args.lead, window=args.window)
             inserted = time.monotonic()
-            print(f"    seeded {args.due} due in {inserted - began:.2f} s"
-                  + ("" if args.insert_first else " (the service already running)"))
+            print(
+                f"    seeded {args.due} due in {inserted - began:.2f} s"
+                + ("" if args.insert_first else " (the service already running)")
+            )
             if args.insert_first:
                 stack.enter_context(running_service(url, Path(tmp)))
                 ready_after = time.monotonic() - began
-                print(f"    service ready {ready_after:.2f} s after the insert began (first deadline at "
-                      f"{args.lead:g} s)")
+                print(
+                    f"    service ready {ready_after:.2f} s after the insert began (first deadline at "
+                    f"{args.lead:g} s)"
+                )
                 if ready_after >= args.lead - 0.2:
                     ok = False
-                    print("    INVALID RUN: the service was not ready before the first deadline, so this "
-                          "measures its start-up; use a larger --lead or leave out --insert-first")
+                    print(
+                        "    INVALID RUN: the service was not ready before the first deadline, so this "
+                        "measures its start-up; use a larger --lead or leave out --insert-first"
+                    )
             # The deadlines were computed from the insert statement's clock, just after `began`.
             time.sleep(max(0.0, began + args.lead + args.window - time.monotonic()))
             deadline = time.monotonic() + args.timeout
@@ -222,8 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     late_exact = [float(r["late_ms"]) for r in completed]
     once = sum(1 for r in rows if r["outbox_rows"] == 1)
     tidy = sum(
-        1 for r in rows
-        if r["instance_status"] == "closed" and r["sub_session_status"] == "ended" and r["readonly"]
+        1
+        for r in rows
+        if r["instance_status"] == "closed"
+        and r["sub_session_status"] == "ended"
+        and r["readonly"]
         and r["foreground_cleared"]
     )
     batches: dict[Any, int] = {}
@@ -235,21 +256,32 @@ def main(argv: list[str] | None = None) -> int:
 
     span = (
         (max(r["finalized_at"] for r in completed) - min(r["ends_at"] for r in completed)).total_seconds()
-        if completed else float("nan")
+        if completed
+        else float("nan")
     )
-    print(f"\nsettled {len(completed)} of {args.due} as completed/deadline_reached "
-          f"(the last {span:.3f} s after the first deadline)")
-    print(f"    lateness_ms column          p50 {_ms(percentile(lateness_ms, 50))}   "
-          f"p99 {_ms(percentile(lateness_ms, 99))}   max {_ms(max(lateness_ms, default=float('nan')))}")
-    print(f"    finalized_at - ends_at      p50 {_ms(percentile(late_exact, 50))}   "
-          f"p99 {_ms(percentile(late_exact, 99))}   max {_ms(max(late_exact, default=float('nan')))}")
+    print(
+        f"\nsettled {len(completed)} of {args.due} as completed/deadline_reached "
+        f"(the last {span:.3f} s after the first deadline)"
+    )
+    print(
+        f"    lateness_ms column          p50 {_ms(percentile(lateness_ms, 50))}   "
+        f"p99 {_ms(percentile(lateness_ms, 99))}   max {_ms(max(lateness_ms, default=float('nan')))}"
+    )
+    print(
+        f"    finalized_at - ends_at      p50 {_ms(percentile(late_exact, 50))}   "
+        f"p99 {_ms(percentile(late_exact, 99))}   max {_ms(max(late_exact, default=float('nan')))}"
+    )
     print(f"    aim: p99 under 100 ms -> {'met' if percentile(late_exact, 99) < 100 else 'MISSED'}")
-    print(f"    sweeps (settle statements)  {len(moments)}; rows per sweep p50 {percentile(sizes, 50):.0f} "
-          f"max {max(sizes, default=0)}; gap between sweeps p50 {_ms(percentile(gaps, 50))} "
-          f"max {_ms(max(gaps, default=0.0))}")
-    print(f"    exactly once                {once} of {len(rows)} have one outbox row; {tidy} closed their "
-          f"instance, sub-session, snapshot and foreground; {far_focusing} of {args.focusing} far "
-          f"ones still focusing")
+    print(
+        f"    sweeps (settle statements)  {len(moments)}; rows per sweep p50 {percentile(sizes, 50):.0f} "
+        f"max {max(sizes, default=0)}; gap between sweeps p50 {_ms(percentile(gaps, 50))} "
+        f"max {_ms(max(gaps, default=0.0))}"
+    )
+    print(
+        f"    exactly once                {once} of {len(rows)} have one outbox row; {tidy} closed their "
+        f"instance, sub-session, snapshot and foreground; {far_focusing} of {args.focusing} far "
+        f"ones still focusing"
+    )
     if len(completed) != args.due or once != args.due or tidy != args.due or far_focusing != args.focusing:
         ok = False
         print("    FAILED: not every due operation was settled exactly once, or a far one was touched")

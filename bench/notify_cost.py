@@ -1,6 +1,6 @@
 """What the outbox NOTIFY trigger costs the path that commits results, measured with pgbench.
 
-    .venv/bin/python -m bench.notify_cost [--seconds 5] [--clients 1,8,32] [--rounds 2]
+    .venv/bin/python bench/notify_cost.py [--seconds 5] [--clients 1,8,32] [--rounds 2]
 
 Each pgbench transaction is the outbox half of a deciding transaction: take the conversation's next
 sequence under its workspace row lock and insert one outbox row (bench._db.QUEUE_ONE), then commit.
@@ -21,9 +21,14 @@ import tempfile
 import threading
 from pathlib import Path
 
-import psycopg
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `python bench/notify_cost.py`
+    sys.path.insert(0, str(ROOT))
 
-from bench._db import QUEUE_ONE, bench_database
+import psycopg  # noqa: E402
+
+from bench._db import QUEUE_ONE  # noqa: E402
+from bench.common import throwaway_database  # noqa: E402
 
 CONVERSATIONS = 10_000
 SCRIPT = "\\set c random(1, {conversations})\n{statement};\n"
@@ -82,7 +87,7 @@ def main() -> int:
         raise SystemExit("pgbench is not on PATH (apt-get install postgresql-client)")
     statement = re.sub(r"%\(conversation_id\)s", "'conv-' || :c", QUEUE_ONE).strip()
     results: dict[int, dict[bool, list[float]]] = {}
-    with bench_database("bench_notify") as url, tempfile.TemporaryDirectory() as scratch:
+    with throwaway_database("notify") as url, tempfile.TemporaryDirectory() as scratch:
         script = Path(scratch) / "queue_one.sql"
         script.write_text(SCRIPT.format(conversations=CONVERSATIONS, statement=" ".join(statement.split())))
         listener = Listener(url)

@@ -1,7 +1,7 @@
 """How fast the relay drains a backlog, how soon a committed result reaches the Agent, and the ceiling
 of the relay's own claim-and-mark SQL, all in one run against a throwaway database on 127.0.0.1.
 
-    .venv/bin/python -m bench.relay_drain [--rows 20000] [--relays 1,2] [--rate 200] [--seconds 10]
+    .venv/bin/python bench/relay_drain.py [--rows 20000] [--relays 1,2] [--rate 200] [--seconds 10]
 
 1. SQL ceiling: the relay's CLAIM, LOCK_FOR_OUTCOME and RECORD_OUTCOMES statements (relay.claims)
    in a loop from --ceiling-workers connections, marking every row delivered, no HTTP at all.
@@ -21,7 +21,6 @@ import asyncio
 import base64
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,20 +28,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-import psycopg
-
-from bench._db import QUEUE_ONE, RESET, SEED_BACKLOG, bench_database
-from relay import claims as claims_db
-from relay.claims import Outcome
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `python bench/relay_drain.py`
+    sys.path.insert(0, str(ROOT))
 
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from bench._db import QUEUE_ONE, RESET, SEED_BACKLOG  # noqa: E402
+from bench.common import free_port, throwaway_database  # noqa: E402
+from relay import claims as claims_db  # noqa: E402
+from relay.claims import Outcome  # noqa: E402
 
 
 def seed(url: str, rows: int, conversations: int) -> None:
@@ -264,7 +260,7 @@ def main() -> int:
         f"RELAY_BATCH_SIZE={args.batch}, load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    with bench_database() as url:
+    with throwaway_database("relay") as url:
         ceiling = sql_ceiling(url, args.rows, args.conversations, args.ceiling_workers, args.batch)
         print(
             f"SQL ceiling, claim + mark ({args.ceiling_workers} connections): {ceiling:,.0f} rows/s",

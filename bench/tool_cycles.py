@@ -489,7 +489,9 @@ def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
                 if spec is None or spec.validate_arguments(payload["arguments"]):
                     return 422, {"error": "invalid_arguments"}
                 tool_call = ToolCall(
-                    payload["tool_call_id"], payload["conversation_id"], payload["tool"],
+                    payload["tool_call_id"],
+                    payload["conversation_id"],
+                    payload["tool"],
                     dict(payload["arguments"]),
                 )
                 return await call_tool(runtime, tool_call, fingerprint(payload))
@@ -539,9 +541,23 @@ def run_pgbench(
         begun = time.perf_counter()
         completed = subprocess.run(
             [
-                PGBENCH, "-n", "-M", "prepared", "-c", str(concurrency), "-j", "2",
-                "-T", str(seconds), "-r", "-l", "--log-prefix", str(logs / "cycle"),
-                "-f", str(script), url,
+                PGBENCH,
+                "-n",
+                "-M",
+                "prepared",
+                "-c",
+                str(concurrency),
+                "-j",
+                "2",
+                "-T",
+                str(seconds),
+                "-r",
+                "-l",
+                "--log-prefix",
+                str(logs / "cycle"),
+                "-f",
+                str(script),
+                url,
             ],
             capture_output=True,
             text=True,
@@ -592,18 +608,24 @@ def _report(title: str, phase: Phase, rate: float) -> None:
     print(f"\n{title}")
     for note in phase.notes:
         print(f"    {note}")
-    print(f"    cycles            {phase.cycles} in {phase.seconds:.1f} s"
-          + (f" (+{phase.warmup_cycles} warm-up/edge cycles not counted)" if phase.warmup_cycles else ""))
+    print(
+        f"    cycles            {phase.cycles} in {phase.seconds:.1f} s"
+        + (f" (+{phase.warmup_cycles} warm-up/edge cycles not counted)" if phase.warmup_cycles else "")
+    )
     print(f"    cycles/s          {rate:.1f}   ({2 * rate:.1f} tool calls/s)")
     print(_latency_line("cycle latency", phase.latencies))
     if phase.start_latencies:
         print(_latency_line("  start call", phase.start_latencies))
         print(_latency_line("  interrupt call", phase.interrupt_latencies))
     if phase.cycles:
-        print(f"    db xacts/cycle    {phase.commits / phase.cycles:.2f} commits, "
-              f"{phase.rollbacks / phase.cycles:.2f} rollbacks")
-        print(f"    outbox rows       {phase.outbox_rows} "
-              + ("(one per completed cycle: OK)" if not phase.failures else ""))
+        print(
+            f"    db xacts/cycle    {phase.commits / phase.cycles:.2f} commits, "
+            f"{phase.rollbacks / phase.cycles:.2f} rollbacks"
+        )
+        print(
+            f"    outbox rows       {phase.outbox_rows} "
+            + ("(one per completed cycle: OK)" if not phase.failures else "")
+        )
         print("    CPU in the measured window (us/cycle = CPU time per cycle):")
         print(cpu_breakdown(phase.cpu, phase.cycles, "cycle"))
         print(f"    db backends were  {states_line(phase.backend_states)}  (sampled every 0.1 s)")
@@ -620,25 +642,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=2.0, help="warm-up before measuring (not counted)")
     parser.add_argument("--client", choices=("lean", "httpx"), default="lean", help="the HTTP client")
     parser.add_argument(
-        "--breakdown", action=argparse.BooleanOptionalAction, default=True,
+        "--breakdown",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="also run the use case in-process (no HTTP, no sweeper) to split the gap",
     )
     parser.add_argument(
-        "--raw-without-notify", action="store_true",
+        "--raw-without-notify",
+        action="store_true",
         help="(diagnosis only) the raw phase with every pg_notify turned into a no-op, to see what the "
         "cluster-wide NOTIFY commit lock costs",
     )
     parser.add_argument(
-        "--no-sweeper", action="store_true",
+        "--no-sweeper",
+        action="store_true",
         help="(diagnosis only) serve with --no-sweeper to see what the sweeper's wake-ups cost",
     )
     args = parser.parse_args(argv)
     if not 1 <= args.seconds <= 60 or not 1 <= args.concurrency <= 64 or not 0 <= args.warmup <= 10:
         parser.error("keep it bounded: --seconds 1..60, --concurrency 1..64, --warmup 0..10")
 
-    print(f"tool_cycles: server {server_url().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.2f} at start, concurrency {args.concurrency}, "
-          f"{args.seconds} s per phase, {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    print(
+        f"tool_cycles: server {server_url().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.2f} at start, concurrency {args.concurrency}, "
+        f"{args.seconds} s per phase, {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    )
     serve_args = ["--no-sweeper"] if args.no_sweeper else []
     with tempfile.TemporaryDirectory(prefix="bench-tool-cycles-") as tmp:
         work = Path(tmp)
@@ -653,8 +681,11 @@ def main(argv: list[str] | None = None) -> int:
     for label, ms in zip(("start statement", "interrupt stmt"), statement_ms, strict=False):
         print(f"    {label:<18}{ms:.2f} ms average (pgbench -r)")
     if inproc is not None:
-        _report("(c) breakdown: the service's call_tool in-process (same SQL, no HTTP, no sweeper)",
-                inproc, inproc.rate)
+        _report(
+            "(c) breakdown: the service's call_tool in-process (same SQL, no HTTP, no sweeper)",
+            inproc,
+            inproc.rate,
+        )
 
     ratio = http.rate / raw_rate if raw_rate else float("nan")
     print("\nsummary")

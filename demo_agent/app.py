@@ -46,6 +46,4 @@ async def healthz() -> dict[str, str]:
 
 def create_app(secrets: Sequence[str], on_result: OnResult = log_result) -> Litestar:
     state = State({"verifier": WebhookVerifier(secrets), "seen": SeenEvents(), "on_result": on_result})
-    return Litestar(
-        route_handlers=[receive, healthz], state=state, openapi_config=None, logging_config=None
-    )
+    return Litestar(route_handlers=[receive, healthz], state=state, openapi_config=None, logging_config=None)

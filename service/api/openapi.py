@@ -15,6 +15,7 @@ pydantic ``"default": null``).
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,21 +78,18 @@ def array(items: Json) -> Json:
     return {"type": "array", "items": items}
 
 
-def obj(properties: Mapping[str, Json], *, optional: Iterable[str] = (), closed: bool = False) -> Json:
+def obj(properties: Mapping[str, Json], *, optional: Iterable[str] = ()) -> Json:
     """An object whose properties are all required except ``optional``.
 
-    Answers are open (``additionalProperties`` allowed: the contract may add fields); request
-    bodies and receipts the contract fixes exactly are ``closed``.
+    Open to other properties: the contract changes only by adding fields. (Request bodies are
+    closed; their schemas come from their pydantic models.)
     """
     optional = set(optional)
-    schema: Json = {
+    return {
         "type": "object",
         "properties": dict(properties),
         "required": [name for name in properties if name not in optional],
     }
-    if closed:
-        schema["additionalProperties"] = False
-    return schema
 
 
 OPERATION_STATE = enum(OPERATION_STATES)
@@ -410,8 +408,12 @@ BODY_MODELS: tuple[type[BaseModel], ...] = (
 )
 
 
+@functools.cache
 def body_schemas() -> dict[str, Json]:
-    """The request bodies' JSON Schemas from their pydantic models; nested models become components."""
+    """The request bodies' JSON Schemas from their pydantic models; nested models become components.
+
+    Cached: pydantic takes milliseconds per model, and every app (each test's too) needs them.
+    """
     schemas: dict[str, Json] = {}
     for model in BODY_MODELS:
         schema = model.model_json_schema(ref_template=REF)
@@ -470,6 +472,7 @@ class Endpoint:
     path: Mapping[str, Json] = field(default_factory=dict)
     query: Mapping[str, Json] = field(default_factory=dict)
     headers: Mapping[str, Json] = field(default_factory=dict)
+    description: str | None = None
 
 
 CONVERSATION = {"conversation_id": ID}
@@ -501,6 +504,9 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
         },
         audience="agent",
         body=ToolCallBody,
+        description="arguments are checked against the tool's input_schema (GET /v1/tools). The same "
+        "tool_call_id with the same body replays the first answer; 400, 401, 404, 413 and 422 record "
+        "nothing, so the call may be corrected and retried under the same id.",
     ),
     ("GET", "/v1/operations/{operation_id}"): Endpoint(
         "An operation (settled first when its deadline has passed)",
@@ -603,6 +609,10 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
         },
         audience="capability",
         body=StateWrite,
+        description="Refusals, checked in this order: 403 feature_not_declared, 422 invalid_request "
+        "(expected_revision is a JSON integer written without a fraction: 1.0 is refused), 409 "
+        "state_readonly, 413 state_too_large (compact UTF-8 JSON of data over the manifest's max_bytes), "
+        "422 state_schema_violation, 409 revision_conflict (with the current revision).",
     ),
     ("POST", "/v1/sdk/navigation/close"): Endpoint(
         "Close the capability's instance (the Host's close)",
@@ -658,7 +668,6 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
     ),
 }
 
-# Every error status's description, and the codes the rules add to it.
 ERROR_DESCRIPTIONS = {
     400: "The body is not JSON",
     401: "No bearer token, a wrong one, or one of another audience",
@@ -670,7 +679,7 @@ ERROR_DESCRIPTIONS = {
 }
 
 
-def _errors(method: str, path: str, endpoint: Endpoint) -> dict[int, list[str]]:
+def _errors(path: str, endpoint: Endpoint) -> dict[int, list[str]]:
     errors: dict[int, list[str]] = {}
 
     def add(status: int, *codes: str) -> None:
@@ -749,14 +758,15 @@ def _parameters(operation: Operation, endpoint: Endpoint) -> list[Parameter | Re
     return parameters
 
 
-def _patch(operation: Operation, method: str, path: str, endpoint: Endpoint) -> None:
+def _patch(operation: Operation, path: str, endpoint: Endpoint) -> None:
     operation.summary = endpoint.summary
+    operation.description = endpoint.description
     operation.tags = [_tag(path)]
     operation.parameters = _parameters(operation, endpoint) or None
     if endpoint.body is not None:
         operation.request_body = RequestBody(content=_content(endpoint.body.__name__), required=True)
     responses = {str(status): _success(ok) for status, ok in endpoint.ok.items()}
-    errors = _errors(method, path, endpoint)
+    errors = _errors(path, endpoint)
     responses |= {str(status): _failure(status, codes) for status, codes in errors.items()}
     operation.responses = dict(sorted(responses.items()))
     if endpoint.audience is not None:
@@ -773,7 +783,7 @@ def _tag(path: str) -> str:
 def document(app: Litestar) -> None:
     """Complete the app's generated OpenAPI document in place from ``ENDPOINTS``."""
     openapi = app.openapi_schema
-    schemas = {**RESPONSE_SCHEMAS, **body_schemas()}
+    schemas = {**RESPONSE_SCHEMAS, **body_schemas()}  # never changed: JsonSchema renders copies
     openapi.components.schemas.update({name: _schema(schema) for name, schema in schemas.items()})
     openapi.components.security_schemes = {
         **(openapi.components.security_schemes or {}),
@@ -784,4 +794,4 @@ def document(app: Litestar) -> None:
             operation = getattr(item, method)
             endpoint = ENDPOINTS.get((method.upper(), path))
             if operation is not None and endpoint is not None:
-                _patch(operation, method.upper(), path, endpoint)
+                _patch(operation, path, endpoint)

@@ -47,7 +47,5 @@ DELETE FROM capabilities WHERE token_hash IN (
 
 
 async def prune_closed(conn: Conn, older_than_seconds: float, batch: int = 500) -> int:
-    cursor = await conn.execute(
-        PRUNE_CLOSED, {"older_than_seconds": older_than_seconds, "batch": batch}
-    )
+    cursor = await conn.execute(PRUNE_CLOSED, {"older_than_seconds": older_than_seconds, "batch": batch})
     return cursor.rowcount

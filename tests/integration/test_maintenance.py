@@ -21,8 +21,12 @@ async def test_old_projection_events_and_closed_instances_capabilities_are_prune
     still_open = (await client.post("/v1/tool-calls", json=start_body("c2"), headers=AGENT)).json()
     await client.post(f"/v1/host/instances/{still_open['instance_id']}/capability", headers=HOST)
     db.execute("UPDATE capabilities SET created_at = now() - interval '2 days'")
-    db.execute("UPDATE projection_events SET created_at = now() - interval '2 days' WHERE conversation_id = 'c1'")
-    before = db.execute("SELECT count(*) AS n FROM projection_events WHERE conversation_id = 'c2'").fetchone()["n"]
+    db.execute(
+        "UPDATE projection_events SET created_at = now() - interval '2 days' WHERE conversation_id = 'c1'"
+    )
+    before = db.execute(
+        "SELECT count(*) AS n FROM projection_events WHERE conversation_id = 'c2'"
+    ).fetchone()["n"]
 
     pool = await open_pool(database_url, size=2)
     try:
@@ -31,7 +35,13 @@ async def test_old_projection_events_and_closed_instances_capabilities_are_prune
     finally:
         await pool.close()
 
-    assert db.execute("SELECT count(*) AS n FROM projection_events WHERE conversation_id = 'c1'").fetchone()["n"] == 0
-    assert db.execute("SELECT count(*) AS n FROM projection_events WHERE conversation_id = 'c2'").fetchone()["n"] == before
+    assert (
+        db.execute("SELECT count(*) AS n FROM projection_events WHERE conversation_id = 'c1'").fetchone()["n"]
+        == 0
+    )
+    assert (
+        db.execute("SELECT count(*) AS n FROM projection_events WHERE conversation_id = 'c2'").fetchone()["n"]
+        == before
+    )
     remaining = db.execute("SELECT instance_id::text AS id FROM capabilities").fetchall()
     assert [r["id"] for r in remaining] == [still_open["instance_id"]]

@@ -126,7 +126,7 @@ def test_every_protected_operation_documents_its_scheme_and_401(document: Json) 
                 assert "security" not in op and "401" not in op["responses"], (method, path)
                 continue
             audience = next(name for prefix, name in audiences.items() if path.startswith(prefix))
-            assert {"security": op["security"][0]} == {"security": {audience: []}}, (method, path)
+            assert op["security"][0] == {audience: []}, (method, path)
             assert error_codes(document, op["responses"]["401"]) == ["unauthorized"]
 
 
@@ -172,3 +172,95 @@ def test_the_event_stream_is_documented_as_one(document: Json) -> None:
     events = operation(document, "GET", "/v1/host/conversations/{conversation_id}/events")
     assert list(events["responses"]["200"]["content"]) == ["text/event-stream"]
     assert {p["name"] for p in events["parameters"]} == {"conversation_id", "after", "Last-Event-ID"}
+
+
+UUID_1, UUID_2, UUID_3 = (f"{n}0000000-0000-4000-8000-000000000000" for n in range(1, 4))
+T0, T1 = "2026-01-01T10:00:00.000000Z", "2026-01-01T10:25:00.000000Z"
+POMODORO_RESULT = {
+    "state": "completed",
+    "reason": "deadline_reached",
+    "activity": "write report",
+    "duration_seconds": 1500,
+    "started_at": T0,
+    "ends_at": T1,
+    "finalized_at": T1,
+    "focused_seconds": 1500,
+}
+# The contract's examples (CONTRACT.md), with real ids and times.
+CONTRACT_EXAMPLES = [
+    (
+        "PomodoroStartAccepted",
+        {
+            "tool_call_id": "call-1",
+            "status": "accepted",
+            "operation": {
+                "operation_id": UUID_1,
+                "state": "focusing",
+                "started_at": T0,
+                "ends_at": T1,
+                "duration_seconds": 1500,
+                "activity": "write report",
+            },
+            "instance_id": UUID_2,
+            "sub_session_id": UUID_3,
+        },
+    ),
+    ("PomodoroInterruptReceipt", {"tool_call_id": "c", "status": "interrupted", "operation_id": UUID_1}),
+    (
+        "PomodoroInterruptReceipt",
+        {
+            "tool_call_id": "c",
+            "status": "operation_already_final",
+            "operation_id": UUID_1,
+            "final_state": "completed",
+        },
+    ),
+    ("PomodoroInterruptReceipt", {"tool_call_id": "c", "status": "no_active_focusing_operation"}),
+    (
+        "ToolResultEvent",
+        {
+            "event_id": UUID_2,
+            "type": "tool.result",
+            "tool": "pomodoro.start",
+            "tool_call_id": "call-1",
+            "conversation_id": "conv-1",
+            "operation_id": UUID_1,
+            "sequence": 1,
+            "result": POMODORO_RESULT,
+        },
+    ),
+    (
+        "DeliveryAttempt",
+        {
+            "attempt": 1,
+            "relay_id": "relay-1",
+            "started_at": T0,
+            "duration_ms": 12,
+            "status_code": None,
+            "error_class": "ConnectError",
+            "response_excerpt": None,
+            "outcome": "retry",
+        },
+    ),
+    ("Error", {"error": "invalid_request", "message": "m", "details": [{"path": "$", "message": "m"}]}),
+]
+NOT_CONTRACT = [
+    ("PomodoroInterruptReceipt", {"tool_call_id": "c", "status": "interrupted"}),
+    ("PomodoroStartAccepted", {"tool_call_id": "c", "status": "accepted"}),
+    ("Error", {"error": "unauthorized"}),
+]
+
+
+def component(document: Json, name: str) -> Draft202012Validator:
+    root = {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
+    return Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+@pytest.mark.parametrize(("name", "example"), CONTRACT_EXAMPLES)
+def test_the_contract_examples_match_their_schemas(document: Json, name: str, example: Json) -> None:
+    assert [error.message for error in component(document, name).iter_errors(example)] == []
+
+
+@pytest.mark.parametrize(("name", "example"), NOT_CONTRACT)
+def test_bodies_missing_contract_keys_do_not(document: Json, name: str, example: Json) -> None:
+    assert not component(document, name).is_valid(example)
