@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import subprocess
@@ -634,6 +635,10 @@ def _report(title: str, phase: Phase, rate: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from service.logging import configure_logging
+
+    # The in-process phase logs like the service does (JSON on stderr), and only warnings.
+    configure_logging(logging.WARNING)
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
