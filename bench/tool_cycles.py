@@ -53,6 +53,7 @@ from bench.common import (  # noqa: E402
     states_line,
     throwaway_database,
 )
+from service.db.operations import SETTLE_FOCUSING  # noqa: E402
 
 PGBENCH = "/usr/bin/pgbench"
 DURATION_SECONDS = 1500  # far beyond the run: the sweeper never settles one of these
@@ -129,84 +130,31 @@ SELECT tool_call_id, conversation_id, 'pomodoro.start',
 FROM answer;
 """
 
-# SETTLE_FOCUSING (service/db/operations.py) for the conversation's focusing operation, with the
-# interrupt's tool_calls record as the final step.
-INTERRUPT_SQL = """
-WITH call AS (
-    SELECT gen_random_uuid()::text AS tool_call_id, 'pgb-' || :client_id::text AS conversation_id
-),
-decision AS (
-    SELECT o.operation_id,
-           CASE WHEN o.ends_at <= statement_timestamp() THEN 'completed' ELSE 'interrupted' END AS state,
-           CASE WHEN o.ends_at <= statement_timestamp() THEN 'deadline_reached' ELSE 'agent_interrupt' END
-               AS reason,
-           statement_timestamp() AS decided_at
-    FROM operations o, call c
-    WHERE o.conversation_id = c.conversation_id AND o.tool = 'pomodoro.start' AND o.state = 'focusing'
-),
-settled AS (
-    UPDATE operations o
-    SET state = d.state,
-        reason = d.reason,
-        finalized_at = d.decided_at,
-        result = jsonb_build_object(
-            'state', d.state,
-            'reason', d.reason,
-            'activity', o.activity,
-            'duration_seconds', o.duration_seconds,
-            'started_at', rfc3339(o.started_at),
-            'ends_at', rfc3339(o.ends_at),
-            'finalized_at', rfc3339(d.decided_at),
-            'focused_seconds', LEAST(
-                o.duration_seconds,
-                floor(EXTRACT(EPOCH FROM d.decided_at - o.started_at))::integer))
-    FROM decision d
-    WHERE o.operation_id = d.operation_id AND o.state = 'focusing'
-    RETURNING o.*
-),
-closed_instances AS (
-    UPDATE app_instances i SET status = 'closed', closed_at = s.finalized_at
-    FROM settled s
-    WHERE i.instance_id = s.instance_id AND i.status = 'open'
-    RETURNING i.instance_id
-),
-ended_sub_sessions AS (
-    UPDATE sub_sessions ss SET status = 'ended', ended_at = s.finalized_at
-    FROM settled s
-    WHERE ss.instance_id = s.instance_id AND ss.status = 'open'
-    RETURNING ss.sub_session_id
-),
-frozen_states AS (
-    UPDATE instance_states st SET readonly = true, updated_at = s.finalized_at
-    FROM settled s
-    WHERE st.instance_id = s.instance_id AND NOT st.readonly
-    RETURNING st.instance_id
-),
-sequenced AS (
-    UPDATE workspaces w
-    SET outbox_sequence = w.outbox_sequence + 1,
-        foreground_instance_id = CASE WHEN w.foreground_instance_id = s.instance_id
-                                      THEN NULL ELSE w.foreground_instance_id END,
-        updated_at = s.finalized_at
-    FROM settled s
-    WHERE w.conversation_id = s.conversation_id
-    RETURNING w.conversation_id, w.outbox_sequence
-),
-events AS (
-    SELECT gen_random_uuid() AS event_id, s.operation_id, s.tool, s.tool_call_id,
-           s.conversation_id, s.result, q.outbox_sequence
-    FROM settled s JOIN sequenced q USING (conversation_id)
-),
-queued AS (
-    INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, payload)
-    SELECT e.event_id, e.operation_id, e.tool, e.tool_call_id, e.conversation_id, e.outbox_sequence,
-           jsonb_build_object(
-               'event_id', e.event_id, 'type', 'tool.result', 'tool', e.tool,
-               'tool_call_id', e.tool_call_id, 'conversation_id', e.conversation_id,
-               'operation_id', e.operation_id, 'sequence', e.outbox_sequence, 'result', e.result)
-    FROM events e
-    RETURNING event_id, operation_id
-),
+# The service's own SETTLE_FOCUSING (service/db/operations.py), bound to the conversation's focusing
+# operation instead of an id list, with the interrupt's tool_calls record as the final step: the
+# baseline runs the very statement the service runs, minus the round trips.
+_SETTLE_CTES = SETTLE_FOCUSING[: SETTLE_FOCUSING.rindex("\nSELECT s.operation_id")]
+_SETTLE_CTES = (
+    _SETTLE_CTES.replace(
+        "WITH decision AS (",
+        "WITH call AS (\n"
+        "    SELECT gen_random_uuid()::text AS tool_call_id, 'pgb-' || :client_id::text AS conversation_id\n"
+        "),\ndecision AS (",
+        1,
+    )
+    .replace(
+        "FROM operations o\n    WHERE o.operation_id = ANY(%(operation_ids)s)",
+        "FROM operations o, call c\n"
+        "    WHERE o.conversation_id = c.conversation_id AND o.tool = 'pomodoro.start'",
+        1,
+    )
+    .replace("%(state)s", "'interrupted'")
+    .replace("%(reason)s", "'agent_interrupt'")
+    .replace("NOT %(only_due)s", "true")
+)
+INTERRUPT_SQL = (
+    _SETTLE_CTES
+    + """,
 answer AS (
     SELECT c.tool_call_id, c.conversation_id,
            json_build_object('tool_call_id', c.tool_call_id, 'conversation_id', c.conversation_id,
@@ -223,6 +171,7 @@ SELECT tool_call_id, conversation_id, 'pomodoro.interrupt',
        encode(sha256(convert_to(request, 'UTF8')), 'hex'), 200, response
 FROM answer;
 """
+)
 
 
 Answer = tuple[int, Any]
