@@ -11,6 +11,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from relay.config import RelayConfig
+from relay.probes import ProbePortError
 from relay.worker import Relay
 from service.logging import configure_logging
 from service.settings import SettingsError, load_settings
@@ -21,7 +22,8 @@ environment:
   RELAY_MAX_ATTEMPTS (25), RELAY_BACKOFF_BASE_SECONDS (1), RELAY_BACKOFF_MAX_SECONDS (600),
   RELAY_TIMEOUT_SECONDS (10), RELAY_LEASE_SECONDS (max(30, 3 x timeout)), RELAY_CONCURRENCY (64),
   RELAY_BATCH_SIZE (100), RELAY_POLL_ONLY (false: LISTEN and poll), RELAY_POLL_INTERVAL_SECONDS (1),
-  RELAY_METRICS_HOST (127.0.0.1), RELAY_METRICS_PORT (9100; 0 disables /healthz /readyz /metrics),
+  RELAY_METRICS_HOST (127.0.0.1), RELAY_METRICS_PORT (unset: no /healthz /readyz /metrics; one port
+  per relay on a host),
   RELAY_RETENTION_DAYS (7), RELAY_SHUTDOWN_GRACE_SECONDS (5), RELAY_ID (host-pid-random)
 """
 
@@ -59,7 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     # httpx logs one INFO line per request; alembic (read for /readyz) its plugin set-up.
     for noisy in ("httpx", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    _run(_serve(RelayConfig.from_settings(settings)))
+    try:
+        _run(_serve(RelayConfig.from_settings(settings)))
+    except ProbePortError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

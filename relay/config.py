@@ -47,7 +47,7 @@ class RelayConfig:
             concurrency=settings.relay_concurrency,
             batch_size=settings.relay_batch_size,
             metrics_host=settings.relay_metrics_host,
-            metrics_port=settings.relay_metrics_port,
+            metrics_port=settings.relay_metrics_port or 0,
             retention_days=settings.relay_retention_days,
             shutdown_grace=settings.relay_shutdown_grace_seconds,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 
 import psycopg
@@ -14,6 +15,17 @@ from relay.database import RelayPool
 from relay.metrics import RelayMetrics
 
 log = structlog.get_logger("relay.probes")
+
+
+class ProbePortError(Exception):
+    """The probe port cannot be listened on (most often: another process already has it)."""
+
+    def __init__(self, host: str, port: int, error: OSError) -> None:
+        why = "it is already in use" if error.errno == errno.EADDRINUSE else error.strerror or str(error)
+        super().__init__(
+            f"RELAY_METRICS_PORT: cannot listen on {host}:{port} for /healthz, /readyz and /metrics: "
+            f"{why}; give each relay on this host its own port, or leave RELAY_METRICS_PORT unset"
+        )
 
 
 class ProbeServer:
@@ -31,7 +43,11 @@ class ProbeServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self._host, self._port)
+        """Listen, or raise ``ProbePortError`` naming the port when that is impossible."""
+        try:
+            self._server = await asyncio.start_server(self._handle, self._host, self._port)
+        except OSError as exc:
+            raise ProbePortError(self._host, self._port, exc) from None
 
     async def close(self) -> None:
         if self._server is not None:

@@ -60,7 +60,8 @@ class Settings(BaseSettings):
     # Default max(30, 3 x RELAY_TIMEOUT_SECONDS), the contract's value; lower it only in tests.
     relay_lease_seconds: float | None = Field(None, gt=0, le=86400)
     relay_metrics_host: str = "127.0.0.1"
-    relay_metrics_port: int = Field(9100, ge=0, le=65535)  # 0 disables /healthz, /readyz, /metrics
+    # Off unless set: relays on one host must never collide on a default port. 0 is off too.
+    relay_metrics_port: int | None = Field(None, ge=0, le=65535)
     relay_retention_days: int = Field(7, ge=1, le=3650)
     relay_shutdown_grace_seconds: float = Field(5.0, ge=0, le=300)
     relay_id: str | None = Field(None, min_length=1, max_length=200)

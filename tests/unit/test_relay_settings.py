@@ -58,3 +58,11 @@ def test_the_lease_is_at_least_thirty_seconds_and_three_timeouts() -> None:
 def test_a_lease_shorter_than_one_attempt_is_refused() -> None:
     with pytest.raises(SettingsError, match="RELAY_LEASE_SECONDS"):
         relay_settings(relay_lease_seconds=5, relay_timeout_seconds=10)
+
+
+def test_the_probe_port_is_off_unless_set_so_relays_on_one_host_never_collide() -> None:
+    from relay.config import RelayConfig
+
+    assert relay_settings().relay_metrics_port is None
+    assert RelayConfig.from_settings(relay_settings()).metrics_port == 0
+    assert RelayConfig.from_settings(relay_settings(relay_metrics_port=9201)).metrics_port == 9201
