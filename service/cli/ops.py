@@ -1,7 +1,9 @@
 """``python -m service ops …``: the operator CLI over the outbox, the operations and the deliveries.
 
-Tables for people by default, ``--json`` (the same objects as ``/v1/ops``) for machines. Exit 0 on
-success, 1 when the thing asked for is unknown or refused, 2 for bad usage or settings.
+Tables for people by default — lists fit a 100-column terminal, with ids shortened to their first
+8 hex digits, which ``show`` and ``requeue`` accept as git accepts a short hash; ``--wide`` prints
+every column in full and ``--json`` (the same objects as ``/v1/ops``) is for machines. Exit 0 on
+success, 1 when the thing asked for is unknown, ambiguous or refused, 2 for bad usage or settings.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ Command = Callable[[Conn, argparse.Namespace, TextIO], int]
 DESCRIPTION = (
     "The operator CLI: the outbox, the operations, delivery stats, and what happened to a tool call."
 )
+#: Lists fit a terminal this wide unless ``--wide`` is given.
+LIST_WIDTH = 100
+SHORT_ID = 8
+MIN_EVENT_PREFIX = 4
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,29 +46,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``ops`` command tree, on a parser of its own or on ``python -m service``'s subparser."""
     output = argparse.ArgumentParser(add_help=False)
     output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    list_output = argparse.ArgumentParser(add_help=False)
+    shape = list_output.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print JSON (the /v1/ops objects) for scripts")
+    shape.add_argument(
+        "--wide", action="store_true", help=f"every column, ids and times in full (default: fit {LIST_WIDTH})"
+    )
     areas = parser.add_subparsers(dest="ops_area", required=True, metavar="{outbox,operations,stats,trace}")
 
     outbox = areas.add_parser("outbox", help="the results waiting for, or done with, delivery")
     actions = outbox.add_subparsers(dest="ops_action", required=True)
-    listing = actions.add_parser("list", parents=[output], help="outbox rows, newest first")
+    listing = actions.add_parser("list", parents=[list_output], help="outbox rows, newest first")
     listing.add_argument("--status", choices=OUTBOX_STATUSES)
     listing.add_argument("--conversation", metavar="CONVERSATION_ID")
+    listing.add_argument(
+        "--tool-call", metavar="PREFIX", type=_text, help="only tool calls whose id begins with PREFIX"
+    )
     listing.add_argument("--limit", type=_limit, default=ops_db.DEFAULT_LIMIT, help="1..1000 (default 100)")
     listing.set_defaults(ops_command=outbox_list)
+    event_help = f"the row's event_id (the webhook-id), or its first {MIN_EVENT_PREFIX}+ hex digits"
     show = actions.add_parser("show", parents=[output], help="one row, its payload and every attempt")
-    show.add_argument("event_id", metavar="EVENT_ID", help="the row's event_id (the webhook-id)")
+    show.add_argument("event_id", metavar="EVENT_ID", help=event_help)
     show.set_defaults(ops_command=outbox_show)
     requeue = actions.add_parser(
         "requeue", parents=[output], help="dead rows back to pending: attempts 0, due now, same event_id"
     )
     target = requeue.add_mutually_exclusive_group(required=True)
-    target.add_argument("event_id", metavar="EVENT_ID", nargs="?", help="the event_id of one dead row")
+    target.add_argument("event_id", metavar="EVENT_ID", nargs="?", help=f"one dead row: {event_help}")
     target.add_argument("--all-dead", action="store_true", help="every dead row")
     requeue.set_defaults(ops_command=outbox_requeue)
 
     operations = areas.add_parser("operations", help="focus periods and how they ended")
     op_actions = operations.add_subparsers(dest="ops_action", required=True)
-    op_listing = op_actions.add_parser("list", parents=[output], help="operations, newest first")
+    op_listing = op_actions.add_parser("list", parents=[list_output], help="operations, newest first")
     op_listing.add_argument("--state", choices=OPERATION_STATES)
     op_listing.add_argument("--conversation", metavar="CONVERSATION_ID")
     op_listing.add_argument(
@@ -106,11 +122,29 @@ def _limit(value: str) -> int:
     return limit
 
 
-def _event_id(value: str) -> UUID | None:
+def _text(value: str) -> str:
+    if not 1 <= len(value) <= 255 or "\x00" in value:
+        raise argparse.ArgumentTypeError("1-255 characters, no U+0000")
+    return value
+
+
+def resolve_event(conn: Conn, value: str) -> UUID | str:
+    """The event id that ``value`` names — in full, or by its first hex digits when they are
+    unique — or the message saying why none is."""
     try:
         return UUID(value)
     except ValueError:
-        return None
+        pass
+    digits = value.replace("-", "")
+    unknown = f"no outbox row with event_id {value}"
+    if not MIN_EVENT_PREFIX <= len(digits) < 32 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+        return unknown
+    found = ops_db.event_ids_with_prefix(conn, digits)
+    if not found:
+        return unknown
+    if len(found) > 1:
+        return f"event_id prefix {value} is ambiguous ({found[0]}, {found[1]}, …): give more digits"
+    return found[0]
 
 
 def fail(message: str) -> int:
@@ -122,27 +156,58 @@ def fail(message: str) -> int:
 
 
 def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    lookup = ops_db.outbox_list(status=args.status, conversation_id=args.conversation, limit=args.limit)
+    lookup = ops_db.outbox_list(
+        status=args.status,
+        conversation_id=args.conversation,
+        tool_call_prefix=args.tool_call,
+        limit=args.limit,
+    )
     data = ops_db.read(conn, lookup)
     if args.json:
         return emit_json(data, out)
+    if args.wide:
+        rows = [
+            [
+                row["event_id"],
+                row["status"],
+                str(row["attempts"]),
+                row["conversation_id"],
+                str(row["sequence"]),
+                row["tool"],
+                row["tool_call_id"],
+                when(row["created_at"]),
+                when(_next_or_delivered(row)),
+                flat(row["last_error"]),
+            ]
+            for row in data["outbox"]
+        ]
+        headers = ["EVENT_ID", "STATUS", "ATT", "CONVERSATION", "SEQ", "TOOL", "TOOL_CALL_ID", "CREATED"]
+        print(table([*headers, "DELIVERED/NEXT", "LAST_ERROR"], rows), file=out)
+        return 0
     rows = [
         [
-            row["event_id"],
+            row["event_id"][:SHORT_ID],
             row["status"],
             str(row["attempts"]),
             row["conversation_id"],
             str(row["sequence"]),
-            row["tool"],
             row["tool_call_id"],
-            when(row["created_at"]),
-            when(_next_or_delivered(row)),
-            clip(row["last_error"]),
+            short_when(row["created_at"]),
+            flat(row["last_error"]),
         ]
         for row in data["outbox"]
     ]
-    headers = ["EVENT_ID", "STATUS", "ATT", "CONVERSATION", "SEQ", "TOOL", "TOOL_CALL_ID", "CREATED"]
-    print(table([*headers, "DELIVERED/NEXT", "LAST_ERROR"], rows), file=out)
+    headers = [
+        "EVENT_ID",
+        "STATUS",
+        "ATT",
+        "CONVERSATION",
+        "SEQ",
+        "TOOL_CALL_ID",
+        "CREATED UTC",
+        "LAST_ERROR",
+    ]
+    print(table(headers, rows, width=LIST_WIDTH, flexible=[(5, 16), (3, 12), (7, 10)]), file=out)
     return 0
 
 
@@ -151,8 +216,10 @@ def _next_or_delivered(row: Json) -> str | None:
 
 
 def outbox_show(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    event_id = _event_id(args.event_id)
-    row = None if event_id is None else ops_db.read(conn, ops_db.outbox_show(event_id))
+    event_id = resolve_event(conn, args.event_id)
+    if isinstance(event_id, str):
+        return fail(event_id)
+    row = ops_db.read(conn, ops_db.outbox_show(event_id))
     if row is None:
         return fail(f"no outbox row with event_id {args.event_id}")
     if args.json:
@@ -165,9 +232,9 @@ def outbox_requeue(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     if args.all_dead:
         rows = ops_db.requeue_all_dead(conn)
     else:
-        event_id = _event_id(args.event_id)
-        if event_id is None:
-            return fail(f"no outbox row with event_id {args.event_id}")
+        event_id = resolve_event(conn, args.event_id)
+        if isinstance(event_id, str):
+            return fail(event_id)
         try:
             rows = [ops_db.requeue_dead(conn, event_id)]
         except ops_db.NotRequeueableError as exc:
@@ -192,22 +259,38 @@ def operations_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     data = ops_db.read(conn, lookup)
     if args.json:
         return emit_json(data, out)
+    if args.wide:
+        rows = [
+            [
+                row["operation_id"],
+                row["state"],
+                cell(row["reason"]),
+                row["conversation_id"],
+                row["tool_call_id"],
+                when(row["started_at"]),
+                when(row["ends_at"]),
+                when(row["finalized_at"]),
+                cell(row["lateness_ms"]),
+            ]
+            for row in data["operations"]
+        ]
+        headers = ["OPERATION_ID", "STATE", "REASON", "CONVERSATION", "TOOL_CALL_ID", "STARTED", "ENDS"]
+        print(table([*headers, "FINALIZED", "LATE_MS"], rows), file=out)
+        return 0
     rows = [
         [
-            row["operation_id"],
+            row["operation_id"][:SHORT_ID],
             row["state"],
             cell(row["reason"]),
             row["conversation_id"],
             row["tool_call_id"],
-            when(row["started_at"]),
-            when(row["ends_at"]),
-            when(row["finalized_at"]),
+            short_when(row["started_at"]),
             cell(row["lateness_ms"]),
         ]
         for row in data["operations"]
     ]
-    headers = ["OPERATION_ID", "STATE", "REASON", "CONVERSATION", "TOOL_CALL_ID", "STARTED", "ENDS"]
-    print(table([*headers, "FINALIZED", "LATE_MS"], rows), file=out)
+    headers = ["OPERATION", "STATE", "REASON", "CONVERSATION", "TOOL_CALL_ID", "STARTED UTC", "LATE_MS"]
+    print(table(headers, rows, width=LIST_WIDTH, flexible=[(4, 16), (3, 12)]), file=out)
     return 0
 
 
@@ -261,11 +344,19 @@ def when(value: str | None) -> str:
     return "-" if value is None else value[:19] + "Z"
 
 
+def short_when(value: str | None) -> str:
+    """``MM-DD HH:MM:SS`` (UTC) of an RFC 3339 time, for lists that fit a terminal."""
+    return "-" if value is None else f"{value[5:10]} {value[11:19]}"
+
+
+def flat(value: str | None) -> str:
+    """A value on one line."""
+    return "-" if value is None else " ".join(value.split())
+
+
 def clip(value: str | None, width: int = 60) -> str:
-    if value is None:
-        return "-"
-    flat = " ".join(value.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    text = flat(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def pairs(counts: dict[str, int]) -> str:
@@ -276,14 +367,32 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def table(headers: list[str], rows: list[list[str]]) -> str:
+def table(
+    headers: list[str],
+    rows: list[list[str]],
+    *,
+    width: int | None = None,
+    flexible: Sequence[tuple[int, int]] = (),
+) -> str:
+    """Columns two spaces apart. With ``width``, the ``flexible`` columns (index, narrowest width)
+    give up characters, the first listed first, until a line fits; their cells end in "…"."""
     if not rows:
         return "(no rows)"
     widths = [max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(len(headers))]
+    if width is not None:
+        for index, narrowest in flexible:
+            excess = sum(widths) + 2 * (len(widths) - 1) - width
+            if excess <= 0:
+                break
+            widths[index] -= min(excess, max(0, widths[index] - narrowest))
     lines = [headers, *rows]
     return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
+        "  ".join(fit(c, w).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
     )
+
+
+def fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def fields(items: list[tuple[str, Any]], indent: str = "  ") -> str:

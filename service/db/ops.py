@@ -48,8 +48,18 @@ SELECT {OUTBOX_COLUMNS}
 FROM outbox b
 WHERE (%(status)s::text IS NULL OR b.status = %(status)s)
   AND (%(conversation_id)s::text IS NULL OR b.conversation_id = %(conversation_id)s)
+  AND (%(tool_call_prefix)s::text IS NULL OR starts_with(b.tool_call_id, %(tool_call_prefix)s))
 ORDER BY b.created_at DESC, b.conversation_id, b.sequence DESC
 LIMIT %(limit)s
+"""
+
+# The event ids that begin with an operator's abbreviation, found as a range of the primary key
+# (uuids order as their hex digits do): two at most, enough to tell unique from ambiguous.
+EVENT_IDS_IN_RANGE = """
+SELECT event_id FROM outbox
+WHERE event_id BETWEEN %(lowest)s AND %(highest)s
+ORDER BY event_id
+LIMIT 2
 """
 
 OUTBOX_GET = f"""
@@ -229,16 +239,37 @@ def _value(value: Any) -> Any:
 
 
 def outbox_list(
-    *, status: str | None = None, conversation_id: str | None = None, limit: int = DEFAULT_LIMIT
+    *,
+    status: str | None = None,
+    conversation_id: str | None = None,
+    tool_call_prefix: str | None = None,
+    limit: int = DEFAULT_LIMIT,
 ) -> Lookup[Json]:
-    """Outbox rows, newest first, optionally of one status and one conversation."""
+    """Outbox rows, newest first, optionally of one status, one conversation, and tool calls whose
+    id begins with ``tool_call_prefix``."""
     if status is not None and status not in OUTBOX_STATUSES:
         raise ValueError(f"status must be one of {', '.join(OUTBOX_STATUSES)}")
     return Lookup(
         (("outbox", OUTBOX_LIST),),
-        {"status": status, "conversation_id": conversation_id, "limit": limit},
+        {
+            "status": status,
+            "conversation_id": conversation_id,
+            "tool_call_prefix": tool_call_prefix,
+            "limit": limit,
+        },
         lambda rows: {"outbox": [jsonable(row) for row in rows["outbox"]]},
     )
+
+
+def event_ids_with_prefix(conn: Connection[DictRow], hex_prefix: str) -> list[UUID]:
+    """At most two event ids whose hex digits begin with ``hex_prefix`` (1-32 hex digits)."""
+    digits = hex_prefix.lower()
+    if not 1 <= len(digits) <= 32 or any(c not in "0123456789abcdef" for c in digits):
+        raise ValueError("an event id prefix is 1-32 hex digits")
+    lowest = UUID(digits.ljust(32, "0"))
+    highest = UUID(digits.ljust(32, "f"))
+    rows = conn.execute(EVENT_IDS_IN_RANGE, {"lowest": lowest, "highest": highest}).fetchall()
+    return [row["event_id"] for row in rows]
 
 
 def outbox_show(event_id: UUID) -> Lookup[Json | None]:

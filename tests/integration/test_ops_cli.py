@@ -118,9 +118,99 @@ def test_outbox_list_prints_a_table_filtered_by_status_and_conversation(ops: Any
     assert code == 0
     header, *lines = out.splitlines()
     assert header.split()[:3] == ["EVENT_ID", "STATUS", "ATT"]
-    assert len(lines) == 1 and lines[0].split()[:3] == [dead, "dead", "3"]
-    assert "HTTP 400: no such conversation" in lines[0] and other not in out
+    assert len(lines) == 1 and lines[0].split()[:3] == [dead[:8], "dead", "3"]
+    assert "HTTP 400: no such conv" in lines[0] and other[:8] not in out
     assert ops("outbox", "list", "--conversation", "nobody") == (0, "(no rows)\n", "")
+
+
+def set_event_id(db: Any, event_id: str, new: str) -> str:
+    db.execute("UPDATE outbox SET event_id = %s WHERE event_id = %s", [new, event_id])
+    return new
+
+
+def test_lists_fit_100_columns_with_short_ids_and_wide_prints_every_column_in_full(ops: Any, db: Any) -> None:
+    error = "HTTP 503: upstream connect error or disconnect/reset before headers. reset reason: overflow"
+    rows = [
+        add_outbox_row(
+            db,
+            f"conversation-with-a-long-name-{n}",
+            n,
+            "dead",
+            attempts=25,
+            last_error=error,
+            tool_call_id=f"demo-{uuid.uuid4()}",
+        )
+        for n in (1, 2)
+    ]
+
+    code, out, _ = ops("outbox", "list")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 100
+    lines = out.splitlines()[1:]
+    assert sorted(line.split()[0] for line in lines) == sorted(row[:8] for row in rows)
+    assert all(line.split()[1:3] == ["dead", "25"] and line.endswith("…") for line in lines)
+
+    code, wide, _ = ops("outbox", "list", "--wide")
+    assert code == 0
+    assert all(row in wide for row in rows)
+    assert wide.count(error) == 2 and "interact.ask" in wide
+    assert max(len(line) for line in wide.splitlines()) > 100
+
+
+async def test_operations_list_fits_100_columns_and_wide_shows_full_ids(ops: Any, client: Client) -> None:
+    for n in range(3):
+        conversation = f"a-conversation-whose-name-is-rather-long-{n}"
+        call = f"demo-{uuid.uuid4()}"
+        await client.post("/v1/tool-calls", json=start_body(conversation, tool_call_id=call), headers=AGENT)
+        await client.post("/v1/tool-calls", json=interrupt_body(conversation), headers=AGENT)
+
+    code, out, _ = ops("operations", "list")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 100
+    ids = [op["operation_id"] for op in json.loads(ops("operations", "list", "--json")[1])["operations"]]
+    assert [line.split()[:3] for line in out.splitlines()[1:]] == [
+        [op_id[:8], "interrupted", "agent_interrupt"] for op_id in ids
+    ]
+    wide = ops("operations", "list", "--wide")[1]
+    assert all(op_id in wide for op_id in ids)
+
+
+def test_outbox_list_filters_by_tool_call_id_prefix_taken_literally(ops: Any, db: Any) -> None:
+    demo = [add_outbox_row(db, "c", n, tool_call_id=f"demo-{n}-x") for n in (1, 2)]
+    add_outbox_row(db, "c", 3, tool_call_id="other-demo-3")
+    underscore = add_outbox_row(db, "c", 4, tool_call_id="a_b")
+    add_outbox_row(db, "c", 5, tool_call_id="axb")
+
+    listed = json.loads(ops("outbox", "list", "--tool-call", "demo-", "--json")[1])["outbox"]
+    assert sorted(row["event_id"] for row in listed) == sorted(demo)
+    listed = json.loads(ops("outbox", "list", "--tool-call", "a_", "--json")[1])["outbox"]
+    assert [row["event_id"] for row in listed] == [underscore]  # not a LIKE pattern
+    code, out, _ = ops("outbox", "list", "--tool-call", "demo-2")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == [demo[1][:8]]
+    assert ops("outbox", "list", "--tool-call", "nobody") == (0, "(no rows)\n", "")
+
+
+def test_show_and_requeue_take_a_unique_prefix_of_the_event_id(ops: Any, db: Any) -> None:
+    one = set_event_id(db, add_outbox_row(db, "c", 1, "dead"), "abcd1234-0000-4000-8000-000000000001")
+    set_event_id(db, add_outbox_row(db, "c", 2, "dead"), "abcd5678-0000-4000-8000-000000000002")
+
+    code, out, _ = ops("outbox", "show", "abcd1234")
+    assert code == 0 and f"event_id         {one}" in out
+    code, out, err = ops("outbox", "show", "abcd")
+    assert (code, out) == (1, "")
+    assert err.startswith("error: event_id prefix abcd is ambiguous")
+    assert ops("outbox", "show", "abc")[0] == 1  # too short to be taken as a prefix
+    assert ops("outbox", "show", "ffff0000")[2] == "error: no outbox row with event_id ffff0000\n"
+
+    code, out, _ = ops("outbox", "requeue", "ABCD1234-0")
+    assert code == 0 and f"requeued {one}" in out
+    assert outbox_row(db, one)["status"] == "pending"
+
+
+def test_a_list_is_either_wide_or_json(ops: Any) -> None:
+    with pytest.raises(SystemExit) as exited:
+        ops("outbox", "list", "--wide", "--json")
+    assert exited.value.code == 2
 
 
 def test_outbox_list_json_is_the_api_shape(ops: Any, db: Any) -> None:
@@ -169,7 +259,7 @@ async def test_operations_list_and_stats(ops: Any, client: Client) -> None:
 
     code, out, _ = ops("operations", "list", "--state", "interrupted")
     assert code == 0
-    assert out.splitlines()[0].split()[:3] == ["OPERATION_ID", "STATE", "REASON"]
+    assert out.splitlines()[0].split()[:3] == ["OPERATION", "STATE", "REASON"]
     assert [line.split()[1:3] for line in out.splitlines()[1:]] == [["interrupted", "agent_interrupt"]]
     code, out, _ = ops("operations", "list", "--json")
     assert [op["state"] for op in json.loads(out)["operations"]] == ["focusing", "interrupted"]
