@@ -1,12 +1,13 @@
 """Projection changes for the Host's event stream.
 
-Triggers write ``projection_events`` rows in the deciding transactions and ``NOTIFY
-lineup_projection`` with ``"<seq> <conversation_id>"``. Each service process keeps one LISTEN
-connection (this hub) and wakes the streams of that conversation, so every replica pushes what any
-replica committed. A stream always reads the rows themselves (``event_seq`` > the last one it
-sent), so a lost notification only delays an event until the next poll, and a client resumes after
-a reconnect from ``Last-Event-ID``. Per conversation, every writer holds the workspace row lock,
-so ``event_seq`` order is commit order within a conversation.
+Triggers write ``projection_events`` rows in the deciding transactions. After the commit, the
+process that committed wakes its own streams of that conversation at once (``service.wakeups``)
+and, coalesced, sends ``NOTIFY lineup_projection`` naming the conversations changed. Each service
+process keeps one LISTEN connection (this hub) and wakes the streams of the conversations named, so
+every replica pushes what any replica committed. A stream always reads the rows themselves
+(``event_seq`` > the last one it sent), so a lost notification only delays an event until the next
+poll, and a client resumes after a reconnect from ``Last-Event-ID``. Per conversation, every writer
+holds the workspace row lock, so ``event_seq`` order is commit order within a conversation.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from collections.abc import AsyncIterator, Iterator
 import psycopg
 import structlog
 
+from service.wakeups import PROJECTION_CHANNEL, Wakeups, parse_projection_payload
+
 log = structlog.get_logger("service.projections")
-CHANNEL = "lineup_projection"
 
 
 class ProjectionHub:
-    def __init__(self, listen_url: str) -> None:
+    def __init__(self, listen_url: str, wakeups: Wakeups) -> None:
         self._listen_url = listen_url
+        self._wakeups = wakeups
+        wakeups.on_conversation(self._notify)
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self.connected = asyncio.Event()
 
@@ -57,12 +61,18 @@ class ProjectionHub:
                 async with await psycopg.AsyncConnection.connect(
                     self._listen_url, autocommit=True, application_name="lineup-projections"
                 ) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {PROJECTION_CHANNEL}")
                     self.connected.set()
                     self._notify_all()  # whatever committed while we were not listening
                     async for note in _until(conn.notifies(), stop):
-                        _, _, conversation_id = note.payload.partition(" ")
-                        self._notify(conversation_id)
+                        if note.pid == self._wakeups.notifier_pid:
+                            continue  # sent by this process, whose streams woke at commit
+                        conversations = parse_projection_payload(note.payload)
+                        if conversations is None:
+                            self._notify_all()
+                        else:
+                            for conversation_id in conversations:
+                                self._notify(conversation_id)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -52,6 +52,13 @@ class Settings(BaseSettings):
     interrupt_late_window_seconds: int = Field(300, ge=0, le=86400)
     db_pool_size: int = Field(10, ge=1, le=200)
     request_max_body_bytes: int = Field(65536, ge=1024, le=10 * 1024 * 1024)
+    # The deadline sweeper of ``serve``: claimers settling due rows side by side (SKIP LOCKED),
+    # rows per settle statement, and the poll that finds deadlines other replicas opened.
+    sweeper_claimers: int = Field(2, ge=1, le=16)
+    sweeper_batch_size: int = Field(200, ge=1, le=5000)
+    sweeper_poll_seconds: float = Field(1.0, ge=0.05, le=60)
+    # After-commit wake-ups of other processes: at most one NOTIFY statement per this interval.
+    wakeup_interval_seconds: float = Field(0.005, ge=0, le=1)
     # The relay (``python -m relay``).
     relay_poll_only: bool = False  # for connection poolers that drop LISTEN
     relay_poll_interval_seconds: float = Field(1.0, ge=0.01, le=60)

@@ -34,6 +34,7 @@ from service.settings import Settings
 from service.use_cases.deadlines import DeadlineSweeper
 from service.use_cases.maintenance import run_maintenance
 from service.use_cases.runtime import Runtime
+from service.wakeups import Wakeups
 
 
 @get("/healthz", include_in_schema=True)
@@ -72,16 +73,24 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         pool = await open_pool(settings.psycopg_url, size=settings.db_pool_size, name="lineup-service")
-        runtime = Runtime(pool=pool, settings=settings, registry=registry)
+        wakeups = Wakeups(interval=settings.wakeup_interval_seconds)
+        runtime = Runtime(pool=pool, settings=settings, registry=registry, wakeups=wakeups)
         app.state.runtime = runtime
         stop: asyncio.Event = app.state.stopping
-        app.state.projections = ProjectionHub(settings.psycopg_url)
+        app.state.projections = ProjectionHub(settings.psycopg_url, wakeups)
         tasks = [
+            asyncio.create_task(wakeups.run(settings.psycopg_url, stop), name="wakeups"),
             asyncio.create_task(app.state.projections.run(stop), name="projection-hub"),
             asyncio.create_task(run_maintenance(pool, stop), name="maintenance"),
         ]
         if sweeper:
-            app.state.sweeper = DeadlineSweeper(pool, settings.psycopg_url)
+            app.state.sweeper = DeadlineSweeper(
+                pool,
+                wakeups,
+                claimers=settings.sweeper_claimers,
+                batch_size=settings.sweeper_batch_size,
+                max_sleep=settings.sweeper_poll_seconds,
+            )
             tasks.append(asyncio.create_task(app.state.sweeper.run(stop), name="deadline-sweeper"))
         try:
             yield

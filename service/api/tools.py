@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.params import FromPath
 
 from service.api.auth import require
@@ -18,7 +18,7 @@ from service.use_cases.operations import get_operation
 from service.use_cases.tool_call import ToolCall
 from service.use_cases.tool_calls import call_tool
 
-JsonResponse = Response[dict[str, Any]]
+JsonResponse = Response[bytes]
 
 
 def parse_uuid(value: str, what: str) -> UUID:
@@ -56,8 +56,8 @@ class AgentToolController(Controller):
         if isinstance(arguments.get("duration_seconds"), float):
             arguments["duration_seconds"] = int(arguments["duration_seconds"])
         call = ToolCall(body.tool_call_id, body.conversation_id, body.tool, arguments)
-        status, answer = await call_tool(runtime_of(request), call, fingerprint(raw))
-        return Response(answer, status_code=status)
+        answer = await call_tool(runtime_of(request), call, fingerprint(raw))
+        return Response(answer.body, status_code=answer.status, media_type=MediaType.JSON)
 
     @get("/operations/{operation_id:str}")
     async def operation(self, operation_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:

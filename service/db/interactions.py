@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from uuid import UUID
-
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
-from psycopg.types.json import Jsonb
 
 Conn = AsyncConnection[DictRow]
 
@@ -14,14 +11,6 @@ COLUMNS = (
     "tool_call_id, conversation_id, prompt, choices, status, asked_in_sub_session_id, answer,"
     " answered_at, created_at"
 )
-
-ASK = f"""
-INSERT INTO interactions (tool_call_id, conversation_id, prompt, choices, asked_in_sub_session_id,
-                          created_at)
-VALUES (%(tool_call_id)s, %(conversation_id)s, %(prompt)s, %(choices)s, %(sub_session_id)s,
-        statement_timestamp())
-RETURNING {COLUMNS}
-"""
 
 GET = f"SELECT {COLUMNS} FROM interactions WHERE tool_call_id = %(tool_call_id)s"
 
@@ -73,30 +62,6 @@ message AS (
 SELECT a.*, (SELECT event_id FROM queued) AS event_id, (SELECT message_id FROM message) AS message_id
 FROM answered a
 """
-
-
-async def ask(
-    conn: Conn,
-    *,
-    tool_call_id: str,
-    conversation_id: str,
-    prompt: str,
-    choices: list[str],
-    sub_session_id: UUID | None,
-) -> DictRow:
-    cursor = await conn.execute(
-        ASK,
-        {
-            "tool_call_id": tool_call_id,
-            "conversation_id": conversation_id,
-            "prompt": prompt,
-            "choices": Jsonb(choices),
-            "sub_session_id": sub_session_id,
-        },
-    )
-    row = await cursor.fetchone()
-    assert row is not None
-    return row
 
 
 async def get(conn: Conn, tool_call_id: str) -> DictRow | None:

@@ -12,7 +12,6 @@ Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 async def _configure(conn: AsyncConnection[DictRow]) -> None:
     # Times leave the database as UTC whatever the server's default is.
     await conn.execute("SET TIME ZONE 'UTC'")
-    await conn.commit()
 
 
 async def open_pool(url: str, *, size: int = 10, name: str = "lineup") -> Pool:
@@ -20,7 +19,9 @@ async def open_pool(url: str, *, size: int = 10, name: str = "lineup") -> Pool:
         url,
         min_size=min(2, size),
         max_size=size,
-        kwargs={"row_factory": dict_row, "autocommit": False, "application_name": name},
+        # Autocommit: a single statement (a tool call) is its own transaction, with no BEGIN or
+        # COMMIT round trips; use cases that need more open one with ``conn.transaction()``.
+        kwargs={"row_factory": dict_row, "autocommit": True, "application_name": name},
         configure=_configure,
         connection_class=AsyncConnection[DictRow],
         open=False,

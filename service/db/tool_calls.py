@@ -1,52 +1,67 @@
-"""Named statements on ``tool_calls``, the idempotency record."""
+"""The tool-call statement: one round trip per Agent tool call.
+
+``call_tool(...)`` (a SQL function, migration 0005) runs in the one implicit transaction of its
+statement: it replays a recorded answer (or refuses another body under the same id), otherwise
+takes the conversation's workspace lock, decides through the tool's function — ``pomodoro_start``,
+``pomodoro_interrupt``, ``interact_ask``, which end operations only through ``settle_focusing`` —
+records the answer in ``tool_calls`` and returns it. The answer's JSON text is what is both
+recorded and sent, so a replay is byte for byte the first answer.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
 
 from psycopg import AsyncConnection
-from psycopg.rows import DictRow
-from psycopg.types.json import Json
+from psycopg.rows import DictRow, tuple_row
 
 Conn = AsyncConnection[DictRow]
 
-GET = """
-SELECT tool_call_id, fingerprint, status_code, response FROM tool_calls
-WHERE tool_call_id = %(tool_call_id)s
-"""
-
-# A concurrent call with the same id waits on the primary key until the first commits, then fails
-# with a unique violation: the caller rolls back and replays the recorded answer.
-RECORD = """
-INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
-VALUES (%(tool_call_id)s, %(conversation_id)s, %(tool)s, %(fingerprint)s, %(status_code)s,
-        %(response)s)
-"""
+CALL_TOOL = "SELECT * FROM call_tool(%s, %s, %s, %s, %s, %s, %s)"
 
 
-async def get(conn: Conn, tool_call_id: str) -> DictRow | None:
-    cursor = await conn.execute(GET, {"tool_call_id": tool_call_id})
-    return await cursor.fetchone()
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    status_code: int
+    response: str
+    outcome: str
+    replayed: bool
+    deadline: datetime | None
+    settled_operation_id: UUID | None
+    settled_state: str | None
+    settled_reason: str | None
+    settled_lateness_ms: int | None
+    settled_event_id: UUID | None
 
 
-async def record(
+async def call(
     conn: Conn,
     *,
     tool_call_id: str,
     conversation_id: str,
     tool: str,
     fingerprint: str,
-    status_code: int,
-    response: dict[str, Any],
-) -> None:
-    await conn.execute(
-        RECORD,
-        {
-            "tool_call_id": tool_call_id,
-            "conversation_id": conversation_id,
-            "tool": tool,
-            "fingerprint": fingerprint,
-            "status_code": status_code,
-            "response": Json(response),
-        },
+    arguments: str,
+    late_window_seconds: float,
+    state_schema_version: int,
+) -> CallResult:
+    """Run one tool call on an autocommit connection: the statement is its own transaction."""
+    cursor = conn.cursor(row_factory=tuple_row)
+    await cursor.execute(
+        CALL_TOOL,
+        (
+            tool_call_id,
+            conversation_id,
+            tool,
+            fingerprint,
+            arguments,
+            late_window_seconds,
+            state_schema_version,
+        ),
+        prepare=True,
     )
+    row = await cursor.fetchone()
+    assert row is not None
+    return CallResult(*row)

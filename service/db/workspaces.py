@@ -7,9 +7,12 @@ from uuid import UUID
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
+from service import wakeups
+
 Conn = AsyncConnection[DictRow]
 
-# Every use case that changes a conversation takes this lock first (one lock order, no deadlocks).
+# Every use case that changes a conversation takes this lock first (one lock order, no deadlocks);
+# taking it also marks the conversation as changed, announced to its event streams after commit.
 LOCK_OR_CREATE = """
 INSERT INTO workspaces (conversation_id) VALUES (%(conversation_id)s)
 ON CONFLICT (conversation_id) DO UPDATE SET conversation_id = EXCLUDED.conversation_id
@@ -56,6 +59,7 @@ SERVER_TIME = "SELECT statement_timestamp() AS now"
 
 
 async def lock_or_create(conn: Conn, conversation_id: str) -> DictRow:
+    wakeups.changed(conversation_id)
     cursor = await conn.execute(LOCK_OR_CREATE, {"conversation_id": conversation_id})
     row = await cursor.fetchone()
     assert row is not None
@@ -63,6 +67,7 @@ async def lock_or_create(conn: Conn, conversation_id: str) -> DictRow:
 
 
 async def lock_existing(conn: Conn, conversation_id: str) -> DictRow | None:
+    wakeups.changed(conversation_id)
     cursor = await conn.execute(LOCK_EXISTING, {"conversation_id": conversation_id})
     return await cursor.fetchone()
 

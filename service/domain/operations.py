@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 
 
@@ -41,34 +41,12 @@ POMODORO_SCOPE = "pomodoro"
 
 
 class InterruptStatus(StrEnum):
+    """The receipts of ``pomodoro.interrupt``; the late-interrupt rule that picks between the last
+    two is the SQL function ``late_interrupt_status`` (migration 0005)."""
+
     INTERRUPTED = "interrupted"
     ALREADY_FINAL = "operation_already_final"
     NO_ACTIVE = "no_active_focusing_operation"
-
-
-def logical_end(state: str, ends_at: datetime, finalized_at: datetime | None) -> datetime | None:
-    """When a final operation logically ended: the deadline for ``completed``, else the decision."""
-    if state == State.FOCUSING:
-        return None
-    return ends_at if state == State.COMPLETED else finalized_at
-
-
-def late_interrupt_status(
-    state: str,
-    ends_at: datetime,
-    finalized_at: datetime | None,
-    now: datetime,
-    window: timedelta,
-) -> InterruptStatus:
-    """The receipt for an interrupt that found nothing focusing.
-
-    ``operation_already_final`` when the conversation's latest operation ended within ``window``
-    before ``now`` (it lost the race or just ran out), otherwise ``no_active_focusing_operation``.
-    """
-    end = logical_end(state, ends_at, finalized_at)
-    if end is not None and now - end <= window:
-        return InterruptStatus.ALREADY_FINAL
-    return InterruptStatus.NO_ACTIVE
 
 
 def focused_seconds(started_at: datetime, finalized_at: datetime, duration_seconds: int) -> int:

@@ -15,11 +15,12 @@ from psycopg import errors as pg_errors
 from psycopg.rows import DictRow
 
 from service.db import states as states_db
+from service.db import workspaces as ws_db
 from service.domain.errors import ApiError
 from service.manifests import INSTANCE_STATE_FEATURE, InstanceStateFeature
 from service.use_cases.capabilities import Capability
+from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
-from service.use_cases.sdk_context import settle_overdue
 
 Conn = AsyncConnection[DictRow]
 
@@ -79,7 +80,8 @@ async def _snapshot(conn: Conn, capability: Capability) -> DictRow:
     assert row is not None  # a capability references its instance (foreign key)
     if row["overdue_operation_id"] is not None:
         # Its deadline has passed: settling closes the instance and freezes the snapshot first.
-        await settle_overdue(conn, capability.conversation_id, row["overdue_operation_id"])
+        await ws_db.lock_existing(conn, capability.conversation_id)
+        await settle_overdue(conn, capability.conversation_id)
         row = await states_db.snapshot(conn, capability.instance_id)
         assert row is not None
     return row

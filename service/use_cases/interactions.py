@@ -1,53 +1,22 @@
-"""Interact standard interactions: ``interact.ask`` and the person's answer.
+"""Interact standard interactions: the person's answer to an ``interact.ask``.
 
-An interaction belongs to the conversation, not to the app that was in front when it was asked:
-closing that app leaves it pending in the main IM, and its answer goes to the main conversation.
+An interaction belongs to the conversation, not to the app that was in front when it was asked
+(the ``interact_ask`` SQL function, run by ``call_tool``): closing that app leaves it pending in the
+main IM, and its answer goes to the main conversation.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
+from service import wakeups
 from service.db import interactions as inter_db
 from service.db import workspaces as ws_db
 from service.domain.errors import ApiError, not_found
-from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
-from service.use_cases.tool_call import ToolCall
 from service.use_cases.views import interaction_view
-
-Answer = tuple[int, dict[str, Any]]
-
-
-async def ask(conn: AsyncConnection[DictRow], rt: Runtime, call: ToolCall) -> Answer:
-    await ws_db.lock_or_create(conn, call.conversation_id)
-    # A Pomodoro whose deadline passed is no longer in front: settle it before looking.
-    await settle_overdue(conn, call.conversation_id)
-    workspace = await ws_db.get(conn, call.conversation_id)
-    assert workspace is not None
-    sub_session_id = None
-    if workspace["foreground_instance_id"] is not None:
-        instance = await ws_db.instance(conn, workspace["foreground_instance_id"])
-        if instance is not None and instance["status"] == "open":
-            sub_session_id = instance["sub_session_id"]
-    row = await inter_db.ask(
-        conn,
-        tool_call_id=call.tool_call_id,
-        conversation_id=call.conversation_id,
-        prompt=call.arguments["prompt"],
-        choices=list(call.arguments.get("choices", [])),
-        sub_session_id=sub_session_id,
-    )
-    return 202, {
-        "tool_call_id": call.tool_call_id,
-        "status": "accepted",
-        "interaction": {
-            key: value for key, value in interaction_view(row).items() if key not in ("answer", "answered_at")
-        },
-    }
 
 
 def _receipt(row: DictRow) -> dict[str, Any]:
@@ -81,4 +50,5 @@ async def answer(rt: Runtime, tool_call_id: str, answer_text: str) -> dict[str, 
             )
         decided = await inter_db.answer(conn, tool_call_id, answer_text)
         assert decided is not None  # the workspace lock keeps anyone else from deciding it
+        wakeups.changed(decided["conversation_id"], outbox=True)
         return _receipt(decided)

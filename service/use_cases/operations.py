@@ -8,7 +8,7 @@ from uuid import UUID
 from service.db import operations as ops_db
 from service.db import workspaces as ws_db
 from service.domain.errors import not_found
-from service.domain.operations import DEADLINE
+from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
 from service.use_cases.views import operation_view
 
@@ -21,7 +21,7 @@ async def get_operation(rt: Runtime, operation_id: UUID) -> dict[str, Any]:
         if row["state"] == "focusing" and row["overdue"]:
             # The deadline is a fact of the database clock: settle before answering.
             await ws_db.lock_existing(conn, row["conversation_id"])
-            await ops_db.settle_focusing(conn, [operation_id], DEADLINE, only_due=True)
+            await settle_overdue(conn, row["conversation_id"])
             row = await ops_db.get_by_id(conn, operation_id)
             assert row is not None
         return operation_view(row)

@@ -6,7 +6,6 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from service.db import operations as ops_db
-from service.domain.operations import DEADLINE
 from service.metrics import observe_settled
 
 
@@ -15,8 +14,4 @@ async def settle_overdue(conn: AsyncConnection[DictRow], conversation_id: str) -
 
     The caller holds the conversation's workspace lock.
     """
-    focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
-    if focusing is not None and focusing["overdue"]:
-        observe_settled(
-            await ops_db.settle_focusing(conn, [focusing["operation_id"]], DEADLINE, only_due=True)
-        )
+    observe_settled(await ops_db.settle_if_overdue(conn, conversation_id))

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from service.db import operations as ops_db
 from service.db import workspaces as ws_db
-from service.domain.operations import DEADLINE
 from service.domain.timefmt import rfc3339
-from service.metrics import observe_settled
 from service.use_cases.capabilities import Capability
+from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
 
 Conn = AsyncConnection[DictRow]
-
-
-async def settle_overdue(conn: Conn, conversation_id: str, operation_id: UUID) -> None:
-    """The deadline is a fact of the database clock: an overdue focusing operation is settled
-    ``completed`` before anything about its instance is read or written."""
-    await ws_db.lock_existing(conn, conversation_id)
-    observe_settled(await ops_db.settle_focusing(conn, [operation_id], DEADLINE, only_due=True))
 
 
 def _operation(row: DictRow) -> dict[str, Any]:
@@ -42,7 +33,9 @@ async def get_context(rt: Runtime, capability: Capability) -> dict[str, Any]:
         latest = await ops_db.latest_for_instance(conn, capability.instance_id)
         operation = None if latest is None else await ops_db.get_by_id(conn, latest["operation_id"])
         if operation is not None and operation["state"] == "focusing" and operation["overdue"]:
-            await settle_overdue(conn, capability.conversation_id, operation["operation_id"])
+            # The deadline is a fact of the database clock: settled before anything is read.
+            await ws_db.lock_existing(conn, capability.conversation_id)
+            await settle_overdue(conn, capability.conversation_id)
             operation = await ops_db.get_by_id(conn, operation["operation_id"])
         # Read after any settling: the deadline closes the instance in the same transaction.
         instance = await ws_db.instance(conn, capability.instance_id)

@@ -1,35 +1,29 @@
-"""``POST /v1/tool-calls``: route a call to its tool, exactly once per ``tool_call_id``."""
+"""``POST /v1/tool-calls``: route a call to its tool, exactly once per ``tool_call_id``.
+
+The whole call — idempotency lookup, workspace lock, decision, recorded answer, outbox row — is
+one statement (``service.db.tool_calls``), so one round trip and one implicit transaction. Only
+after it returns, committed, are the decision counted and logged and the waiters woken.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
 
+import msgspec
 import structlog
-from psycopg import AsyncConnection, OperationalError, errors
-from psycopg.rows import DictRow
+from psycopg import OperationalError, errors
 
 from service.db import tool_calls as tc_db
-from service.domain.errors import ApiError
-from service.domain.idempotency import is_recorded
-from service.metrics import TOOL_CALLS
-from service.use_cases import interactions, pomodoro
+from service.domain.operations import POMODORO_SCOPE
+from service.metrics import TOOL_CALLS, observe_settled
 from service.use_cases.runtime import Runtime
 from service.use_cases.tool_call import ToolCall
 
-Answer = tuple[int, dict[str, Any]]
 log = structlog.get_logger("service.tool_calls")
-Handler = Callable[[AsyncConnection[DictRow], Runtime, ToolCall], Awaitable[Answer]]
-
-HANDLERS: dict[str, Handler] = {
-    "pomodoro.start": pomodoro.start,
-    "pomodoro.interrupt": pomodoro.interrupt,
-    "interact.ask": interactions.ask,
-}
 
 # Transient outcomes of concurrency that a retry resolves: a same-id call that committed first
 # (its answer is then replayed) or a deadlock the database broke.
-# A broken connection is retried too: even if it broke during COMMIT, the retry finds the
+# A broken connection is retried too: even if it broke during the commit, the retry finds the
 # recorded answer and replays it, so nothing is decided twice.
 _RETRYABLE = (
     errors.UniqueViolation,
@@ -37,54 +31,72 @@ _RETRYABLE = (
     errors.SerializationFailure,
     OperationalError,
 )
+ATTEMPTS = 5
+# The tools ``call_tool`` in the database can run; a manifest declaring another stops ``serve``.
+RUNNABLE_TOOLS = frozenset({"pomodoro.start", "pomodoro.interrupt", "interact.ask"})
 
 
-def _replay(recorded: DictRow, fingerprint: str) -> Answer:
-    if recorded["fingerprint"] != fingerprint:
-        raise ApiError(
-            409,
-            "idempotency_key_reused",
-            "this tool_call_id was already used with a different request body",
-        )
-    return int(recorded["status_code"]), dict(recorded["response"])
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    status: int
+    body: bytes  # the JSON text recorded in tool_calls: a replay sends the same bytes
+    outcome: str  # the answer's status word or error code
+    replayed: bool
 
 
-async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> Answer:
-    with structlog.contextvars.bound_contextvars(
-        tool_call_id=call.tool_call_id, conversation_id=call.conversation_id, tool=call.tool
-    ):
-        status, body, replayed = await _call_tool(rt, call, fingerprint)
-        outcome = str(body.get("status") or body.get("error"))
-        TOOL_CALLS.labels(call.tool, "replayed" if replayed else outcome).inc()
-        log.info("tool_call", status=status, outcome=outcome, replayed=replayed)
-        return status, body
+def _state_schema_version(rt: Runtime) -> int:
+    app = rt.registry.app(POMODORO_SCOPE)
+    feature = app.instance_state if app is not None else None
+    return feature.state_schema_version if feature is not None else 1
 
 
-async def _call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> tuple[int, dict[str, Any], bool]:
-    handler = HANDLERS.get(call.tool)
-    if handler is None:
-        raise ApiError(404, "unknown_tool", f"no tool named {call.tool!r}")
-    for attempt in range(5):
+async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer:
+    """Decide (or replay) one validated tool call; the caller has checked the tool exists."""
+    arguments = msgspec.json.encode(call.arguments).decode()
+    for attempt in range(ATTEMPTS):
         try:
-            async with rt.transaction() as conn:
-                recorded = await tc_db.get(conn, call.tool_call_id)
-                if recorded is not None:
-                    status, body = _replay(recorded, fingerprint)
-                    return status, body, True
-                status, body = await handler(conn, rt, call)
-                if is_recorded(status):
-                    await tc_db.record(
-                        conn,
-                        tool_call_id=call.tool_call_id,
-                        conversation_id=call.conversation_id,
-                        tool=call.tool,
-                        fingerprint=fingerprint,
-                        status_code=status,
-                        response=body,
-                    )
+            async with rt.pool.connection() as conn:
+                result = await tc_db.call(
+                    conn,
+                    tool_call_id=call.tool_call_id,
+                    conversation_id=call.conversation_id,
+                    tool=call.tool,
+                    fingerprint=fingerprint,
+                    arguments=arguments,
+                    late_window_seconds=rt.settings.interrupt_late_window_seconds,
+                    state_schema_version=_state_schema_version(rt),
+                )
         except _RETRYABLE:
-            if attempt == 4:
+            if attempt == ATTEMPTS - 1:
                 raise
             continue
-        return status, body, False
-    raise AssertionError("unreachable")
+        break
+    # Committed: count, log and wake only now.
+    settled = result.settled_event_id is not None
+    if settled:
+        with structlog.contextvars.bound_contextvars(tool_call_id=call.tool_call_id):
+            observe_settled(
+                [
+                    {
+                        "operation_id": result.settled_operation_id,
+                        "conversation_id": call.conversation_id,
+                        "state": result.settled_state,
+                        "reason": result.settled_reason,
+                        "lateness_ms": result.settled_lateness_ms,
+                        "event_id": result.settled_event_id,
+                    }
+                ]
+            )
+    if not result.replayed and (settled or result.status_code == 202):
+        rt.wakeups.committed((call.conversation_id,), outbox=settled, deadline=result.deadline)
+    TOOL_CALLS.labels(call.tool, "replayed" if result.replayed else result.outcome).inc()
+    log.info(
+        "tool_call",
+        tool_call_id=call.tool_call_id,
+        conversation_id=call.conversation_id,
+        tool=call.tool,
+        status=result.status_code,
+        outcome=result.outcome,
+        replayed=result.replayed,
+    )
+    return ToolAnswer(result.status_code, result.response.encode(), result.outcome, result.replayed)

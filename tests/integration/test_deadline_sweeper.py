@@ -12,6 +12,7 @@ from litestar.testing import AsyncTestClient
 
 from service.db.pool import Pool, open_pool
 from service.use_cases.deadlines import DeadlineSweeper
+from service.wakeups import Wakeups
 from tests.conftest import AGENT
 from tests.support.calls import expire, start_body
 
@@ -44,7 +45,7 @@ async def test_sweep_settles_every_due_operation_completed_once(
     answers = await start_many(client, 7)
     for answer in answers[:5]:
         expire(db, answer["operation"]["operation_id"])
-    sweeper = DeadlineSweeper(pool, database_url, batch_size=2)
+    sweeper = DeadlineSweeper(pool, Wakeups(), batch_size=2)
     settled = []
     while rows := await sweeper.sweep_once():
         settled += rows
@@ -66,7 +67,7 @@ async def test_sweeper_skips_conversations_locked_by_a_request(
     answers = await start_many(client, 2)
     for answer in answers:
         expire(db, answer["operation"]["operation_id"])
-    sweeper = DeadlineSweeper(pool, database_url)
+    sweeper = DeadlineSweeper(pool, Wakeups())
     async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT 1 FROM workspaces WHERE conversation_id = 'conv-0' FOR UPDATE")
         settled = await sweeper.sweep_once()
@@ -104,7 +105,7 @@ async def test_two_sweepers_side_by_side_settle_each_operation_once(
         expire(db, answer["operation"]["operation_id"])
     pools = [await open_pool(database_url, size=2) for _ in range(2)]
     try:
-        sweepers = [DeadlineSweeper(p, database_url, batch_size=3) for p in pools]
+        sweepers = [DeadlineSweeper(p, Wakeups(), batch_size=3) for p in pools]
 
         async def drain(sweeper: DeadlineSweeper) -> int:
             total = 0

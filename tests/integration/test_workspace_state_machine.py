@@ -187,18 +187,7 @@ def build_machine(service: Service, db: psycopg.Connection[dict[str, Any]]) -> t
 
         @rule()
         def sweeper_runs(self) -> None:
-            with db.transaction():
-                due = [r["operation_id"] for r in db.execute(ops_sql.CLAIM_DUE, {"limit": 50}).fetchall()]
-                if due:
-                    db.execute(
-                        ops_sql.SETTLE_FOCUSING,
-                        {
-                            "operation_ids": due,
-                            "state": "completed",
-                            "reason": "deadline_reached",
-                            "only_due": True,
-                        },
-                    )
+            db.execute(ops_sql.SETTLE_DUE, {"limit": 50}).fetchall()
 
         @rule()
         def service_restarts(self) -> None:
