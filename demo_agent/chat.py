@@ -1,6 +1,10 @@
 """The demo Agent's rules, no language model: what a message asks for, and each reply in words.
 
-Pure functions only; ``demo_agent.conversations`` does the HTTP.
+Pure functions only; ``demo_agent.conversations`` does the HTTP. The Host shows each Tool result as
+a compact line of its own; these are the Agent's words about it, said once: a stop the Agent asked
+for is told from its receipt (in the order things happened), every other ending when the relay
+delivers it. The words name no clock time: the page shows times in the person's own locale and
+time zone, which the Agent does not know.
 """
 
 from __future__ import annotations
@@ -103,13 +107,24 @@ def already_focusing() -> str:
     return "A focus period is already running. Say “stop” to end it, or “how long is left?”."
 
 
-def interrupt_receipt(receipt: dict[str, Any]) -> str:
+def interrupt_receipt(receipt: dict[str, Any], operation: dict[str, Any] | None = None) -> str:
+    """The reply to "stop", from the receipt and, once interrupted, the operation read back."""
     status = receipt.get("status")
     if status == "interrupted":
-        return "Stopping the focus period."
+        outcome = (operation or {}).get("result") or {}
+        if "focused_seconds" not in outcome:
+            return "Stopped the focus period."
+        return f"Stopped: you focused {_focused(outcome)}."
     if status == "operation_already_final":
         return f"That focus period had already ended ({receipt.get('final_state')})."
     return "No focus period is running right now."
+
+
+def _focused(outcome: dict[str, Any]) -> str:
+    """``10 s of 1 min on tests``."""
+    focused = int(outcome.get("focused_seconds") or 0)
+    duration = int(outcome.get("duration_seconds") or 0)
+    return f"{span(focused)} of {span(duration)}{_on(outcome.get('activity'))}"
 
 
 def _moment(value: str) -> datetime:
@@ -122,34 +137,35 @@ def remaining(workspace: dict[str, Any]) -> str:
     if not operation:
         return "No focus period is running right now."
     left = (_moment(operation["ends_at"]) - _moment(workspace["server_time"])).total_seconds()
-    ends = _moment(operation["ends_at"]).strftime("%H:%M:%S UTC")
     if left <= 0:
         return "The focus period is ending right now."
     # Whole seconds rounded up, as the countdown shows them.
-    return f"{span(math.ceil(left))} left{_on(operation.get('activity'))} (until {ends})."
+    return f"{span(math.ceil(left))} left{_on(operation.get('activity'))}."
 
 
+# What the person did, for each way a focus period ends early. Leaving is switching back to
+# Interact or opening another app: the result does not say which, so the words cover both.
 _ENDINGS: dict[tuple[Any, Any], str] = {
-    ("interrupted", "agent_interrupt"): "Focus period interrupted",
-    ("interrupted", "user_left_workspace"): "Focus period interrupted (you left the workspace)",
-    ("cancelled", "app_closed"): "Focus period cancelled (the app was closed)",
+    ("interrupted", "user_left_workspace"): "You switched away from the Pomodoro, so the focus period ended",
+    ("cancelled", "app_closed"): "You closed the Pomodoro, so the focus period ended",
 }
 
 
 def result(tool: str, outcome: dict[str, Any]) -> str | None:
-    """A reply describing one Tool result the relay delivered, or None for results not worth one."""
+    """A reply describing one Tool result the relay delivered, or None for results not worth one
+    (a stop the Agent asked for was told from its receipt already)."""
     if tool == "interact.ask":
         return f"Thanks, noted: {outcome.get('answer')}."
     if tool != "pomodoro.start":
         return None
     state, reason = outcome.get("state"), outcome.get("reason")
-    activity = outcome.get("activity")
-    duration = int(outcome.get("duration_seconds") or 0)
+    if reason == "agent_interrupt":
+        return None
     if state == "completed":
-        return f"Focus period completed: {span(duration)}{_on(activity)}."
-    focused = int(outcome.get("focused_seconds") or 0)
-    heading = _ENDINGS.get((state, reason), f"Focus period {state}")
-    return f"{heading} after {span(focused)} of {span(duration)}{_on(activity)}."
+        duration = int(outcome.get("duration_seconds") or 0)
+        return f"Time's up: you focused {span(duration)}{_on(outcome.get('activity'))}."
+    heading = _ENDINGS.get((state, reason), f"The focus period was {state}")
+    return f"{heading} after {_focused(outcome)}."
 
 
 def failed(body: dict[str, Any]) -> str:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -17,11 +19,15 @@ from tests.support.browser import (
     chromium,
     countdown_seconds,
     eventually,
+    interrupt_pomodoro,
     operation,
+    post_message,
     requires_chromium,
     screenshot,
     sign_in,
     start_pomodoro,
+    timeline,
+    timeline_scroll,
     wait_live,
 )
 
@@ -60,6 +66,11 @@ def host(
     yield page, service, problems
     page.wait_for_timeout(200)  # deliver the browser's last events to the listeners
     assert problems.found == []
+
+
+def snapshot_saved(db: Any, instance_id: str) -> bool:
+    row = db.execute("SELECT revision FROM instance_states WHERE instance_id = %s", (instance_id,)).fetchone()
+    return bool(row and row["revision"] > 0)
 
 
 def surface_events(db: Any, instance_id: str) -> list[str]:
@@ -134,7 +145,13 @@ def test_a_start_through_the_agent_api_opens_a_sandboxed_pomodoro_counting_down_
     assert 1490 <= first <= 1500
     assert frame.locator('[data-testid="activity"]').inner_text() == "write report"
     eventually(lambda: countdown_seconds(frame) < first, seconds=3)
-    assert page.locator('[data-testid="tool-event"] .text').inner_text().startswith("Focus period started")
+    assert (
+        page.locator('[data-testid="tool-event"] .text').inner_text()
+        == "Pomodoro started · 25 min · write report"
+    )
+    # One Close, the app's own: the workspace bar has none.
+    assert frame.locator('[data-testid="close"]').inner_text() == "Close Pomodoro"
+    assert page.locator('[data-testid="workspace"] .workspace-bar button:has-text("Close")').count() == 0
 
     # The app kept its display data in its snapshot: exactly the strict schema, no remaining time.
     snapshot = eventually(
@@ -205,8 +222,9 @@ def test_going_back_to_interact_interrupts_the_focus_period(
 
     page.click('[data-testid="back-to-interact"]')
     page.wait_for_selector('iframe[data-app-scope="pomodoro"]', state="detached")
-    result = page.wait_for_selector('[data-testid="tool-result"][data-state="interrupted"]')
-    assert "you left the workspace" in result.inner_text()
+    result = page.wait_for_selector('[data-testid="tool-result"][data-state="interrupted"] .text')
+    assert result.inner_text().startswith("Pomodoro interrupted, you switched away · ")
+    assert result.inner_text().endswith(" of 10 min · email")
     current = operation(service.base_url, started["operation"]["operation_id"])
     assert (current["state"], current["reason"]) == ("interrupted", "user_left_workspace")
     assert page.locator('[data-testid="foreground"]').inner_text() == "Interact"
@@ -222,7 +240,7 @@ def test_at_the_deadline_the_runtime_removes_the_app_and_interact_shows_the_comp
 
     page.wait_for_selector('iframe[data-app-scope="pomodoro"]', state="detached", timeout=15_000)
     result = page.wait_for_selector('[data-testid="tool-result"][data-state="completed"] .text')
-    assert result.inner_text() == "Focus period completed (the time was up): 3 s on tests."
+    assert result.inner_text() == "Pomodoro completed · 3 s · tests"
     assert page.locator('[data-testid="interact"]').get_attribute("data-foreground") == "true"
     current = operation(service.base_url, started["operation"]["operation_id"])
     assert (current["state"], current["reason"]) == ("completed", "deadline_reached")
@@ -242,3 +260,98 @@ def test_the_close_button_in_the_app_closes_it_through_the_host(
     page.wait_for_selector('[data-testid="tool-result"][data-state="cancelled"]')
     current = operation(service.base_url, started["operation"]["operation_id"])
     assert (current["state"], current["reason"]) == ("cancelled", "app_closed")
+
+
+def test_opening_the_whiteboard_during_a_focus_is_told_as_switching_away_not_leaving_the_workspace(
+    host: tuple[Any, ServiceProcess, PageProblems],
+) -> None:
+    page, service, _ = host
+    start_pomodoro(service.base_url, CONVERSATION, 600, "sketch")
+    countdown_seconds(app_frame(page, "pomodoro"))
+
+    page.click('[data-testid="open-whiteboard"]')
+    app_frame(page, "whiteboard")
+    result = page.wait_for_selector('[data-testid="tool-result"][data-state="interrupted"] .text')
+    assert "you switched away" in result.inner_text()
+    assert "workspace" not in result.inner_text()
+
+
+def test_after_a_reload_the_timeline_is_rebuilt_in_commit_order_as_it_was_live_and_scrolled_to_the_end(
+    host: tuple[Any, ServiceProcess, PageProblems], db: Any
+) -> None:
+    page, service, _ = host
+    base = service.base_url
+    for n in range(20):  # enough earlier conversation that the timeline scrolls
+        post_message(base, CONVERSATION, "user" if n % 2 else "agent", f"earlier message {n}")
+    post_message(base, CONVERSATION, "user", "focus 1 minute on tests")
+    started = start_pomodoro(base, CONVERSATION, 60, "tests")
+    post_message(base, CONVERSATION, "agent", "Focus period started: 1 min on tests.")
+    # The app has shown the period and saved its snapshot: no save races the stop below.
+    eventually(lambda: snapshot_saved(db, started["instance_id"]))
+    post_message(base, CONVERSATION, "user", "stop")
+    interrupt_pomodoro(base, CONVERSATION)
+    post_message(base, CONVERSATION, "agent", "Stopped.")
+    page.wait_for_selector('[data-testid="message"][data-role="agent"] .text:text-is("Stopped.")')
+
+    live = timeline(page)
+    assert [(kind, who) for kind, who, _, _ in live[-6:]] == [
+        ("message", "You"),
+        ("tool-event", "Tool"),
+        ("message", "Agent"),
+        ("message", "You"),
+        ("tool-result", "Tool"),
+        ("message", "Agent"),
+    ]
+    assert live[-5][2] == "Pomodoro started · 1 min · tests"
+    assert live[-2][2].startswith("Pomodoro stopped by the Agent · ") and live[-2][2].endswith(
+        " of 1 min · tests"
+    )
+    assert [text for _, _, text, _ in live[:20]] == [f"earlier message {n}" for n in range(20)]
+    scroll = timeline_scroll(page)
+    assert scroll["height"] > scroll["visible"] and scroll["below"] <= 2
+
+    page.reload()
+    wait_live(page)
+    eventually(lambda: len(timeline(page)) >= len(live))
+    page.wait_for_timeout(300)  # anything more that would arrive
+    assert timeline(page) == live
+    assert timeline_scroll(page)["below"] <= 2
+    screenshot(page, "web-host-after-reload")
+
+
+def test_the_message_box_placeholder_is_shown_whole(
+    browser: Any, service_process: Callable[..., ServiceProcess]
+) -> None:
+    service = service_process()
+    page = browser.new_page()
+    sign_in(page, service.base_url, CONVERSATION)
+    wait_live(page)
+    for width in (1280, 820, 400):
+        page.set_viewport_size({"width": width, "height": 760})
+        room = page.eval_on_selector(
+            '[data-testid="message-input"]',
+            """input => {
+                const style = getComputedStyle(input);
+                const context = document.createElement("canvas").getContext("2d");
+                context.font = style.font;
+                const text = context.measureText(input.placeholder).width;
+                const inner = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+                return {text, inner, placeholder: input.placeholder};
+            }""",
+        )
+        assert room["placeholder"]
+        assert room["text"] <= room["inner"], (width, room)
+
+
+def test_times_are_shown_in_the_persons_locale_and_time_zone(
+    tmp_path: Path, service_process: Callable[..., ServiceProcess]
+) -> None:
+    service = service_process()
+    message = post_message(service.base_url, CONVERSATION, "agent", "Hallo")
+    with chromium(tmp_path / "de", locale="de-DE", timezone_id="Asia/Tokyo") as browser:
+        page = browser.new_page()
+        sign_in(page, service.base_url, CONVERSATION)
+        wait_live(page)
+        shown = page.wait_for_selector('[data-testid="message"] .at').inner_text()
+    sent = datetime.fromisoformat(message["created_at"].replace("Z", "+00:00"))
+    assert shown == sent.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%H:%M")

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import AGENT, HOST_TOKEN
+from tests.conftest import AGENT, HOST, HOST_TOKEN
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -40,8 +40,9 @@ requires_chromium = pytest.mark.skipif(
 
 
 @contextmanager
-def chromium(user_data_dir: Path) -> Iterator[Any]:
-    """A persistent chromium context on a fresh user data directory."""
+def chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
+    """A persistent chromium context on a fresh user data directory (``options``: playwright's,
+    such as ``locale`` and ``timezone_id``)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -51,6 +52,7 @@ def chromium(user_data_dir: Path) -> Iterator[Any]:
             headless=True,
             args=CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 760},
+            **options,
         )
         context.set_default_timeout(10_000)
         try:
@@ -120,6 +122,54 @@ def start_pomodoro(base_url: str, conversation_id: str, seconds: int, activity: 
     assert response.status_code == 202, response.text
     started: dict[str, Any] = response.json()
     return started
+
+
+def interrupt_pomodoro(base_url: str, conversation_id: str) -> dict[str, Any]:
+    response = httpx.post(
+        f"{base_url}/v1/tool-calls",
+        headers=AGENT,
+        json={
+            "tool_call_id": f"stop-{uuid.uuid4()}",
+            "conversation_id": conversation_id,
+            "tool": "pomodoro.interrupt",
+            "arguments": {},
+        },
+    )
+    assert response.status_code == 200, response.text
+    stopped: dict[str, Any] = response.json()
+    return stopped
+
+
+def post_message(base_url: str, conversation_id: str, role: str, text: str) -> dict[str, Any]:
+    response = httpx.post(
+        f"{base_url}/v1/host/conversations/{conversation_id}/messages",
+        headers=HOST,
+        json={"role": role, "text": text},
+    )
+    assert response.status_code == 201, response.text
+    message: dict[str, Any] = response.json()
+    return message
+
+
+def timeline(page: Any) -> list[tuple[str, str, str, str]]:
+    """The Interact timeline as a person reads it: (kind, who, text, time) per row, top to bottom."""
+    rows: list[list[str]] = page.eval_on_selector_all(
+        '[data-testid="timeline"] > li',
+        """items => items.map(item => [
+            item.dataset.testid, item.querySelector(".who").textContent,
+            item.querySelector(".text").textContent, item.querySelector(".at").textContent])""",
+    )
+    return [(kind, who, text, at) for kind, who, text, at in rows]
+
+
+def timeline_scroll(page: Any) -> dict[str, int]:
+    """How far the timeline is scrolled: ``below`` is what lies under its visible part."""
+    scroll: dict[str, int] = page.eval_on_selector(
+        '[data-testid="timeline"]',
+        """t => ({height: t.scrollHeight, visible: t.clientHeight,
+                 below: Math.round(t.scrollHeight - t.scrollTop - t.clientHeight)})""",
+    )
+    return scroll
 
 
 def operation(base_url: str, operation_id: str) -> dict[str, Any]:

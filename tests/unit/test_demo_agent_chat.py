@@ -81,7 +81,7 @@ def test_the_remaining_time_comes_from_ends_at_and_the_server_clock() -> None:
         "server_time": "2026-11-30T10:00:00.000000Z",
         "focusing_operation": {"ends_at": "2026-11-30T10:12:30.500000Z", "activity": "writing"},
     }
-    assert remaining(workspace) == "12 min 31 s left on writing (until 10:12:30 UTC)."
+    assert remaining(workspace) == "12 min 31 s left on writing."  # no clock time: not the person's zone
     assert (
         remaining({"server_time": "x", "focusing_operation": None}) == "No focus period is running right now."
     )
@@ -97,17 +97,7 @@ def test_the_remaining_time_comes_from_ends_at_and_the_server_clock() -> None:
                 "activity": "writing",
                 "duration_seconds": 1500,
             },
-            "Focus period completed: 25 min on writing.",
-        ),
-        (
-            {
-                "state": "interrupted",
-                "reason": "agent_interrupt",
-                "activity": "tests",
-                "duration_seconds": 60,
-                "focused_seconds": 12,
-            },
-            "Focus period interrupted after 12 s of 1 min on tests.",
+            "Time's up: you focused 25 min on writing.",
         ),
         (
             {
@@ -117,7 +107,7 @@ def test_the_remaining_time_comes_from_ends_at_and_the_server_clock() -> None:
                 "duration_seconds": 1500,
                 "focused_seconds": 300,
             },
-            "Focus period interrupted (you left the workspace) after 5 min of 25 min.",
+            "You switched away from the Pomodoro, so the focus period ended after 5 min of 25 min.",
         ),
         (
             {
@@ -127,12 +117,29 @@ def test_the_remaining_time_comes_from_ends_at_and_the_server_clock() -> None:
                 "duration_seconds": 600,
                 "focused_seconds": 61,
             },
-            "Focus period cancelled (the app was closed) after 1 min 1 s of 10 min on email.",
+            "You closed the Pomodoro, so the focus period ended after 1 min 1 s of 10 min on email.",
         ),
     ],
 )
-def test_each_delivered_result_is_described(outcome: dict[str, object], reply: str) -> None:
+def test_each_delivered_result_is_described_naming_what_the_person_did(
+    outcome: dict[str, object], reply: str
+) -> None:
     assert result("pomodoro.start", outcome) == reply
+    assert "workspace" not in reply  # opening another app is not leaving the workspace
+
+
+def test_a_stop_the_agent_asked_for_is_told_from_its_receipt_not_again_when_delivered() -> None:
+    outcome = {
+        "state": "interrupted",
+        "reason": "agent_interrupt",
+        "activity": "tests",
+        "duration_seconds": 60,
+        "focused_seconds": 12,
+    }
+    assert result("pomodoro.start", outcome) is None
+    receipt = {"status": "interrupted", "operation_id": "op-1"}
+    assert interrupt_receipt(receipt, {"result": outcome}) == "Stopped: you focused 12 s of 1 min on tests."
+    assert interrupt_receipt(receipt, None) == "Stopped the focus period."
 
 
 def test_answers_and_unknown_tools() -> None:
@@ -142,7 +149,6 @@ def test_answers_and_unknown_tools() -> None:
 
 def test_receipts_and_start_replies() -> None:
     assert started(60, "tests") == "Focus period started: 1 min on tests. I'll tell you when it ends."
-    assert interrupt_receipt({"status": "interrupted"}) == "Stopping the focus period."
     assert "completed" in interrupt_receipt({"status": "operation_already_final", "final_state": "completed"})
     assert interrupt_receipt({"status": "no_active_focusing_operation"}).startswith("No focus period")
 
@@ -154,6 +160,8 @@ class FakeLineup:
         self.answers = answers
         self.calls: list[tuple[str, str, str, dict[str, Any]]] = []
         self.said: list[tuple[str, str]] = []
+        self.read: list[str] = []
+        self.operations: dict[str, dict[str, Any]] = {}
 
     async def call_tool(
         self, tool_call_id: str, conversation_id: str, tool: str, arguments: dict[str, Any]
@@ -163,6 +171,10 @@ class FakeLineup:
 
     async def workspace(self, conversation_id: str) -> dict[str, Any]:
         return {"server_time": "2026-11-30T10:00:00.000000Z", "focusing_operation": None}
+
+    async def operation(self, operation_id: str) -> dict[str, Any] | None:
+        self.read.append(operation_id)
+        return self.operations.get(operation_id)
 
     async def say(self, conversation_id: str, text: str) -> None:
         self.said.append((conversation_id, text))
@@ -224,7 +236,24 @@ async def test_a_delivered_result_is_told_in_its_conversation() -> None:
     }
     delivered = ToolResult("e-1", "pomodoro.start", "demo-m-1", "demo", "op-1", 1, outcome)
     await agent.on_result(delivered)
-    assert lineup.said == [("demo", "Focus period completed: 25 min on writing.")]
+    assert lineup.said == [("demo", "Time's up: you focused 25 min on writing.")]
+
+
+async def test_stop_is_answered_once_with_the_focused_time_read_back_from_the_operation() -> None:
+    lineup = FakeLineup({"pomodoro.interrupt": (200, {"status": "interrupted", "operation_id": "op-9"})})
+    outcome = {
+        "state": "interrupted",
+        "reason": "agent_interrupt",
+        "activity": "tests",
+        "duration_seconds": 60,
+        "focused_seconds": 10,
+    }
+    lineup.operations["op-9"] = {"operation_id": "op-9", "state": "interrupted", "result": outcome}
+    agent = DemoAgent(lineup)  # type: ignore[arg-type]
+    await agent.on_message("demo", user("stop"))
+    await agent.on_result(ToolResult("e-9", "pomodoro.start", "demo-m-0", "demo", "op-9", 2, outcome))
+    assert lineup.read == ["op-9"]
+    assert lineup.said == [("demo", "Stopped: you focused 10 s of 1 min on tests.")]
 
 
 async def test_server_sent_events_are_parsed_with_ids_kinds_and_comments() -> None:

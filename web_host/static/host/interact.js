@@ -1,18 +1,21 @@
 // The Interact panel: the main conversation, Tool results as they land, pending interactions.
 // Everything is rendered with textContent: nothing from the wire is ever parsed as HTML.
+//
+// The timeline is in commit order: every item the conversation's event stream carried sits at its
+// event id, and the page replays that stream from its start after a load, so a reload shows the
+// same rows, in the same order and the same words, as the live page did. Messages older than the
+// stream keeps come from GET …/messages and go before all of them, oldest first.
 
-const REASONS = {
-  deadline_reached: "the time was up",
-  agent_interrupt: "the Agent stopped it",
-  user_left_workspace: "you left the workspace",
-  app_closed: "the app was closed",
+const ENDINGS = {
+  completed: "completed",
+  "interrupted:agent_interrupt": "stopped by the Agent",
+  "interrupted:user_left_workspace": "interrupted, you switched away",
+  "cancelled:app_closed": "cancelled, you closed it",
+  interrupted: "interrupted",
+  cancelled: "cancelled",
 };
-const STATES = {
-  focusing: "Focus period started",
-  completed: "Focus period completed",
-  interrupted: "Focus period interrupted",
-  cancelled: "Focus period cancelled",
-};
+// Closer to the end than this (in pixels), the timeline follows what lands.
+const STICKY_PX = 48;
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -27,31 +30,51 @@ export function millis(iso) {
   return Number.isNaN(time) ? null : time;
 }
 
+// The time of day in the person's own locale and time zone.
 function clock(iso) {
   const time = millis(iso);
   return time === null ? "" : new Date(time).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
-export function minutes(seconds) {
-  if (seconds < 60) return `${seconds} s`;
-  const whole = Math.floor(seconds / 60);
-  const rest = seconds % 60;
-  return rest ? `${whole} min ${rest} s` : `${whole} min`;
+// "45 s", "1 min 30 s", "25 min", "1 h 5 min": as the Agent says them.
+export function span(seconds) {
+  const whole = Math.max(0, Math.round(seconds));
+  const hours = Math.floor(whole / 3600);
+  const mins = Math.floor((whole % 3600) / 60);
+  const secs = whole % 60;
+  const parts = [hours ? `${hours} h` : "", mins ? `${mins} min` : "", secs ? `${secs} s` : ""];
+  return parts.filter(Boolean).join(" ") || "0 s";
 }
 
-// One line about a Pomodoro operation, from a projection event or a history context.
+// One compact line about a Pomodoro operation: what happened · how long · on what.
 export function describeOperation(op) {
   const result = op.result || {};
   const activity = op.activity ?? result.activity;
   const planned = result.duration_seconds ?? Math.round((millis(op.ends_at) - millis(op.started_at)) / 1000);
-  let text = STATES[op.state] || `Focus period ${op.state}`;
-  if (op.state !== "focusing" && REASONS[op.reason]) text += ` (${REASONS[op.reason]})`;
-  let amount = Number.isFinite(planned) ? minutes(planned) : "";
-  if (amount && op.state !== "focusing" && op.state !== "completed") {
-    amount = typeof result.focused_seconds === "number" ? `${minutes(result.focused_seconds)} of ${amount}` : `${amount} planned`;
+  let amount = Number.isFinite(planned) ? span(planned) : "";
+  let what = "started";
+  if (op.state !== "focusing") {
+    what = ENDINGS[`${op.state}:${op.reason}`] || ENDINGS[op.state] || op.state;
+    if (op.state !== "completed" && amount && typeof result.focused_seconds === "number") {
+      amount = `${span(result.focused_seconds)} of ${amount}`;
+    }
   }
-  const tail = [amount, activity ? `on ${activity}` : ""].filter(Boolean).join(" ");
-  return tail ? `${text}: ${tail}.` : `${text}.`;
+  return [`Pomodoro ${what}`, amount, activity].filter(Boolean).join(" · ");
+}
+
+// Where an item goes: first the messages older than the stream (`at`, milliseconds), then what the
+// stream carried (`seq`, its event id: commit order), then messages just sent whose event has not
+// come yet, in the order they were sent.
+function rank(node) {
+  if (node.dataset.seq !== undefined) return [1, Number(node.dataset.seq)];
+  if (node.dataset.at !== undefined) return [0, Number(node.dataset.at)];
+  return [2, 0];
+}
+
+function comesBefore(a, b) {
+  const [sectionA, valueA] = rank(a);
+  const [sectionB, valueB] = rank(b);
+  return sectionA < sectionB || (sectionA === sectionB && valueA < valueB);
 }
 
 export class InteractPanel {
@@ -61,7 +84,7 @@ export class InteractPanel {
     this.pending = root.querySelector('[data-testid="pending-interactions"]');
     this.notice = root.querySelector('[data-testid="notice"]');
     this.onAnswer = onAnswer;
-    this.seen = new Set();
+    this.items = new Map(); // key -> node
   }
 
   setForeground(isForeground) {
@@ -73,17 +96,39 @@ export class InteractPanel {
     this.notice.hidden = !text;
   }
 
-  // Keeps the timeline in time order, whatever order the items arrive in.
-  append(key, node, at) {
-    if (this.seen.has(key)) return;
-    this.seen.add(key);
-    node.dataset.at = String(at ?? Date.now());
-    const later = [...this.timeline.children].find((item) => Number(item.dataset.at) > Number(node.dataset.at));
-    this.timeline.insertBefore(node, later || null);
-    node.scrollIntoView({ block: "nearest" });
+  atEnd() {
+    const { scrollHeight, scrollTop, clientHeight } = this.timeline;
+    return scrollHeight - scrollTop - clientHeight <= STICKY_PX;
   }
 
-  addMessage(message) {
+  scrollToEnd() {
+    this.timeline.scrollTop = this.timeline.scrollHeight;
+  }
+
+  // Puts `node` in its place (`order`: {seq}, {at} or nothing); an item seen before moves only
+  // when the stream gives it its place.
+  place(key, node, order) {
+    const known = this.items.get(key);
+    if (known) {
+      if (order.seq === undefined || known.dataset.seq !== undefined) return;
+      node = known;
+    }
+    const following = this.atEnd();
+    if (order.seq !== undefined) {
+      node.dataset.seq = String(order.seq);
+      delete node.dataset.at;
+    } else if (order.at !== undefined) {
+      node.dataset.at = String(order.at ?? 0);
+    }
+    this.items.set(key, node);
+    const later = [...this.timeline.children].find((item) => item !== node && comesBefore(node, item));
+    this.timeline.insertBefore(node, later || null);
+    if (following) this.scrollToEnd();
+  }
+
+  // A message of the main conversation. `order`: {seq} when the stream carried it, {at} when it
+  // came from GET …/messages, nothing when the person just sent it.
+  addMessage(message, order = {}) {
     if (message.sub_session_id) return; // the main conversation only
     const item = element("li", `message ${message.role}`);
     item.dataset.testid = "message";
@@ -93,36 +138,22 @@ export class InteractPanel {
       element("span", "text", message.text),
       element("time", "at", clock(message.created_at)),
     );
-    this.append(`message:${message.message_id}`, item, millis(message.created_at));
+    this.place(`message:${message.message_id}`, item, order);
   }
 
-  addOperation(op) {
+  // A Pomodoro operation's start or end, as its event carried it.
+  addOperation(op, seq) {
     if (op.tool !== "pomodoro.start") return;
     const item = element("li", `tool ${op.state}`);
     item.dataset.testid = op.state === "focusing" ? "tool-event" : "tool-result";
     item.dataset.state = op.state;
     item.dataset.operationId = op.operation_id;
-    const at = op.finalized_at || op.started_at;
     item.append(
       element("span", "who", "Tool"),
       element("span", "text", describeOperation(op)),
-      element("time", "at", clock(at)),
+      element("time", "at", clock(op.finalized_at || op.started_at)),
     );
-    this.append(`operation:${op.operation_id}:${op.state}`, item, millis(at));
-  }
-
-  addHistory(op) {
-    const item = element("li", `tool history ${op.state}`);
-    item.dataset.testid = "tool-history";
-    item.dataset.state = op.state;
-    item.append(
-      element("span", "who", "Earlier"),
-      element("span", "text", describeOperation(op)),
-      element("time", "at", clock(op.started_at)),
-    );
-    const at = millis(op.state === "completed" ? op.ends_at : op.started_at);
-    // A live result for the same operation, if one landed first, says the same thing.
-    this.append(`operation:${op.operation_id}:${op.state}`, item, at);
+    this.place(`operation:${op.operation_id}:${op.state}`, item, { seq });
   }
 
   renderPending(interactions) {

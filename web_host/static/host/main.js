@@ -1,12 +1,12 @@
-// The host page: rebuilds itself from GET …/workspace, then follows the conversation's event stream.
+// The host page: rebuilds itself from GET …/workspace and replays the conversation's event stream
+// from its start, then follows it.
 
-import { hostApi, sdkApi } from "./api.js";
+import { hostApi } from "./api.js";
 import { Bridge } from "./bridge.js";
-import { InteractPanel } from "./interact.js";
+import { InteractPanel, millis } from "./interact.js";
 import { watchSurface } from "./surface.js";
 import { WorkspaceView } from "./workspace.js";
 
-const HISTORY_LIMIT = 3;
 const RECONNECT_MS = 3000;
 const byTestId = (id) => document.querySelector(`[data-testid="${id}"]`);
 
@@ -66,16 +66,6 @@ function main() {
     }, showError);
   }
 
-  // Earlier focus periods of this conversation, read through each closed instance's capability.
-  async function loadHistory(instances) {
-    const closed = instances.filter((i) => i.app_scope === "pomodoro" && i.status === "closed");
-    for (const instance of closed.slice(0, HISTORY_LIMIT)) {
-      const { capability } = await api.capability(instance.instance_id);
-      const context = await sdkApi(capability).context();
-      if (context.operation) interact.addHistory(context.operation);
-    }
-  }
-
   async function firstLoadDone(state) {
     const foreground = state.foreground;
     const focusing = state.focusing_operation;
@@ -83,7 +73,6 @@ function main() {
       // The page came back while the period runs: a reload, which never interrupts.
       await api.surfaceEvent(foreground.instance_id, "reloaded");
     }
-    await loadHistory(state.instances);
   }
 
   async function load() {
@@ -117,17 +106,26 @@ function main() {
     }
   }
 
+  // Messages older than the event stream keeps (it replays about a day); the rest come with it.
   async function loadMessages() {
     const { messages } = await api.messages();
-    for (const message of messages) interact.addMessage(message);
+    for (const message of messages) interact.addMessage(message, { at: millis(message.created_at) });
+  }
+
+  // The stream from its first event (then from the last one seen): every item it carried is placed
+  // at its event id, so the timeline is in commit order, live and after a reload alike.
+  let lastSeq = 0;
+  function seqOf(event) {
+    const seq = Number(event.lastEventId);
+    if (Number.isSafeInteger(seq) && seq > lastSeq) lastSeq = seq;
+    return Number.isSafeInteger(seq) ? seq : undefined;
   }
 
   function connect() {
-    const source = new EventSource(api.eventsUrl);
+    const source = new EventSource(`${api.eventsUrl}?after=${lastSeq}`);
     source.addEventListener("open", () => {
       setConnection("live", "live");
       refresh();
-      loadMessages().catch(showError);
     });
     source.addEventListener("error", () => {
       if (source.readyState !== EventSource.CLOSED) {
@@ -140,15 +138,23 @@ function main() {
     });
     source.addEventListener("message", (event) => {
       const message = parse(event.data);
-      if (message) interact.addMessage(message);
+      const seq = seqOf(event);
+      if (message) interact.addMessage(message, { seq });
     });
     source.addEventListener("operation", (event) => {
       const operation = parse(event.data);
-      if (operation) interact.addOperation(operation);
+      const seq = seqOf(event);
+      if (operation) interact.addOperation(operation, seq);
       refresh();
     });
-    source.addEventListener("workspace", () => refresh());
-    source.addEventListener("interaction", () => refresh());
+    source.addEventListener("workspace", (event) => {
+      seqOf(event);
+      refresh();
+    });
+    source.addEventListener("interaction", (event) => {
+      seqOf(event);
+      refresh();
+    });
   }
 
   byTestId("composer").addEventListener("submit", (event) => {
@@ -160,23 +166,22 @@ function main() {
       input.value = "";
       interact.showNotice("");
       interact.addMessage(message);
+      interact.scrollToEnd();
     }, showError);
   });
   byTestId("back-to-interact").addEventListener("click", () => act(api.foreground("interact")));
   byTestId("open-whiteboard").addEventListener("click", () =>
     act(api.foreground({ app_scope: "whiteboard" })),
   );
-  byTestId("close-app").addEventListener("click", () => {
-    const instanceId = workspace.foregroundInstanceId;
-    if (instanceId) act(api.close(instanceId));
-  });
   watchSurface((event) => {
     const instanceId = workspace.foregroundInstanceId;
     if (instanceId) api.surfaceEvent(instanceId, event).catch(() => {});
   });
 
   refresh();
-  connect();
+  loadMessages()
+    .catch(showError)
+    .finally(connect);
 }
 
 main();

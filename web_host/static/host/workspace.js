@@ -1,5 +1,5 @@
 // The workspace: the foreground MiniApp in a sandboxed iframe (never allow-same-origin), or nothing
-// when Interact is in the foreground.
+// when Interact is in the foreground. Each app has its own Close button inside; the bar has none.
 
 const NAMES = { pomodoro: "Pomodoro", whiteboard: "Whiteboard" };
 
@@ -12,7 +12,6 @@ export class WorkspaceView {
     this.idle = root.querySelector('[data-testid="idle"]');
     this.label = root.querySelector('[data-testid="foreground"]');
     this.back = root.querySelector('[data-testid="back-to-interact"]');
-    this.closeApp = root.querySelector('[data-testid="close-app"]');
     this.openWhiteboard = root.querySelector('[data-testid="open-whiteboard"]');
     this.hint = root.querySelector('[data-testid="leave-hint"]');
     this.current = null; // {instanceId, scope, iframe}
@@ -30,10 +29,8 @@ export class WorkspaceView {
     const isApp = foreground !== "interact" && foreground !== null && typeof foreground === "object";
     this.label.textContent = isApp ? NAMES[foreground.app_scope] || foreground.app_scope : "Interact";
     this.back.hidden = !isApp;
-    this.closeApp.hidden = !isApp;
     this.openWhiteboard.hidden = isApp && foreground.app_scope === "whiteboard";
     this.hint.hidden = !focusing;
-    this.closeApp.textContent = isApp ? `Close ${this.label.textContent}` : "Close app";
     if (!isApp) return this.clear();
     if (this.current && this.current.instanceId === foreground.instance_id) return;
     this.clear();
