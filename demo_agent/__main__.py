@@ -1,14 +1,16 @@
 """``python -m demo_agent [--host H] [--port P]``: the demo Agent; reads WEBHOOK_SECRET.
 
-With ``LINEUP_URL`` set it also talks: it follows the conversations named in
-``DEMO_CONVERSATIONS`` (default ``demo``) with ``HOST_TOKEN``, answers the person's messages through
-the Tool API with ``AGENT_TOKEN``, and replies with each result the relay delivers.
+With ``LINEUP_URL`` set it also talks: once the service answers ``/readyz`` it follows the
+conversations named in ``DEMO_CONVERSATIONS`` (default ``demo``) with ``HOST_TOKEN``, answers the
+person's messages through the Tool API with ``AGENT_TOKEN``, and replies with each result the relay
+delivers.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -71,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     print(f"demo agent: following {' '.join(_conversations())} on {lineup_url}", file=sys.stderr, flush=True)
-    asyncio.run(_serve(secrets, args.host, args.port, lineup_url, settings))
+    # uvicorn stops on SIGINT (Ctrl-C reaches every process of the dev stack), then raises it again.
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(secrets, args.host, args.port, lineup_url, settings))
     return 0
 
 

@@ -26,6 +26,9 @@ from demo_agent.webhooks import SeenEvents, ToolResult
 
 log = structlog.get_logger("demo_agent.conversations")
 RECONNECT_SECONDS = 1.0
+MAX_RECONNECT_SECONDS = 5.0
+#: A stream down for longer than this is worth one warning; shorter outages (a restart) pass quietly.
+OUTAGE_WARNING_SECONDS = 15.0
 SAY_ATTEMPTS = 3
 
 
@@ -79,6 +82,25 @@ class Lineup:
         response = await self.http.post("/v1/tool-calls", json=body, headers=self._agent)
         return response.status_code, response.json()
 
+    async def ready(self) -> bool:
+        """Whether the service answers ``/readyz`` (database reachable, migrations at head)."""
+        try:
+            response = await self.http.get("/readyz", timeout=2.0)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def operation(self, operation_id: str) -> dict[str, Any] | None:
+        """The operation as the Agent reads it (the pull side of results); None if unreadable."""
+        try:
+            response = await self.http.get(
+                f"/v1/operations/{quote(operation_id, safe='')}", headers=self._agent
+            )
+        except httpx.HTTPError:
+            return None
+        found: dict[str, Any] | None = response.json() if response.status_code == 200 else None
+        return found
+
     async def workspace(self, conversation_id: str) -> dict[str, Any]:
         response = await self.http.get(f"{_conversation(conversation_id)}/workspace", headers=self._host)
         response.raise_for_status()
@@ -130,7 +152,13 @@ class DemoAgent:
             return chat.failed(body)
         if isinstance(intent, chat.StopFocus):
             status, body = await self.lineup.call_tool(call_id, conversation_id, "pomodoro.interrupt", {})
-            return chat.interrupt_receipt(body) if status == 200 else chat.failed(body)
+            if status != 200:
+                return chat.failed(body)
+            stopped = None
+            if body.get("status") == "interrupted":
+                # How long the person focused: read back at once rather than wait for the relay.
+                stopped = await self.lineup.operation(str(body.get("operation_id")))
+            return chat.interrupt_receipt(body, stopped)
         if isinstance(intent, chat.AskRemaining):
             return chat.remaining(await self.lineup.workspace(conversation_id))
         return intent.reason or chat.HELP
@@ -160,21 +188,37 @@ class DemoAgent:
                 await asyncio.sleep(0.5 * attempt)
 
     async def follow(self, conversation_id: str, stop: asyncio.Event) -> None:
-        """Follow one conversation until ``stop``; reconnects resume after the last event."""
+        """Follow one conversation until ``stop``; reconnects resume after the last event. A lost
+        stream is retried quietly, with a growing pause; one that stays lost is warned about once."""
         last: str | None = None
+        down_since: float | None = None
+        failures = 0
+        warned = False
         while not stop.is_set():
             try:
                 async with self.lineup.stream(conversation_id, last) as response:
                     response.raise_for_status()
+                    down_since, failures, warned = None, 0, False
                     log.info("following", conversation_id=conversation_id)
                     async for event in sse_events(response):
                         last = event.id or last
                         if event.kind == "message":
                             await self._answer_safely(conversation_id, event.data)
             except httpx.HTTPError as exc:
-                log.warning("stream_error", conversation_id=conversation_id, error=str(exc))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), RECONNECT_SECONDS)
+                now = asyncio.get_running_loop().time()
+                down_since = now if down_since is None else down_since
+                failures += 1
+                if not warned and now - down_since >= OUTAGE_WARNING_SECONDS:
+                    warned = True
+                    log.warning(
+                        "stream_unavailable",
+                        conversation_id=conversation_id,
+                        seconds=round(now - down_since),
+                        error=str(exc),
+                    )
+                else:
+                    log.debug("stream_retry", conversation_id=conversation_id, error=str(exc))
+            await _pause(stop, min(RECONNECT_SECONDS * 2 ** max(0, failures - 1), MAX_RECONNECT_SECONDS))
 
     async def _answer_safely(self, conversation_id: str, data: str) -> None:
         try:
@@ -182,9 +226,27 @@ class DemoAgent:
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             log.warning("answer_failed", conversation_id=conversation_id, error=str(exc))
 
+    async def wait_ready(self, stop: asyncio.Event) -> bool:
+        """Until the service is ready, asking quietly every so often; False if ``stop`` comes first."""
+        pause = 0.1
+        while not stop.is_set():
+            if await self.lineup.ready():
+                return True
+            await _pause(stop, pause)
+            pause = min(pause * 2, MAX_RECONNECT_SECONDS)
+        return False
+
     async def run(self, conversation_ids: Sequence[str], stop: asyncio.Event) -> None:
+        """Follow the conversations, from the moment the service answers ``/readyz``, until ``stop``."""
+        if not await self.wait_ready(stop):
+            return
         followers = [asyncio.create_task(self.follow(cid, stop)) for cid in conversation_ids]
         await stop.wait()
         for follower in followers:
             follower.cancel()
         await asyncio.gather(*followers, return_exceptions=True)
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)

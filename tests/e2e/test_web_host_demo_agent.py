@@ -4,6 +4,7 @@ Pomodoro opens, and the result the relay delivers comes back as the Agent's repl
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from tests.support.browser import (
     requires_chromium,
     screenshot,
     sign_in,
+    timeline,
+    timeline_scroll,
     wait_live,
 )
 from tests.support.processes import free_port, spawn, stop, wait_http
@@ -125,12 +128,59 @@ def test_typing_to_the_demo_agent_starts_a_real_focus_period_and_its_result_come
 
         type_message(page, "stop")
         page.wait_for_selector('iframe[data-app-scope="pomodoro"]', state="detached")
-        # Told by the relay's signed webhook, not by the page.
-        result = page.wait_for_selector(
-            '[data-testid="message"][data-role="agent"] .text:has-text("Focus period interrupted after")'
+        stopped = page.wait_for_selector(
+            '[data-testid="message"][data-role="agent"] .text:has-text("Stopped: you focused")'
         )
-        assert result.inner_text().endswith("of 1 min on tests.")
-        assert '"tool_result"' in stack.agent_log()
+        assert stopped.inner_text().endswith("of 1 min on tests.")
+        # The relay's signed webhook reached the Agent, which told the stop once, from its receipt.
+        eventually(lambda: '"tool_result"' in stack.agent_log())
+        page.wait_for_timeout(500)
+        rows = timeline(page)
+        assert [(kind, who) for kind, who, _, _ in rows[-3:]] == [
+            ("message", "You"),
+            ("tool-result", "Tool"),
+            ("message", "Agent"),
+        ]
+        assert rows[-3][2] == "stop" and rows[-1][2] == stopped.inner_text()
+        assert (
+            sum("interrupted" in text or "Stopp" in text for _, who, text, _ in rows if who == "Agent") == 1
+        )
+        assert "UTC" not in " ".join(text for _, _, text, _ in rows)
         screenshot(page, "web-host-demo-agent-result")
+
+        page.reload()
+        wait_live(page)
+        eventually(lambda: len(timeline(page)) >= len(rows))
+        assert timeline(page) == rows
+        assert timeline_scroll(page)["below"] <= 2
         page.wait_for_timeout(200)
         assert problems.found == []
+
+
+def test_the_demo_agent_started_before_the_service_waits_for_it_quietly(
+    tmp_path: Path, database_url: str
+) -> None:
+    service = ServiceProcess(database_url, tmp_path)  # its port is chosen, nothing listens there yet
+    agent = spawn(
+        ["-m", "demo_agent", "--port", str(free_port())],
+        {
+            "WEBHOOK_SECRET": new_secret(),
+            "LINEUP_URL": service.base_url,
+            "AGENT_TOKEN": AGENT_TOKEN,
+            "HOST_TOKEN": HOST_TOKEN,
+            "DEMO_CONVERSATIONS": CONVERSATION,
+        },
+        tmp_path / "demo-agent.log",
+    )
+    try:
+        time.sleep(2.5)
+        assert agent.poll() is None
+        service.start()
+        eventually(lambda: '"event": "following"' in (tmp_path / "demo-agent.log").read_text(), seconds=20)
+    finally:
+        stop(agent)
+        if service.process is not None:
+            service.stop()
+    log = (tmp_path / "demo-agent.log").read_text()
+    assert '"level": "warning"' not in log and '"level": "error"' not in log, log
+    assert "All connection attempts failed" not in log
