@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Coroutine
@@ -13,6 +14,7 @@ from typing import Any
 from relay.config import RelayConfig
 from relay.probes import ProbePortError
 from relay.worker import Relay
+from service import dev_env
 from service.logging import configure_logging
 from service.settings import SettingsError, load_settings
 
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog=ENVIRONMENT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     ).parse_args(argv)
+    if (found := dev_env.adopt(os.environ)) is not None:
+        print(dev_env.note(found), file=sys.stderr)
     try:
         settings = load_settings("relay")
     except SettingsError as exc:

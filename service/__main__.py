@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from service import dev_env
 from service.cli import ops as ops_cli
 from service.settings import SettingsError
 
@@ -26,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ops_cli.add_arguments(ops)
     args = parser.parse_args(argv)
+    if args.command != "dev" and (found := dev_env.adopt(os.environ)) is not None:
+        print(dev_env.note(found), file=sys.stderr)
     try:
         if args.command == "migrate":
             from service.cli.migrate import run as run_migrate

@@ -1,8 +1,10 @@
 """``python -m service dev``: the whole stack on one machine.
 
 With no ``DATABASE_URL`` it starts an embedded Postgres (the ``pgserver`` package) in
-``<data-dir>/pg``, migrates, then runs the service (and, as they land, the relay and the demo
-Agent) as child processes, printing the address and the tokens it made. Ctrl-C stops them all.
+``<data-dir>/pg``, migrates, runs the service, and once the service answers ``/readyz`` the demo
+Agent and a relay, as child processes. It prints the address, a ready-to-paste ``export`` line of
+the settings and a sign-in link, and keeps those settings in ``<data-dir>/env`` while it runs
+(``service.dev_env``). Ctrl-C stops them all.
 """
 
 from __future__ import annotations
@@ -16,13 +18,18 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+
+from service import dev_env
 from service.db.migrate import upgrade
 
 TOKEN_NAMES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
+READY_SECONDS = 60.0
 
 
 def _secrets(data_dir: Path) -> dict[str, str]:
@@ -33,8 +40,9 @@ def _secrets(data_dir: Path) -> dict[str, str]:
     else:
         stored = {name: secrets.token_urlsafe(24) for name in TOKEN_NAMES}
         stored["WEBHOOK_SECRET"] = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-        path.write_text(json.dumps(stored, indent=2))
-        path.chmod(0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(stored, indent=2))
     return stored
 
 
@@ -45,8 +53,11 @@ def _free_port(host: str) -> int:
 
 
 def _database_url(data_dir: Path) -> tuple[str, Any]:
+    """``DATABASE_URL``, or an embedded Postgres in ``<data-dir>/pg``. A ``DATABASE_URL`` that is
+    the embedded one of an earlier run (pasted from its ``export`` line) means the embedded one."""
     url = os.environ.get("DATABASE_URL")
-    if url:
+    embedded = data_dir / "pg.url"
+    if url and not (embedded.exists() and embedded.read_text().strip() == url):
         return url, None
     runtime_dir = data_dir / "run"
     runtime_dir.mkdir(mode=0o700, exist_ok=True)
@@ -59,7 +70,9 @@ def _database_url(data_dir: Path) -> tuple[str, Any]:
             "pip install -e '.[embedded]' or set DATABASE_URL"
         ) from None
     server = pgserver.get_server(data_dir / "pg", cleanup_mode="stop")  # type: ignore[attr-defined]
-    return str(server.get_uri()), server
+    url = str(server.get_uri())
+    embedded.write_text(url + "\n")
+    return url, server
 
 
 def _sign_in_link(base: str, env: dict[str, str]) -> str:
@@ -68,6 +81,30 @@ def _sign_in_link(base: str, env: dict[str, str]) -> str:
     conversation = (env.setdefault("DEMO_CONVERSATIONS", "demo").replace(",", " ").split() or ["demo"])[0]
     token = env["HOST_TOKEN"].replace(",", " ").split()[0]
     return f"{base}/host/?conversation_id={quote(conversation, safe='')}#token={quote(token, safe='')}"
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _wait_ready(url: str, service: subprocess.Popen[bytes], stopping: Callable[[], bool]) -> bool:
+    """Until the service answers ``/readyz`` (database reachable, migrations at head); False when
+    it exits, does not answer within READY_SECONDS, or Ctrl-C comes first."""
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline and not stopping():
+        if service.poll() is not None:
+            return False
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    return False
 
 
 def run(host: str, port: int, data_dir_name: str) -> int:
@@ -81,45 +118,13 @@ def run(host: str, port: int, data_dir_name: str) -> int:
     upgrade(url)
 
     base = f"http://{host}:{port}"
-    children: list[tuple[str, subprocess.Popen[bytes]]] = [
-        (
-            "service",
-            subprocess.Popen(
-                [sys.executable, "-m", "service", "serve", "--host", host, "--port", str(port)],
-                env=env,
-            ),
-        )
-    ]
-    # The demo Agent also follows the demo conversation(s) and answers the person there.
+    # The demo Agent follows the demo conversation(s) and answers the person there; the relay
+    # delivers results to it, and it verifies their signatures.
     env.setdefault("LINEUP_URL", base)
     sign_in = _sign_in_link(base, env)
-    # The relay delivers results to a demo Agent that verifies the signatures and logs them.
     agent_port = str(_free_port(host))
     env.setdefault("AGENT_WEBHOOK_URL", f"http://{host}:{agent_port}/webhooks/lineup")
     env.setdefault("RELAY_METRICS_PORT", str(_free_port(host)))
-    children.append(
-        (
-            "demo-agent",
-            subprocess.Popen(
-                [sys.executable, "-m", "demo_agent", "--host", host, "--port", agent_port], env=env
-            ),
-        )
-    )
-    children.append(("relay", subprocess.Popen([sys.executable, "-m", "relay"], env=env)))
-    print(
-        "\nLineup Runtime (dev)\n"
-        f"  service       {base}\n"
-        f"  database      {url}\n"
-        f"  relay posts to {env['AGENT_WEBHOOK_URL']} (the demo agent logs each result)\n"
-        f"  relay metrics http://{host}:{env['RELAY_METRICS_PORT']}/metrics\n"
-        f"  AGENT_TOKEN   {env['AGENT_TOKEN']}\n"
-        f"  HOST_TOKEN    {env['HOST_TOKEN']}\n"
-        f"  OPERATOR_TOKEN {env['OPERATOR_TOKEN']}\n"
-        f"  try: curl -H 'Authorization: Bearer {env['AGENT_TOKEN']}' {base}/v1/tools\n"
-        f"\nOpen the web host (signed in, conversation with the demo Agent):\n  {sign_in}\n"
-        "Ctrl-C stops everything.\n",
-        flush=True,
-    )
     stopping = False
 
     def _stop(*_: object) -> None:
@@ -128,8 +133,37 @@ def run(host: str, port: int, data_dir_name: str) -> int:
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
+    children: list[tuple[str, subprocess.Popen[bytes]]] = []
     exit_code = 0
     try:
+        serve = [sys.executable, "-m", "service", "serve", "--host", host, "--port", str(port)]
+        children.append(("service", subprocess.Popen(serve, env=env)))
+        # The demo Agent talks to the service: it starts once the service is ready.
+        if not _wait_ready(f"{base}/readyz", children[0][1], lambda: stopping):
+            if not stopping:
+                print(f"dev: the service did not become ready at {base}/readyz; stopping", file=sys.stderr)
+                exit_code = 1
+            return exit_code
+        agent = [sys.executable, "-m", "demo_agent", "--host", host, "--port", agent_port]
+        children.append(("demo-agent", subprocess.Popen(agent, env=env)))
+        children.append(("relay", subprocess.Popen([sys.executable, "-m", "relay"], env=env)))
+        env_file = dev_env.write(data_dir, env)
+        print(
+            "\nLineup Runtime (dev) is ready\n"
+            f"  service        {base}\n"
+            f"  database       {url}\n"
+            f"  relay          posts results to {env['AGENT_WEBHOOK_URL']} (the demo Agent logs each one);"
+            f" metrics http://{host}:{env['RELAY_METRICS_PORT']}/metrics\n"
+            f"  tokens         made once, kept in {_shown(data_dir / 'secrets.json')}; while this runs, every"
+            f" command started here (ops, migrate, serve, relay) finds them and the database in"
+            f" {_shown(env_file)}\n"
+            "\nFor curl and other shells, paste:\n"
+            f"  {dev_env.export_line(env)}\n"
+            f'  curl -H "Authorization: Bearer $AGENT_TOKEN" {base}/v1/tools\n'
+            f"\nOpen the web host (signed in, conversation with the demo Agent):\n  {sign_in}\n"
+            "Ctrl-C stops everything.\n",
+            flush=True,
+        )
         while not stopping:
             for name, child in children:
                 code = child.poll()
@@ -139,6 +173,7 @@ def run(host: str, port: int, data_dir_name: str) -> int:
                     stopping = True
             time.sleep(0.2)
     finally:
+        dev_env.remove(data_dir)
         for _, child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)

@@ -1,0 +1,176 @@
+"""``python -m service dev`` as a new user meets it: it prints one line to paste, the README's curl
+examples work after that paste, commands run beside it find its settings by themselves, and the demo
+Agent starts without a single connection error."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.processes import ROOT, free_port
+
+pytestmark = pytest.mark.e2e
+
+STARTUP_SECONDS = 90
+SETTINGS = (
+    "DATABASE_URL",
+    "AGENT_TOKEN",
+    "HOST_TOKEN",
+    "OPERATOR_TOKEN",
+    "AGENT_WEBHOOK_URL",
+    "WEBHOOK_SECRET",
+)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a new user's shell: none of the service's settings, this checkout importable."""
+    base = {k: v for k, v in os.environ.items() if k not in SETTINGS and not k.startswith("RELAY_")}
+    return {**base, "PYTHONPATH": str(ROOT), **extra}
+
+
+class DevStack:
+    def __init__(self, cwd: Path, database_url: str) -> None:
+        self.cwd = cwd
+        self.port = free_port()
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "service", "dev", "--port", str(self.port)],
+            cwd=cwd,
+            env=clean_env(DATABASE_URL=database_url, DEMO_CONVERSATIONS="dev-test"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while "Ctrl-C stops everything." not in self.output:
+            assert self.process.poll() is None, f"dev exited with {self.process.returncode}:\n{self.output}"
+            assert time.monotonic() < deadline, f"dev was not ready in {STARTUP_SECONDS}s:\n{self.output}"
+            time.sleep(0.1)
+
+    def export_line(self) -> str:
+        [line] = [line.strip() for line in self.lines if line.strip().startswith("export DATABASE_URL=")]
+        return line
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        return self.process.returncode
+
+
+@pytest.fixture
+def dev(tmp_path: Path, database_url: str) -> Iterator[DevStack]:
+    stack = DevStack(tmp_path, database_url)
+    try:
+        stack.wait_ready()
+        yield stack
+    finally:
+        stack.stop()
+
+
+def readme_curl_block(port: int) -> str:
+    """The shell block of the README's "A tool call, by hand", aimed at this stack."""
+    section = (ROOT / "README.md").read_text().split("## A tool call, by hand", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    return (
+        block.group(1)
+        .replace("localhost:8000", f"127.0.0.1:{port}")
+        .replace(".venv/bin/python", sys.executable)
+    )
+
+
+def run_here(dev: DevStack, *args: str) -> subprocess.CompletedProcess[str]:
+    """A command in the stack's directory, from a shell where nothing is set."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=dev.cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the README's examples use curl")
+def test_after_pasting_the_one_printed_line_the_readmes_tool_calls_work(dev: DevStack) -> None:
+    done = subprocess.run(
+        ["bash", "-euc", dev.export_line() + "\n" + readme_curl_block(dev.port)],
+        cwd=dev.cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"status":"accepted"' in done.stdout and '"status":"interrupted"' in done.stdout
+    assert "operation" in done.stdout and "interrupted (agent_interrupt)" in done.stdout  # ops trace call-1
+
+
+def test_commands_run_beside_it_with_nothing_set_find_its_settings(dev: DevStack) -> None:
+    env_file = dev.cwd / ".dev" / "env"
+    assert env_file.is_file() and (env_file.stat().st_mode & 0o077) == 0
+
+    stats = run_here(dev, "-m", "service", "ops", "stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["outbox"]["by_status"].keys() == {"pending", "delivered", "dead"}
+    assert (
+        stats.stderr.strip()
+        == f"using the dev stack's settings from .dev{os.sep}env (set DATABASE_URL to use another database)"
+    )
+    migrate = run_here(dev, "-m", "service", "migrate")
+    assert migrate.returncode == 0 and migrate.stdout.startswith("migrated to "), migrate.stderr
+
+
+def test_the_demo_agent_starts_without_connection_errors_and_ctrl_c_leaves_nothing_behind(
+    tmp_path: Path, database_url: str
+) -> None:
+    stack = DevStack(tmp_path, database_url)
+    try:
+        stack.wait_ready()
+        deadline = time.monotonic() + 20
+        while '"event": "following"' not in stack.output and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        code = stack.stop()
+    output: Any = stack.output
+    assert '"event": "following"' in output
+    assert "stream_error" not in output and "All connection attempts failed" not in output
+    assert "Traceback" not in output, output
+    assert code == 0
+    assert not (tmp_path / ".dev" / "env").exists()
+    assert (tmp_path / ".dev" / "secrets.json").exists()
