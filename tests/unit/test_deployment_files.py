@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import yaml
 from jsonschema import Draft7Validator, validators
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = ROOT.parent / "shared" / "data" / "compose-spec.schema.json"
+# The Compose Specification's schema as the check-jsonschema package ships it (the test extra):
+# a versioned copy from a package, never fetched at test time, never read from outside the repository.
+COMPOSE_SCHEMA = resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json"
 
 
 @pytest.fixture(scope="module")
@@ -22,14 +25,41 @@ def compose() -> dict[str, Any]:
     return loaded
 
 
-def test_compose_file_satisfies_the_compose_specification(compose: dict[str, Any]) -> None:
-    if not SCHEMA.exists():
-        pytest.fail(f"the Compose Specification schema is missing at {SCHEMA}")
-    schema = json.loads(SCHEMA.read_text())
+def compose_errors(document: dict[str, Any]) -> list[str]:
+    schema = json.loads(COMPOSE_SCHEMA.read_text())
     validator_class = validators.validator_for(schema, default=Draft7Validator)
     validator_class.check_schema(schema)
-    errors = sorted(validator_class(schema).iter_errors(compose), key=lambda e: list(e.path))
-    assert [f"{list(e.path)}: {e.message}" for e in errors] == []
+    errors = sorted(validator_class(schema).iter_errors(document), key=lambda e: list(e.path))
+    return [f"{list(e.path)}: {e.message}" for e in errors]
+
+
+def test_compose_file_satisfies_the_compose_specification(compose: dict[str, Any]) -> None:
+    assert compose_errors(compose) == []
+
+
+def test_the_compose_specification_check_refuses_a_file_that_breaks_it(compose: dict[str, Any]) -> None:
+    relay = {**compose["services"]["relay"], "restart_when": "always"}  # not a Compose attribute
+    broken = {**compose, "services": {**compose["services"], "relay": relay}}
+    assert compose_errors(broken) != []
+
+
+def test_no_file_of_the_repository_reaches_outside_it() -> None:
+    """The repository stands alone: no code, test, doc or setting names a path beside it."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False, timeout=60
+    ).stdout.split(b"\0")
+    if not any(tracked):
+        pytest.skip("not a git checkout")
+    # Spelled in parts so that this file does not name them itself.
+    outside = [("../" + "shared").encode(), ("/work/" + "shared").encode()]
+    offenders = [
+        name.decode()
+        for name in tracked
+        if name
+        and (ROOT / name.decode()).is_file()
+        and any(path in (ROOT / name.decode()).read_bytes() for path in outside)
+    ]
+    assert offenders == []
 
 
 def test_compose_runs_postgres_migrate_service_two_relays_and_a_demo_agent_profile(
@@ -43,6 +73,12 @@ def test_compose_runs_postgres_migrate_service_two_relays_and_a_demo_agent_profi
     assert services["service"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert services["relay"]["deploy"]["replicas"] == 2
     assert services["demo-agent"]["profiles"] == ["demo"]
+
+
+def test_the_relay_health_check_asks_the_probe_port_the_relay_is_given(compose: dict[str, Any]) -> None:
+    relay = compose["services"]["relay"]
+    port = relay["environment"]["RELAY_METRICS_PORT"]
+    assert f"http://127.0.0.1:{port}/healthz" in " ".join(relay["healthcheck"]["test"])
 
 
 @pytest.mark.parametrize("name", ["migrate", "service", "relay", "demo-agent"])
