@@ -80,7 +80,7 @@ async def _woken(wake: asyncio.Event, stop: asyncio.Event, seconds: float) -> bo
 
 class HostEventsController(Controller):
     path = "/v1/host"
-    guards = [require("host")]
+    before_request = require("host")
 
     @get("/conversations/{conversation_id:str}/events")
     async def events(

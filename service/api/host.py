@@ -84,7 +84,7 @@ def _conversation(cid: str) -> str:
 
 class HostController(Controller):
     path = "/v1/host"
-    guards = [require("host")]
+    before_request = require("host")
 
     @get("/conversations/{conversation_id:str}/workspace")
     async def workspace(

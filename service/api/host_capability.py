@@ -16,7 +16,7 @@ from service.use_cases.capabilities import mint_capability
 
 class HostCapabilityController(Controller):
     path = "/v1/host"
-    guards = [require("host")]
+    before_request = require("host")
 
     @post(
         "/instances/{instance_id:str}/capability",

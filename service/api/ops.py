@@ -57,7 +57,7 @@ async def _read(request: Request[Any, Any, Any], lookup: ops_db.Lookup[T]) -> T:
 
 class OpsController(Controller):
     path = "/v1/ops"
-    guards = [require("operator")]
+    before_request = require("operator")
 
     @get("/outbox")
     async def outbox(

@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post, put
-from litestar.connection import ASGIConnection
-from litestar.handlers.base import BaseRouteHandler
 from pydantic import Field
 
 from service.api.auth import bearer_token
@@ -34,13 +32,16 @@ class StateWrite(StrictBody):
     data: dict[str, Any]
 
 
-async def require_capability(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """Resolve the bearer token to its instance binding and keep it on the request."""
-    token = bearer_token(connection)
-    capability = None if token is None else await resolve_capability(connection.app.state.runtime, token)
-    if capability is None:
-        raise unauthorized()
-    connection.state.capability = capability
+class RequireCapability:
+    """Before every SDK handler: the bearer token must be an instance capability."""
+
+    async def __call__(self, connection: Request[Any, Any, Any]) -> None:
+        """Resolve the bearer token to its instance binding and keep it on the request."""
+        token = bearer_token(connection)
+        capability = None if token is None else await resolve_capability(connection.app.state.runtime, token)
+        if capability is None:
+            raise unauthorized()
+        connection.state.capability = capability
 
 
 def capability_of(request: Request[Any, Any, Any]) -> Capability:
@@ -50,7 +51,7 @@ def capability_of(request: Request[Any, Any, Any]) -> Capability:
 
 class SdkController(Controller):
     path = "/v1/sdk"
-    guards = [require_capability]
+    before_request = RequireCapability()
 
     @get("/context")
     async def context(self, request: Request[Any, Any, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ def parse_uuid(value: str, what: str) -> UUID:
 
 class AgentToolController(Controller):
     path = "/v1"
-    guards = [require("agent")]
+    before_request = require("agent")
 
     @get("/tools")
     async def list_tools(self, request: Request[Any, Any, Any]) -> dict[str, Any]:
