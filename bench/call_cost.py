@@ -47,7 +47,9 @@ Call = Callable[[dict[str, Any]], Awaitable[tuple[int, Any]]]
 
 
 def _body(conversation: str, n: int, tool: str) -> dict[str, Any]:
-    arguments: dict[str, Any] = {"duration_seconds": 1500, "activity": "bench"} if tool == "pomodoro.start" else {}
+    arguments: dict[str, Any] = {}
+    if tool == "pomodoro.start":
+        arguments = {"duration_seconds": 1500, "activity": "bench"}
     return {
         "tool_call_id": f"{conversation}-{n}-{tool}",
         "conversation_id": conversation,
@@ -290,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     from service.logging import configure_logging
 
     configure_logging(logging.WARNING)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cycles", type=int, default=3000, help="measured start+interrupt cycles per part")
     parser.add_argument("--concurrency", type=int, default=16, help="conversations in flight")
     args = parser.parse_args(argv)

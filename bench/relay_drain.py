@@ -1,17 +1,21 @@
-"""How fast the relay drains a backlog, how soon a committed result reaches the Agent, and the ceiling
-of the relay's own claim-and-mark SQL, all in one run against a throwaway database on 127.0.0.1.
+"""How fast the relay drains a backlog, how soon a committed result reaches the Agent, beside the
+ceilings of the relay's own claim-and-mark SQL and of the receiver, all in one run against a
+throwaway database on 127.0.0.1.
 
     .venv/bin/python bench/relay_drain.py [--rows 20000] [--relays 1,2] [--rate 200] [--seconds 10]
 
-1. SQL ceiling: the relay's CLAIM, LOCK_FOR_OUTCOME and RECORD_OUTCOMES statements (relay.claims)
+1. SQL ceiling: the relay's CLAIM and RECORD_OUTCOMES statements (relay.claims)
    in a loop from --ceiling-workers connections, marking every row delivered, no HTTP at all.
-2. Drain: a backlog of --rows rows (in --conversations conversations, ordered within each) delivered
-   by `python -m relay` processes (1, then 2 at once) to a local receiver answering 204 at once.
-3. Steady: --rate results per second, each committed in its own transaction, for --seconds; the
+2. Receiver ceiling: the local receiver (bench/_receiver.py) fed pipelined requests as fast as it
+   answers them, no relay at all.
+3. Drain: a backlog of --rows rows (in --conversations conversations, ordered within each) delivered
+   by `python -m relay` processes (1, then 2 at once) to the receiver, which answers 204 at once;
+   signatures, head-of-line order, attempts rows and lease fencing as in production.
+4. Steady: --rate results per second, each committed in its own transaction, for --seconds; the
    receiver notes when each first arrives; commit-to-2xx latency is arrival minus the row's
-   created_at. Run with LISTEN/NOTIFY (the default) and again with RELAY_POLL_ONLY at the default
-   1 s and at 50 ms (what dropping the trigger would cost in latency; bench/notify_cost.py measures
-   what keeping it costs).
+   created_at. After each commit the bench wakes the relays as the service does (coalesced NOTIFY
+   after commit, service.wakeups); run again with RELAY_POLL_ONLY at the default 1 s and at 50 ms,
+   the worst case when wake-ups are lost.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
 from bench._db import QUEUE_ONE, RESET, SEED_BACKLOG  # noqa: E402
-from bench.common import free_port, throwaway_database  # noqa: E402
+from bench.common import CpuMeter, free_port, process_cpu, throwaway_database  # noqa: E402
 from relay import claims as claims_db  # noqa: E402
 from relay.claims import Outcome  # noqa: E402
 
@@ -81,6 +85,46 @@ def sql_ceiling(url: str, rows: int, conversations: int, workers: int, batch: in
     elapsed = time.perf_counter() - started
     assert undelivered(url) == 0, "the ceiling run left rows behind"
     return rows / elapsed
+
+
+# -- 2. the receiver's ceiling -------------------------------------------------------------------
+
+
+async def _blast(port: int, connections: int, per_connection: int, pipeline: int) -> None:
+    body = b'{"event_id":"x","type":"tool.result","result":{"state":"completed"}}'
+
+    async def one(connection: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        sent = 0
+        while sent < per_connection:
+            batch = min(pipeline, per_connection - sent)
+            writer.write(
+                b"".join(
+                    b"POST /agent/webhook HTTP/1.1\r\nHost: bench\r\nwebhook-id: ceiling-%d-%d\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (connection, sent + i, len(body), body)
+                    for i in range(batch)
+                )
+            )
+            answered = 0
+            while answered < batch:
+                answered += (await reader.read(65536)).count(b"HTTP/1.1 204")
+            sent += batch
+        writer.close()
+
+    await asyncio.gather(*(one(c) for c in range(connections)))
+
+
+def receiver_ceiling(requests: int) -> float:
+    """Requests per second the receiver answers, fed pipelined requests on 8 connections."""
+    receiver = Receiver()
+    try:
+        per_connection = requests // 8
+        asyncio.run(_blast(receiver.port, 8, per_connection // 10, 100))  # warm-up
+        started = time.perf_counter()
+        asyncio.run(_blast(receiver.port, 8, per_connection, 100))
+        return 8 * per_connection / (time.perf_counter() - started)
+    finally:
+        receiver.close()
 
 
 # -- the receiver and the relays -----------------------------------------------------------------
@@ -184,10 +228,10 @@ class Relays:
                 raise SystemExit(f"relay exited with {relay.returncode}")
 
 
-# -- 2. drain -----------------------------------------------------------------------------------
+# -- 3. drain -----------------------------------------------------------------------------------
 
 
-def drain(url: str, relays: int, args: argparse.Namespace) -> dict[str, float]:
+def drain(url: str, relays: int, args: argparse.Namespace) -> dict[str, Any]:
     receiver = Receiver()
     try:
         # Seeded after the relays are ready, so their start-up is not part of the figure.
@@ -197,10 +241,17 @@ def drain(url: str, relays: int, args: argparse.Namespace) -> dict[str, float]:
         started = time.time()
         seed(url, args.rows, args.conversations)
         seeded = time.time()
+        meter = CpuMeter(url)
+        relay_cpu = sum(process_cpu(p.pid) for p in processes.processes)
+        receiver_cpu = process_cpu(receiver.process.pid)
+        meter.start()
         stats = receiver.wait_for(args.rows, timeout=180)
         while undelivered(url) and time.time() < seeded + 200:
             time.sleep(0.02)
         recorded = time.time()
+        cpu = meter.stop()
+        cpu["relay processes"] = sum(process_cpu(p.pid) for p in processes.processes) - relay_cpu
+        cpu["receiver"] = process_cpu(receiver.process.pid) - receiver_cpu
         processes.stop()
     finally:
         receiver.close()
@@ -209,10 +260,42 @@ def drain(url: str, relays: int, args: argparse.Namespace) -> dict[str, float]:
         "first_to_last_arrival": args.rows / (stats["last"] - stats["first"]),
         "seed_seconds": seeded - started,
         "repeats": stats["requests"] - stats["unique"],
+        "cpu": cpu,
     }
 
 
-# -- 3. steady rate -----------------------------------------------------------------------------
+def cpu_line(cpu: dict[str, float], rows: int) -> str:
+    named = ("relay processes", "postgres (this db)", "receiver")
+    parts = [f"{name} {cpu[name] / rows * 1e6:.0f}" for name in named]
+    other = cpu["machine"] - sum(cpu[name] for name in named) - cpu.get("bench process", 0.0)
+    parts.append(f"everything else {max(other, 0.0) / rows * 1e6:.0f}")
+    return "CPU us per delivery: " + ", ".join(parts)
+
+
+# -- 4. steady rate -----------------------------------------------------------------------------
+
+
+async def _queue_at_rate(url: str, rate: int, total: int, wake: bool) -> float:
+    """Commit ``total`` outbox rows at ``rate`` per second; after each commit, wake the relays as the
+    service does (coalesced NOTIFY on another connection) unless ``wake`` is false."""
+    from service.wakeups import Wakeups
+
+    wakeups = Wakeups()
+    stop = asyncio.Event()
+    notifier = asyncio.create_task(wakeups.run(url, stop))
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        started = time.perf_counter()
+        for index in range(total):
+            pause = started + index / rate - time.perf_counter()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            await conn.execute(QUEUE_ONE, {"conversation_id": f"steady-{index % 500}"})
+            if wake:
+                wakeups.committed(outbox=True)
+        achieved = total / (time.perf_counter() - started)
+    stop.set()
+    await notifier
+    return achieved
 
 
 def steady(url: str, args: argparse.Namespace, **env: str) -> dict[str, float]:
@@ -222,14 +305,8 @@ def steady(url: str, args: argparse.Namespace, **env: str) -> dict[str, float]:
     total = int(args.rate * args.seconds)
     try:
         processes = Relays(url, receiver, 1, args, **env)
-        with psycopg.connect(url, autocommit=True) as conn:
-            started = time.perf_counter()
-            for index in range(total):
-                pause = started + index / args.rate - time.perf_counter()
-                if pause > 0:
-                    time.sleep(pause)
-                conn.execute(QUEUE_ONE, {"conversation_id": f"steady-{index % 500}"})
-            achieved = total / (time.perf_counter() - started)
+        wake = env.get("RELAY_POLL_ONLY") != "true"
+        achieved = asyncio.run(_queue_at_rate(url, args.rate, total, wake))
         receiver.wait_for(total, timeout=60)
         arrivals = receiver.arrivals()
         processes.stop()
@@ -254,6 +331,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64, help="RELAY_CONCURRENCY")
     parser.add_argument("--batch", type=int, default=100, help="RELAY_BATCH_SIZE")
     parser.add_argument("--ceiling-workers", type=int, default=2)
+    parser.add_argument("--no-steady", action="store_true", help="skip the steady-rate latency runs")
     args = parser.parse_args()
     print(
         f"rows={args.rows} in {args.conversations} conversations, RELAY_CONCURRENCY={args.concurrency}, "
@@ -266,16 +344,23 @@ def main() -> int:
             f"SQL ceiling, claim + mark ({args.ceiling_workers} connections): {ceiling:,.0f} rows/s",
             flush=True,
         )
+        ingest = receiver_ceiling(max(args.rows, 80_000))
+        print(f"receiver ceiling, pipelined requests: {ingest:,.0f} requests/s", flush=True)
         for count in (int(n) for n in args.relays.split(",")):
             drained = drain(url, count, args)
             print(
                 f"drain, {count} relay process(es): {drained['per_second']:,.0f} deliveries/s "
+                f"= {drained['per_second'] / ceiling:.2f} x the SQL ceiling, "
+                f"{drained['per_second'] / ingest:.2f} x the receiver's "
                 f"(first to last arrival {drained['first_to_last_arrival']:,.0f}/s; "
                 f"{drained['repeats']:.0f} repeats)",
                 flush=True,
             )
+            print(f"    {cpu_line(drained['cpu'], args.rows)}", flush=True)
+        if args.no_steady:
+            return 0
         variants: list[tuple[str, dict[str, str]]] = [
-            ("LISTEN/NOTIFY", {}),
+            ("after-commit wake-up (coalesced NOTIFY)", {}),
             ("poll only, 1 s", {"RELAY_POLL_ONLY": "true"}),
             ("poll only, 50 ms", {"RELAY_POLL_ONLY": "true", "RELAY_POLL_INTERVAL_SECONDS": "0.05"}),
         ]

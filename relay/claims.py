@@ -50,14 +50,11 @@ RETURNING o.event_id, o.tool_call_id, o.conversation_id, o.sequence, o.attempts,
           o.lease_expires_at, o.payload::text
 """
 
-# Rows are locked in one order by every writer, so two relays recording overlapping batches (one of
-# them late) cannot deadlock, and the attempt numbers below are computed under the lock.
-LOCK_FOR_OUTCOME = """
-SELECT event_id FROM outbox WHERE event_id = ANY(%(event_ids)s::uuid[]) ORDER BY event_id FOR UPDATE
-"""
-
 # The outcome lands only where this relay still holds the very lease it claimed; every attempt is
-# appended to outbox_attempts either way. Re-running the statement after a lost commit reply is
+# appended to outbox_attempts either way. One statement, its own transaction. Rows are locked in one
+# order (``locked``, sorted by event_id, read before any row is updated) by every writer, so two
+# writers recording overlapping batches (one of them late) cannot deadlock, and the attempt numbers
+# below are computed under the lock. Re-running the statement after a lost commit reply is
 # harmless: the attempt row (same relay, same start) exists and the lease is already gone.
 RECORD_OUTCOMES = """
 WITH v AS (
@@ -67,6 +64,12 @@ WITH v AS (
         %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[])
         AS v(event_id, lease, verdict, delay, error, started_at, duration_ms, status_code, error_class,
              excerpt)
+),
+locked AS MATERIALIZED (
+    SELECT o.event_id FROM outbox o
+    WHERE o.event_id = ANY(%(event_ids)s::uuid[])
+    ORDER BY o.event_id
+    FOR UPDATE
 ),
 held AS (
     UPDATE outbox o
@@ -78,7 +81,7 @@ held AS (
         last_error = CASE WHEN v.verdict = 'delivered' THEN o.last_error ELSE v.error END,
         lease_owner = NULL,
         lease_expires_at = NULL
-    FROM v
+    FROM v JOIN locked l USING (event_id)
     WHERE o.event_id = v.event_id
       AND o.status = 'pending'
       AND o.lease_owner = %(relay_id)s
@@ -92,9 +95,8 @@ SELECT v.event_id,
        coalesce((SELECT max(a.attempt) FROM outbox_attempts a WHERE a.event_id = v.event_id), 0) + 1,
        %(relay_id)s, v.started_at, v.duration_ms, v.status_code, v.error_class, v.excerpt,
        CASE WHEN v.event_id IN (SELECT event_id FROM held) THEN v.verdict ELSE 'lease_lost' END
-FROM v
-WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.event_id = v.event_id)
-  AND NOT EXISTS (
+FROM v JOIN locked l USING (event_id)
+WHERE NOT EXISTS (
       SELECT 1 FROM outbox_attempts a
       WHERE a.event_id = v.event_id AND a.relay_id = %(relay_id)s AND a.started_at = v.started_at)
 RETURNING event_id, outcome
@@ -157,7 +159,7 @@ async def claim(
 
 
 async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]) -> dict[UUID, str]:
-    """Write a batch of outcomes in one transaction; returns what was recorded per event (or lease_lost)."""
+    """Write a batch of outcomes in one statement; returns what was recorded per event (or lease_lost)."""
     params = {
         "relay_id": relay_id,
         "event_ids": [o.claim.event_id for o in outcomes],
@@ -171,10 +173,10 @@ async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]
         "error_classes": [o.error_class for o in outcomes],
         "excerpts": [o.excerpt for o in outcomes],
     }
-    async with conn.transaction():
-        await conn.execute(LOCK_FOR_OUTCOME, {"event_ids": params["event_ids"]})
-        cursor = await conn.execute(RECORD_OUTCOMES, params)
-        rows = await cursor.fetchall()
+    # Planned afresh each time (never a cached generic plan): the best way to look up earlier
+    # attempts depends on how big outbox_attempts has grown, and its statistics may be stale.
+    cursor = await conn.execute(RECORD_OUTCOMES, params, prepare=False)
+    rows = await cursor.fetchall()
     return {row[0]: row[1] for row in rows}
 
 

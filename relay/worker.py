@@ -1,9 +1,11 @@
 """The relay loop: claim due rows, deliver them concurrently, record every outcome in batches.
 
-Three things run side by side: the claimer (woken by NOTIFY, by recorded outcomes, or by its poll),
-one delivery task per claimed row (at most ``concurrency`` rows are held at once), and the writer,
-which records finished attempts in batches. A row stays held, and its lease live, until its outcome
-is recorded; the next row of its conversation becomes claimable only then.
+Three things run side by side: the claimer (woken by NOTIFY, by finished attempts, or by its poll),
+one delivery task per claimed row (at most ``concurrency`` POSTs in flight), and the writers, which
+record finished attempts in batches, two statements at a time. A row stays held, and its lease
+live, until its outcome is recorded; the next row of its conversation becomes claimable only then.
+A finished POST frees its slot at once, so recording never stalls delivering; the rows held but
+not yet recorded are bounded too (``MAX_HELD_PER_SLOT`` per slot).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from relay.wakeup import listen
 log = structlog.get_logger("relay")
 
 WRITE_BATCH = 500
+WRITERS = 2
+MAX_HELD_PER_SLOT = 4
 MAX_ERROR_PAUSE = 5.0
 
 
@@ -52,6 +56,7 @@ class Relay:
         self._deliverer: Deliverer
         # Below this much free capacity the claimer waits rather than claim a handful of rows.
         self._min_claim = max(1, min(config.batch_size, config.concurrency) // 4)
+        self._max_held = config.concurrency * MAX_HELD_PER_SLOT
 
     def wake(self) -> None:
         self._wake.set()
@@ -98,7 +103,7 @@ class Relay:
 
     def _start_helpers(self, stop: asyncio.Event, failures: list[BaseException]) -> list[asyncio.Task[None]]:
         helpers = [
-            _spawn(self._write_loop(), "relay-writer"),
+            *(_spawn(self._write_loop(), f"relay-writer-{n}") for n in range(WRITERS)),
             _spawn(keep_pruning(self._pool, self.config.retention_days, self.metrics), "relay-retention"),
         ]
         if not self.config.poll_only:
@@ -124,7 +129,7 @@ class Relay:
         errors = 0
         while not stop.is_set():
             self._wake.clear()
-            free = cfg.concurrency - len(self._held)
+            free = min(cfg.concurrency - len(self._deliveries), self._max_held - len(self._held))
             if self._held and free < self._min_claim:
                 await self._sleep(stop, cfg.poll_interval)
                 continue
@@ -193,7 +198,12 @@ class Relay:
         self.metrics.in_flight.set(len(self._held))
         task = _spawn(self._deliver(claim), f"deliver-{claim.event_id}")
         self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
+        task.add_done_callback(self._delivered)
+
+    def _delivered(self, task: asyncio.Task[None]) -> None:
+        self._deliveries.discard(task)
+        if self.config.concurrency - len(self._deliveries) >= self._min_claim:
+            self.wake()
 
     async def _deliver(self, claim: Claim) -> None:
         started_at = datetime.now(UTC)

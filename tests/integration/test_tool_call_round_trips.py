@@ -97,7 +97,9 @@ async def test_an_overdue_start_settles_and_starts_in_the_same_round_trip(
         await _run(runtime, _call("pomodoro.interrupt", f"warm-{n}", {}))
     first = _call("pomodoro.start", "conv-late", {"duration_seconds": 60})
     assert await _run(runtime, first) == 202
-    operation = db.execute("SELECT operation_id FROM operations WHERE conversation_id = 'conv-late'").fetchone()
+    operation = db.execute(
+        "SELECT operation_id FROM operations WHERE conversation_id = 'conv-late'"
+    ).fetchone()
     expire(db, operation["operation_id"])
     async with pool.connection() as conn:
         pass
@@ -107,7 +109,10 @@ async def test_an_overdue_start_settles_and_starts_in_the_same_round_trip(
     states = db.execute(
         "SELECT state, reason FROM operations WHERE conversation_id = 'conv-late' ORDER BY started_at"
     ).fetchall()
-    assert [(r["state"], r["reason"]) for r in states] == [("completed", "deadline_reached"), ("focusing", None)]
+    assert [(r["state"], r["reason"]) for r in states] == [
+        ("completed", "deadline_reached"),
+        ("focusing", None),
+    ]
 
 
 def test_no_function_or_trigger_of_the_schema_sends_a_notify(db: Any) -> None:
