@@ -76,12 +76,12 @@ def projection_payloads(conversations: Iterable[str]) -> list[str]:
     for conversation_id in sorted(conversations):
         item = len(json.dumps(conversation_id, ensure_ascii=False).encode()) + 1
         if batch and size + item > MAX_PAYLOAD_BYTES:
-            payloads.append(json.dumps(batch, ensure_ascii=False))
+            payloads.append(json.dumps(batch, ensure_ascii=False, separators=(",", ":")))
             batch, size = [], 2
         batch.append(conversation_id)
         size += item
     if batch:
-        payloads.append(json.dumps(batch, ensure_ascii=False))
+        payloads.append(json.dumps(batch, ensure_ascii=False, separators=(",", ":")))
     return payloads if len(payloads) <= MAX_PROJECTION_PAYLOADS else [ALL_CONVERSATIONS]
 
 
