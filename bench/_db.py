@@ -31,7 +31,7 @@ FROM (
 """
 
 # One result committed the way a deciding transaction commits it: next sequence under the
-# workspace row lock, one outbox row, one NOTIFY (the trigger) at commit.
+# workspace row lock, one outbox row (no NOTIFY: wake-ups are sent after commit).
 QUEUE_ONE = """
 WITH ws AS (
     INSERT INTO workspaces (conversation_id, outbox_sequence) VALUES (%(conversation_id)s, 1)

@@ -1,13 +1,14 @@
-"""What the outbox NOTIFY trigger costs the path that commits results, measured with pgbench.
+"""What a NOTIFY inside a deciding transaction would cost the path that commits results, with pgbench.
 
     .venv/bin/python bench/notify_cost.py [--seconds 5] [--clients 1,8,32] [--rounds 2]
 
 Each pgbench transaction is the outbox half of a deciding transaction: take the conversation's next
 sequence under its workspace row lock and insert one outbox row (bench._db.QUEUE_ONE), then commit.
-The same script runs with the trigger enabled (a listener connected, as relays are) and disabled
-(ALTER TABLE ... DISABLE TRIGGER), alternating, in one throwaway database on 127.0.0.1. NOTIFY takes
-a database-wide lock from pre-commit until the end of the commit (WAL flush included), so commits
-that notify are serialised; this prints how much that costs at each concurrency.
+The same statement runs with a ``pg_notify('lineup_outbox', '')`` in it (what the outbox trigger
+did before migration 0005; a listener is connected, as relays are) and without, alternating, in one
+throwaway database on 127.0.0.1. NOTIFY takes a database-wide lock from pre-commit until the end of
+the commit (WAL flush included), so commits that notify are serialised; this prints how much that
+costs at each concurrency — the reason the service sends its wake-ups after commit, coalesced.
 """
 
 from __future__ import annotations
@@ -68,9 +69,8 @@ class Listener:
         self._conn.close()
 
 
-def set_trigger(url: str, enabled: bool) -> None:
+def reset(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"ALTER TABLE outbox {'ENABLE' if enabled else 'DISABLE'} TRIGGER outbox_notify")
         conn.execute("TRUNCATE outbox_attempts, outbox")
         conn.execute("CHECKPOINT")
 
@@ -85,11 +85,13 @@ def main() -> int:
     args = parser.parse_args()
     if shutil.which("pgbench") is None:
         raise SystemExit("pgbench is not on PATH (apt-get install postgresql-client)")
-    statement = re.sub(r"%\(conversation_id\)s", "'conv-' || :c", QUEUE_ONE).strip()
+    statement = " ".join(re.sub(r"%\(conversation_id\)s", "'conv-' || :c", QUEUE_ONE).split())
+    notifying = statement + " RETURNING pg_notify('lineup_outbox', '')"
     results: dict[int, dict[bool, list[float]]] = {}
     with throwaway_database("notify") as url, tempfile.TemporaryDirectory() as scratch:
-        script = Path(scratch) / "queue_one.sql"
-        script.write_text(SCRIPT.format(conversations=CONVERSATIONS, statement=" ".join(statement.split())))
+        scripts = {True: Path(scratch) / "queue_one_notify.sql", False: Path(scratch) / "queue_one.sql"}
+        scripts[True].write_text(SCRIPT.format(conversations=CONVERSATIONS, statement=notifying))
+        scripts[False].write_text(SCRIPT.format(conversations=CONVERSATIONS, statement=statement))
         listener = Listener(url)
         try:
             for clients in (int(c) for c in args.clients.split(",")):
@@ -97,13 +99,14 @@ def main() -> int:
                 for round_ in range(args.rounds):
                     # Alternate which goes first so that drift (table growth, checkpoints) evens out.
                     for enabled in (True, False) if round_ % 2 == 0 else (False, True):
-                        set_trigger(url, enabled)
-                        results[clients][enabled].append(pgbench(url, script, clients, args.seconds))
+                        reset(url)
+                        results[clients][enabled].append(
+                            pgbench(url, scripts[enabled], clients, args.seconds)
+                        )
         finally:
             listener.close()
-        set_trigger(url, True)
     print(f"insert path: one outbox row per transaction, {args.seconds:g}s per run, best of {args.rounds}")
-    print(f"{'clients':>7}  {'with NOTIFY tps':>15}  {'without tps':>11}  {'ratio':>6}  cost of the trigger")
+    print(f"{'clients':>7}  {'with NOTIFY tps':>15}  {'without tps':>11}  {'ratio':>6}  cost of the NOTIFY")
     for clients, by_mode in results.items():
         with_notify, without = max(by_mode[True]), max(by_mode[False])
         ratio = with_notify / without
