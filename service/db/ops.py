@@ -194,8 +194,8 @@ RETURNING {OUTBOX_COLUMNS}
 
 OUTBOX_STATUS = "SELECT status FROM outbox WHERE event_id = %(event_id)s"
 
-# The insert trigger wakes the relays for new rows; a requeue is an update, so it wakes them itself
-# (delivered at commit) rather than waiting for their next poll.
+# A requeue wakes the relays itself, after its commit and outside its transaction (a NOTIFY inside
+# one would take the cluster-wide NOTIFY lock at commit), rather than leave the rows to their poll.
 WAKE_RELAYS = "SELECT pg_notify('lineup_outbox', '')"
 
 
@@ -379,7 +379,7 @@ def requeue_dead(conn: Connection[DictRow], event_id: UUID) -> Json:
         if row is None:
             found = conn.execute(OUTBOX_STATUS, {"event_id": event_id}).fetchone()
             raise NotRequeueableError(event_id, None if found is None else found["status"])
-        conn.execute(WAKE_RELAYS)
+    conn.execute(WAKE_RELAYS)
     return jsonable(row)
 
 
@@ -387,7 +387,7 @@ def requeue_all_dead(conn: Connection[DictRow]) -> list[Json]:
     """Put every dead row back in the queue; the rows requeued, oldest first."""
     with conn.transaction():
         rows = conn.execute(REQUEUE_ALL_DEAD).fetchall()
-        if rows:
-            conn.execute(WAKE_RELAYS)
+    if rows:
+        conn.execute(WAKE_RELAYS)
     rows.sort(key=lambda row: (row["created_at"], row["conversation_id"], row["sequence"]))
     return [jsonable(row) for row in rows]
