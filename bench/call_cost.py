@@ -191,8 +191,7 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
     from service.manifests import load_registry
     from service.metrics import TOOL_CALLS
     from service.settings import load_settings
-    from service.use_cases.tool_call import ToolCall
-    from service.use_cases.tool_calls import call_tool
+    from service.use_cases.tool_calls import ToolCall, call_tool
 
     settings = load_settings(
         "serve",

@@ -427,8 +427,7 @@ def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
     from service.manifests import load_registry
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
-    from service.use_cases.tool_call import ToolCall
-    from service.use_cases.tool_calls import call_tool
+    from service.use_cases.tool_calls import ToolCall, call_tool
 
     with throwaway_database("inproc") as url:
         settings = load_settings(

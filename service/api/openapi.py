@@ -38,7 +38,7 @@ from service.api.bodies import ToolCallBody
 from service.api.host import AnswerBody, ForegroundBody, MessageBody, SurfaceEventBody
 from service.api.host_session import COOKIE_NAME
 from service.api.sdk import StateWrite
-from service.db.ops import ATTEMPT_OUTCOMES
+from service.db.operator_queries import ATTEMPT_OUTCOMES
 from service.db.tables import OPERATION_REASONS, OPERATION_STATES, OUTBOX_STATUSES
 
 Json = dict[str, Any]

@@ -10,7 +10,7 @@ from litestar.params import FromPath, FromQuery, QueryParameter
 from service.api.auth import require
 from service.api.state import runtime_of
 from service.api.tools import parse_uuid
-from service.db import ops as ops_db
+from service.db import operator_queries as operator_db
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.errors import ApiError, not_found
 
@@ -40,7 +40,7 @@ def _conversation(value: str | None) -> str | None:
 
 def _limit(value: str | None) -> int:
     if value is None:
-        return ops_db.DEFAULT_LIMIT
+        return operator_db.DEFAULT_LIMIT
     try:
         limit = int(value)
     except ValueError:
@@ -50,9 +50,9 @@ def _limit(value: str | None) -> int:
     return limit
 
 
-async def _read(request: Request[Any, Any, Any], lookup: ops_db.Lookup[T]) -> T:
+async def _read(request: Request[Any, Any, Any], lookup: operator_db.Lookup[T]) -> T:
     async with runtime_of(request).pool.connection() as conn:
-        return await ops_db.read_async(conn, lookup)
+        return await operator_db.read_async(conn, lookup)
 
 
 class OpsController(Controller):
@@ -67,7 +67,7 @@ class OpsController(Controller):
         conversation_id: FromQuery[str | None] = None,
         limit: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
-        lookup = ops_db.outbox_list(
+        lookup = operator_db.outbox_list(
             status=_choice("status", status, OUTBOX_STATUSES),
             conversation_id=_conversation(conversation_id),
             limit=_limit(limit),
@@ -76,7 +76,7 @@ class OpsController(Controller):
 
     @get("/outbox/{event_id:str}")
     async def outbox_row(self, event_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
-        row = await _read(request, ops_db.outbox_show(parse_uuid(event_id, "event")))
+        row = await _read(request, operator_db.outbox_show(parse_uuid(event_id, "event")))
         if row is None:
             raise not_found("event")
         return row
@@ -90,7 +90,7 @@ class OpsController(Controller):
         conversation_id: FromQuery[str | None] = None,
         limit: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
-        lookup = ops_db.operations_list(
+        lookup = operator_db.operations_list(
             state=_choice("state", state_filter, OPERATION_STATES),
             conversation_id=_conversation(conversation_id),
             limit=_limit(limit),
@@ -99,7 +99,7 @@ class OpsController(Controller):
 
     @get("/stats")
     async def stats(self, request: Request[Any, Any, Any]) -> dict[str, Any]:
-        return await _read(request, ops_db.stats())
+        return await _read(request, operator_db.stats())
 
     # A path parameter: a tool_call_id may contain "/" (any 1-255 characters).
     @get("/tool-calls/{tool_call_id:path}")
@@ -107,7 +107,7 @@ class OpsController(Controller):
         tool_call_id = tool_call_id.removeprefix("/")
         if not 1 <= len(tool_call_id) <= 255 or "\x00" in tool_call_id:
             raise not_found("tool_call")
-        trace = await _read(request, ops_db.trace_tool_call(tool_call_id))
+        trace = await _read(request, operator_db.trace_tool_call(tool_call_id))
         if trace is None:
             raise not_found("tool_call")
         return trace

@@ -14,9 +14,8 @@ from service.api.state import runtime_of
 from service.domain.errors import ApiError, not_found
 from service.domain.idempotency import fingerprint
 from service.metrics import TOOL_CALLS
-from service.use_cases.operations import get_operation
-from service.use_cases.tool_call import ToolCall
-from service.use_cases.tool_calls import call_tool
+from service.use_cases.operation_status import get_operation
+from service.use_cases.tool_calls import ToolCall, call_tool
 
 JsonResponse = Response[bytes]
 

@@ -18,7 +18,7 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import DictRow, dict_row
 
-from service.db import ops as ops_db
+from service.db import operator_queries as operator_db
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.settings import load_settings
 
@@ -62,7 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     listing.add_argument(
         "--tool-call", metavar="PREFIX", type=_text, help="only tool calls whose id begins with PREFIX"
     )
-    listing.add_argument("--limit", type=_limit, default=ops_db.DEFAULT_LIMIT, help="1..1000 (default 100)")
+    listing.add_argument(
+        "--limit", type=_limit, default=operator_db.DEFAULT_LIMIT, help="1..1000 (default 100)"
+    )
     listing.set_defaults(ops_command=outbox_list)
     event_help = f"the row's event_id (the webhook-id), or its first {MIN_EVENT_PREFIX}+ hex digits"
     show = actions.add_parser("show", parents=[output], help="one row, its payload and every attempt")
@@ -82,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     op_listing.add_argument("--state", choices=OPERATION_STATES)
     op_listing.add_argument("--conversation", metavar="CONVERSATION_ID")
     op_listing.add_argument(
-        "--limit", type=_limit, default=ops_db.DEFAULT_LIMIT, help="1..1000 (default 100)"
+        "--limit", type=_limit, default=operator_db.DEFAULT_LIMIT, help="1..1000 (default 100)"
     )
     op_listing.set_defaults(ops_command=operations_list)
 
@@ -139,7 +141,7 @@ def resolve_event(conn: Conn, value: str) -> UUID | str:
     unknown = f"no outbox row with event_id {value}"
     if not MIN_EVENT_PREFIX <= len(digits) < 32 or any(c not in "0123456789abcdefABCDEF" for c in digits):
         return unknown
-    found = ops_db.event_ids_with_prefix(conn, digits)
+    found = operator_db.event_ids_with_prefix(conn, digits)
     if not found:
         return unknown
     if len(found) > 1:
@@ -156,13 +158,13 @@ def fail(message: str) -> int:
 
 
 def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    lookup = ops_db.outbox_list(
+    lookup = operator_db.outbox_list(
         status=args.status,
         conversation_id=args.conversation,
         tool_call_prefix=args.tool_call,
         limit=args.limit,
     )
-    data = ops_db.read(conn, lookup)
+    data = operator_db.read(conn, lookup)
     if args.json:
         return emit_json(data, out)
     if args.wide:
@@ -219,7 +221,7 @@ def outbox_show(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     event_id = resolve_event(conn, args.event_id)
     if isinstance(event_id, str):
         return fail(event_id)
-    row = ops_db.read(conn, ops_db.outbox_show(event_id))
+    row = operator_db.read(conn, operator_db.outbox_show(event_id))
     if row is None:
         return fail(f"no outbox row with event_id {args.event_id}")
     if args.json:
@@ -230,14 +232,14 @@ def outbox_show(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 def outbox_requeue(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     if args.all_dead:
-        rows = ops_db.requeue_all_dead(conn)
+        rows = operator_db.requeue_all_dead(conn)
     else:
         event_id = resolve_event(conn, args.event_id)
         if isinstance(event_id, str):
             return fail(event_id)
         try:
-            rows = [ops_db.requeue_dead(conn, event_id)]
-        except ops_db.NotRequeueableError as exc:
+            rows = [operator_db.requeue_dead(conn, event_id)]
+        except operator_db.NotRequeueableError as exc:
             return fail(str(exc))
     if args.json:
         return emit_json({"requeued": rows}, out)
@@ -255,8 +257,10 @@ def outbox_requeue(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def operations_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    lookup = ops_db.operations_list(state=args.state, conversation_id=args.conversation, limit=args.limit)
-    data = ops_db.read(conn, lookup)
+    lookup = operator_db.operations_list(
+        state=args.state, conversation_id=args.conversation, limit=args.limit
+    )
+    data = operator_db.read(conn, lookup)
     if args.json:
         return emit_json(data, out)
     if args.wide:
@@ -295,7 +299,7 @@ def operations_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def show_stats(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    data = ops_db.read(conn, ops_db.stats())
+    data = operator_db.read(conn, operator_db.stats())
     if args.json:
         return emit_json(data, out)
     box, ops, late = data["outbox"], data["operations"], data["deadline_lateness_ms"]
@@ -315,7 +319,7 @@ def show_stats(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def trace_tool_call(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    trace = ops_db.read(conn, ops_db.trace_tool_call(args.tool_call_id))
+    trace = operator_db.read(conn, operator_db.trace_tool_call(args.tool_call_id))
     if trace is None:
         return fail(
             f"nothing is recorded for tool call {args.tool_call_id!r} "

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import structlog
 
-from service.db import operations as ops_db
+from service.db import operations as operations_db
 from service.db.pool import Pool
 from service.metrics import SWEEPS, observe_settled
 from service.wakeups import Wakeups
@@ -67,7 +67,7 @@ class DeadlineSweeper:
     async def sweep_once(self) -> list[dict[str, Any]]:
         """Settle one batch of due operations (one statement); returns the settled rows."""
         async with self._pool.connection() as conn:
-            rows = await ops_db.settle_due(conn, self._batch_size)
+            rows = await operations_db.settle_due(conn, self._batch_size)
         if rows:
             observe_settled(rows)
             SWEEPS.inc()
@@ -77,7 +77,7 @@ class DeadlineSweeper:
 
     async def _seconds_until_next(self) -> float | None:
         async with self._pool.connection() as conn:
-            return await ops_db.seconds_until_next_deadline(conn)
+            return await operations_db.seconds_until_next_deadline(conn)
 
     async def run(self, stop: asyncio.Event) -> None:
         claimers = [

@@ -16,7 +16,7 @@ from service.db import interactions as inter_db
 from service.db import workspaces as ws_db
 from service.domain.errors import ApiError, not_found
 from service.use_cases.runtime import Runtime
-from service.use_cases.views import interaction_view
+from service.use_cases.serializers import interaction_view
 
 
 def _receipt(row: DictRow) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from psycopg.rows import DictRow
 
 from service.db import instances as inst_db
 from service.db import interactions as inter_db
-from service.db import operations as ops_db
+from service.db import operations as operations_db
 from service.db import workspaces as ws_db
 from service.domain.errors import ApiError, not_found
 from service.domain.operations import APP_CLOSED, POMODORO_SCOPE, USER_LEFT
@@ -22,7 +22,7 @@ from service.domain.timefmt import rfc3339
 from service.metrics import observe_settled
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
-from service.use_cases.views import interaction_view, operation_brief, operation_view
+from service.use_cases.serializers import interaction_view, operation_brief, operation_view
 
 Conn = AsyncConnection[DictRow]
 INTERACT = "interact"
@@ -45,10 +45,10 @@ async def _workspace(conn: Conn, conversation_id: str) -> dict[str, Any]:
     for instance in instances:
         if instance["instance_id"] == row["foreground_instance_id"]:
             foreground = {"app_scope": instance["app_scope"], "instance_id": str(instance["instance_id"])}
-    focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
+    focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
     focusing_view = None
     if focusing is not None:
-        op = await ops_db.get_by_id(conn, focusing["operation_id"])
+        op = await operations_db.get_by_id(conn, focusing["operation_id"])
         assert op is not None
         focusing_view = operation_view(op)
     return {
@@ -73,7 +73,7 @@ async def _workspace(conn: Conn, conversation_id: str) -> dict[str, Any]:
 
 async def get_workspace(rt: Runtime, conversation_id: str) -> dict[str, Any]:
     async with rt.transaction() as conn:
-        focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
+        focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
         if focusing is not None and focusing["overdue"]:
             await ws_db.lock_existing(conn, conversation_id)
             await settle_overdue(conn, conversation_id)
@@ -99,10 +99,10 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
                     "app_not_resumable",
                     "Pomodoro opens only through the pomodoro.start tool",
                 )
-        focusing = await ops_db.focusing_in_conversation(conn, conversation_id)
+        focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
         if focusing is not None and target_scope != POMODORO_SCOPE:
             # Leaving the focusing Pomodoro interrupts it (completed if its deadline passed).
-            observe_settled(await ops_db.settle_focusing(conn, [focusing["operation_id"]], USER_LEFT))
+            observe_settled(await operations_db.settle_focusing(conn, [focusing["operation_id"]], USER_LEFT))
         if app.surface_kind != "builtin" and target is None:
             feature = app.instance_state
             opened = await inst_db.open_app(
@@ -125,9 +125,9 @@ async def close_instance(rt: Runtime, instance_id: UUID) -> dict[str, Any]:
         if instance is None:
             raise not_found("instance")
         await ws_db.lock_existing(conn, instance["conversation_id"])
-        focusing = await ops_db.focusing_for_instance(conn, instance_id)
+        focusing = await operations_db.focusing_for_instance(conn, instance_id)
         if focusing is not None:
-            observe_settled(await ops_db.settle_focusing(conn, [focusing["operation_id"]], APP_CLOSED))
+            observe_settled(await operations_db.settle_focusing(conn, [focusing["operation_id"]], APP_CLOSED))
         app = rt.registry.app(instance["app_scope"])
         feature = app.instance_state if app else None
         await inst_db.close_instance(
@@ -135,7 +135,7 @@ async def close_instance(rt: Runtime, instance_id: UUID) -> dict[str, Any]:
             instance_id,
             delete_state=feature is not None and feature.retention == "delete_on_close",
         )
-        operation = await ops_db.latest_for_instance(conn, instance_id)
+        operation = await operations_db.latest_for_instance(conn, instance_id)
         return {
             "instance_id": str(instance_id),
             "app_scope": instance["app_scope"],

@@ -12,7 +12,7 @@ from service.db import workspaces as ws_db
 from service.domain.errors import ApiError, not_found
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
-from service.use_cases.views import message_view
+from service.use_cases.serializers import message_view
 
 
 def _ended() -> ApiError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from service.db import operations as ops_db
+from service.db import operations as operations_db
 from service.metrics import observe_settled
 
 
@@ -14,4 +14,4 @@ async def settle_overdue(conn: AsyncConnection[DictRow], conversation_id: str) -
 
     The caller holds the conversation's workspace lock.
     """
-    observe_settled(await ops_db.settle_if_overdue(conn, conversation_id))
+    observe_settled(await operations_db.settle_if_overdue(conn, conversation_id))

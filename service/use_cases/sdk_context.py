@@ -7,7 +7,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from service.db import operations as ops_db
+from service.db import operations as operations_db
 from service.db import workspaces as ws_db
 from service.domain.timefmt import rfc3339
 from service.use_cases.capabilities import Capability
@@ -30,13 +30,13 @@ def _operation(row: DictRow) -> dict[str, Any]:
 
 async def get_context(rt: Runtime, capability: Capability) -> dict[str, Any]:
     async with rt.transaction() as conn:
-        latest = await ops_db.latest_for_instance(conn, capability.instance_id)
-        operation = None if latest is None else await ops_db.get_by_id(conn, latest["operation_id"])
+        latest = await operations_db.latest_for_instance(conn, capability.instance_id)
+        operation = None if latest is None else await operations_db.get_by_id(conn, latest["operation_id"])
         if operation is not None and operation["state"] == "focusing" and operation["overdue"]:
             # The deadline is a fact of the database clock: settled before anything is read.
             await ws_db.lock_existing(conn, capability.conversation_id)
             await settle_overdue(conn, capability.conversation_id)
-            operation = await ops_db.get_by_id(conn, operation["operation_id"])
+            operation = await operations_db.get_by_id(conn, operation["operation_id"])
         # Read after any settling: the deadline closes the instance in the same transaction.
         instance = await ws_db.instance(conn, capability.instance_id)
         now = (await ws_db.server_time(conn))["now"]

@@ -8,6 +8,7 @@ after it returns, committed, are the decision counted and logged and the waiters
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 import structlog
@@ -17,7 +18,6 @@ from service.db import tool_calls as tc_db
 from service.domain.operations import POMODORO_SCOPE
 from service.metrics import TOOL_CALLS, observe_settled
 from service.use_cases.runtime import Runtime
-from service.use_cases.tool_call import ToolCall
 
 log = structlog.get_logger("service.tool_calls")
 
@@ -34,6 +34,16 @@ _RETRYABLE = (
 ATTEMPTS = 5
 # The tools ``call_tool`` in the database can run; a manifest declaring another stops ``serve``.
 RUNNABLE_TOOLS = frozenset({"pomodoro.start", "pomodoro.interrupt", "interact.ask"})
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A validated Agent tool call (its arguments already checked against the tool's schema)."""
+
+    tool_call_id: str
+    conversation_id: str
+    tool: str
+    arguments: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

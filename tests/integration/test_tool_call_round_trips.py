@@ -20,8 +20,7 @@ from service.domain.idempotency import fingerprint
 from service.manifests import Registry
 from service.settings import Settings
 from service.use_cases.runtime import Runtime
-from service.use_cases.tool_call import ToolCall
-from service.use_cases.tool_calls import call_tool
+from service.use_cases.tool_calls import ToolCall, call_tool
 from tests.support.calls import expire
 
 

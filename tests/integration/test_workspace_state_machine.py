@@ -25,7 +25,7 @@ from litestar.testing import TestClient
 from psycopg.rows import dict_row
 
 from service.api.app import create_app
-from service.db import operations as ops_sql
+from service.db import operations as operations_sql
 from service.manifests import Registry
 from service.settings import Settings
 from tests.conftest import AGENT, HOST
@@ -187,7 +187,7 @@ def build_machine(service: Service, db: psycopg.Connection[dict[str, Any]]) -> t
 
         @rule()
         def sweeper_runs(self) -> None:
-            db.execute(ops_sql.SETTLE_DUE, {"limit": 50}).fetchall()
+            db.execute(operations_sql.SETTLE_DUE, {"limit": 50}).fetchall()
 
         @rule()
         def service_restarts(self) -> None:

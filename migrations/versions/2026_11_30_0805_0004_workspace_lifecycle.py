@@ -2,7 +2,7 @@
 
 Revision ID: 0004
 Revises: 0002
-Create Date: 2026-11-30 07:50:19.024277+00:00
+Create Date: 2026-11-30 08:05:00+00:00
 """
 
 from __future__ import annotations
