@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.db import urls
+
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: The variables each command cannot start without.
@@ -78,8 +80,7 @@ class Settings(BaseSettings):
     def _postgres_url(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-            raise ValueError("must be a postgresql:// URL")
+        urls.parse(value)  # one host or several (h1:5432,h2:5432); ValueError says what is wrong
         return value
 
     @field_validator("agent_token", "host_token", "operator_token")
@@ -129,9 +130,9 @@ class Settings(BaseSettings):
 
     @property
     def psycopg_url(self) -> str:
-        """The URL in the form psycopg accepts (no SQLAlchemy driver suffix)."""
-        url = self.database_url or ""
-        return url.replace("postgresql+psycopg://", "postgresql://", 1)
+        """The URL in the form psycopg accepts: no SQLAlchemy driver suffix, and with several hosts
+        ``target_session_attrs=read-write`` unless the URL says otherwise (``service.db.urls``)."""
+        return urls.psycopg_url(self.database_url) if self.database_url else ""
 
     @property
     def webhook_secrets(self) -> tuple[str, ...]:

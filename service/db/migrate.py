@@ -8,14 +8,17 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
+from service.db.urls import sqlalchemy_url
+
 _ROOT = Path(__file__).resolve().parents[2]
 
 
 def alembic_config(url: str) -> Config:
     config = Config(str(_ROOT / "alembic.ini"))
     config.set_main_option("script_location", str(_ROOT / "migrations"))
-    # ConfigParser interpolation: a literal % in a password must be doubled.
-    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    # SQLAlchemy cannot parse libpq's host list (h1:5432,h2:5432): several hosts go as host=
+    # parameters. ConfigParser interpolation: a literal % must be doubled.
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
     return config
 
 
