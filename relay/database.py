@@ -6,6 +6,9 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
+from service.db.pool import RecoveringPool
+from service.db.reconnect import PatientConnection
+
 RelayPool = AsyncConnectionPool[AsyncConnection[TupleRow]]
 APPLICATION_NAME = "lineup-relay"
 
@@ -15,15 +18,16 @@ async def _configure(conn: AsyncConnection[TupleRow]) -> None:
 
 
 def relay_pool(url: str, *, size: int = 4) -> RelayPool:
-    """Not opened yet. No check on checkout: a connection that died (a restart,
-    ``pg_terminate_backend``) fails its next statement, the pool drops it and the caller retries."""
-    return AsyncConnectionPool(
+    """Not opened yet. No check on checkout: a connection that died (a restart, a failover,
+    ``pg_terminate_backend``) fails its next statement, the pool then drops every dead connection
+    (``RecoveringPool``), and the caller retries on a new one, made on the primary of the moment."""
+    return RecoveringPool(
         url,
         min_size=1,
         max_size=size,
         kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
         configure=_configure,
-        connection_class=AsyncConnection[TupleRow],
+        connection_class=PatientConnection[TupleRow],
         open=False,
         timeout=10,
         name="lineup-relay",

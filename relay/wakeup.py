@@ -5,31 +5,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import psycopg
-import structlog
-
 from relay.database import APPLICATION_NAME
+from service.listen import Listener
+from service.wakeups import OUTBOX_CHANNEL
 
-log = structlog.get_logger("relay.wakeup")
-CHANNEL = "lineup_outbox"
-FIRST_RETRY = 0.5
-LAST_RETRY = 10.0
+CHANNEL = OUTBOX_CHANNEL
+
+
+def listener(url: str, wake: Callable[[], None]) -> Listener:
+    """Calls ``wake`` on every notification, and once after each (re)connect (``service.listen``)."""
+    return Listener(
+        url,
+        [CHANNEL],
+        on_notify=lambda _: wake(),
+        on_connect=wake,  # whatever committed while we were not listening
+        application_name=f"{APPLICATION_NAME}-listen",
+    )
 
 
 async def listen(url: str, wake: Callable[[], None], stop: asyncio.Event) -> None:
-    """Call ``wake`` on every notification, and once after each (re)connect; reconnect on any failure."""
-    pause = FIRST_RETRY
-    while not stop.is_set():
-        try:
-            async with await psycopg.AsyncConnection.connect(
-                url, autocommit=True, application_name=f"{APPLICATION_NAME}-listen"
-            ) as conn:
-                await conn.execute(f"LISTEN {CHANNEL}")
-                pause = FIRST_RETRY
-                wake()  # whatever committed while we were not listening
-                async for _ in conn.notifies():
-                    wake()
-        except psycopg.Error as exc:
-            log.warning("relay_listen_lost", error=str(exc).strip(), retry_in=pause)
-        await asyncio.sleep(pause)
-        pause = min(LAST_RETRY, pause * 2)
+    """Until ``stop``: reconnect on any failure, finding the primary of the moment."""
+    await listener(url, wake).run(stop)

@@ -15,23 +15,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import psycopg
-import structlog
 
+from service.listen import Listener
 from service.wakeups import PROJECTION_CHANNEL, Wakeups, parse_projection_payload
-
-log = structlog.get_logger("service.projections")
 
 
 class ProjectionHub:
     def __init__(self, listen_url: str, wakeups: Wakeups) -> None:
-        self._listen_url = listen_url
         self._wakeups = wakeups
         wakeups.on_conversation(self._notify)
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
-        self.connected = asyncio.Event()
+        self._listener = Listener(
+            listen_url,
+            [PROJECTION_CHANNEL],
+            on_notify=self._received,
+            on_connect=self._notify_all,  # whatever committed while we were not listening
+            application_name="lineup-projections",
+        )
+        self.connected = self._listener.connected
 
     @contextlib.contextmanager
     def subscribe(self, conversation_id: str) -> Iterator[asyncio.Event]:
@@ -56,44 +60,15 @@ class ProjectionHub:
                 event.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self._listen_url, autocommit=True, application_name="lineup-projections"
-                ) as conn:
-                    await conn.execute(f"LISTEN {PROJECTION_CHANNEL}")
-                    self.connected.set()
-                    self._notify_all()  # whatever committed while we were not listening
-                    async for note in _until(conn.notifies(), stop):
-                        if note.pid == self._wakeups.notifier_pid:
-                            continue  # sent by this process, whose streams woke at commit
-                        conversations = parse_projection_payload(note.payload)
-                        if conversations is None:
-                            self._notify_all()
-                        else:
-                            for conversation_id in conversations:
-                                self._notify(conversation_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.connected.clear()
-                log.warning("projection_listen_error", error=str(exc))
-                await asyncio.sleep(1.0)
+        """LISTEN until ``stop``, reconnecting after any loss (``service.listen``)."""
+        await self._listener.run(stop)
 
-
-async def _until(
-    notifies: AsyncIterator[psycopg.Notify], stop: asyncio.Event
-) -> AsyncIterator[psycopg.Notify]:
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        while True:
-            nxt = asyncio.ensure_future(anext(notifies))
-            done, _ = await asyncio.wait({nxt, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if stopper in done:
-                nxt.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await nxt
-                return
-            yield nxt.result()
-    finally:
-        stopper.cancel()
+    def _received(self, note: psycopg.Notify) -> None:
+        if note.pid == self._wakeups.notifier_pid:
+            return  # sent by this process, whose streams woke at commit
+        conversations = parse_projection_payload(note.payload)
+        if conversations is None:
+            self._notify_all()
+        else:
+            for conversation_id in conversations:
+                self._notify(conversation_id)

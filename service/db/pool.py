@@ -2,11 +2,55 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from service.db.reconnect import PatientConnection
+
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
+ACT = TypeVar("ACT", bound=AsyncConnection[Any])
+
+
+class RecoveringPool(AsyncConnectionPool[ACT]):
+    """A pool that drops every dead connection as soon as one is found dead.
+
+    There is no check on checkout (it would cost a round trip per request). When a restart or a
+    failover kills the database's connections, they are all dead at once, but each would otherwise
+    be found only by the request that draws it, and fail that request. So the first statement that
+    fails on a broken connection makes the pool test its idle connections (``check()``: an empty
+    query each, answered at once by a live server) before the error reaches its caller, whose
+    retry then waits for a fresh connection — made through ``PatientConnection``, which finds the
+    new primary — instead of drawing the next dead one.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sweep: asyncio.Future[None] | None = None
+        self.sweeps = 0
+
+    @asynccontextmanager
+    async def connection(self, timeout: float | None = None) -> AsyncIterator[ACT]:  # noqa: ASYNC109
+        async with super().connection(timeout) as conn:
+            try:
+                yield conn
+            except psycopg.OperationalError:
+                if conn.broken:
+                    await self.drop_dead_connections()
+                raise
+
+    async def drop_dead_connections(self) -> None:
+        """Test the idle connections, replace the dead ones; callers at the same time share one test."""
+        if self._sweep is None or self._sweep.done():
+            self.sweeps += 1
+            self._sweep = asyncio.ensure_future(self.check())
+        await asyncio.shield(self._sweep)
 
 
 async def _configure(conn: AsyncConnection[DictRow]) -> None:
@@ -15,7 +59,7 @@ async def _configure(conn: AsyncConnection[DictRow]) -> None:
 
 
 async def open_pool(url: str, *, size: int = 10, name: str = "lineup") -> Pool:
-    pool: Pool = AsyncConnectionPool(
+    pool: Pool = RecoveringPool(
         url,
         min_size=min(2, size),
         max_size=size,
@@ -23,11 +67,11 @@ async def open_pool(url: str, *, size: int = 10, name: str = "lineup") -> Pool:
         # COMMIT round trips; use cases that need more open one with ``conn.transaction()``.
         kwargs={"row_factory": dict_row, "autocommit": True, "application_name": name},
         configure=_configure,
-        connection_class=AsyncConnection[DictRow],
+        connection_class=PatientConnection[DictRow],
         open=False,
         # No check on checkout (it costs a round trip per request): a connection broken by a
-        # database restart fails its transaction, which the tool-call path retries, and the
-        # pool replaces it.
+        # database restart or failover fails its statement, the pool then drops every dead
+        # connection at once (``RecoveringPool``), and the tool-call path retries.
         max_idle=300,
     )
     await pool.open(wait=True, timeout=30)

@@ -1,0 +1,102 @@
+"""One LISTEN loop for every process: the relay's wake-ups and the event streams' projections.
+
+A LISTEN connection is lost with its server: a restart, a failover, ``pg_terminate_backend``, a
+node that stops answering. The loop then reconnects with the one reconnect policy
+(``service.db.reconnect.Backoff``: 50 ms doubling to 5 s), through the same URL — with several
+hosts, libpq's walk finds the new primary — and, once listening again, calls ``on_connect`` to wake
+everyone: anything committed while nobody listened sent its NOTIFY into the void, so every waiter
+must look for itself once. A connection that stays quiet is asked ``SELECT 1`` every
+``heartbeat`` seconds, so a server that vanished without closing the socket is noticed too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+import psycopg
+import structlog
+from psycopg import sql
+
+from service.db.reconnect import Backoff
+
+log = structlog.get_logger("service.listen")
+
+# How often the loop looks at its stop flag while no notification arrives.
+STOP_CHECK = 0.25
+HEARTBEAT = 10.0
+HEARTBEAT_TIMEOUT = 5.0
+
+
+class Listener:
+    """LISTEN on ``channels`` until ``stop``: ``on_notify`` per notification, ``on_connect`` per connect."""
+
+    def __init__(
+        self,
+        url: str,
+        channels: Sequence[str],
+        *,
+        on_notify: Callable[[psycopg.Notify], None],
+        on_connect: Callable[[], None],
+        application_name: str,
+        backoff: Backoff | None = None,
+        heartbeat: float = HEARTBEAT,
+        heartbeat_timeout: float = HEARTBEAT_TIMEOUT,
+    ) -> None:
+        self._url = url
+        self._channels = tuple(channels)
+        self._on_notify = on_notify
+        self._on_connect = on_connect
+        self._application_name = application_name
+        self._backoff = backoff or Backoff(last=5.0)
+        self._heartbeat = heartbeat
+        self._heartbeat_timeout = heartbeat_timeout
+        self.connected = asyncio.Event()
+        self.connects = 0
+        self.backend_pid: int | None = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._url, autocommit=True, application_name=self._application_name
+                ) as conn:
+                    for channel in self._channels:
+                        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    self._backoff.reset()
+                    self.connects += 1
+                    self.backend_pid = conn.info.backend_pid
+                    self.connected.set()
+                    self._on_connect()
+                    await self._receive(conn, stop)
+            except (psycopg.Error, OSError, TimeoutError) as exc:
+                self.connected.clear()
+                pause = self._backoff.pause()
+                log.warning(
+                    "listen_lost",
+                    listener=self._application_name,
+                    error=str(exc).strip() or type(exc).__name__,
+                    retry_in=round(pause, 3),
+                )
+                await _sleep_unless(stop, pause)
+        self.connected.clear()
+
+    async def _receive(self, conn: psycopg.AsyncConnection[tuple[object, ...]], stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while not stop.is_set():
+            async for note in conn.notifies(timeout=STOP_CHECK):
+                quiet_since = loop.time()
+                self._on_notify(note)
+            if loop.time() - quiet_since >= self._heartbeat:
+                async with asyncio.timeout(self._heartbeat_timeout):
+                    await conn.execute("SELECT 1")
+                quiet_since = loop.time()
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+    except TimeoutError:
+        pass

@@ -1,0 +1,126 @@
+"""The one LISTEN loop (service.listen): it reconnects after any loss, wakes everyone once it
+listens again, and leaves a node that stops answering for the next host of the URL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+from service.db.reconnect import Backoff
+from service.listen import Listener
+from tests.support.processes import free_port
+from tests.support.tcp_proxy import TcpProxy
+
+CHANNEL = "lineup_test_channel"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.payloads: list[str] = []
+        self.connects = 0
+
+    def note(self, notify: psycopg.Notify) -> None:
+        self.payloads.append(notify.payload)
+
+    def connected(self) -> None:
+        self.connects += 1
+
+
+async def until(condition: Callable[[], bool], within: float = 10.0) -> None:
+    """Poll ``condition`` (the callbacks under test only append to lists) for ``within`` seconds."""
+    async with asyncio.timeout(within):
+        while not condition():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Callable[[Listener], asyncio.Event]]:
+    stops: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+
+    def start(listener: Listener) -> asyncio.Event:
+        stop = asyncio.Event()
+        stops.append((stop, asyncio.create_task(listener.run(stop))))
+        return stop
+
+    yield start
+    for stop, task in stops:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+def make_listener(url: str, recorder: Recorder, **options: Any) -> Listener:
+    return Listener(
+        url,
+        [CHANNEL],
+        on_notify=recorder.note,
+        on_connect=recorder.connected,
+        application_name="lineup-test-listener",
+        backoff=Backoff(first=0.05, last=0.2),
+        **options,
+    )
+
+
+async def test_a_terminated_listen_connection_reconnects_and_wakes_everyone(
+    database_url: str, db: Any, running: Callable[[Listener], asyncio.Event]
+) -> None:
+    recorder = Recorder()
+    listener = make_listener(database_url, recorder)
+    running(listener)
+    await until(listener.connected.is_set)
+    assert recorder.connects == 1  # woken once on the first connect: a start misses nothing either
+    db.execute(f"NOTIFY {CHANNEL}, 'one'")
+    await until(lambda: recorder.payloads == ["one"])
+
+    first_pid = listener.backend_pid
+    db.execute("SELECT pg_terminate_backend(%s)", [first_pid])
+    # Sent while nobody listens: lost. The wake-up after the reconnect is what covers it.
+    db.execute(f"NOTIFY {CHANNEL}, 'lost'")
+    await until(lambda: recorder.connects == 2)
+    assert listener.backend_pid != first_pid
+    db.execute(f"NOTIFY {CHANNEL}, 'two'")
+    await until(lambda: recorder.payloads[-1:] == ["two"])
+    assert "lost" not in recorder.payloads
+
+
+async def test_the_loop_stops_promptly_when_asked(database_url: str) -> None:
+    recorder = Recorder()
+    listener = make_listener(database_url, recorder)
+    stop = asyncio.Event()
+    task = asyncio.create_task(listener.run(stop))
+    await until(listener.connected.is_set)
+    stop.set()
+    await asyncio.wait_for(task, 1.0)
+    assert not listener.connected.is_set()
+
+
+async def test_a_node_that_stops_answering_is_left_for_the_next_host(
+    database_url: str, db: Any, running: Callable[[Listener], asyncio.Event]
+) -> None:
+    """The first host freezes (no FIN, no RST: a powered-off node): the heartbeat notices, and the
+    reconnect's walk over the hosts gives up on it after connect_timeout and takes the second."""
+    real = conninfo_to_dict(database_url)
+    proxy = await TcpProxy(
+        str(real.get("host", "127.0.0.1")), int(real.get("port", 5432)), free_port()
+    ).start()
+    try:
+        url = (
+            f"postgresql://{real['user']}@127.0.0.1:{proxy.port},{real.get('host', '127.0.0.1')}:"
+            f"{real.get('port', 5432)}/{real['dbname']}?connect_timeout=2"
+        )
+        recorder = Recorder()
+        listener = make_listener(url, recorder, heartbeat=0.5, heartbeat_timeout=0.5)
+        running(listener)
+        await until(listener.connected.is_set)
+        through_proxy = listener.backend_pid
+        proxy.freeze()
+        await until(lambda: recorder.connects == 2, within=15)
+        assert listener.backend_pid != through_proxy
+        db.execute(f"NOTIFY {CHANNEL}, 'after'")
+        await until(lambda: recorder.payloads == ["after"])
+    finally:
+        await proxy.close()
