@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, BinaryIO
+import threading
+from typing import Any
 
 import msgspec
 import structlog
@@ -30,20 +31,35 @@ def _json(event: Any, **_: Any) -> bytes:
     return msgspec.json.encode(event, enc_hook=str)
 
 
-class _NamedBytesLogger(structlog.BytesLogger):
-    """A BytesLogger that keeps its name for ``add_logger_name``."""
+class _StderrLogger:
+    """Writes each rendered line to the process's stderr as it is at that moment (tests swap it),
+    whole lines under one lock; a closed or missing stream drops the line rather than fail the
+    request that logged it. Keeps its name for ``add_logger_name``."""
 
-    def __init__(self, file: BinaryIO, name: str | None) -> None:
-        super().__init__(file)  # writes whole lines under one lock per file
+    _lock = threading.Lock()
+
+    def __init__(self, name: str | None) -> None:
         self.name = name or "root"
 
+    def msg(self, message: bytes) -> None:
+        stream = sys.stderr
+        with self._lock:
+            try:
+                buffer = getattr(stream, "buffer", None)
+                if buffer is not None:
+                    buffer.write(message + b"\n")
+                    buffer.flush()
+                else:
+                    stream.write(message.decode() + "\n")
+                    stream.flush()
+            except (ValueError, OSError):
+                pass
 
-class _LoggerFactory:
-    def __init__(self, file: BinaryIO) -> None:
-        self._file = file
+    debug = info = warning = warn = error = err = critical = exception = fatal = failure = msg
 
-    def __call__(self, *args: Any) -> _NamedBytesLogger:
-        return _NamedBytesLogger(self._file, args[0] if args else None)
+
+def _logger_factory(*args: Any) -> _StderrLogger:
+    return _StderrLogger(args[0] if args else None)
 
 
 def configure_logging(level: int = logging.INFO) -> None:
@@ -69,6 +85,6 @@ def configure_logging(level: int = logging.INFO) -> None:
             structlog.processors.JSONRenderer(serializer=_json),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=_LoggerFactory(sys.stderr.buffer),
+        logger_factory=_logger_factory,
         cache_logger_on_first_use=True,
     )

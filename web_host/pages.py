@@ -13,6 +13,7 @@ import re
 from string import Template
 from urllib.parse import quote
 
+from service.domain.ids import is_valid_id
 from web_host.assets import catalogue
 
 _COMMON = {
@@ -60,7 +61,7 @@ def asset_headers(etag: str) -> dict[str, str]:
 
 
 def valid_conversation_id(value: object) -> str | None:
-    if isinstance(value, str) and 1 <= len(value) <= 255 and "\x00" not in value:
+    if is_valid_id(value):
         return value
     return None
 

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg import OperationalError
 
 from service.api.auth import TokenBook
-from service.api.errors import api_error, database_unavailable, http_error, unexpected_error
+from service.api.errors import database_unavailable, http_error, refusal, unexpected_error
 from service.api.events import HostEventsController
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
@@ -27,7 +27,7 @@ from service.api.tools import AgentToolController
 from service.api.web import WebHostController
 from service.db.migrate import head_revision
 from service.db.pool import open_pool
-from service.domain.errors import ApiError
+from service.domain.errors import Refusal
 from service.manifests import Registry
 from service.projections import ProjectionHub
 from service.settings import Settings
@@ -113,7 +113,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             metrics,
         ],
         exception_handlers={
-            ApiError: api_error,
+            Refusal: refusal,
             HTTPException: http_error,
             OperationalError: database_unavailable,
             Exception: unexpected_error,

@@ -8,7 +8,7 @@ import msgspec
 from litestar import Request
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
-from service.domain.errors import ApiError
+from service.domain.errors import InvalidRequest, Malformed
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -54,18 +54,16 @@ def parse_json(raw: bytes) -> Any:
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        raise ApiError(400, "malformed_json", f"the request body is not JSON: {exc}") from None
+        raise Malformed(f"the request body is not JSON: {exc}") from None
     except RecursionError:
-        raise ApiError(400, "malformed_json", "the request body is nested too deeply") from None
+        raise Malformed("the request body is nested too deeply") from None
     if b"\\u0000" in raw:
         try:
             paths = _nul_paths(data)
         except RecursionError:
-            raise ApiError(400, "malformed_json", "the request body is nested too deeply") from None
+            raise Malformed("the request body is nested too deeply") from None
         if paths:
-            raise ApiError(
-                422,
-                "invalid_request",
+            raise InvalidRequest(
                 "strings may not contain U+0000",
                 details=[{"path": p, "message": "contains U+0000"} for p in paths],
             )
@@ -75,9 +73,7 @@ def parse_json(raw: bytes) -> Any:
 def validate(model: type[ModelT], data: Any) -> ModelT:
     """Check a decoded body against its model; unknown fields and wrong types → 422."""
     if not isinstance(data, dict):
-        raise ApiError(
-            422,
-            "invalid_request",
+        raise InvalidRequest(
             "the request body must be a JSON object",
             details=[{"path": "$", "message": "must be an object"}],
         )
@@ -85,9 +81,7 @@ def validate(model: type[ModelT], data: Any) -> ModelT:
         return model.model_validate(data)
     except ValidationError as exc:
         details = [{"path": _path(error["loc"]), "message": error["msg"]} for error in exc.errors()]
-        raise ApiError(
-            422, "invalid_request", "the request body has the wrong shape", details=details
-        ) from None
+        raise InvalidRequest("the request body has the wrong shape", details=details) from None
 
 
 async def read(request: Request[Any, Any, Any], model: type[ModelT]) -> tuple[ModelT, Any]:

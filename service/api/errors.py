@@ -9,7 +9,17 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException
 from psycopg import OperationalError
 
-from service.domain.errors import ApiError
+from service.domain.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    Malformed,
+    NotFound,
+    Refusal,
+    TooLarge,
+    Unauthenticated,
+    Unavailable,
+)
 
 log = structlog.get_logger("service.api")
 
@@ -27,8 +37,31 @@ _CODES = {
 }
 
 
-def api_error(_: Request[Any, Any, Any], exc: ApiError) -> Response[dict[str, Any]]:
-    return Response(exc.body(), status_code=exc.status)
+# The one place where a refusal becomes an HTTP status.
+STATUS_OF_KIND: dict[type[Refusal], int] = {
+    Malformed: 400,
+    Unauthenticated: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    TooLarge: 413,
+    Invalid: 422,
+    Unavailable: 503,
+}
+
+
+def status_of(refusal: Refusal) -> int:
+    for kind in type(refusal).__mro__:
+        if kind in STATUS_OF_KIND:
+            return STATUS_OF_KIND[kind]
+    raise TypeError(f"{type(refusal).__name__} has no kind with a status")
+
+
+def refusal(_: Request[Any, Any, Any], exc: Refusal) -> Response[dict[str, Any]]:
+    headers = {}
+    if isinstance(exc, Unavailable) and exc.retry_after is not None:
+        headers["Retry-After"] = str(exc.retry_after)
+    return Response(exc.body(), status_code=status_of(exc), headers=headers)
 
 
 def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:

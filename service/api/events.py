@@ -17,28 +17,14 @@ from litestar.params import FromPath
 from litestar.response import ServerSentEvent
 from litestar.response.sse import ServerSentEventMessage
 
+from service.api import inputs
 from service.api.auth import require
 from service.api.state import runtime_of
 from service.db import projections as proj_db
-from service.domain.errors import ApiError
 from service.projections import ProjectionHub
 from service.use_cases.runtime import Runtime
 
 KEEPALIVE_SECONDS = 15.0
-
-
-def _resume_point(request: Request[Any, Any, Any]) -> int | None:
-    value = request.headers.get("last-event-id") or request.query_params.get("after")
-    if value is None:
-        return None
-    if not (value.isascii() and value.isdigit()) or len(value) > 18:
-        raise ApiError(
-            422,
-            "invalid_request",
-            "Last-Event-ID (or after) must be a non-negative integer",
-            details=[{"path": "Last-Event-ID", "message": "a non-negative integer"}],
-        )
-    return int(value)
 
 
 async def _stream(
@@ -86,9 +72,10 @@ class HostEventsController(Controller):
     async def events(
         self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
     ) -> ServerSentEvent:
-        if not 1 <= len(conversation_id) <= 255 or "\x00" in conversation_id:
-            raise ApiError(422, "invalid_request", "conversation_id must be 1-255 characters")
-        after = _resume_point(request)
+        conversation_id = inputs.conversation_id(conversation_id)
+        after = inputs.event_sequence(
+            request.headers.get("last-event-id") or request.query_params.get("after")
+        )
         runtime = runtime_of(request)
         hub: ProjectionHub = request.app.state.projections
         stop: asyncio.Event = request.app.state.stopping

@@ -8,9 +8,9 @@ from litestar import Controller, Request, post
 from litestar.datastructures import CacheControlHeader
 from litestar.params import FromPath
 
+from service.api import inputs
 from service.api.auth import require
 from service.api.state import runtime_of
-from service.api.tools import parse_uuid
 from service.use_cases.capabilities import mint_capability
 
 
@@ -24,4 +24,4 @@ class HostCapabilityController(Controller):
         cache_control=CacheControlHeader(no_store=True),
     )
     async def capability(self, instance_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, str]:
-        return await mint_capability(runtime_of(request), parse_uuid(instance_id, "instance"))
+        return await mint_capability(runtime_of(request), inputs.uuid_naming(instance_id, "instance"))

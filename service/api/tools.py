@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.params import FromPath
 
+from service.api import inputs
 from service.api.auth import require
 from service.api.bodies import ToolCallBody, read
 from service.api.state import runtime_of
-from service.domain.errors import ApiError, not_found
+from service.domain.errors import InvalidArguments, UnknownTool
 from service.domain.idempotency import fingerprint
 from service.metrics import TOOL_CALLS
 from service.use_cases.operation_status import get_operation
 from service.use_cases.tool_calls import ToolCall, call_tool
 
 JsonResponse = Response[bytes]
-
-
-def parse_uuid(value: str, what: str) -> UUID:
-    try:
-        return UUID(value)
-    except ValueError:
-        raise not_found(what) from None
 
 
 class AgentToolController(Controller):
@@ -41,13 +34,11 @@ class AgentToolController(Controller):
         tool = runtime_of(request).registry.tool(body.tool)
         if tool is None:
             TOOL_CALLS.labels("unknown", "unknown_tool").inc()
-            raise ApiError(404, "unknown_tool", f"no tool named {body.tool!r}")
+            raise UnknownTool(f"no tool named {body.tool!r}")
         details = tool.validate_arguments(body.arguments)
         if details:
             TOOL_CALLS.labels(body.tool, "invalid_arguments").inc()
-            raise ApiError(
-                422,
-                "invalid_arguments",
+            raise InvalidArguments(
                 f"the arguments do not match the input schema of {body.tool}",
                 details=[d.as_dict() for d in details],
             )
@@ -60,4 +51,4 @@ class AgentToolController(Controller):
 
     @get("/operations/{operation_id:str}")
     async def operation(self, operation_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
-        return await get_operation(runtime_of(request), parse_uuid(operation_id, "operation"))
+        return await get_operation(runtime_of(request), inputs.uuid_naming(operation_id, "operation"))

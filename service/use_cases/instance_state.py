@@ -16,7 +16,14 @@ from psycopg.rows import DictRow
 
 from service.db import states as states_db
 from service.db import workspaces as ws_db
-from service.domain.errors import ApiError
+from service.domain.errors import (
+    FeatureNotDeclared,
+    Refusal,
+    RevisionConflict,
+    StateReadonly,
+    StateSchemaViolation,
+    StateTooLarge,
+)
 from service.manifests import INSTANCE_STATE_FEATURE, InstanceStateFeature
 from service.use_cases.capabilities import Capability
 from service.use_cases.overdue import settle_overdue
@@ -33,10 +40,8 @@ def declared_feature(rt: Runtime, capability: Capability) -> InstanceStateFeatur
     app = rt.registry.app(capability.app_scope)
     feature = app.instance_state if app is not None else None
     if feature is None:
-        raise ApiError(
-            403,
-            "feature_not_declared",
-            f"the {capability.app_scope} manifest does not declare {INSTANCE_STATE_FEATURE}",
+        raise FeatureNotDeclared(
+            f"the {capability.app_scope} manifest does not declare {INSTANCE_STATE_FEATURE}"
         )
     return feature
 
@@ -46,25 +51,17 @@ def compact_size(data: dict[str, Any]) -> int:
     return len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
-def _readonly() -> ApiError:
-    return ApiError(409, "state_readonly", "the instance is closed: its state can be read, never written")
-
-
-def _content_error(feature: InstanceStateFeature, data: dict[str, Any]) -> ApiError | None:
+def _content_error(feature: InstanceStateFeature, data: dict[str, Any]) -> Refusal | None:
     size = compact_size(data)
     if size > feature.max_bytes:
-        return ApiError(
-            413,
-            "state_too_large",
+        return StateTooLarge(
             f"the state is {size} bytes as compact UTF-8 JSON, over max_bytes {feature.max_bytes}",
             size_bytes=size,
             max_bytes=feature.max_bytes,
         )
     details = feature.validate_state(data, prefix="data")
     if details:
-        return ApiError(
-            422,
-            "state_schema_violation",
+        return StateSchemaViolation(
             f"data does not match state_schema version {feature.state_schema_version}",
             details=[d.as_dict() for d in details],
         )
@@ -116,11 +113,11 @@ async def _write(
     capability: Capability,
     expected_revision: int,
     data: dict[str, Any],
-    content_error: ApiError | None,
-) -> int | ApiError:
+    content_error: Refusal | None,
+) -> int | Refusal:
     row = await _snapshot(conn, capability)
     if not _writable(row):
-        return _readonly()
+        return StateReadonly()
     if content_error is not None:
         return content_error
     revision = await states_db.write(conn, capability.instance_id, expected_revision, data)
@@ -129,10 +126,8 @@ async def _write(
     # The compare-and-set lost: to a close that froze or deleted the snapshot, or to a revision.
     current = await states_db.snapshot(conn, capability.instance_id)
     if current is None or not _writable(current):
-        return _readonly()
-    return ApiError(
-        409,
-        "revision_conflict",
+        return StateReadonly()
+    return RevisionConflict(
         f"expected revision {expected_revision}, the state is at revision {current['revision']}",
         revision=current["revision"],
     )
@@ -155,7 +150,7 @@ async def put_state(
     except pg_errors.CheckViolation as exc:
         if exc.diag.constraint_name != READONLY_CONSTRAINT:
             raise
-        raise _readonly() from None
-    if isinstance(outcome, ApiError):
+        raise StateReadonly() from None
+    if isinstance(outcome, Refusal):
         raise outcome
     return {"revision": outcome}

@@ -14,7 +14,7 @@ from psycopg.rows import DictRow
 from service import wakeups
 from service.db import interactions as inter_db
 from service.db import workspaces as ws_db
-from service.domain.errors import ApiError, not_found
+from service.domain.errors import InvalidAnswer, not_found
 from service.use_cases.runtime import Runtime
 from service.use_cases.serializers import interaction_view
 
@@ -42,9 +42,7 @@ async def answer(rt: Runtime, tool_call_id: str, answer_text: str) -> dict[str, 
             return _receipt(interaction)
         choices = list(interaction["choices"])
         if choices and answer_text not in choices:
-            raise ApiError(
-                422,
-                "invalid_answer",
+            raise InvalidAnswer(
                 "the answer must be one of the offered choices",
                 details=[{"path": "answer", "message": f"one of {choices}"}],
             )

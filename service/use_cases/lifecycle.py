@@ -16,7 +16,7 @@ from service.db import instances as inst_db
 from service.db import interactions as inter_db
 from service.db import operations as operations_db
 from service.db import workspaces as ws_db
-from service.domain.errors import ApiError, not_found
+from service.domain.errors import AppNotResumable, UnknownApp, not_found
 from service.domain.operations import APP_CLOSED, POMODORO_SCOPE, USER_LEFT
 from service.domain.timefmt import rfc3339
 from service.metrics import observe_settled
@@ -84,7 +84,7 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
     """Bring Interact (``target_scope == "interact"``) or an app to the foreground."""
     app = rt.registry.app(target_scope)
     if app is None:
-        raise ApiError(404, "unknown_app", f"no app with scope {target_scope!r}")
+        raise UnknownApp(f"no app with scope {target_scope!r}")
     async with rt.transaction() as conn:
         await ws_db.lock_or_create(conn, conversation_id)
         await settle_overdue(conn, conversation_id)
@@ -94,11 +94,7 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
             if existing is not None:
                 target = existing["instance_id"]
             elif target_scope == POMODORO_SCOPE:
-                raise ApiError(
-                    409,
-                    "app_not_resumable",
-                    "Pomodoro opens only through the pomodoro.start tool",
-                )
+                raise AppNotResumable("Pomodoro opens only through the pomodoro.start tool")
         focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
         if focusing is not None and target_scope != POMODORO_SCOPE:
             # Leaving the focusing Pomodoro interrupts it (completed if its deadline passed).

@@ -9,14 +9,10 @@ from psycopg import errors
 
 from service.db import messages as msg_db
 from service.db import workspaces as ws_db
-from service.domain.errors import ApiError, not_found
+from service.domain.errors import SubSessionEnded, not_found
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
 from service.use_cases.serializers import message_view
-
-
-def _ended() -> ApiError:
-    return ApiError(409, "sub_session_ended", "this sub-session has ended; it is read-only")
 
 
 async def post_message(
@@ -31,7 +27,7 @@ async def post_message(
                 if sub is None or sub["conversation_id"] != conversation_id:
                     raise not_found("sub_session")
                 if sub["status"] != "open":
-                    raise _ended()
+                    raise SubSessionEnded()
             row = await msg_db.insert(
                 conn,
                 conversation_id=conversation_id,
@@ -42,7 +38,7 @@ async def post_message(
     except errors.CheckViolation as exc:
         # The database's own guard (trigger messages_sub_session_open) caught a race.
         if exc.diag.constraint_name == "sub_session_ended":
-            raise _ended() from None
+            raise SubSessionEnded() from None
         raise
     return message_view(row)
 

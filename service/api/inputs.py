@@ -1,0 +1,88 @@
+"""One validator per kind of input a path, query or header carries, with the contract's errors.
+
+Bodies are checked by their models (``service.api.bodies``); everything else a request names goes
+through these, so the same input gets the same rule and the same answer everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from uuid import UUID
+
+from service.domain.errors import InvalidRequest, NotFound
+from service.domain.ids import is_valid_id
+
+MAX_LIMIT = 1000
+
+
+def _invalid(path: str, message: str, summary: str) -> InvalidRequest:
+    return InvalidRequest(summary, details=[{"path": path, "message": message}])
+
+
+def conversation_id(value: str) -> str:
+    """A conversation id in a path: 422 when it cannot be one."""
+    if not is_valid_id(value):
+        raise _invalid(
+            "conversation_id", "1-255 characters, no U+0000", "conversation_id must be 1-255 characters"
+        )
+    return value
+
+
+def optional_conversation_id(value: str | None) -> str | None:
+    """A conversation id as a filter: 422 when it cannot be one."""
+    return None if value is None else conversation_id(value)
+
+
+def existing_id(value: str, what: str) -> str:
+    """A tool-call id (or other caller-made id) naming something: an impossible one is unknown."""
+    if not is_valid_id(value):
+        raise NotFound.of(what)
+    return value
+
+
+def uuid_naming(value: str, what: str) -> UUID:
+    """A UUID in a path names something: anything else is a 404 ``unknown_<what>``."""
+    try:
+        return UUID(value)
+    except ValueError:
+        raise NotFound.of(what) from None
+
+
+def optional_uuid(value: str | None, name: str) -> UUID | None:
+    """A UUID in the query: anything else is a 422."""
+    if value is None:
+        return None
+    try:
+        return UUID(value)
+    except ValueError:
+        raise _invalid(name, "must be a UUID", f"{name} must be a UUID") from None
+
+
+def limit(value: str | None, default: int) -> int:
+    """``?limit=``: ASCII digits only (no sign, no spaces, no other scripts' digits), 1..1000."""
+    if value is None:
+        return default
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_LIMIT:
+        raise _invalid(
+            "limit", f"an integer from 1 to {MAX_LIMIT}", f"limit must be an integer from 1 to {MAX_LIMIT}"
+        )
+    return int(value)
+
+
+def choice(name: str, value: str | None, choices: Iterable[str]) -> str | None:
+    """A filter that takes one of a fixed set of words."""
+    allowed = list(choices)
+    if value is not None and value not in allowed:
+        raise _invalid(name, f"must be one of {', '.join(allowed)}", f"invalid query parameter {name}")
+    return value
+
+
+def event_sequence(value: str | None, name: str = "Last-Event-ID") -> int | None:
+    """A stream position (``Last-Event-ID`` or ``?after=``): a non-negative integer."""
+    if value is None:
+        return None
+    if not (value.isascii() and value.isdigit()) or len(value) > 18:
+        raise _invalid(
+            name, "a non-negative integer", "Last-Event-ID (or after) must be a non-negative integer"
+        )
+    return int(value)
