@@ -1,0 +1,88 @@
+"""``/mcp`` inside ``serve``: the SDK's streamable HTTP session manager, mounted in Litestar.
+
+The Agent's bearer token is checked here, before the SDK sees the request: no token, or one of
+another audience, is ``401`` with the contract's error body. The session manager runs in the
+application's lifespan, after the runtime it serves is up, and stops before it goes down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import msgspec
+import structlog
+from litestar import Litestar, asgi
+from litestar.connection import ASGIConnection
+from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from service.api.auth import TokenBook, bearer_token
+from service.domain.errors import unauthorized
+from service.mcp.server import RuntimeMcpServer
+
+log = structlog.get_logger("service.mcp")
+
+PATH = "/mcp"
+_UNAUTHORIZED = msgspec.json.encode(unauthorized().body())
+
+
+class McpFace:
+    """The session manager behind the Agent audience's token check."""
+
+    def __init__(
+        self, server: RuntimeMcpServer, manager: StreamableHTTPSessionManager, tokens: TokenBook
+    ) -> None:
+        self.server = server
+        self.manager = manager
+        self._tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = bearer_token(ASGIConnection(scope))
+        if token is None or not self._tokens.accepts("agent", token):
+            refused: HTTPResponseStartEvent = {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"www-authenticate", b'Bearer realm="lineup-agent"'),
+                    (b"content-length", str(len(_UNAUTHORIZED)).encode()),
+                ],
+            }
+            await send(refused)
+            body: HTTPResponseBodyEvent = {
+                "type": "http.response.body",
+                "body": _UNAUTHORIZED,
+                "more_body": False,
+            }
+            await send(body)
+            return
+        await self.manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+
+
+@asgi(PATH, is_mount=True, copy_scope=True)
+async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+    face: McpFace = scope["litestar_app"].state.mcp
+    await face(scope, receive, send)
+
+
+@contextlib.asynccontextmanager
+async def mcp_lifespan(app: Litestar) -> AsyncIterator[None]:
+    """Runs after the lifespan that opens the runtime (it needs ``app.state.runtime``)."""
+    server = RuntimeMcpServer(app.state.runtime, app.state.projections)
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        # Every answer is one JSON body: no tool sends anything while it runs, and an SSE stream
+        # per POST costs more CPU than the tool call itself. Pushes ride the session's GET stream.
+        json_response=True,
+        # The bearer token is the guard here: a page of another origin cannot send it, so the
+        # SDK's Host/Origin checks (meant for token-less local servers) are not switched on.
+        security_settings=None,
+        max_request_body_size=app.state.runtime.settings.request_max_body_bytes,
+    )
+    app.state.mcp = McpFace(server, manager, app.state.tokens)
+    async with manager.run():
+        try:
+            yield
+        finally:
+            await server.pushes.close()

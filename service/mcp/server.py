@@ -1,0 +1,166 @@
+"""The MCP server: the SDK's low-level ``Server`` with the runtime's handlers.
+
+``tools/list`` and ``tools/call`` answer at every protocol revision the SDK serves. The task
+methods (``tasks/get``, ``tasks/result``, ``tasks/cancel``) and task-augmented ``tools/call`` are
+the 2025-11-25 wire: the SDK ships their types but no runtime, and the 2026-07-28 revision moved
+tasks into an extension with another wire, so they are served on handshake-era sessions only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import mcp_types as types
+import structlog
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from psycopg import OperationalError
+
+from service.api.errors import status_of
+from service.domain.errors import Refusal
+from service.mcp.binding import bind
+from service.mcp.push import Pushes
+from service.mcp.tasks import cancel_task, read_task, settled, task_result, task_view
+from service.mcp.tools import TASK_TOOLS, Answer, call_result, list_tools, run_tool
+from service.projections import ProjectionHub
+from service.use_cases.runtime import Runtime
+
+log = structlog.get_logger("service.mcp")
+
+Ctx = ServerRequestContext[Any, Any]
+
+TASKS_CAPABILITY = types.ServerTasksCapability(
+    cancel=types.TasksCancelCapability(),
+    requests=types.ServerTasksRequestsCapability(
+        tools=types.TasksToolsCapability(call=types.TasksCallCapability())
+    ),
+)
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Runtime failures as JSON-RPC errors: never a stack trace or driver text on the wire."""
+    try:
+        yield
+    except OperationalError:
+        log.warning("mcp_database_unavailable")
+        raise MCPError(INTERNAL_ERROR, "the database is unavailable; nothing was applied, retry") from None
+    except Refusal as refusal:
+        raise MCPError(
+            INVALID_PARAMS if status_of(refusal) < 500 else INTERNAL_ERROR, refusal.message
+        ) from None
+
+
+def _handshake_era(ctx: Ctx) -> None:
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        raise MCPError(METHOD_NOT_FOUND, "Method not found", data=ctx.method)
+
+
+def _speaks_tasks(ctx: Ctx) -> bool:
+    """A handshake-era client that declared the task capability: every operation it starts is a
+    task to it (the task id is the operation id), so it is told when one settles."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return False
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.tasks is not None
+
+
+class RuntimeMcpServer(Server[Any]):
+    """Advertises the task capability on handshake-era sessions, where it serves it."""
+
+    def __init__(self, rt: Runtime, hub: ProjectionHub) -> None:
+        super().__init__(
+            "lineup-runtime",
+            version="0.1.0",
+            instructions=(
+                "Bind every tools/call to a conversation with params._meta['io.lineup/conversation_id'] "
+                "and give it an idempotency key in params._meta['io.lineup/tool_call_id']."
+            ),
+            on_list_tools=self._list_tools,
+            # At 2026-07-28 the SDK checks Mcp-Param headers against the tool's input schema; without
+            # this it would run the whole tools/list handler for every call.
+            get_tool_input_schema=self._input_schema,
+            on_call_tool=self._call_tool,
+        )
+        self.rt = rt
+        self.pushes = Pushes(rt, hub)
+        self._hub = hub
+        self.add_request_handler("tasks/get", types.GetTaskRequestParams, self._get_task)
+        self.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self._task_result)
+        self.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self._cancel_task)
+        # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
+        # check does not know: a middleware (above that check) answers it. OpenTelemetry's
+        # middleware is left out: no exporter is installed, and it costs CPU on every call.
+        self.middleware = [self._task_augmented_call]
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(*args, **kwargs)
+        if kwargs.get("protocol_version") in MODERN_PROTOCOL_VERSIONS:
+            return capabilities
+        return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY})
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        spec = self.rt.registry.tool(name)
+        return spec.input_schema if spec is not None else None
+
+    async def _list_tools(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return list_tools(self.rt.registry)
+
+    async def _run(self, ctx: Ctx, params: Mapping[str, Any], *, as_task: bool = False) -> Answer:
+        binding = bind(params.get("_meta"))
+        name, arguments = params.get("name"), params.get("arguments")
+        if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+            raise MCPError(INVALID_PARAMS, "tools/call needs a tool name and an arguments object")
+        with translated():
+            answer = await run_tool(self.rt, name, arguments, binding)
+        if answer.operation_id is not None and (as_task or _speaks_tasks(ctx)):
+            operation = {**answer.body["operation"], "conversation_id": binding.conversation_id}
+            self.pushes.watch(ctx.session, operation, fresh=not answer.replayed)
+        return answer
+
+    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
+        return call_result(await self._run(ctx, ctx.params or {}))
+
+    async def _task_augmented_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        params = ctx.params
+        if (
+            ctx.method != "tools/call"
+            or not isinstance(params, Mapping)
+            or params.get("task") is None
+            or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        ):
+            return await call_next(ctx)
+        if ctx.session.client_params is None:
+            raise MCPError(INVALID_PARAMS, "Invalid request parameters", data="")
+        types.CallToolRequestParams.model_validate(params, by_name=False)
+        if params.get("name") not in TASK_TOOLS:
+            raise MCPError(METHOD_NOT_FOUND, f"{params.get('name')!r} does not run as a task")
+        answer = await self._run(ctx, params, as_task=True)
+        if answer.operation_id is None:
+            # Nothing was opened (a refusal), so there is no task: the answer is the tool's result.
+            return call_result(answer)
+        with translated():
+            operation = await read_task(self.rt, answer.operation_id)
+        return {"task": task_view(operation), "_meta": call_result(answer)["_meta"]}
+
+    async def _get_task(self, ctx: Ctx, params: types.GetTaskRequestParams) -> dict[str, Any]:
+        _handshake_era(ctx)
+        with translated():
+            return task_view(await read_task(self.rt, params.task_id))
+
+    async def _task_result(self, ctx: Ctx, params: types.GetTaskPayloadRequestParams) -> dict[str, Any]:
+        _handshake_era(ctx)
+        with translated():
+            return task_result(await settled(self.rt, self._hub, params.task_id))
+
+    async def _cancel_task(self, ctx: Ctx, params: types.CancelTaskRequestParams) -> dict[str, Any]:
+        _handshake_era(ctx)
+        with translated():
+            return await cancel_task(self.rt, params.task_id)

@@ -1,0 +1,145 @@
+"""Operations as MCP tasks (the 2025-11-25 task wire, whose types the SDK ships).
+
+The task id is the ``operation_id``, and a task is only ever read from the ``operations`` row, so a
+restart loses none and any replica answers for any task. ``working`` while focusing; once final,
+``completed`` when the period reached its deadline and ``cancelled`` when anything stopped it
+first (the Agent's interrupt, the person leaving, the app closed — the result says which). The
+task's result is a ``CallToolResult`` whose ``structuredContent`` is the result object the relay
+delivers. Cancelling a task is the Agent's interrupt of that one operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from service.db import tasks as tasks_db
+from service.domain.errors import NotFound
+from service.mcp.tools import wire
+from service.projections import ProjectionHub
+from service.use_cases.operation_interrupt import interrupt_operation
+from service.use_cases.operation_status import get_operation
+from service.use_cases.runtime import Runtime
+from service.use_cases.serializers import operation_view
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+#: How often a client that cannot take pushes should ask (the push arrives at once otherwise).
+POLL_INTERVAL_MS = 5000
+#: A waiter re-reads at the deadline, on every wake-up of the conversation, and at least this often
+#: (the wake-ups' own safety net: a lost NOTIFY only delays).
+SAFETY_POLL_SECONDS = 30.0
+
+
+def task_status(operation: dict[str, Any]) -> types.TaskStatus:
+    if operation["state"] == "focusing":
+        return "working"
+    return "completed" if operation["state"] == "completed" else "cancelled"
+
+
+def task_view(operation: dict[str, Any]) -> dict[str, Any]:
+    """The wire ``Task`` (``ttl`` null: operations are kept, the task never expires)."""
+    if operation["state"] == "focusing":
+        message = f"focusing until {operation['ends_at']}"
+    else:
+        message = f"{operation['state']} ({operation['reason']})"
+    return {
+        "taskId": operation["operation_id"],
+        "status": task_status(operation),
+        "statusMessage": message,
+        "createdAt": operation["started_at"],
+        "lastUpdatedAt": operation["finalized_at"] or operation["started_at"],
+        "ttl": None,
+        "pollInterval": POLL_INTERVAL_MS,
+    }
+
+
+def task_result(operation: dict[str, Any]) -> dict[str, Any]:
+    """What ``tasks/result`` answers for a final operation: the tool's result, as a tool result."""
+    result = operation["result"]
+    text = (
+        f"The focus period ended {result['state']} ({result['reason']}) after {result['focused_seconds']} s."
+    )
+    return wire(
+        types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=result,
+            is_error=False,
+            _meta={RELATED_TASK: {"taskId": operation["operation_id"]}},
+        )
+    )
+
+
+def _operation_id(task_id: str) -> UUID:
+    try:
+        return UUID(task_id)
+    except ValueError:
+        raise _unknown(task_id) from None
+
+
+def _unknown(task_id: str) -> MCPError:
+    return MCPError(INVALID_PARAMS, f"no task {task_id!r}", data={"taskId": task_id})
+
+
+async def read_task(rt: Runtime, task_id: str) -> dict[str, Any]:
+    """The operation behind a task: one statement, unless it is focusing past its deadline —
+    then it is settled first, as every read of an operation does."""
+    operation_id = _operation_id(task_id)
+    async with rt.pool.connection() as conn:
+        row = await tasks_db.task_operation(conn, operation_id)
+    if row is None:
+        raise _unknown(task_id)
+    if row["state"] != "focusing" or not row["overdue"]:
+        return operation_view(row)
+    try:
+        return await get_operation(rt, operation_id)
+    except NotFound:
+        raise _unknown(task_id) from None
+
+
+def _seconds_until(timestamp: str) -> float:
+    return (datetime.fromisoformat(timestamp) - datetime.now(UTC)).total_seconds()
+
+
+async def settled(
+    rt: Runtime, hub: ProjectionHub, task_id: str, known: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The operation once final: re-read on each after-commit wake-up of its conversation (this
+    replica's at once, another's through its NOTIFY) and at its deadline, where the read settles
+    it. ``known``: the operation as last seen, when the caller has it (no first read then)."""
+    operation = known if known is not None else await read_task(rt, task_id)
+    if operation["state"] != "focusing":
+        return operation
+    with hub.subscribe(operation["conversation_id"]) as woken:
+        if known is None:
+            operation = await read_task(rt, task_id)  # subscribed: no wake-up is missed from here
+        while operation["state"] == "focusing":
+            wait = min(max(_seconds_until(operation["ends_at"]), 0.0) + 0.01, SAFETY_POLL_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), wait)
+            woken.clear()
+            operation = await read_task(rt, task_id)
+    return operation
+
+
+async def cancel_task(rt: Runtime, task_id: str) -> dict[str, Any]:
+    """The Agent's interrupt of this one operation; a task already final is the protocol's error."""
+    try:
+        outcome = await interrupt_operation(rt, _operation_id(task_id))
+    except NotFound:
+        raise _unknown(task_id) from None
+    task = task_view(outcome.operation)
+    if not outcome.interrupted:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"task {task_id} is already {task['status']}: the focus period ended "
+            f"{outcome.operation['state']} ({outcome.operation['reason']})",
+            data=task,
+        )
+    return task
