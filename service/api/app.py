@@ -29,6 +29,7 @@ from service.db.migrate import head_revision
 from service.db.pool import open_pool
 from service.domain.errors import Refusal
 from service.manifests import Registry
+from service.mcp.endpoint import mcp_endpoint, mcp_lifespan
 from service.projections import ProjectionHub
 from service.settings import Settings
 from service.use_cases.deadlines import DeadlineSweeper
@@ -111,6 +112,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             healthz,
             readyz,
             metrics,
+            mcp_endpoint,
         ],
         exception_handlers={
             Refusal: refusal,
@@ -126,7 +128,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 "stopping": asyncio.Event(),
             }
         ),
-        lifespan=[lifespan],
+        lifespan=[lifespan, mcp_lifespan],
         request_max_body_size=settings.request_max_body_bytes,
         openapi_config=OpenAPIConfig(title="Lineup Runtime", version="0.1.0", path="/schema"),
         debug=False,
