@@ -1,0 +1,168 @@
+"""The failover rig (``make failover``): Patroni + etcd on this machine, load, a switchover and a crash.
+
+```
+.venv/bin/python bench/failover.py [--agents 8] [--warmup 5] [--between 5] [--asynchronous] [--keep]
+```
+
+1. etcd and two Patroni-managed Postgres 15 (Debian's ``patroni``, ``etcd-server``, ``postgresql-15``)
+   under a temp dir on free ports of 127.0.0.1: a primary and a synchronous standby
+   (``synchronous_mode``; ``--asynchronous`` for an asynchronous one).
+2. One ``python -m service serve`` and two ``python -m relay``, all given the same multi-host URL
+   ``postgresql://postgres@h1,h2/lineup?target_session_attrs=read-write`` (the migration too), and
+   a receiving Agent in this process.
+3. Load: ``--agents`` Agents start Pomodoros and end them every way (interrupt, leave, close,
+   deadline, a late interrupt), sending any unanswered call again under the same ``tool_call_id``;
+   a probe writes every 50 ms to time the outage.
+4. A switchover (Patroni's REST API), then — once the old primary streams again as the synchronous
+   standby — a failover: SIGKILL of the primary's postmaster (``primary_start_timeout: 0``, so
+   Patroni fails over at once rather than restarting it in place).
+5. The load stops, every operation settles and every result is delivered; then the checks, read
+   from the new primary through the same URL.
+
+It prints calls answered, calls that needed a retry, seconds unavailable per event, and the checks;
+it exits 1 when a check fails. Nothing of the machine's own Postgres is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `python bench/failover.py`
+    sys.path.insert(0, str(ROOT))
+
+from bench.failover_load import (  # noqa: E402
+    Agents,
+    Figures,
+    Probe,
+    ReceiverState,
+    RelayProcess,
+    ServiceProcess,
+    check,
+    migrate,
+    print_figures,
+    settle,
+    start_receiver,
+)
+from bench.failover_postgres import PatroniCluster, database_on, patroni_cluster, wait_for  # noqa: E402
+
+
+async def _new_leader(cluster: PatroniCluster, old: str) -> str:
+    def changed() -> str | None:
+        leader = cluster.leader()
+        return leader if leader not in (None, old) else None
+
+    return str(await asyncio.to_thread(wait_for, "a new leader", changed, 90, 0.05))
+
+
+async def rig(cluster: PatroniCluster, args: argparse.Namespace) -> int:
+    log_dir = cluster.root
+    await asyncio.to_thread(database_on, cluster.url(), "lineup")
+    url = cluster.url("lineup")
+    standby = "a synchronous" if cluster.synchronous else "an asynchronous"
+    print(f"cluster {cluster.scope}: a primary and {standby} standby; every process gets {url}")
+    await asyncio.to_thread(migrate, url, log_dir)
+
+    receiver = ReceiverState()
+    server, receiver_port = await start_receiver(receiver)
+    service = ServiceProcess(url, log_dir)
+    relays = [
+        RelayProcess(url, f"http://127.0.0.1:{receiver_port}/webhook", log_dir, f"rig-relay-{n}")
+        for n in (1, 2)
+    ]
+    figures = Figures()
+    probe = Probe(service.port, service.agent_token)
+    agents = Agents(service.port, service.agent_token, service.host_token, figures, count=args.agents)
+    stop = asyncio.Event()
+    events: list[tuple[str, float, float, str]] = []  # name, began, new primary writable (by Patroni), detail
+    try:
+        service.start()
+        await service.wait_ready()
+        for relay in relays:
+            relay.start()
+        load = asyncio.gather(agents.run(stop), probe.run(stop))
+        await asyncio.sleep(args.warmup)
+
+        began = time.monotonic()
+        old, new = await asyncio.to_thread(cluster.switchover)
+        events.append(("switchover", began, time.monotonic(), f"{old} -> {new}"))
+        print(f"switchover {old} -> {new} in {time.monotonic() - began:.1f} s (Patroni's answer)")
+        await asyncio.to_thread(cluster.wait_healthy, 180)
+        await asyncio.sleep(args.between)
+
+        began = time.monotonic()
+        old, pid = cluster.crash_primary()
+        new = await _new_leader(cluster, old)
+        events.append(("failover (SIGKILL of the primary)", began, time.monotonic(), f"{old} -> {new}"))
+        print(
+            f"SIGKILL of {old}'s postmaster (pid {pid}): {new} leads after {time.monotonic() - began:.1f} s"
+        )
+        await asyncio.to_thread(cluster.wait_healthy, 180)
+        await asyncio.sleep(args.between)
+
+        stop.set()
+        await load
+        left = await settle(url)
+        exited = [p for p in (service, *relays) if p.process is not None and p.process.poll() is not None]
+        checks = await asyncio.to_thread(check, url, figures, receiver, probe.answers)
+        checks.add(
+            "the service and both relays rode both events without a restart",
+            not exited,
+            f"exited: {[p.log.name for p in exited]}",
+        )
+        checks.add(
+            "everything settled and delivered within 120 s",
+            left == {"focusing": 0, "undelivered": 0},
+            str(left),
+        )
+    finally:
+        stop.set()
+        codes = [p.stop() for p in (*relays, service)]
+        server.close()
+
+    print(f"\nfailover rig: {args.agents} Agents, two relays, one service process, the same multi-host URL")
+
+    def outage() -> None:
+        ends = [moment for _, moment, _, _ in events[1:]] + [float("inf")]
+        for (name, moment, promoted, detail), end in zip(events, ends, strict=True):
+            first_after = next((t for t in probe.successes if t >= promoted), float("nan"))
+            print(f"  {name} {detail}:")
+            print(
+                f"    seconds unavailable     {probe.gap_between(moment - 1, end):7.2f}  (the longest a write"
+                f" waited); first write {first_after - promoted:+.2f} s after Patroni named the new leader"
+            )
+        print(
+            f"  probe writes            {len(probe.successes):>8}  (sends by outcome: {dict(probe.statuses)})"
+        )
+        print(f"  exit codes on SIGTERM   {codes}")
+
+    print_figures(figures, receiver, outage)
+    print("checks:")
+    checks.print()
+    if not checks.passed:
+        print(f"FAILED (logs in {log_dir}; --keep keeps them)")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=8, help="Agents sending load (8)")
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds of load before the switchover (5)")
+    parser.add_argument("--between", type=float, default=5.0, help="seconds of load after each event (5)")
+    parser.add_argument(
+        "--asynchronous", action="store_true", help="an asynchronous standby (shows what it loses)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the cluster's files and logs")
+    args = parser.parse_args()
+    with patroni_cluster(synchronous=not args.asynchronous, keep=args.keep) as cluster:
+        return asyncio.run(rig(cluster, args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
