@@ -114,7 +114,8 @@ class Postgres:
         self.root = root
         self.data = root / "data"
         self.port = free_port()
-        self.log = root / "postgres.log"
+        self.log = root / "commands.log"  # initdb's and pg_ctl's output (written by this process)
+        self.server_log = root / "server.log"  # the server's own (written by its user)
         self.restarts = 0
 
     @property
@@ -136,7 +137,17 @@ class Postgres:
 
     def start(self) -> None:
         _run(
-            [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "start"],
+            [
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.server_log),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
             self.log,
         )
 

@@ -1,0 +1,197 @@
+"""The chaos run (``make chaos``): minutes of load while Postgres, the service and the relays are
+killed and restarted, then the failover rig's checks.
+
+```
+.venv/bin/python bench/chaos.py [--seconds 180] [--agents 8] [--event-every 20] [--relay-kill-every 3]
+                                [--fail-share 0.1]
+```
+
+A Postgres of its own (``initdb`` under a temp dir, a free port; never the machine's), migrated;
+one ``python -m service serve``, two ``python -m relay`` and a receiving Agent that answers a share
+``--fail-share`` of the deliveries with 503. For ``--seconds`` of load from ``--agents`` Agents:
+
+* every ``--event-every`` seconds, in turn: Postgres restarted fast (``pg_ctl restart -m fast``),
+  the service SIGKILLed and started again, Postgres restarted immediate (``-m immediate``: no
+  checkpoint, crash recovery at start), the service SIGKILLed again;
+* every ``--relay-kill-every`` seconds one relay (in turn) SIGKILLed and started again at once.
+
+Then every operation settles and every result is delivered, and the checks run: every acknowledged
+answer and outbox row present, every operation final exactly once, every result delivered, no 500.
+It prints starts, answers, 503s, restarts survived, deliveries and the duplicates the Agent saw, and
+exits 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `python bench/chaos.py`
+    sys.path.insert(0, str(ROOT))
+
+from bench.failover_load import (  # noqa: E402
+    Agents,
+    Figures,
+    Probe,
+    ReceiverState,
+    RelayProcess,
+    ServiceProcess,
+    check,
+    migrate,
+    print_figures,
+    settle,
+    start_receiver,
+)
+from bench.failover_postgres import Postgres, database_on, own_postgres  # noqa: E402
+
+EVENTS = ("postgres restart -m fast", "service SIGKILL", "postgres restart -m immediate", "service SIGKILL")
+
+
+async def _relay_killer(relays: list[RelayProcess], every: float, stop: asyncio.Event) -> None:
+    turn = 0
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+        except TimeoutError:
+            relay = relays[turn % len(relays)]
+            relay.kill()
+            relay.start()
+            turn += 1
+
+
+async def _events(
+    server: Postgres,
+    service: ServiceProcess,
+    every: float,
+    stop: asyncio.Event,
+    log: list[tuple[str, float, float]],
+) -> None:
+    turn = 0
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+            return
+        except TimeoutError:
+            pass
+        name = EVENTS[turn % len(EVENTS)]
+        turn += 1
+        began = time.monotonic()
+        if name.startswith("postgres"):
+            await asyncio.to_thread(server.restart, name.rsplit(" ", 1)[1])
+        else:
+            service.kill()
+            service.start()
+            await service.wait_ready()
+        log.append((name, began, time.monotonic()))
+        print(
+            f"  {time.strftime('%H:%M:%S')} {name}: back after {time.monotonic() - began:.2f} s", flush=True
+        )
+
+
+async def chaos(server: Postgres, args: argparse.Namespace, log_dir: Path) -> int:
+    database_on(server.admin_url, "lineup")
+    url = server.admin_url.rsplit("/", 1)[0] + "/lineup"
+    await asyncio.to_thread(migrate, url, log_dir)
+    receiver = ReceiverState(fail_share=args.fail_share)
+    http_server, receiver_port = await start_receiver(receiver)
+    service = ServiceProcess(url, log_dir)
+    relays = [
+        RelayProcess(url, f"http://127.0.0.1:{receiver_port}/webhook", log_dir, f"chaos-relay-{n}")
+        for n in (1, 2)
+    ]
+    figures = Figures()
+    probe = Probe(service.port, service.agent_token)
+    agents = Agents(service.port, service.agent_token, service.host_token, figures, count=args.agents)
+    stop = asyncio.Event()
+    events: list[tuple[str, float, float]] = []
+    print(
+        f"chaos: {args.seconds:.0f} s of load, {args.agents} Agents, Postgres on port {server.port}",
+        flush=True,
+    )
+    try:
+        service.start()
+        await service.wait_ready()
+        for relay in relays:
+            relay.start()
+        began = time.monotonic()
+        await asyncio.gather(
+            agents.run(stop),
+            probe.run(stop),
+            _relay_killer(relays, args.relay_kill_every, stop),
+            _events(server, service, args.event_every, stop, events),
+            _stop_after(stop, args.seconds),
+        )
+        loaded = time.monotonic() - began
+        left = await settle(url, within=180)
+        checks = await asyncio.to_thread(check, url, figures, receiver, probe.answers)
+        checks.add(
+            "everything settled and delivered within 180 s",
+            left == {"focusing": 0, "undelivered": 0},
+            str(left),
+        )
+    finally:
+        stop.set()
+        codes = [p.stop() for p in (*relays, service)]
+        http_server.close()
+
+    print(f"\nchaos run: {loaded:.0f} s of load, {args.agents} Agents, two relays, one service process")
+    survived = Counter(name for name, _, _ in events)
+
+    def restarts() -> None:
+        print(f"  503 answers               {figures.unanswered_sends['503']:>7}")
+        print(f"  restarts survived         {len(events) + sum(r.kills for r in relays):>7}")
+        for name in dict.fromkeys(EVENTS):
+            windows = [probe.gap_between(b - 1, e + 5) for n, b, e in events if n == name]
+            worst = max(windows, default=float("nan"))
+            print(f"    {name:<31} {survived[name]:>3}  (longest a write waited: {worst:.2f} s)")
+        print(f"    relay SIGKILL + restart        {sum(r.kills for r in relays):>3}")
+        print(f"  exit codes on SIGTERM     {codes}")
+
+    print_figures(figures, receiver, restarts)
+    print("checks:")
+    checks.print()
+    if not checks.passed:
+        print(f"FAILED (logs in {log_dir})")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+async def _stop_after(stop: asyncio.Event, seconds: float) -> None:
+    await asyncio.sleep(seconds)
+    stop.set()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=180.0, help="seconds of load (180)")
+    parser.add_argument("--agents", type=int, default=8, help="Agents sending load (8)")
+    parser.add_argument(
+        "--event-every", type=float, default=20.0, help="seconds between Postgres/service events"
+    )
+    parser.add_argument(
+        "--relay-kill-every", type=float, default=3.0, help="seconds between relay SIGKILLs (3)"
+    )
+    parser.add_argument(
+        "--fail-share", type=float, default=0.1, help="share of deliveries answered 503 (0.1)"
+    )
+    args = parser.parse_args()
+    with own_postgres() as server:
+        log_dir = server.root / "logs"
+        log_dir.mkdir()
+        code = asyncio.run(chaos(server, args, log_dir))
+        if code:
+            kept = Path(f"/tmp/lineup-chaos-logs-{int(time.time())}")
+            shutil.copytree(log_dir, kept)
+            print(f"logs kept in {kept}")
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
