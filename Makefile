@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev test lint format migrate serve relay bench
+.PHONY: help install dev test lint format migrate serve relay bench failover chaos scale-out
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -47,3 +47,17 @@ bench: install ## the benchmarks (they print numbers; see bench/README.md)
 	$(PY) bench/relay_drain.py
 	$(PY) bench/deadline_lateness.py
 	$(PY) bench/deadline_lateness.py --due 5000 --focusing 100000
+
+failover: install ## Patroni + etcd on this machine under load: a switchover, a crashed primary, the checks
+	@command -v patroni >/dev/null && command -v etcd >/dev/null && test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			patroni etcd-server postgresql-15; }
+	$(PY) -u bench/failover.py
+
+chaos: install ## minutes of load while Postgres, the service and the relays are killed; the checks
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	$(PY) -u bench/chaos.py
+
+scale-out: install ## two serve processes on one port and two relays against one of each; races checked
+	$(PY) -u bench/scale_out.py

@@ -159,6 +159,16 @@ class Caller:
             await asyncio.sleep(pause * random.uniform(0.5, 1.0))
 
 
+def interrupt(tool_call_id: str, conversation: str) -> dict[str, Any]:
+    """The body of a ``pomodoro.interrupt`` call."""
+    return {
+        "tool_call_id": tool_call_id,
+        "conversation_id": conversation,
+        "tool": "pomodoro.interrupt",
+        "arguments": {},
+    }
+
+
 class Agents:
     """``count`` Agents (and the Host acting for their people) until ``stop`` is set."""
 
@@ -214,16 +224,7 @@ class Agents:
         if ending in ("interrupt", "deadline"):
             # After the deadline the interrupt answers operation_already_final (the late window).
             interrupt_id = f"{conversation}-interrupt"
-            status, body = await agent(
-                "POST",
-                "/v1/tool-calls",
-                {
-                    "tool_call_id": interrupt_id,
-                    "conversation_id": conversation,
-                    "tool": "pomodoro.interrupt",
-                    "arguments": {},
-                },
-            )
+            status, body = await agent("POST", "/v1/tool-calls", interrupt(interrupt_id, conversation))
             figures.acknowledged[interrupt_id] = (status, body)
         elif ending == "leave":
             status, body = await host(
@@ -255,12 +256,7 @@ class Probe:
         while not stop.is_set():
             tool_call_id = f"{conversation}-{n}"
             n += 1
-            body = {
-                "tool_call_id": tool_call_id,
-                "conversation_id": conversation,
-                "tool": "pomodoro.interrupt",
-                "arguments": {},
-            }
+            body = interrupt(tool_call_id, conversation)
             while not stop.is_set():  # the same id until answered
                 try:
                     status, _, data = await self.http.request(

@@ -1,0 +1,337 @@
+"""Scale-out on one machine: two ``serve`` processes behind one port and two relays, against one.
+
+```
+.venv/bin/python bench/scale_out.py [--seconds 10] [--warmup 2] [--concurrency 16] [--races 200]
+```
+
+For 1, then 2 service processes (each ``bench/scale_out_serve.py``: the service on a port they all
+share with ``SO_REUSEPORT``, plus one port of its own) and as many relays, on a fresh database of
+the server named by ``DATABASE_URL`` (default the local one):
+
+1. **Throughput**: ``--concurrency`` Agents loop ``pomodoro.start`` + ``pomodoro.interrupt`` cycles
+   through the shared port for ``--seconds`` after ``--warmup``; cycles/s, cycle latency, and the
+   results the relays delivered meanwhile to a receiving Agent in this process.
+2. **Races**: ``--races`` Pomodoros of 2 s, each ended by four callers at once: the Agent's
+   interrupt through process A and another through process B, the Host's leave through B and its
+   close through A — half of them 0.5 s before the deadline, half within 20 ms of it, where both
+   processes' sweepers compete too. Every operation must end exactly once, with one result
+   delivered, and every answer must tell the same ending.
+
+Prints both runs side by side and the ratio; exits 1 when a race check fails (not for a figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import secrets
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `python bench/scale_out.py`
+    sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+
+from bench.common import free_port, percentile, throwaway_database  # noqa: E402
+from bench.failover_load import (  # noqa: E402
+    Http,
+    ReceiverState,
+    RelayProcess,
+    ServiceProcess,
+    interrupt,
+    settle,
+    start_receiver,
+)
+
+
+@dataclass
+class Run:
+    processes: int
+    cycles: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    delivered_in_window: int = 0
+    failures: list[str] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    race_problems: list[str] = field(default_factory=list)
+    races: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.cycles / self.seconds if self.seconds else 0.0
+
+
+class Launcher(ServiceProcess):
+    """One service process on the shared port and a private one."""
+
+    def __init__(self, database_url: str, log_dir: Path, shared_port: int, tokens: ServiceProcess) -> None:
+        super().__init__(database_url, log_dir)
+        self.shared_port = shared_port
+        self.agent_token, self.host_token = tokens.agent_token, tokens.host_token
+        self.env.update({"AGENT_TOKEN": tokens.agent_token, "HOST_TOKEN": tokens.host_token})
+
+    def start(self) -> None:
+        with self.log.open("ab") as handle:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(ROOT / "bench" / "scale_out_serve.py"),
+                    str(self.shared_port),
+                    str(self.port),
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+            )
+
+
+async def _cycles(port: int, token: str, run: Run, measure_from: float, stop_at: float) -> None:
+    http = Http(port, token)
+    conversation = f"scale-{secrets.token_hex(4)}"
+    n = 0
+    try:
+        while time.monotonic() < stop_at and len(run.failures) < 20:
+            began = time.monotonic()
+            start = {
+                "tool_call_id": f"{conversation}-{n}-start",
+                "conversation_id": conversation,
+                "tool": "pomodoro.start",
+                "arguments": {"duration_seconds": 1500},
+            }
+            status, _, body = await http.request("POST", "/v1/tool-calls", json.dumps(start).encode())
+            if status != 202:
+                run.failures.append(f"start: {status} {body[:200]!r}")
+                continue
+            answer = interrupt(f"{conversation}-{n}-interrupt", conversation)
+            status, _, body = await http.request("POST", "/v1/tool-calls", json.dumps(answer).encode())
+            if status != 200 or json.loads(body)["status"] != "interrupted":
+                run.failures.append(f"interrupt: {status} {body[:200]!r}")
+            n += 1
+            done = time.monotonic()
+            if measure_from <= done <= stop_at:
+                run.cycles += 1
+                run.latencies.append(done - began)
+    finally:
+        await http.close()
+
+
+async def _post(port: int, token: str, path: str, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    http = Http(port, token)
+    try:
+        status, _, body = await http.request("POST", path, json.dumps(payload).encode())
+        return status, json.loads(body) if body else {}
+    finally:
+        await http.close()
+
+
+async def _race(a: Launcher, b: Launcher, n: int, answers: dict[str, dict[str, Any]]) -> None:
+    conversation = f"race-{secrets.token_hex(3)}-{n}"
+    status, started = await _post(
+        a.port,
+        a.agent_token,
+        "/v1/tool-calls",
+        {
+            "tool_call_id": f"{conversation}-start",
+            "conversation_id": conversation,
+            "tool": "pomodoro.start",
+            "arguments": {"duration_seconds": 2},
+        },
+    )
+    if status != 202:
+        answers[conversation] = {"error": f"start {status} {started}"}
+        return
+    ends_at = datetime.fromisoformat(started["operation"]["ends_at"].replace("Z", "+00:00")).timestamp()
+    # Half the races among the four callers alone (0.5 s before the deadline), half at the deadline
+    # itself (from 20 ms before it to 20 ms after), where the sweepers compete too.
+    offset = -0.5 if n % 2 else (n % 5 - 2) * 0.01
+    await asyncio.sleep(max(0.0, ends_at - time.time() + offset))
+    instance = started["instance_id"]
+    results = await asyncio.gather(
+        _post(a.port, a.agent_token, "/v1/tool-calls", interrupt(f"{conversation}-int-a", conversation)),
+        _post(b.port, b.agent_token, "/v1/tool-calls", interrupt(f"{conversation}-int-b", conversation)),
+        _post(
+            b.port,
+            b.host_token,
+            f"/v1/host/conversations/{conversation}/workspace/foreground",
+            {"target": "interact"},
+        ),
+        _post(a.port, a.host_token, f"/v1/host/instances/{instance}/close", {}),
+    )
+    answers[conversation] = {
+        "operation_id": started["operation"]["operation_id"],
+        "start_id": f"{conversation}-start",
+        "interrupts": [results[0], results[1]],
+        "leave": results[2],
+        "close": results[3],
+    }
+
+
+def _check_races(url: str, answers: dict[str, dict[str, Any]], run: Run) -> None:
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        operations = {
+            str(r["operation_id"]): r
+            for r in conn.execute("SELECT operation_id, state, reason, ends_at, finalized_at FROM operations")
+        }
+        outbox = Counter(
+            r["operation_id"]
+            for r in conn.execute(
+                "SELECT operation_id::text AS operation_id FROM outbox WHERE status = 'delivered'"
+            )
+        )
+    for conversation, race in answers.items():
+        run.races += 1
+        if "error" in race:
+            run.race_problems.append(f"{conversation}: {race['error']}")
+            continue
+        op = operations.get(race["operation_id"])
+        if op is None or op["state"] == "focusing":
+            run.race_problems.append(f"{conversation}: not final")
+            continue
+        state = op["state"]
+        run.outcomes[f"{state}/{op['reason']}"] += 1
+        problems = []
+        if outbox[race["operation_id"]] != 1:
+            problems.append(f"{outbox[race['operation_id']]} delivered results")
+        won = [
+            body
+            for status, body in race["interrupts"]
+            if status == 200 and body.get("status") == "interrupted"
+        ]
+        if len(won) != (1 if (state, op["reason"]) == ("interrupted", "agent_interrupt") else 0):
+            problems.append(f"{len(won)} interrupts answered interrupted, state {state}/{op['reason']}")
+        for status, body in race["interrupts"]:
+            if status != 200:
+                problems.append(f"interrupt answered {status}")
+            elif body.get("status") == "operation_already_final" and body.get("final_state") != state:
+                problems.append(f"an interrupt was told {body.get('final_state')}, the state is {state}")
+        status, closed = race["close"]
+        if status != 200 or (closed.get("operation") or {}).get("state") != state:
+            problems.append(f"the close was told {status} {closed.get('operation')}, the state is {state}")
+        if race["leave"][0] != 200:
+            problems.append(f"leave answered {race['leave'][0]}")
+        if state == "completed" and op["finalized_at"] < op["ends_at"]:
+            problems.append("completed before its deadline")
+        run.race_problems.extend(f"{conversation}: {p}" for p in problems)
+
+
+async def _phase(processes: int, args: argparse.Namespace, log_dir: Path) -> Run:
+    run = Run(processes)
+    receiver = ReceiverState()
+    server, receiver_port = await start_receiver(receiver)
+    shared_port = free_port()
+    with throwaway_database(f"scale_{processes}") as url:
+        tokens = ServiceProcess(url, log_dir)
+        services = [Launcher(url, log_dir, shared_port, tokens) for _ in range(processes)]
+        relays = [
+            RelayProcess(url, f"http://127.0.0.1:{receiver_port}/", log_dir, f"scale-{processes}-relay-{n}")
+            for n in range(processes)
+        ]
+        try:
+            for service in services:
+                service.start()
+            for service in services:
+                await service.wait_ready()
+            for relay in relays:
+                relay.start()
+            began = time.monotonic()
+            measure_from, stop_at = began + args.warmup, began + args.warmup + args.seconds
+            before: int | None = None
+
+            async def count_deliveries() -> None:
+                nonlocal before
+                await asyncio.sleep(max(0.0, measure_from - time.monotonic()))
+                before = sum(receiver.deliveries.values())
+                await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
+                run.delivered_in_window = sum(receiver.deliveries.values()) - before
+
+            await asyncio.gather(
+                count_deliveries(),
+                *(
+                    _cycles(shared_port, tokens.agent_token, run, measure_from, stop_at)
+                    for _ in range(args.concurrency)
+                ),
+            )
+            run.seconds = args.seconds
+            answers: dict[str, dict[str, Any]] = {}
+            limit = asyncio.Semaphore(25)
+
+            async def one(n: int) -> None:
+                async with limit:
+                    await _race(services[0], services[-1], n, answers)
+
+            await asyncio.gather(*(one(n) for n in range(args.races)))
+            left = await settle(url, within=60)
+            if left != {"focusing": 0, "undelivered": 0}:
+                run.race_problems.append(f"not settled: {left}")
+            _check_races(url, answers, run)
+        finally:
+            for process in (*relays, *services):
+                with contextlib.suppress(Exception):
+                    process.stop()
+            server.close()
+    return run
+
+
+def _report(runs: list[Run]) -> None:
+    print(
+        f"\n{'':<44}"
+        + "".join(f"{f'{r.processes} process' + ('es' if r.processes > 1 else ''):>18}" for r in runs)
+    )
+
+    def ms(run: Run, q: float) -> str:
+        return f"{percentile(run.latencies, q) * 1000:.1f}"
+
+    rows = [
+        ("start+interrupt cycles/s (shared port)", [f"{r.rate:.1f}" for r in runs]),
+        ("cycle latency p50 / p99 ms", [f"{ms(r, 50)} / {ms(r, 99)}" for r in runs]),
+        (
+            "results delivered/s meanwhile (relays)",
+            [f"{r.delivered_in_window / r.seconds:.1f}" for r in runs],
+        ),
+        ("races (4 callers + 2 sweepers each)", [str(r.races) for r in runs]),
+        ("race problems", [str(len(r.race_problems)) for r in runs]),
+    ]
+    for label, values in rows:
+        print(f"  {label:<42}" + "".join(f"{v:>18}" for v in values))
+    print("  race outcomes (state/reason: count):")
+    for run in runs:
+        print(f"    {run.processes} process(es): {dict(sorted(run.outcomes.items()))}")
+    if len(runs) == 2 and runs[0].rate:
+        print(f"\nratio 2 processes / 1: {runs[1].rate / runs[0].rate:.2f} (cycles/s)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--races", type=int, default=200)
+    args = parser.parse_args()
+    log_dir = Path(f"/tmp/lineup-scale-out-{secrets.token_hex(3)}")
+    log_dir.mkdir()
+    runs = [asyncio.run(_phase(n, args, log_dir)) for n in (1, 2)]
+    _report(runs)
+    problems = [p for run in runs for p in run.failures + run.race_problems]
+    for problem in problems[:20]:
+        print(f"  FAIL {problem}")
+    if problems:
+        print(f"FAILED (logs in {log_dir})")
+        return 1
+    print("every race ended exactly once, as every answer said, with 1 and with 2 processes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
