@@ -126,7 +126,9 @@ class RuntimeMcpServer(Server[Any]):
         return answer
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
-        return call_result(await self._run(ctx, ctx.params or {}))
+        # The SDK checks this against the negotiated revision's CallToolResult (2026-07-28 requires
+        # resultType; the 2025 check drops it).
+        return {**call_result(await self._run(ctx, ctx.params or {})), "resultType": "complete"}
 
     async def _task_augmented_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         params = ctx.params

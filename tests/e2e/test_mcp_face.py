@@ -1,0 +1,310 @@
+"""The MCP face of a real ``serve`` process, driven by the ``mcp`` SDK's own client over HTTP:
+the token check, tools/list, and tools/call sharing one answer per tool_call_id with REST."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from psycopg.rows import dict_row
+
+from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ServiceProcess
+from tests.support.database import DatabaseFactory, with_database
+from tests.support.mcp import bound, mcp_session
+
+pytestmark = pytest.mark.e2e
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def service(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceProcess]:
+    """One service for the module; each test works in conversations of its own."""
+    name = database_factory.create()
+    process = ServiceProcess(with_database(database_factory.server, name), tmp_path_factory.mktemp("mcp"))
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        database_factory.drop(name)
+
+
+@pytest.fixture
+def db(service: ServiceProcess) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+    with psycopg.connect(service.database_url, autocommit=True, row_factory=dict_row) as conn:
+        yield conn
+
+
+def conversation() -> str:
+    return f"mcp-{uuid.uuid4()}"
+
+
+def rest_call(service: ServiceProcess, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{service.base_url}/v1/tool-calls", json=body, headers=AGENT, timeout=10)
+
+
+def start_arguments(seconds: int = 1500) -> dict[str, Any]:
+    return {"duration_seconds": seconds, "activity": "write report"}
+
+
+def test_without_the_agent_token_the_handshake_is_401_before_any_json_rpc(service: ServiceProcess) -> None:
+    url = f"{service.base_url}/mcp"
+    for headers in ({}, {"Authorization": f"Bearer {HOST_TOKEN}"}, {"Authorization": "Bearer not-a-token"}):
+        answer = httpx.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **headers}, timeout=10)
+        assert answer.status_code == 401
+        assert answer.json()["error"] == "unauthorized" and answer.json()["message"]
+        assert answer.headers["www-authenticate"].startswith("Bearer")
+    accepted = httpx.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **AGENT}, timeout=10)
+    assert accepted.status_code == 200
+    assert accepted.json()["result"]["protocolVersion"] == "2025-11-25"
+    assert accepted.headers["mcp-session-id"]
+
+
+async def test_the_sdk_client_connects_with_the_agent_token_and_fails_without(
+    service: ServiceProcess,
+) -> None:
+    async with mcp_session(service.base_url) as mcp:
+        assert mcp.session.protocol_version == "2025-11-25"
+        assert mcp.session.server_info is not None and mcp.session.server_info.name == "lineup-runtime"
+        capabilities = mcp.session.server_capabilities
+        assert capabilities is not None and capabilities.tools is not None and capabilities.tasks is not None
+    with pytest.raises(Exception) as refused:  # noqa: PT011 - the SDK wraps the 401 in its own error
+        async with mcp_session(service.base_url, token=HOST_TOKEN):
+            pass
+    assert "401" in repr(refused.value) or "error response" in repr(refused.value).lower()
+
+
+async def test_tools_list_is_the_manifests_tools_with_their_input_schemas(service: ServiceProcess) -> None:
+    async with httpx.AsyncClient(timeout=10) as http:
+        rest = (await http.get(f"{service.base_url}/v1/tools", headers=AGENT)).json()["tools"]
+    async with mcp_session(service.base_url) as mcp:
+        listed = (await mcp.session.list_tools()).tools
+    assert [tool.name for tool in listed] == [tool["name"] for tool in rest]
+    for tool, manifest in zip(listed, rest, strict=True):
+        assert tool.input_schema == manifest["input_schema"]
+        assert tool.description == manifest["description"]
+    by_name = {tool.name: tool for tool in listed}
+    interrupt = by_name["pomodoro.interrupt"].annotations
+    assert interrupt is not None and interrupt.read_only_hint is False and interrupt.idempotent_hint is True
+    execution = by_name["pomodoro.start"].execution
+    assert execution is not None and execution.task_support == "optional"
+    assert by_name["pomodoro.interrupt"].execution is None
+
+
+async def test_start_answers_the_rest_body_as_structured_content(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    cid, call_id = conversation(), f"start-{uuid.uuid4()}"
+    async with mcp_session(service.base_url) as mcp:
+        result = await mcp.call(
+            "pomodoro.start", start_arguments(), conversation_id=cid, tool_call_id=call_id
+        )
+    body = result.structured_content
+    assert result.is_error is False
+    assert body["status"] == "accepted" and body["tool_call_id"] == call_id
+    assert body["operation"]["state"] == "focusing" and body["operation"]["duration_seconds"] == 1500
+    assert result.meta is not None
+    assert result.meta["io.lineup/tool_call_id"] == call_id and result.meta["io.lineup/http_status"] == 202
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.splitlines()[0].startswith("A 1500-second focus period started")
+    row = db.execute("SELECT * FROM operations WHERE conversation_id = %s", [cid]).fetchone()
+    assert row is not None and str(row["operation_id"]) == body["operation"]["operation_id"]
+    assert row["tool_call_id"] == call_id
+
+
+async def test_the_same_tool_call_id_over_mcp_and_rest_is_one_answer_one_operation(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    cid, call_id = conversation(), f"start-{uuid.uuid4()}"
+    async with mcp_session(service.base_url) as mcp:
+        first = await mcp.call("pomodoro.start", start_arguments(), conversation_id=cid, tool_call_id=call_id)
+        again = await mcp.call("pomodoro.start", start_arguments(), conversation_id=cid, tool_call_id=call_id)
+    rest = rest_call(
+        service,
+        {
+            "tool_call_id": call_id,
+            "conversation_id": cid,
+            "tool": "pomodoro.start",
+            "arguments": start_arguments(),
+        },
+    )
+    assert rest.status_code == 202
+    assert first.structured_content == again.structured_content == rest.json()
+    assert (
+        db.execute("SELECT count(*) AS n FROM operations WHERE conversation_id = %s", [cid]).fetchone()["n"]
+        == 1
+    )
+    assert (
+        db.execute("SELECT count(*) AS n FROM tool_calls WHERE tool_call_id = %s", [call_id]).fetchone()["n"]
+        == 1
+    )
+
+
+async def test_a_call_first_made_over_rest_replays_over_mcp(service: ServiceProcess) -> None:
+    cid, call_id = conversation(), f"start-{uuid.uuid4()}"
+    body = {
+        "tool_call_id": call_id,
+        "conversation_id": cid,
+        "tool": "pomodoro.start",
+        "arguments": start_arguments(),
+    }
+    rest = rest_call(service, body)
+    async with mcp_session(service.base_url) as mcp:
+        replayed = await mcp.call(
+            "pomodoro.start", start_arguments(), conversation_id=cid, tool_call_id=call_id
+        )
+    assert replayed.structured_content == rest.json()
+    assert replayed.meta is not None and replayed.meta["io.lineup/http_status"] == 202
+
+
+async def test_the_same_tool_call_id_with_other_arguments_is_idempotency_key_reused(
+    service: ServiceProcess,
+) -> None:
+    cid, call_id = conversation(), f"start-{uuid.uuid4()}"
+    async with mcp_session(service.base_url) as mcp:
+        await mcp.call("pomodoro.start", start_arguments(1500), conversation_id=cid, tool_call_id=call_id)
+        reused = await mcp.call(
+            "pomodoro.start", start_arguments(600), conversation_id=cid, tool_call_id=call_id
+        )
+    assert reused.is_error is True
+    assert reused.structured_content["error"] == "idempotency_key_reused"
+    assert reused.meta is not None and reused.meta["io.lineup/http_status"] == 409
+    body = {
+        "tool_call_id": call_id,
+        "conversation_id": cid,
+        "tool": "pomodoro.start",
+        "arguments": start_arguments(600),
+    }
+    assert rest_call(service, body).json()["error"] == "idempotency_key_reused"
+
+
+async def test_a_second_start_is_operation_already_focusing(service: ServiceProcess) -> None:
+    cid = conversation()
+    async with mcp_session(service.base_url) as mcp:
+        first = await mcp.call("pomodoro.start", start_arguments(), conversation_id=cid)
+        second = await mcp.call("pomodoro.start", start_arguments(), conversation_id=cid)
+    assert second.is_error is True
+    assert second.structured_content["error"] == "operation_already_focusing"
+    assert second.structured_content["operation_id"] == first.structured_content["operation"]["operation_id"]
+
+
+async def test_invalid_arguments_are_an_error_result_with_details_and_record_nothing(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    cid, call_id = conversation(), f"start-{uuid.uuid4()}"
+    async with mcp_session(service.base_url) as mcp:
+        invalid = await mcp.call(
+            "pomodoro.start", {"duration_seconds": "soon"}, conversation_id=cid, tool_call_id=call_id
+        )
+        nul = await mcp.call(
+            "pomodoro.start", {"duration_seconds": 60, "activity": "a\x00b"}, conversation_id=cid
+        )
+        corrected = await mcp.call(
+            "pomodoro.start", start_arguments(), conversation_id=cid, tool_call_id=call_id
+        )
+    assert invalid.is_error is True
+    assert invalid.structured_content["error"] == "invalid_arguments"
+    assert invalid.structured_content["details"][0]["path"] == "arguments.duration_seconds"
+    assert invalid.meta is not None and invalid.meta["io.lineup/http_status"] == 422
+    assert nul.is_error is True and nul.structured_content["error"] == "invalid_request"
+    assert corrected.is_error is False and corrected.structured_content["status"] == "accepted"
+    assert (
+        db.execute("SELECT count(*) AS n FROM operations WHERE conversation_id = %s", [cid]).fetchone()["n"]
+        == 1
+    )
+
+
+async def test_a_call_without_its_conversation_is_invalid_params(service: ServiceProcess) -> None:
+    async with mcp_session(service.base_url) as mcp:
+        with pytest.raises(MCPError) as missing:
+            await mcp.session.call_tool("pomodoro.interrupt", {})
+        with pytest.raises(MCPError) as empty:
+            await mcp.session.call_tool("pomodoro.interrupt", {}, meta=bound(""))  # type: ignore[arg-type]
+        with pytest.raises(MCPError) as not_a_string:
+            await mcp.session.call_tool(
+                "pomodoro.interrupt",
+                {},
+                meta={"io.lineup/conversation_id": "c", "io.lineup/tool_call_id": 7},  # type: ignore[typeddict-unknown-key]
+            )
+    assert missing.value.code == empty.value.code == not_a_string.value.code == -32602
+    assert "io.lineup/conversation_id" in missing.value.message
+
+
+async def test_an_unknown_tool_is_an_error_result(service: ServiceProcess) -> None:
+    async with mcp_session(service.base_url) as mcp:
+        unknown = await mcp.call("pomodoro.pause", {}, conversation_id=conversation())
+    assert unknown.is_error is True and unknown.structured_content["error"] == "unknown_tool"
+
+
+async def test_interrupt_is_interrupted_then_operation_already_final(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    cid = conversation()
+    async with mcp_session(service.base_url) as mcp:
+        started = await mcp.call("pomodoro.start", start_arguments(), conversation_id=cid)
+        stopped = await mcp.call("pomodoro.interrupt", {}, conversation_id=cid)
+        again = await mcp.call("pomodoro.interrupt", {}, conversation_id=cid)
+    operation_id = started.structured_content["operation"]["operation_id"]
+    assert stopped.structured_content["status"] == "interrupted"
+    assert stopped.structured_content["operation_id"] == operation_id
+    assert again.structured_content["status"] == "operation_already_final"
+    assert again.structured_content["final_state"] == "interrupted"
+    assert again.is_error is False
+    rows = db.execute("SELECT * FROM outbox WHERE conversation_id = %s", [cid]).fetchall()
+    assert len(rows) == 1 and rows[0]["payload"]["result"]["reason"] == "agent_interrupt"
+
+
+async def test_without_a_tool_call_id_the_server_makes_one_and_rest_can_replay_it(
+    service: ServiceProcess,
+) -> None:
+    cid = conversation()
+    async with mcp_session(service.base_url) as mcp:
+        result = await mcp.call("pomodoro.start", start_arguments(), conversation_id=cid)
+    assert result.meta is not None
+    made = result.meta["io.lineup/tool_call_id"]
+    assert made.startswith("mcp-") and result.structured_content["tool_call_id"] == made
+    body = {
+        "tool_call_id": made,
+        "conversation_id": cid,
+        "tool": "pomodoro.start",
+        "arguments": start_arguments(),
+    }
+    assert rest_call(service, body).json() == result.structured_content
+
+
+async def test_a_2026_client_calls_the_same_tools_without_a_session(service: ServiceProcess) -> None:
+    cid = conversation()
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {AGENT_TOKEN}"})
+    transport = streamable_http_client(f"{service.base_url}/mcp", http_client=http)
+    async with http, Client(transport) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert [tool.name for tool in (await client.list_tools()).tools] == [
+            "interact.ask",
+            "pomodoro.interrupt",
+            "pomodoro.start",
+        ]
+        started = await client.call_tool("pomodoro.start", start_arguments(), meta=bound(cid))  # type: ignore[arg-type]
+        stopped = await client.call_tool("pomodoro.interrupt", {}, meta=bound(cid))  # type: ignore[arg-type]
+    assert started.structured_content["status"] == "accepted"
+    assert stopped.structured_content["status"] == "interrupted"
