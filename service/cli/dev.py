@@ -160,6 +160,10 @@ def run(host: str, port: int, data_dir_name: str) -> int:
             "\nFor curl and other shells, paste:\n"
             f"  {dev_env.export_line(env)}\n"
             f'  curl -H "Authorization: Bearer $AGENT_TOKEN" {base}/v1/tools\n'
+            "\nConnect an MCP client (streamable HTTP; each tools/call names its conversation in"
+            ' params._meta["io.lineup/conversation_id"]):\n'
+            f"  URL     {base}/mcp\n"
+            f"  header  Authorization: Bearer {env['AGENT_TOKEN'].split()[0]}\n"
             f"\nOpen the web host (signed in, conversation with the demo Agent):\n  {sign_in}\n"
             "Ctrl-C stops everything.\n",
             flush=True,
