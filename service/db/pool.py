@@ -16,6 +16,9 @@ from service.db.reconnect import PatientConnection
 
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 ACT = TypeVar("ACT", bound=AsyncConnection[Any])
+# How long a request waits for a connection: through a failover (seconds) it waits and then commits;
+# through a longer outage the tool-call path's retries end in a 503 with Retry-After, not a hang.
+CHECKOUT_TIMEOUT = 6.0
 
 
 class RecoveringPool(AsyncConnectionPool[ACT]):
@@ -69,6 +72,7 @@ async def open_pool(url: str, *, size: int = 10, name: str = "lineup") -> Pool:
         configure=_configure,
         connection_class=PatientConnection[DictRow],
         open=False,
+        timeout=CHECKOUT_TIMEOUT,
         # No check on checkout (it costs a round trip per request): a connection broken by a
         # database restart or failover fails its statement, the pool then drops every dead
         # connection at once (``RecoveringPool``), and the tool-call path retries.
