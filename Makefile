@@ -44,6 +44,7 @@ relay: install ## the outbox relay against DATABASE_URL
 bench: install ## the benchmarks (they print numbers; see bench/README.md)
 	$(PY) bench/tool_cycles.py
 	$(PY) bench/call_cost.py
+	$(PY) bench/mcp_cost.py
 	$(PY) bench/relay_drain.py
 	$(PY) bench/deadline_lateness.py
 	$(PY) bench/deadline_lateness.py --due 5000 --focusing 100000

@@ -1,0 +1,277 @@
+"""CPU of one tool call over MCP beside the same call over REST, in one service process.
+
+    .venv/bin/python bench/mcp_cost.py [--cycles 1000] [--rounds 5] [--concurrency 8]
+
+One ``python -m service serve`` on a fresh database; cycles of ``pomodoro.start`` then
+``pomodoro.interrupt`` per conversation, ``--concurrency`` workers each on its own keep-alive
+connection, driven in interleaved rounds through each face:
+
+  rest           ``POST /v1/tool-calls``
+  mcp            ``tools/call`` on a handshake-era MCP session (``initialize`` once per worker,
+                 protocol 2025-11-25, the session id on every request)
+  mcp+tasks      the same from a client that declared the task capability: every start is watched
+                 until it settles, to push ``notifications/tasks/status`` (one read per operation)
+  mcp-2026       ``tools/call`` at protocol 2026-07-28 (no session: every request carries its
+                 version, client info and capabilities in ``_meta``)
+
+Each figure is the service process's CPU (user + system, from /proc) per tool call. The machine is
+shared, so the faces take turns round by round, and a face's ratio is the median over the rounds of
+its figure divided by the REST figure of the same round. The client is a minimal HTTP/1.1 one, so
+the bench takes as little CPU as it can from the two cores it shares with the service and Postgres.
+Exits non-zero when an answer is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import process_cpu, running_service, server_url, throwaway_database  # noqa: E402
+from bench.tool_cycles import _event_loop  # noqa: E402
+
+Call = Callable[[str, str, str, dict[str, Any]], Awaitable[int]]
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+CLIENT_INFO = {"name": "bench-mcp-cost", "version": "0"}
+
+
+class Connection:
+    """A minimal HTTP/1.1 keep-alive client: POST a JSON body, read the status, headers and body."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        parts = urlsplit(base_url)
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or 80
+        self._token = token
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def post(
+        self, path: str, payload: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], Any]:
+        try:
+            return await self._post(path, payload, headers)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            # The server closes a connection idle past its keep-alive timeout; every call here is
+            # idempotent (its tool_call_id), so it is sent again on a new connection.
+            await self.close()
+            return await self._post(path, payload, headers)
+
+    async def _post(
+        self, path: str, payload: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], Any]:
+        if self._reader is None or self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        head = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {self._host}:{self._port}",
+            f"Authorization: Bearer {self._token}",
+            "Content-Type: application/json",
+            "Accept: application/json, text/event-stream",
+            f"Content-Length: {len(body)}",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        self._writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        raw = await self._reader.readuntil(b"\r\n\r\n")
+        status = int(raw[9:12])
+        answer_headers: dict[str, str] = {}
+        for line in raw.decode("latin-1").split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            if name:
+                answer_headers[name.strip().lower()] = value.strip()
+        if "chunked" in answer_headers.get("transfer-encoding", ""):
+            raise RuntimeError("a streamed answer: the MCP face is expected to answer with JSON bodies")
+        data = await self._reader.readexactly(int(answer_headers.get("content-length", "0")))
+        return status, answer_headers, json.loads(data) if data else None
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(OSError):
+                await self._writer.wait_closed()
+        self._reader = self._writer = None
+
+
+def rest_call(connection: Connection) -> Call:
+    async def call(conversation: str, tool_call_id: str, tool: str, arguments: dict[str, Any]) -> int:
+        body = {
+            "tool_call_id": tool_call_id,
+            "conversation_id": conversation,
+            "tool": tool,
+            "arguments": arguments,
+        }
+        status, _, _ = await connection.post("/v1/tool-calls", body, {})
+        return status
+
+    return call
+
+
+class McpSession:
+    """JSON-RPC over the streamable HTTP transport, answers as JSON bodies."""
+
+    def __init__(self, connection: Connection, version: str, *, tasks: bool = False) -> None:
+        self._connection = connection
+        self._version = version
+        self._tasks = tasks
+        self._session_id: str | None = None
+        self._next_id = 0
+
+    async def open(self) -> McpSession:
+        if self._version == LEGACY:
+            capabilities: dict[str, Any] = {"tasks": {}} if self._tasks else {}
+            params = {"protocolVersion": LEGACY, "capabilities": capabilities, "clientInfo": CLIENT_INFO}
+            await self._rpc("initialize", params, version=None)
+            await self._rpc("notifications/initialized", {}, notification=True)
+        return self
+
+    async def _rpc(
+        self, method: str, params: dict[str, Any], *, version: str | None = "", notification: bool = False
+    ) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+        if not notification:
+            self._next_id += 1
+            message["id"] = self._next_id
+        headers: dict[str, str] = {}
+        if version is not None:
+            headers["MCP-Protocol-Version"] = self._version
+        if self._session_id is not None:
+            headers["Mcp-Session-Id"] = self._session_id
+        if self._version == MODERN:
+            headers["Mcp-Method"] = method
+            if "name" in params:
+                headers["Mcp-Name"] = params["name"]
+        status, answer_headers, body = await self._connection.post("/mcp", message, headers)
+        self._session_id = answer_headers.get("mcp-session-id", self._session_id)
+        if notification:
+            if status != 202:
+                raise RuntimeError(f"{method}: HTTP {status}")
+            return None
+        if status != 200 or "result" not in body:
+            raise RuntimeError(f"{method}: HTTP {status} {json.dumps(body)[:300]}")
+        return body["result"]
+
+    async def call(self, conversation: str, tool_call_id: str, tool: str, arguments: dict[str, Any]) -> int:
+        meta: dict[str, Any] = {
+            "io.lineup/conversation_id": conversation,
+            "io.lineup/tool_call_id": tool_call_id,
+        }
+        if self._version == MODERN:
+            meta["io.modelcontextprotocol/protocolVersion"] = MODERN
+            meta["io.modelcontextprotocol/clientInfo"] = CLIENT_INFO
+            meta["io.modelcontextprotocol/clientCapabilities"] = {}
+        result = await self._rpc("tools/call", {"name": tool, "arguments": arguments, "_meta": meta})
+        return int(result["_meta"]["io.lineup/http_status"])
+
+
+async def cycles(calls: list[Call], count: int, label: str) -> int:
+    """``count`` start+interrupt cycles spread over the callers, one conversation each; failures."""
+    run = uuid.uuid4().hex[:8]
+    failures = 0
+
+    async def worker(index: int) -> None:
+        nonlocal failures
+        conversation = f"{label}-{run}-{index}"
+        for n in range(index, count, len(calls)):
+            for tool, arguments, expected in (
+                ("pomodoro.start", {"duration_seconds": 1500, "activity": "bench"}, 202),
+                ("pomodoro.interrupt", {}, 200),
+            ):
+                status = await calls[index](conversation, f"{conversation}-{n}-{tool}", tool, arguments)
+                failures += status != expected
+
+    await asyncio.gather(*(worker(i) for i in range(len(calls))))
+    return failures
+
+
+async def faces(
+    base_url: str, token: str, concurrency: int
+) -> tuple[dict[str, list[Call]], list[Connection]]:
+    connections: list[Connection] = []
+
+    def connection() -> Connection:
+        connections.append(Connection(base_url, token))
+        return connections[-1]
+
+    built: dict[str, list[Call]] = {"rest": [rest_call(connection()) for _ in range(concurrency)]}
+    for name, version, tasks in (
+        ("mcp", LEGACY, False),
+        ("mcp+tasks", LEGACY, True),
+        ("mcp-2026", MODERN, False),
+    ):
+        sessions = [await McpSession(connection(), version, tasks=tasks).open() for _ in range(concurrency)]
+        built[name] = [session.call for session in sessions]
+    return built, connections
+
+
+def measure(
+    url: str, cycles_per_round: int, rounds: int, concurrency: int, log_dir: Path
+) -> tuple[dict[str, list[float]], int]:
+    with running_service(url, log_dir) as service:
+
+        async def go() -> tuple[dict[str, list[float]], int]:
+            built, connections = await faces(service.base_url, service.agent_token, concurrency)
+            per_call: dict[str, list[float]] = {name: [] for name in built}
+            failures = 0
+            for name, calls in built.items():  # warm-up: prepared statements, pools, sessions
+                failures += await cycles(calls, concurrency * 4, name)
+            for _ in range(rounds):
+                for name, calls in built.items():
+                    before = process_cpu(service.process.pid)
+                    failures += await cycles(calls, cycles_per_round, name)
+                    spent = process_cpu(service.process.pid) - before
+                    per_call[name].append(spent / (2 * cycles_per_round) * 1e6)
+            for connection in connections:
+                await connection.close()
+            return per_call, failures
+
+        with _event_loop() as runner:
+            return runner.run(go())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--cycles", type=int, default=1000, help="start+interrupt cycles per face per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args(argv)
+    print(f"database server: {server_url()}")
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-cost-") as tmp, throwaway_database("mcp_cost") as url:
+        per_call, failures = measure(url, args.cycles, args.rounds, args.concurrency, Path(tmp))
+    rest = per_call["rest"]
+    print(
+        f"\nservice CPU per tool call, {args.rounds} interleaved rounds of {args.cycles} cycles, "
+        f"{args.concurrency} workers (ratio: the median of each round's figure over that round's REST):"
+    )
+    print(f"  {'face':<10} {'median us':>10} {'rounds':>32} {'x REST':>7}")
+    worst = 0.0
+    for name, figures in per_call.items():
+        ratio = statistics.median([figure / base for figure, base in zip(figures, rest, strict=True)])
+        worst = max(worst, ratio)
+        rounds = " ".join(f"{figure:.0f}" for figure in figures)
+        print(f"  {name:<10} {statistics.median(figures):>10.0f} {rounds:>32} {ratio:>7.2f}")
+    print(f"\nMCP / REST, the worst MCP face: {worst:.2f} times (aim: at most 2)")
+    if failures:
+        print(f"FAILED: {failures} wrong answers", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
