@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
+import signal
 import sys
 import time
 from collections import Counter
@@ -182,6 +183,8 @@ def main() -> int:
         "--fail-share", type=float, default=0.1, help="share of deliveries answered 503 (0.1)"
     )
     args = parser.parse_args()
+    # SIGTERM (a CI timeout) as Ctrl-C: the servers, the service and the relays are stopped on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with own_postgres() as server:
         log_dir = server.root / "logs"
         log_dir.mkdir()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 import time
 from pathlib import Path
@@ -160,6 +161,8 @@ def main() -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the cluster's files and logs")
     args = parser.parse_args()
+    # SIGTERM (a CI timeout) as Ctrl-C: the servers, the service and the relays are stopped on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with patroni_cluster(synchronous=not args.asynchronous, keep=args.keep) as cluster:
         return asyncio.run(rig(cluster, args))
 

@@ -1,7 +1,7 @@
 """Scale-out on one machine: two ``serve`` processes behind one port and two relays, against one.
 
 ```
-.venv/bin/python bench/scale_out.py [--seconds 10] [--warmup 2] [--concurrency 16] [--races 200]
+.venv/bin/python bench/scale_out.py [--seconds 10] [--warmup 2] [--concurrency 16] [--races 200] [--rounds 3]
 ```
 
 For 1, then 2 service processes (each ``bench/scale_out_serve.py``: the service on a port they all
@@ -17,7 +17,9 @@ the server named by ``DATABASE_URL`` (default the local one):
    processes' sweepers compete too. Every operation must end exactly once, with one result
    delivered, and every answer must tell the same ending.
 
-Prints both runs side by side and the ratio; exits 1 when a race check fails (not for a figure).
+The throughput phase runs ``--rounds`` times for each count, alternating (the machine is shared:
+the medians and the CPU the whole machine was busy are what to read); the races run in the first
+round. Exits 1 when a race check fails (not for a figure).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import secrets
+import statistics
 import subprocess
 import sys
 import time
@@ -43,7 +47,7 @@ if str(ROOT) not in sys.path:  # run as a script: `python bench/scale_out.py`
 import psycopg  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
-from bench.common import free_port, percentile, throwaway_database  # noqa: E402
+from bench.common import free_port, machine_busy, percentile, process_cpu, throwaway_database  # noqa: E402
 from bench.failover_load import (  # noqa: E402
     Http,
     ReceiverState,
@@ -62,6 +66,8 @@ class Run:
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     delivered_in_window: int = 0
+    machine_cpu: float = 0.0  # busy CPU seconds of the whole machine in the window
+    service_cpu: float = 0.0  # CPU seconds of the service processes in the window
     failures: list[str] = field(default_factory=list)
     outcomes: Counter[str] = field(default_factory=Counter)
     race_problems: list[str] = field(default_factory=list)
@@ -226,7 +232,7 @@ def _check_races(url: str, answers: dict[str, dict[str, Any]], run: Run) -> None
         run.race_problems.extend(f"{conversation}: {p}" for p in problems)
 
 
-async def _phase(processes: int, args: argparse.Namespace, log_dir: Path) -> Run:
+async def _phase(processes: int, args: argparse.Namespace, log_dir: Path, races: int) -> Run:
     run = Run(processes)
     receiver = ReceiverState()
     server, receiver_port = await start_receiver(receiver)
@@ -249,12 +255,17 @@ async def _phase(processes: int, args: argparse.Namespace, log_dir: Path) -> Run
             measure_from, stop_at = began + args.warmup, began + args.warmup + args.seconds
             before: int | None = None
 
+            def service_cpu() -> float:
+                return sum(process_cpu(s.process.pid) for s in services if s.process is not None)
+
             async def count_deliveries() -> None:
                 nonlocal before
                 await asyncio.sleep(max(0.0, measure_from - time.monotonic()))
                 before = sum(receiver.deliveries.values())
+                machine, ours = machine_busy(), service_cpu()
                 await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
                 run.delivered_in_window = sum(receiver.deliveries.values()) - before
+                run.machine_cpu, run.service_cpu = machine_busy() - machine, service_cpu() - ours
 
             await asyncio.gather(
                 count_deliveries(),
@@ -271,7 +282,7 @@ async def _phase(processes: int, args: argparse.Namespace, log_dir: Path) -> Run
                 async with limit:
                     await _race(services[0], services[-1], n, answers)
 
-            await asyncio.gather(*(one(n) for n in range(args.races)))
+            await asyncio.gather(*(one(n) for n in range(races)))
             left = await settle(url, within=60)
             if left != {"focusing": 0, "undelivered": 0}:
                 run.race_problems.append(f"not settled: {left}")
@@ -285,31 +296,28 @@ async def _phase(processes: int, args: argparse.Namespace, log_dir: Path) -> Run
 
 
 def _report(runs: list[Run]) -> None:
-    print(
-        f"\n{'':<44}"
-        + "".join(f"{f'{r.processes} process' + ('es' if r.processes > 1 else ''):>18}" for r in runs)
-    )
-
-    def ms(run: Run, q: float) -> str:
-        return f"{percentile(run.latencies, q) * 1000:.1f}"
-
-    rows = [
-        ("start+interrupt cycles/s (shared port)", [f"{r.rate:.1f}" for r in runs]),
-        ("cycle latency p50 / p99 ms", [f"{ms(r, 50)} / {ms(r, 99)}" for r in runs]),
-        (
-            "results delivered/s meanwhile (relays)",
-            [f"{r.delivered_in_window / r.seconds:.1f}" for r in runs],
-        ),
-        ("races (4 callers + 2 sweepers each)", [str(r.races) for r in runs]),
-        ("race problems", [str(len(r.race_problems)) for r in runs]),
-    ]
-    for label, values in rows:
-        print(f"  {label:<42}" + "".join(f"{v:>18}" for v in values))
-    print("  race outcomes (state/reason: count):")
+    cores = os.cpu_count() or 1
+    print(f"\nthroughput ({cores} cores; start+interrupt cycles through the shared port):")
+    for n, run in enumerate(runs):
+        p50, p99 = (percentile(run.latencies, q) * 1000 for q in (50, 99))
+        label = f"round {n // 2 + 1}, {run.processes} process{'es' if run.processes > 1 else '  '}"
+        delivered = run.delivered_in_window / run.seconds
+        busy = run.machine_cpu / run.seconds / cores
+        service = run.service_cpu / max(run.cycles, 1) * 1e6
+        print(
+            f"  {label}: {run.rate:6.1f} cycles/s, p50 {p50:5.1f} / p99 {p99:5.1f} ms,"
+            f" relays delivered {delivered:6.1f}/s, machine busy {busy:4.0%}, service CPU {service:5.0f} us/cycle"
+        )
+    print("races (4 callers across both processes + every sweeper, per Pomodoro):")
     for run in runs:
-        print(f"    {run.processes} process(es): {dict(sorted(run.outcomes.items()))}")
-    if len(runs) == 2 and runs[0].rate:
-        print(f"\nratio 2 processes / 1: {runs[1].rate / runs[0].rate:.2f} (cycles/s)")
+        if run.races:
+            print(
+                f"  {run.processes} process(es): {run.races} races, {len(run.race_problems)} problems;"
+                f" outcomes {dict(sorted(run.outcomes.items()))}"
+            )
+    one = statistics.median(r.rate for r in runs if r.processes == 1)
+    two = statistics.median(r.rate for r in runs if r.processes == 2)
+    print(f"\nmedian cycles/s: 1 process {one:.1f}, 2 processes {two:.1f}; ratio 2 / 1: {two / one:.2f}")
 
 
 def main() -> int:
@@ -317,11 +325,16 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--races", type=int, default=200)
+    parser.add_argument("--races", type=int, default=200, help="races per process count, in the first round")
+    parser.add_argument("--rounds", type=int, default=3, help="1 then 2 processes, this many times (3)")
     args = parser.parse_args()
     log_dir = Path(f"/tmp/lineup-scale-out-{secrets.token_hex(3)}")
     log_dir.mkdir()
-    runs = [asyncio.run(_phase(n, args, log_dir)) for n in (1, 2)]
+    runs = [
+        asyncio.run(_phase(n, args, log_dir, args.races if r == 0 else 0))
+        for r in range(args.rounds)
+        for n in (1, 2)
+    ]
     _report(runs)
     problems = [p for run in runs for p in run.failures + run.race_problems]
     for problem in problems[:20]:
