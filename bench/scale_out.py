@@ -305,8 +305,8 @@ def _report(runs: list[Run]) -> None:
         busy = run.machine_cpu / run.seconds / cores
         service = run.service_cpu / max(run.cycles, 1) * 1e6
         print(
-            f"  {label}: {run.rate:6.1f} cycles/s, p50 {p50:5.1f} / p99 {p99:5.1f} ms,"
-            f" relays delivered {delivered:6.1f}/s, machine busy {busy:4.0%}, service CPU {service:5.0f} us/cycle"
+            f"  {label}: {run.rate:6.1f} cycles/s, p50 {p50:5.1f} / p99 {p99:5.1f} ms, relays delivered"
+            f" {delivered:6.1f}/s, machine busy {busy:4.0%}, service CPU {service:5.0f} us/cycle"
         )
     print("races (4 callers across both processes + every sweeper, per Pomodoro):")
     for run in runs:
