@@ -5,27 +5,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
-from litestar import Litestar, MediaType, Response, get
+from litestar import Litestar
 from litestar.datastructures import State
-from litestar.exceptions import HTTPException
-from litestar.openapi import OpenAPIConfig
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from litestar.exceptions import HTTPException, ValidationException
 from psycopg import OperationalError
 
+from service.api import probes
 from service.api.auth import TokenBook
-from service.api.errors import database_unavailable, http_error, refusal, unexpected_error
+from service.api.bodies import ContractRequest
+from service.api.document import openapi_config, without_litestar_validation_answers
+from service.api.errors import (
+    database_unavailable,
+    http_error,
+    refusal,
+    unexpected_error,
+    validation_failed,
+)
 from service.api.events import HostEventsController
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
 from service.api.host_session import HostSessions
-from service.api.openapi import document
 from service.api.ops import OpsController
 from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
 from service.api.web import WebHostController
-from service.db.migrate import head_revision
 from service.db.pool import open_pool
 from service.domain.errors import Refusal
 from service.manifests import Registry
@@ -36,36 +40,6 @@ from service.use_cases.deadlines import DeadlineSweeper
 from service.use_cases.maintenance import run_maintenance
 from service.use_cases.runtime import Runtime
 from service.wakeups import Wakeups
-
-
-@get("/healthz", include_in_schema=True)
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
-
-
-@get("/readyz")
-async def readyz(state: State) -> Response[dict[str, Any]]:
-    runtime: Runtime = state.runtime
-    try:
-        async with runtime.pool.connection(timeout=2) as conn:
-            cursor = await conn.execute("SELECT version_num FROM alembic_version")
-            row = await cursor.fetchone()
-            await conn.rollback()
-    except Exception as exc:
-        return Response({"status": "unavailable", "reason": str(exc)}, status_code=503)
-    current = row["version_num"] if row else None
-    head = head_revision()
-    if current != head:
-        return Response(
-            {"status": "unavailable", "reason": f"migrations at {current}, head is {head}"},
-            status_code=503,
-        )
-    return Response({"status": "ready", "migration": current}, status_code=200)
-
-
-@get("/metrics", media_type=MediaType.TEXT)
-async def metrics() -> Response[bytes]:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) -> Litestar:
@@ -109,13 +83,12 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             OpsController,
             SdkController,
             WebHostController,
-            healthz,
-            readyz,
-            metrics,
+            *probes.HANDLERS,
             mcp_endpoint,
         ],
         exception_handlers={
             Refusal: refusal,
+            ValidationException: validation_failed,
             HTTPException: http_error,
             OperationalError: database_unavailable,
             Exception: unexpected_error,
@@ -130,10 +103,12 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         ),
         lifespan=[lifespan, mcp_lifespan],
         request_max_body_size=settings.request_max_body_bytes,
-        openapi_config=OpenAPIConfig(title="Lineup Runtime", version="0.1.0", path="/schema"),
+        openapi_config=openapi_config(),
+        # Reads JSON bodies with the contract's errors (service/api/bodies.py).
+        request_class=ContractRequest,
         debug=False,
         # Logging is configured once per process by service.logging (JSON lines on stderr).
         logging_config=None,
     )
-    document(app)
+    without_litestar_validation_answers(app)
     return app

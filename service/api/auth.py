@@ -13,6 +13,12 @@ from litestar.connection import ASGIConnection
 from service.api.host_session import COOKIE_NAME, HostSessions
 from service.domain.errors import unauthorized
 
+# The document's security requirement of each audience (schemes in service/api/document.py).
+AGENT_SECURITY: list[dict[str, list[str]]] = [{"agent": []}]
+HOST_SECURITY: list[dict[str, list[str]]] = [{"host": []}, {"hostSession": []}]
+OPERATOR_SECURITY: list[dict[str, list[str]]] = [{"operator": []}]
+CAPABILITY_SECURITY: list[dict[str, list[str]]] = [{"capability": []}]
+
 # Credentials are checked in a controller's ``before_request`` hook rather than in a Litestar guard:
 # Litestar copies the route handler object for every guard call, about 60 us of CPU per request.
 

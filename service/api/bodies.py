@@ -1,18 +1,31 @@
-"""Request bodies: JSON parsing and shape checks that answer with the contract's errors."""
+"""Request bodies: one model per body, and the request class that reads them with the contract's
+errors.
+
+Handlers declare ``data: SomeBody``; Litestar documents the model and hands the handler a validated
+instance. ``ContractRequest.json`` is where Litestar reads a JSON body: it answers a body that is
+not JSON with ``400 malformed_json``, a U+0000 anywhere with ``422``, and a body that does not fit
+the handler's model with ``422 invalid_request`` listing every problem — where Litestar itself
+would answer ``400`` with its own shapes.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
+from uuid import UUID
 
 import msgspec
 from litestar import Request
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from service.domain.errors import InvalidRequest, Malformed
+from service.domain.ids import MAX_ID_LENGTH
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-Id = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
+Scope = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+# Revisions are Postgres bigints.
+MAX_REVISION = 2**63 - 1
 
 
 class StrictBody(BaseModel):
@@ -24,6 +37,33 @@ class ToolCallBody(StrictBody):
     conversation_id: Id
     tool: Annotated[str, StringConstraints(min_length=1, max_length=255)]
     arguments: dict[str, Any]
+
+
+class AppTarget(StrictBody):
+    app_scope: Scope
+
+
+class ForegroundBody(StrictBody):
+    target: Literal["interact"] | AppTarget
+
+
+class SurfaceEventBody(StrictBody):
+    event: Literal["dimmed", "undimmed", "locked", "unlocked", "reloaded"]
+
+
+class MessageBody(StrictBody):
+    role: Literal["user", "agent"]
+    text: Annotated[str, StringConstraints(min_length=1, max_length=8000)]
+    sub_session_id: Annotated[UUID, Field(strict=False)] | None = None
+
+
+class AnswerBody(StrictBody):
+    answer: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+class StateWrite(StrictBody):
+    expected_revision: Annotated[int, Field(ge=0, le=MAX_REVISION)]
+    data: dict[str, Any]
 
 
 def _path(location: tuple[int | str, ...]) -> str:
@@ -84,7 +124,16 @@ def validate(model: type[ModelT], data: Any) -> ModelT:
         raise InvalidRequest("the request body has the wrong shape", details=details) from None
 
 
-async def read(request: Request[Any, Any, Any], model: type[ModelT]) -> tuple[ModelT, Any]:
-    """The validated model and the decoded JSON it came from."""
-    data = parse_json(await request.body())
-    return validate(model, data), data
+class ContractRequest(Request[Any, Any, Any]):
+    """The service's request class: JSON bodies are read, and checked against the handler's body
+    model, with the contract's errors (Litestar reads ``data`` through ``json()``)."""
+
+    async def json(self) -> Any:
+        if getattr(self, "_contract_json", None) is None:
+            data = parse_json(await self.body())
+            field = self.route_handler.parsed_fn_signature.parameters.get("data")
+            model = field.annotation if field is not None else None
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                validate(model, data)
+            self._contract_json = data
+        return self._contract_json

@@ -6,13 +6,16 @@ from typing import Any
 
 import structlog
 from litestar import Request, Response
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.types import Empty
+from litestar.utils.scope.state import ScopeState
 from psycopg import OperationalError
 
 from service.domain.errors import (
     Conflict,
     Forbidden,
     Invalid,
+    InvalidRequest,
     Malformed,
     NotFound,
     Refusal,
@@ -62,6 +65,20 @@ def refusal(_: Request[Any, Any, Any], exc: Refusal) -> Response[dict[str, Any]]
     if isinstance(exc, Unavailable) and exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
     return Response(exc.body(), status_code=status_of(exc), headers=headers)
+
+
+def validation_failed(request: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
+    """Litestar's own checks, told with the contract's errors: an empty body is not JSON (400
+    malformed_json); anything else it refused has the wrong shape (422 invalid_request)."""
+    body = ScopeState.from_scope(request.scope).body
+    if body is not Empty and not body:
+        return refusal(request, Malformed("the request body is not JSON: it is empty"))
+    details = [
+        {"path": str(item.get("key") or "$"), "message": str(item.get("message", ""))}
+        for item in (exc.extra if isinstance(exc.extra, list) else [])
+        if isinstance(item, dict)
+    ]
+    return refusal(request, InvalidRequest("the request has the wrong shape", details=details))
 
 
 def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:

@@ -10,15 +10,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, Request, get
-from litestar.params import FromPath
+from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent
 from litestar.response.sse import ServerSentEventMessage
 
 from service.api import inputs
-from service.api.auth import require
+from service.api.answers import refusals
+from service.api.auth import HOST_SECURITY, require
+from service.api.inputs import SEQUENCE, IdPath
 from service.api.state import runtime_of
 from service.db import projections as proj_db
 from service.projections import ProjectionHub
@@ -66,20 +68,33 @@ async def _woken(wake: asyncio.Event, stop: asyncio.Event, seconds: float) -> bo
 
 class HostEventsController(Controller):
     path = "/v1/host"
+    tags = ["Host API"]
+    security = HOST_SECURITY
     before_request = require("host")
 
-    @get("/conversations/{conversation_id:str}/events")
+    @get(
+        "/conversations/{conversation_id:str}/events",
+        summary="Projection changes as a Server-Sent Events stream (it never ends)",
+        response_description="Server-Sent Events: `event` is operation, workspace, message or interaction, "
+        "`id` its sequence, `data` the JSON payload. Resume with Last-Event-ID (or ?after=).",
+        media_type="text/event-stream",
+        responses=refusals({422: ("invalid_request",)}, path=True),
+    )
     async def events(
-        self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
+        self,
+        conversation_id: IdPath,
+        request: Request[Any, Any, Any],
+        after: Annotated[str | None, QueryParameter(name="after", schema_extra=SEQUENCE)] = None,
+        last_event_id: Annotated[
+            str | None, HeaderParameter(name="Last-Event-ID", schema_extra=SEQUENCE)
+        ] = None,
     ) -> ServerSentEvent:
         conversation_id = inputs.conversation_id(conversation_id)
-        after = inputs.event_sequence(
-            request.headers.get("last-event-id") or request.query_params.get("after")
-        )
+        after_event = inputs.event_sequence(last_event_id or after)
         runtime = runtime_of(request)
         hub: ProjectionHub = request.app.state.projections
         stop: asyncio.Event = request.app.state.stopping
         return ServerSentEvent(
-            _stream(runtime, hub, conversation_id, after, stop),
+            _stream(runtime, hub, conversation_id, after_event, stop),
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )

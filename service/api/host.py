@@ -2,105 +2,137 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
-from uuid import UUID
+from typing import Any, cast
 
 from litestar import Controller, Request, get, post
-from litestar.params import FromPath
-from pydantic import Field, StringConstraints
+from litestar.params import JSONBody
 
 from service.api import inputs
-from service.api.auth import require
-from service.api.bodies import StrictBody, read
+from service.api.answers import (
+    CloseResult,
+    InteractionReceipt,
+    Message,
+    MessageList,
+    SurfaceEventResult,
+    Workspace,
+    refusals,
+)
+from service.api.auth import HOST_SECURITY, require
+from service.api.bodies import AnswerBody, ForegroundBody, MessageBody, SurfaceEventBody
+from service.api.inputs import IdPath, LimitQuery, UuidPath, UuidQuery
 from service.api.state import runtime_of
 from service.use_cases import interactions, lifecycle, messages
 
-Scope = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-
-
-class AppTarget(StrictBody):
-    app_scope: Scope
-
-
-class ForegroundBody(StrictBody):
-    target: Literal["interact"] | AppTarget
-
-
-class SurfaceEventBody(StrictBody):
-    event: Literal["dimmed", "undimmed", "locked", "unlocked", "reloaded"]
-
-
-class MessageBody(StrictBody):
-    role: Literal["user", "agent"]
-    text: Annotated[str, StringConstraints(min_length=1, max_length=8000)]
-    sub_session_id: Annotated[UUID, Field(strict=False)] | None = None
-
-
-class AnswerBody(StrictBody):
-    answer: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+CONVERSATION_ERRORS = {422: ("invalid_request",)}
 
 
 class HostController(Controller):
     path = "/v1/host"
+    tags = ["Host API"]
+    security = HOST_SECURITY
     before_request = require("host")
 
-    @get("/conversations/{conversation_id:str}/workspace")
-    async def workspace(
-        self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
-    ) -> dict[str, Any]:
-        return await lifecycle.get_workspace(runtime_of(request), inputs.conversation_id(conversation_id))
+    @get(
+        "/conversations/{conversation_id:str}/workspace",
+        summary="The conversation's workspace",
+        response_description="The workspace (empty, Interact in front, for a new conversation)",
+        responses=refusals(CONVERSATION_ERRORS, path=True),
+    )
+    async def workspace(self, conversation_id: IdPath, request: Request[Any, Any, Any]) -> Workspace:
+        found = await lifecycle.get_workspace(runtime_of(request), inputs.conversation_id(conversation_id))
+        return cast(Workspace, found)
 
-    @post("/conversations/{conversation_id:str}/workspace/foreground", status_code=200)
+    @post(
+        "/conversations/{conversation_id:str}/workspace/foreground",
+        status_code=200,
+        summary="Bring Interact or an app to the foreground",
+        response_description="The workspace after the switch",
+        responses=refusals({404: ("unknown_app",), 409: ("app_not_resumable",)}, body=True, path=True),
+    )
     async def foreground(
-        self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
-    ) -> dict[str, Any]:
-        body, _ = await read(request, ForegroundBody)
-        scope = "interact" if body.target == "interact" else body.target.app_scope
-        return await lifecycle.switch_foreground(
-            runtime_of(request), inputs.conversation_id(conversation_id), scope
-        )
+        self, conversation_id: IdPath, data: JSONBody[ForegroundBody], request: Request[Any, Any, Any]
+    ) -> Workspace:
+        scope = "interact" if data.target == "interact" else data.target.app_scope
+        cid = inputs.conversation_id(conversation_id)
+        return cast(Workspace, await lifecycle.switch_foreground(runtime_of(request), cid, scope))
 
-    @post("/instances/{instance_id:str}/close", status_code=200)
-    async def close(self, instance_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
-        return await lifecycle.close_instance(
-            runtime_of(request), inputs.uuid_naming(instance_id, "instance")
-        )
+    @post(
+        "/instances/{instance_id:str}/close",
+        status_code=200,
+        summary="Close an app instance (cancels its focusing operation); closing twice is a no-op",
+        response_description="The closed instance",
+        responses=refusals({404: ("unknown_instance",)}, path=True),
+    )
+    async def close(self, instance_id: UuidPath, request: Request[Any, Any, Any]) -> CloseResult:
+        instance = inputs.uuid_naming(instance_id, "instance")
+        return cast(CloseResult, await lifecycle.close_instance(runtime_of(request), instance))
 
-    @post("/instances/{instance_id:str}/surface-events", status_code=200)
+    @post(
+        "/instances/{instance_id:str}/surface-events",
+        status_code=200,
+        summary="Record a surface event; it never changes an operation",
+        response_description="Recorded",
+        responses=refusals({404: ("unknown_instance",)}, body=True, path=True),
+    )
     async def surface_event(
-        self, instance_id: FromPath[str], request: Request[Any, Any, Any]
-    ) -> dict[str, Any]:
-        body, _ = await read(request, SurfaceEventBody)
-        return await lifecycle.record_surface_event(
-            runtime_of(request), inputs.uuid_naming(instance_id, "instance"), body.event
-        )
+        self, instance_id: UuidPath, data: JSONBody[SurfaceEventBody], request: Request[Any, Any, Any]
+    ) -> SurfaceEventResult:
+        instance = inputs.uuid_naming(instance_id, "instance")
+        recorded = await lifecycle.record_surface_event(runtime_of(request), instance, data.event)
+        return cast(SurfaceEventResult, recorded)
 
-    @post("/conversations/{conversation_id:str}/messages", status_code=201)
+    @post(
+        "/conversations/{conversation_id:str}/messages",
+        status_code=201,
+        summary="Post a message to the conversation or to one of its sub-sessions",
+        response_description="The message",
+        responses=refusals(
+            {404: ("unknown_sub_session",), 409: ("sub_session_ended",)}, body=True, path=True
+        ),
+    )
     async def post_message(
-        self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
-    ) -> dict[str, Any]:
-        body, _ = await read(request, MessageBody)
-        return await messages.post_message(
+        self, conversation_id: IdPath, data: JSONBody[MessageBody], request: Request[Any, Any, Any]
+    ) -> Message:
+        posted = await messages.post_message(
             runtime_of(request),
             inputs.conversation_id(conversation_id),
-            body.role,
-            body.text,
-            body.sub_session_id,
+            data.role,
+            data.text,
+            data.sub_session_id,
         )
+        return cast(Message, posted)
 
-    @get("/conversations/{conversation_id:str}/messages")
+    @get(
+        "/conversations/{conversation_id:str}/messages",
+        summary="Messages, oldest first: the main conversation, or one sub-session",
+        response_description="The messages",
+        responses=refusals({404: ("unknown_sub_session",), **CONVERSATION_ERRORS}, path=True),
+    )
     async def list_messages(
-        self, conversation_id: FromPath[str], request: Request[Any, Any, Any]
-    ) -> dict[str, Any]:
-        return await messages.list_messages(
+        self,
+        conversation_id: IdPath,
+        request: Request[Any, Any, Any],
+        sub_session_id: UuidQuery = None,
+        limit: LimitQuery = None,
+    ) -> MessageList:
+        listed = await messages.list_messages(
             runtime_of(request),
             inputs.conversation_id(conversation_id),
-            inputs.optional_uuid(request.query_params.get("sub_session_id"), "sub_session_id"),
-            inputs.limit(request.query_params.get("limit"), default=1000),
+            inputs.optional_uuid(sub_session_id, "sub_session_id"),
+            inputs.limit(limit, default=1000),
         )
+        return cast(MessageList, listed)
 
-    @post("/interactions/{tool_call_id:str}/answer", status_code=200)
-    async def answer(self, tool_call_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
-        body, _ = await read(request, AnswerBody)
+    @post(
+        "/interactions/{tool_call_id:str}/answer",
+        status_code=200,
+        summary="Answer a pending interaction; answering again returns the first receipt",
+        response_description="The receipt",
+        responses=refusals({404: ("unknown_interaction",), 422: ("invalid_answer",)}, body=True, path=True),
+    )
+    async def answer(
+        self, tool_call_id: IdPath, data: JSONBody[AnswerBody], request: Request[Any, Any, Any]
+    ) -> InteractionReceipt:
         tool_call_id = inputs.existing_id(tool_call_id, "interaction")
-        return await interactions.answer(runtime_of(request), tool_call_id, body.answer)
+        receipt = await interactions.answer(runtime_of(request), tool_call_id, data.answer)
+        return cast(InteractionReceipt, receipt)

@@ -2,26 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from litestar import Controller, Request, post
 from litestar.datastructures import CacheControlHeader
-from litestar.params import FromPath
 
 from service.api import inputs
-from service.api.auth import require
+from service.api.answers import Capability, refusals
+from service.api.auth import HOST_SECURITY, require
+from service.api.inputs import UuidPath
 from service.api.state import runtime_of
 from service.use_cases.capabilities import mint_capability
 
 
 class HostCapabilityController(Controller):
     path = "/v1/host"
+    tags = ["Host API"]
+    security = HOST_SECURITY
     before_request = require("host")
 
     @post(
         "/instances/{instance_id:str}/capability",
         status_code=200,
         cache_control=CacheControlHeader(no_store=True),
+        summary="Mint the SDK capability of an instance, for its Bridge only",
+        response_description="A new capability",
+        responses=refusals({404: ("unknown_instance",)}, path=True),
     )
-    async def capability(self, instance_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, str]:
-        return await mint_capability(runtime_of(request), inputs.uuid_naming(instance_id, "instance"))
+    async def capability(self, instance_id: UuidPath, request: Request[Any, Any, Any]) -> Capability:
+        minted = await mint_capability(runtime_of(request), inputs.uuid_naming(instance_id, "instance"))
+        return cast(Capability, minted)

@@ -7,10 +7,13 @@ through these, so the same input gets the same rule and the same answer everywhe
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Annotated
 from uuid import UUID
 
+from litestar.params import Parameter, QueryParameter
+
 from service.domain.errors import InvalidRequest, NotFound
-from service.domain.ids import is_valid_id
+from service.domain.ids import MAX_ID_LENGTH, is_valid_id
 
 MAX_LIMIT = 1000
 
@@ -86,3 +89,27 @@ def event_sequence(value: str | None, name: str = "Last-Event-ID") -> int | None
             name, "a non-negative integer", "Last-Event-ID (or after) must be a non-negative integer"
         )
     return int(value)
+
+
+# How the document describes what these validators accept: the handlers receive strings and
+# apply the validators above, so that every refusal has the contract's body. For an optional
+# parameter the schema replaces Litestar's ``string | null``.
+def documented_as(**schema: object) -> dict[str, object]:
+    return {"oneOf": None, **schema}
+
+
+UuidPath = Annotated[str, Parameter(schema_extra={"format": "uuid"})]
+IdPath = Annotated[str, Parameter(schema_extra={"minLength": 1, "maxLength": MAX_ID_LENGTH})]
+LimitQuery = Annotated[
+    str | None,
+    QueryParameter(name="limit", schema_extra=documented_as(type="integer", minimum=1, maximum=MAX_LIMIT)),
+]
+UuidQuery = Annotated[str | None, Parameter(schema_extra=documented_as(type="string", format="uuid"))]
+ConversationQuery = Annotated[
+    str | None,
+    QueryParameter(
+        name="conversation_id",
+        schema_extra=documented_as(type="string", minLength=1, maxLength=MAX_ID_LENGTH),
+    ),
+]
+SEQUENCE = documented_as(type="string", pattern="^[0-9]+$")

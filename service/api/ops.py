@@ -2,19 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 from litestar import Controller, Request, get
-from litestar.params import FromPath, FromQuery, QueryParameter
+from litestar.params import QueryParameter
 
 from service.api import inputs
-from service.api.auth import require
+from service.api.answers import (
+    OperationList,
+    OperationState,
+    OutboxList,
+    OutboxRowDetail,
+    OutboxStatus,
+    Stats,
+    ToolCallTrace,
+    refusals,
+)
+from service.api.auth import OPERATOR_SECURITY, require
+from service.api.inputs import ConversationQuery, IdPath, LimitQuery, UuidPath, documented_as
 from service.api.state import runtime_of
 from service.db import operator_queries as operator_db
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.errors import not_found
 
 T = TypeVar("T")
+QUERY_ERRORS = {422: ("invalid_request",)}
+# Documented as the enums and ids they must be; received as strings so that every refusal is the
+# contract's 422 (service.api.inputs).
+StatusQuery = Annotated[
+    str | None,
+    QueryParameter(name="status", schema_extra=documented_as(type="string", enum=list(OUTBOX_STATUSES))),
+]
+StateQuery = Annotated[
+    str | None,
+    QueryParameter(name="state", schema_extra=documented_as(type="string", enum=list(OPERATION_STATES))),
+]
+assert set(OUTBOX_STATUSES) == set(OutboxStatus.__args__)  # type: ignore[attr-defined]
+assert set(OPERATION_STATES) == set(OperationState.__args__)  # type: ignore[attr-defined]
 
 
 async def _read(request: Request[Any, Any, Any], lookup: operator_db.Lookup[T]) -> T:
@@ -24,55 +48,82 @@ async def _read(request: Request[Any, Any, Any], lookup: operator_db.Lookup[T]) 
 
 class OpsController(Controller):
     path = "/v1/ops"
+    tags = ["ops API"]
+    security = OPERATOR_SECURITY
     before_request = require("operator")
 
-    @get("/outbox")
+    @get(
+        "/outbox",
+        summary="Outbox rows, newest first",
+        response_description="The rows",
+        responses=refusals(QUERY_ERRORS),
+    )
     async def outbox(
         self,
         request: Request[Any, Any, Any],
-        status: FromQuery[str | None] = None,
-        conversation_id: FromQuery[str | None] = None,
-        limit: FromQuery[str | None] = None,
-    ) -> dict[str, Any]:
+        status: StatusQuery = None,
+        conversation_id: ConversationQuery = None,
+        limit: LimitQuery = None,
+    ) -> OutboxList:
         lookup = operator_db.outbox_list(
             status=inputs.choice("status", status, OUTBOX_STATUSES),
             conversation_id=inputs.optional_conversation_id(conversation_id),
             limit=inputs.limit(limit, operator_db.DEFAULT_LIMIT),
         )
-        return await _read(request, lookup)
+        return cast(OutboxList, await _read(request, lookup))
 
-    @get("/outbox/{event_id:str}")
-    async def outbox_row(self, event_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
+    @get(
+        "/outbox/{event_id:str}",
+        summary="One outbox row with its payload and delivery attempts",
+        response_description="The row",
+        responses=refusals({404: ("unknown_event",)}, path=True),
+    )
+    async def outbox_row(self, event_id: UuidPath, request: Request[Any, Any, Any]) -> OutboxRowDetail:
         row = await _read(request, operator_db.outbox_show(inputs.uuid_naming(event_id, "event")))
         if row is None:
             raise not_found("event")
-        return row
+        return cast(OutboxRowDetail, row)
 
-    @get("/operations")
+    @get(
+        "/operations",
+        summary="Operations, newest first",
+        response_description="The operations",
+        responses=refusals(QUERY_ERRORS),
+    )
     async def operations(
         self,
         request: Request[Any, Any, Any],
         # "state" is a name Litestar reserves for the application state.
-        state_filter: Annotated[str | None, QueryParameter(name="state")] = None,
-        conversation_id: FromQuery[str | None] = None,
-        limit: FromQuery[str | None] = None,
-    ) -> dict[str, Any]:
+        state_filter: StateQuery = None,
+        conversation_id: ConversationQuery = None,
+        limit: LimitQuery = None,
+    ) -> OperationList:
         lookup = operator_db.operations_list(
             state=inputs.choice("state", state_filter, OPERATION_STATES),
             conversation_id=inputs.optional_conversation_id(conversation_id),
             limit=inputs.limit(limit, operator_db.DEFAULT_LIMIT),
         )
-        return await _read(request, lookup)
+        return cast(OperationList, await _read(request, lookup))
 
-    @get("/stats")
-    async def stats(self, request: Request[Any, Any, Any]) -> dict[str, Any]:
-        return await _read(request, operator_db.stats())
+    @get(
+        "/stats",
+        summary="Outbox, operations, deadline lateness and delivery attempts in numbers",
+        response_description="The numbers",
+        responses=refusals(),
+    )
+    async def stats(self, request: Request[Any, Any, Any]) -> Stats:
+        return cast(Stats, await _read(request, operator_db.stats()))
 
     # A path parameter: a tool_call_id may contain "/" (any 1-255 characters).
-    @get("/tool-calls/{tool_call_id:path}")
-    async def trace(self, tool_call_id: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
+    @get(
+        "/tool-calls/{tool_call_id:path}",
+        summary="What happened to one tool call",
+        response_description="Its answer, operations, outbox rows and delivery attempts",
+        responses=refusals({404: ("unknown_tool_call",)}, path=True),
+    )
+    async def trace(self, tool_call_id: IdPath, request: Request[Any, Any, Any]) -> ToolCallTrace:
         tool_call_id = inputs.existing_id(tool_call_id.removeprefix("/"), "tool_call")
         trace = await _read(request, operator_db.trace_tool_call(tool_call_id))
         if trace is None:
             raise not_found("tool_call")
-        return trace
+        return cast(ToolCallTrace, trace)

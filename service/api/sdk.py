@@ -7,41 +7,43 @@ accepts nothing else.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any, cast
 
 from litestar import Controller, Request, get, post, put
-from pydantic import Field
+from litestar.params import JSONBody
 
-from service.api.auth import bearer_token
-from service.api.bodies import StrictBody, read
+from service.api.answers import CloseResult, InstanceState, SdkContext, StateRevision, refusals
+from service.api.auth import CAPABILITY_SECURITY, bearer_token
+from service.api.bodies import StateWrite
 from service.api.state import runtime_of
 from service.domain.errors import unauthorized
 from service.use_cases import instance_state, lifecycle, sdk_context
 from service.use_cases.capabilities import Capability, resolve_capability
 
-# Revisions are Postgres bigints.
-MAX_REVISION = 2**63 - 1
 # A state body may exceed the service-wide body limit: max_bytes is up to 1 MiB of compact JSON
 # (manifest schema), which a client may send with spaces or \u escapes. Within this bound the
 # contract's own answer (state_readonly, state_too_large, ...) is given, not a transport 413.
 STATE_BODY_MAX_BYTES = 4 * 1024 * 1024
 
 
-class StateWrite(StrictBody):
-    expected_revision: Annotated[int, Field(ge=0, le=MAX_REVISION)]
-    data: dict[str, Any]
-
-
 class RequireCapability:
-    """Before every SDK handler: the bearer token must be an instance capability."""
+    """Before an SDK handler: the bearer token must be an instance capability; with
+    ``state_feature``, its app must declare the instance-state feature — checked before the body
+    is read, as the contract orders the errors of a state write."""
+
+    def __init__(self, *, state_feature: bool = False) -> None:
+        self.state_feature = state_feature
 
     async def __call__(self, connection: Request[Any, Any, Any]) -> None:
         """Resolve the bearer token to its instance binding and keep it on the request."""
         token = bearer_token(connection)
-        capability = None if token is None else await resolve_capability(connection.app.state.runtime, token)
+        runtime = runtime_of(connection)
+        capability = None if token is None else await resolve_capability(runtime, token)
         if capability is None:
             raise unauthorized()
         connection.state.capability = capability
+        if self.state_feature:
+            instance_state.declared_feature(runtime, capability)
 
 
 def capability_of(request: Request[Any, Any, Any]) -> Capability:
@@ -51,24 +53,63 @@ def capability_of(request: Request[Any, Any, Any]) -> Capability:
 
 class SdkController(Controller):
     path = "/v1/sdk"
+    tags = ["SDK API"]
+    security = CAPABILITY_SECURITY
     before_request = RequireCapability()
 
-    @get("/context")
-    async def context(self, request: Request[Any, Any, Any]) -> dict[str, Any]:
-        return await sdk_context.get_context(runtime_of(request), capability_of(request))
+    @get(
+        "/context",
+        summary="The capability's instance, its operation and the server clock",
+        response_description="The context",
+        responses=refusals(),
+    )
+    async def context(self, request: Request[Any, Any, Any]) -> SdkContext:
+        found = await sdk_context.get_context(runtime_of(request), capability_of(request))
+        return cast(SdkContext, found)
 
-    @get("/state")
-    async def state(self, request: Request[Any, Any, Any]) -> dict[str, Any]:
-        return await instance_state.get_state(runtime_of(request), capability_of(request))
+    @get(
+        "/state",
+        summary="The instance's state snapshot",
+        response_description="The snapshot",
+        responses=refusals({403: ("feature_not_declared",)}),
+    )
+    async def state(self, request: Request[Any, Any, Any]) -> InstanceState:
+        found = await instance_state.get_state(runtime_of(request), capability_of(request))
+        return cast(InstanceState, found)
 
-    @put("/state", request_max_body_size=STATE_BODY_MAX_BYTES)
-    async def write_state(self, request: Request[Any, Any, Any]) -> dict[str, int]:
-        runtime, capability = runtime_of(request), capability_of(request)
-        # The contract answers feature_not_declared before looking at the body at all.
-        instance_state.declared_feature(runtime, capability)
-        body, _ = await read(request, StateWrite)
-        return await instance_state.put_state(runtime, capability, body.expected_revision, body.data)
+    @put(
+        "/state",
+        request_max_body_size=STATE_BODY_MAX_BYTES,
+        before_request=RequireCapability(state_feature=True),
+        summary="Compare-and-set the instance's state snapshot",
+        description="Refusals, checked in this order: 403 feature_not_declared, 422 invalid_request "
+        "(expected_revision is a JSON integer written without a fraction: 1.0 is refused), 409 "
+        "state_readonly, 413 state_too_large (compact UTF-8 JSON of data over the manifest's max_bytes), "
+        "422 state_schema_violation, 409 revision_conflict (with the current revision).",
+        response_description="The new revision",
+        responses=refusals(
+            {
+                403: ("feature_not_declared",),
+                409: ("state_readonly", "revision_conflict"),
+                413: ("state_too_large",),
+                422: ("state_schema_violation",),
+            },
+            body=True,
+        ),
+    )
+    async def write_state(self, data: JSONBody[StateWrite], request: Request[Any, Any, Any]) -> StateRevision:
+        written = await instance_state.put_state(
+            runtime_of(request), capability_of(request), data.expected_revision, data.data
+        )
+        return cast(StateRevision, written)
 
-    @post("/navigation/close", status_code=200)
-    async def close(self, request: Request[Any, Any, Any]) -> dict[str, Any]:
-        return await lifecycle.close_instance(runtime_of(request), capability_of(request).instance_id)
+    @post(
+        "/navigation/close",
+        status_code=200,
+        summary="Close the capability's instance (the Host's close)",
+        response_description="The closed instance",
+        responses=refusals(),
+    )
+    async def close(self, request: Request[Any, Any, Any]) -> CloseResult:
+        closed = await lifecycle.close_instance(runtime_of(request), capability_of(request).instance_id)
+        return cast(CloseResult, closed)

@@ -1,0 +1,473 @@
+"""Every answer body of the HTTP API as a type: handlers declare them, Litestar documents them.
+
+One definition of each shape. The use cases build these as plain dicts (``service.use_cases``);
+the schemathesis run in the test suite checks every answer the service gives against the document
+generated from these types. Error bodies are ``Error`` with, per route and status, the codes that
+route can answer (``refusals``).
+
+No ``from __future__ import annotations`` here: TypedDict needs its ``NotRequired`` markers as
+objects, not strings.
+"""
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from litestar.openapi import ResponseSpec
+from litestar.openapi.spec import OpenAPIFormat
+from litestar.params import KwargDefinition
+
+from service.domain.operations import Reason, State
+
+Uuid = Annotated[str, KwargDefinition(format=OpenAPIFormat.UUID)]
+Time = Annotated[str, KwargDefinition(format=OpenAPIFormat.DATE_TIME)]
+
+
+class _Schema(dict[str, Any]):
+    """Schema keywords for ``KwargDefinition(schema_extra=...)`` that can sit in a union: typing
+    hashes the metadata of ``Annotated[...] | None``."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
+
+
+# (ge=0 would be dropped from the document as a falsy value.)
+Count = Annotated[int, KwargDefinition(schema_extra=_Schema(minimum=0))]
+
+OperationState = Literal["focusing", "completed", "interrupted", "cancelled"]
+FinalState = Literal["completed", "interrupted", "cancelled"]
+OperationReason = Literal["deadline_reached", "agent_interrupt", "user_left_workspace", "app_closed"]
+OutboxStatus = Literal["pending", "delivered", "dead"]
+AttemptOutcome = Literal["delivered", "retry", "dead", "lease_lost"]
+assert set(OperationState.__args__) == {s.value for s in State}  # type: ignore[attr-defined]
+assert set(OperationReason.__args__) == {r.value for r in Reason}  # type: ignore[attr-defined]
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+class ErrorDetail(TypedDict):
+    path: str
+    message: str
+
+
+class Error(TypedDict):
+    """Every error body; some codes add fields (operation_id, revision, size_bytes, max_bytes)."""
+
+    error: str
+    message: str
+    details: NotRequired[list[ErrorDetail]]
+    operation_id: NotRequired[Uuid]
+    revision: NotRequired[Count]
+    size_bytes: NotRequired[Count]
+    max_bytes: NotRequired[Count]
+
+
+STATUS_MEANING = {
+    400: "The body is not JSON",
+    401: "No bearer token, a wrong one, or one of another audience",
+    403: "Refused",
+    404: "No such resource",
+    409: "Conflict",
+    413: "The body is too large",
+    422: "The request has the wrong shape",
+    503: "Unavailable",
+}
+
+
+@functools.cache
+def _error_type(codes: tuple[str, ...]) -> Any:
+    """``Error`` whose ``error`` is one of ``codes`` (one component per set of codes)."""
+    name = "Error" + "".join(code.title().replace("_", "") for code in codes)
+    fields = {**Error.__annotations__, "error": Literal[codes]}
+    typed = TypedDict(name, fields)  # type: ignore[misc]
+    typed.__doc__ = f"An error body with one of the codes: {', '.join(codes)}."
+    return typed
+
+
+def refusals(
+    errors: Mapping[int, Sequence[str]] | None = None,
+    *,
+    auth: bool = True,
+    body: bool = False,
+    path: bool = False,
+) -> dict[int, ResponseSpec]:
+    """The error answers of a route: status -> the codes it can answer with.
+
+    Rules that hold for every route are added here: a protected route can answer 401; one that
+    reads a body 400, 413 and 422; one with a path parameter 404 (a parameter holding "/", sent
+    as %2F, reaches no route).
+    """
+    merged: dict[int, list[str]] = {}
+
+    def add(status: int, *codes: str) -> None:
+        known = merged.setdefault(status, [])
+        known.extend(code for code in codes if code not in known)
+
+    if auth:
+        add(401, "unauthorized")
+    if body:
+        add(400, "malformed_json")
+        add(413, "request_too_large")
+        add(422, "invalid_request")
+    if path:
+        add(404, "not_found")
+    for status, codes in (errors or {}).items():
+        add(status, *codes)
+    return {
+        status: ResponseSpec(
+            data_container=_error_type(tuple(codes)),
+            description=f"{STATUS_MEANING.get(status, 'Error')}: {', '.join(codes)}",
+            generate_examples=False,
+        )
+        for status, codes in sorted(merged.items())
+    }
+
+
+def answer(data: Any, description: str, **kwargs: Any) -> ResponseSpec:
+    return ResponseSpec(data_container=data, description=description, generate_examples=False, **kwargs)
+
+
+# --- Agent Tool API -------------------------------------------------------------------------
+
+
+class Tool(TypedDict):
+    name: str
+    app_scope: str
+    kind: Literal["direct", "launch", "foreground", "operation"]
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ToolList(TypedDict):
+    tools: list[Tool]
+
+
+class StartedOperation(TypedDict):
+    operation_id: Uuid
+    state: OperationState
+    started_at: Time
+    ends_at: Time
+    duration_seconds: Annotated[int, KwargDefinition(ge=1, le=14400)]
+    activity: str | None
+
+
+class PomodoroStartAccepted(TypedDict):
+    tool_call_id: str
+    status: Literal["accepted"]
+    operation: StartedOperation
+    instance_id: Uuid
+    sub_session_id: Uuid
+
+
+class Interaction(TypedDict):
+    tool_call_id: str
+    conversation_id: str
+    prompt: str
+    choices: list[str]
+    status: Literal["pending", "answered"]
+    asked_in_sub_session_id: Uuid | None
+    answer: NotRequired[str | None]
+    answered_at: NotRequired[Time | None]
+
+
+class InteractAskAccepted(TypedDict):
+    tool_call_id: str
+    status: Literal["accepted"]
+    interaction: Interaction
+
+
+class Interrupted(TypedDict):
+    tool_call_id: str
+    status: Literal["interrupted"]
+    operation_id: Uuid
+
+
+class AlreadyFinal(TypedDict):
+    tool_call_id: str
+    status: Literal["operation_already_final"]
+    operation_id: Uuid
+    final_state: FinalState
+
+
+class NoActiveOperation(TypedDict):
+    tool_call_id: str
+    status: Literal["no_active_focusing_operation"]
+
+
+PomodoroInterruptReceipt = Interrupted | AlreadyFinal | NoActiveOperation
+ToolCallAccepted = PomodoroStartAccepted | InteractAskAccepted
+
+
+class PomodoroResult(TypedDict):
+    state: FinalState
+    reason: OperationReason
+    activity: str | None
+    duration_seconds: int
+    started_at: Time
+    ends_at: Time
+    finalized_at: Time
+    focused_seconds: Count
+
+
+class InteractResult(TypedDict):
+    state: Literal["answered"]
+    answer: str
+    answered_at: Time
+
+
+class Operation(TypedDict):
+    operation_id: Uuid
+    tool: str
+    tool_call_id: str
+    conversation_id: str
+    app_scope: str
+    instance_id: Uuid
+    state: OperationState
+    reason: OperationReason | None
+    activity: str | None
+    duration_seconds: int
+    started_at: Time
+    ends_at: Time
+    finalized_at: Time | None
+    done: bool
+    result: PomodoroResult | None
+
+
+# --- Host API -------------------------------------------------------------------------------
+
+
+class ForegroundApp(TypedDict):
+    app_scope: str
+    instance_id: Uuid
+
+
+class WorkspaceInstance(TypedDict):
+    instance_id: Uuid
+    app_scope: str
+    status: Literal["open", "closed"]
+    sub_session_id: Uuid | None
+
+
+class Workspace(TypedDict):
+    conversation_id: str
+    foreground: Literal["interact"] | ForegroundApp
+    instances: list[WorkspaceInstance]
+    focusing_operation: Operation | None
+    pending_interactions: list[Interaction]
+    server_time: Time
+
+
+class Message(TypedDict):
+    message_id: Uuid
+    conversation_id: str
+    sub_session_id: Uuid | None
+    role: Literal["user", "agent"]
+    text: str
+    created_at: Time
+
+
+class MessageList(TypedDict):
+    messages: list[Message]
+
+
+class OperationBrief(TypedDict):
+    operation_id: Uuid
+    state: OperationState
+    reason: OperationReason | None
+
+
+class CloseResult(TypedDict):
+    instance_id: Uuid
+    app_scope: str
+    status: Literal["closed"]
+    operation: OperationBrief | None
+
+
+class SurfaceEventResult(TypedDict):
+    interrupted: Literal[False]
+
+
+class Capability(TypedDict):
+    capability: str
+
+
+class InteractionReceipt(TypedDict):
+    tool_call_id: str
+    status: Literal["answered"]
+    answer: str
+    answered_at: Time
+
+
+# --- SDK API --------------------------------------------------------------------------------
+
+
+class SdkOperation(TypedDict):
+    operation_id: Uuid
+    state: OperationState
+    reason: OperationReason | None
+    activity: str | None
+    started_at: Time
+    ends_at: Time
+
+
+class SdkContext(TypedDict):
+    app_scope: str
+    instance_id: Uuid
+    conversation_id: str
+    status: Literal["open", "closed"]
+    operation: SdkOperation | None
+    server_time: Time
+
+
+class InstanceState(TypedDict):
+    schema_version: Annotated[int, KwargDefinition(ge=1)]
+    revision: Count
+    data: dict[str, Any]
+    readonly: bool
+    deleted: NotRequired[Literal[True]]
+
+
+class StateRevision(TypedDict):
+    revision: Count
+
+
+# --- ops API --------------------------------------------------------------------------------
+
+
+class ToolResultEvent(TypedDict):
+    event_id: Uuid
+    type: Literal["tool.result"]
+    tool: str
+    tool_call_id: str
+    conversation_id: str
+    operation_id: Uuid | None
+    sequence: Count
+    result: PomodoroResult | InteractResult
+
+
+class OutboxRow(TypedDict):
+    event_id: Uuid
+    operation_id: Uuid | None
+    tool: str
+    tool_call_id: str
+    conversation_id: str
+    sequence: Count
+    status: OutboxStatus
+    attempts: Count
+    next_attempt_at: Time
+    last_error: str | None
+    created_at: Time
+    delivered_at: Time | None
+    lease_owner: str | None
+    lease_expires_at: Time | None
+
+
+class DeliveryAttempt(TypedDict):
+    attempt: Annotated[int, KwargDefinition(ge=1)]
+    relay_id: str
+    started_at: Time
+    duration_ms: Count
+    status_code: int | None
+    error_class: str | None
+    response_excerpt: str | None
+    outcome: AttemptOutcome
+
+
+class OutboxRowDetail(OutboxRow):
+    payload: ToolResultEvent
+    delivery_attempts: list[DeliveryAttempt]
+
+
+class OutboxList(TypedDict):
+    outbox: list[OutboxRow]
+
+
+class OpsOperation(TypedDict):
+    operation_id: Uuid
+    tool: str
+    tool_call_id: str
+    conversation_id: str
+    app_scope: str
+    instance_id: Uuid
+    state: OperationState
+    reason: OperationReason | None
+    activity: str | None
+    duration_seconds: int
+    started_at: Time
+    ends_at: Time
+    finalized_at: Time | None
+    lateness_ms: int | None
+
+
+class OperationList(TypedDict):
+    operations: list[OpsOperation]
+
+
+class OutboxStats(TypedDict):
+    by_status: dict[OutboxStatus, Count]
+    dead: Count
+    due_now: Count
+    oldest_pending_age_seconds: Annotated[float, KwargDefinition(schema_extra=_Schema(minimum=0))] | None
+
+
+class OperationStats(TypedDict):
+    by_state: dict[OperationState, Count]
+    focusing: Count
+
+
+class LatenessStats(TypedDict):
+    completed: Count
+    p50: int | None
+    p99: int | None
+    max: int | None
+
+
+class AttemptStats(TypedDict):
+    by_outcome: dict[AttemptOutcome, Count]
+    total: Count
+
+
+class Stats(TypedDict):
+    outbox: OutboxStats
+    operations: OperationStats
+    deadline_lateness_ms: LatenessStats
+    attempts_last_hour: AttemptStats
+    server_time: Time
+
+
+class RecordedAnswer(TypedDict):
+    tool_call_id: str
+    conversation_id: str
+    tool: str
+    status_code: Annotated[int, KwargDefinition(ge=200, le=599)]
+    response: dict[str, Any]
+    created_at: Time
+
+
+class TracedOperation(OpsOperation):
+    result: PomodoroResult | None
+
+
+class ToolCallTrace(TypedDict):
+    tool_call_id: str
+    tool_call: RecordedAnswer | None
+    operations: list[TracedOperation]
+    outbox: list[OutboxRowDetail]
+
+
+# --- probes ---------------------------------------------------------------------------------
+
+
+class Health(TypedDict):
+    status: Literal["ok"]
+
+
+class Ready(TypedDict):
+    status: Literal["ready"]
+    migration: str
+
+
+class NotReady(TypedDict):
+    status: Literal["unavailable"]
+    reason: str
