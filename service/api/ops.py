@@ -8,18 +8,16 @@ from litestar import Controller, Request, get
 from litestar.params import QueryParameter
 
 from service.api import inputs
-from service.api.answers import (
-    OperationList,
-    OperationState,
-    OutboxList,
-    OutboxRowDetail,
-    OutboxStatus,
-    Stats,
-    ToolCallTrace,
-    refusals,
-)
+from service.api.answers import OperationState, OutboxStatus, refusals
 from service.api.auth import OPERATOR_SECURITY, require
 from service.api.inputs import ConversationQuery, IdPath, LimitQuery, UuidPath, documented_as
+from service.api.operator_answers import (
+    OperationList,
+    OutboxList,
+    OutboxRowDetail,
+    Stats,
+    ToolCallTrace,
+)
 from service.api.state import runtime_of
 from service.db import operator_queries as operator_db
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES

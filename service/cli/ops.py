@@ -18,6 +18,16 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import DictRow, dict_row
 
+from service.cli.ops_text import (
+    cell,
+    flat,
+    outbox_block,
+    pairs,
+    short_when,
+    table,
+    trace_text,
+    when,
+)
 from service.db import operator_queries as operator_db
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.settings import load_settings
@@ -337,187 +347,3 @@ def trace_tool_call(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 def emit_json(data: Any, out: TextIO) -> int:
     print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
     return 0
-
-
-def cell(value: Any) -> str:
-    return "-" if value is None else str(value)
-
-
-def when(value: str | None) -> str:
-    """An RFC 3339 time to the second, for tables (the JSON keeps microseconds)."""
-    return "-" if value is None else value[:19] + "Z"
-
-
-def short_when(value: str | None) -> str:
-    """``MM-DD HH:MM:SS`` (UTC) of an RFC 3339 time, for lists that fit a terminal."""
-    return "-" if value is None else f"{value[5:10]} {value[11:19]}"
-
-
-def flat(value: str | None) -> str:
-    """A value on one line."""
-    return "-" if value is None else " ".join(value.split())
-
-
-def clip(value: str | None, width: int = 60) -> str:
-    text = flat(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def pairs(counts: dict[str, int]) -> str:
-    return "  ".join(f"{key} {value}" for key, value in counts.items())
-
-
-def compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def table(
-    headers: list[str],
-    rows: list[list[str]],
-    *,
-    width: int | None = None,
-    flexible: Sequence[tuple[int, int]] = (),
-) -> str:
-    """Columns two spaces apart. With ``width``, the ``flexible`` columns (index, narrowest width)
-    give up characters, the first listed first, until a line fits; their cells end in "…"."""
-    if not rows:
-        return "(no rows)"
-    widths = [max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(len(headers))]
-    if width is not None:
-        for index, narrowest in flexible:
-            excess = sum(widths) + 2 * (len(widths) - 1) - width
-            if excess <= 0:
-                break
-            widths[index] -= min(excess, max(0, widths[index] - narrowest))
-    lines = [headers, *rows]
-    return "\n".join(
-        "  ".join(fit(c, w).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
-    )
-
-
-def fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def fields(items: list[tuple[str, Any]], indent: str = "  ") -> str:
-    width = max(len(name) for name, _ in items)
-    return "\n".join(f"{indent}{name.ljust(width)}  {cell(value)}" for name, value in items)
-
-
-def attempts_table(attempts: list[Json]) -> str:
-    rows = [
-        [
-            str(a["attempt"]),
-            when(a["started_at"]),
-            f"{a['duration_ms']} ms",
-            cell(a["status_code"]),
-            cell(a["error_class"]),
-            a["outcome"],
-            a["relay_id"],
-            clip(a["response_excerpt"], 40),
-        ]
-        for a in attempts
-    ]
-    return table(["#", "STARTED", "DURATION", "HTTP", "ERROR", "OUTCOME", "RELAY", "RESPONSE"], rows)
-
-
-def outbox_block(row: Json) -> str:
-    lease = None if row["lease_owner"] is None else f"{row['lease_owner']} until {row['lease_expires_at']}"
-    head = fields(
-        [
-            ("event_id", row["event_id"]),
-            ("status", row["status"]),
-            ("tool", row["tool"]),
-            ("tool_call_id", row["tool_call_id"]),
-            ("operation_id", row["operation_id"]),
-            ("conversation", f"{row['conversation_id']} (sequence {row['sequence']})"),
-            ("attempts", row["attempts"]),
-            ("created_at", row["created_at"]),
-            ("next_attempt_at", row["next_attempt_at"] if row["status"] == "pending" else None),
-            ("delivered_at", row["delivered_at"]),
-            ("last_error", row["last_error"]),
-            ("lease", lease),
-            ("payload", compact(row["payload"])),
-        ]
-    )
-    return f"{head}\n\n  delivery attempts ({len(row['delivery_attempts'])}):\n" + indent(
-        attempts_table(row["delivery_attempts"])
-    )
-
-
-def indent(text: str, prefix: str = "  ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines())
-
-
-def trace_text(trace: Json) -> str:
-    call, operations, outbox = trace["tool_call"], trace["operations"], trace["outbox"]
-    sections = [f"tool call {trace['tool_call_id']}", indent(summary(trace))]
-    if call is None:
-        sections.append("\nrecorded answer: none")
-    else:
-        sections.append(f"\nrecorded answer: {call['status_code']} at {call['created_at']}")
-        sections.append(
-            fields(
-                [
-                    ("tool", call["tool"]),
-                    ("conversation", call["conversation_id"]),
-                    ("response", compact(call["response"])),
-                ]
-            )
-        )
-    for op in operations:
-        named = (
-            ""
-            if op["tool_call_id"] == trace["tool_call_id"]
-            else f" (named in the answer; started by {op['tool_call_id']})"
-        )
-        sections.append(f"\noperation {op['operation_id']}{named}")
-        sections.append(
-            fields(
-                [
-                    ("tool", op["tool"]),
-                    ("state", op["state"]),
-                    ("reason", op["reason"]),
-                    ("activity", op["activity"]),
-                    ("started_at", op["started_at"]),
-                    ("ends_at", op["ends_at"]),
-                    ("finalized_at", op["finalized_at"]),
-                    ("lateness_ms", op["lateness_ms"]),
-                ]
-            )
-        )
-    if not outbox:
-        sections.append("\noutbox: no row (nothing to deliver yet, or a tool that delivers nothing)")
-    for row in outbox:
-        sections.append(f"\noutbox event {row['event_id']}")
-        sections.append(outbox_block(row))
-    return "\n".join(sections)
-
-
-def summary(trace: Json) -> str:
-    """One line per fact, in the order they happened: answer, operation ending, delivery."""
-    call = trace["tool_call"]
-    lines = []
-    if call is None:
-        lines.append("answer: not recorded")
-    else:
-        status = call["response"].get("status") if isinstance(call["response"], dict) else None
-        error = call["response"].get("error") if isinstance(call["response"], dict) else None
-        lines.append(f"answer: {call['status_code']} {status or error or ''}".rstrip())
-    for op in trace["operations"]:
-        ending = "still focusing" if op["state"] == "focusing" else f"{op['state']} ({op['reason']})"
-        at = f" at {op['finalized_at']}" if op["finalized_at"] else f", ends at {op['ends_at']}"
-        lines.append(f"operation {op['operation_id']}: {ending}{at}")
-    for row in trace["outbox"]:
-        tries = f"{len(row['delivery_attempts'])} attempt(s)"
-        if row["status"] == "delivered":
-            lines.append(f"result {row['event_id']}: delivered at {row['delivered_at']} after {tries}")
-        elif row["status"] == "dead":
-            lines.append(
-                f"result {row['event_id']}: DEAD after {tries}; last error: {cell(row['last_error'])}"
-            )
-        else:
-            lines.append(
-                f"result {row['event_id']}: pending, {tries}, next attempt at {row['next_attempt_at']}"
-            )
-    return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""The answer bodies of the ops API (``/v1/ops/*``) as types; see ``service.api.answers``.
+
+No ``from __future__ import annotations`` here: Litestar reads these annotations at run time.
+"""
+
+from typing import Annotated, Any, Literal, TypedDict
+
+from litestar.params import KwargDefinition
+
+from service.api.answers import (
+    AttemptOutcome,
+    Count,
+    InteractResult,
+    OperationReason,
+    OperationState,
+    OutboxStatus,
+    PomodoroResult,
+    SchemaKeywords,
+    Time,
+    Uuid,
+)
+
+Seconds = Annotated[float, KwargDefinition(schema_extra=SchemaKeywords(minimum=0))]
+
+
+class ToolResultEvent(TypedDict):
+    event_id: Uuid
+    type: Literal["tool.result"]
+    tool: str
+    tool_call_id: str
+    conversation_id: str
+    operation_id: Uuid | None
+    sequence: Count
+    result: PomodoroResult | InteractResult
+
+
+class OutboxRow(TypedDict):
+    event_id: Uuid
+    operation_id: Uuid | None
+    tool: str
+    tool_call_id: str
+    conversation_id: str
+    sequence: Count
+    status: OutboxStatus
+    attempts: Count
+    next_attempt_at: Time
+    last_error: str | None
+    created_at: Time
+    delivered_at: Time | None
+    lease_owner: str | None
+    lease_expires_at: Time | None
+
+
+class DeliveryAttempt(TypedDict):
+    attempt: Annotated[int, KwargDefinition(ge=1)]
+    relay_id: str
+    started_at: Time
+    duration_ms: Count
+    status_code: int | None
+    error_class: str | None
+    response_excerpt: str | None
+    outcome: AttemptOutcome
+
+
+class OutboxRowDetail(OutboxRow):
+    payload: ToolResultEvent
+    delivery_attempts: list[DeliveryAttempt]
+
+
+class OutboxList(TypedDict):
+    outbox: list[OutboxRow]
+
+
+class OpsOperation(TypedDict):
+    operation_id: Uuid
+    tool: str
+    tool_call_id: str
+    conversation_id: str
+    app_scope: str
+    instance_id: Uuid
+    state: OperationState
+    reason: OperationReason | None
+    activity: str | None
+    duration_seconds: int
+    started_at: Time
+    ends_at: Time
+    finalized_at: Time | None
+    lateness_ms: int | None
+
+
+class OperationList(TypedDict):
+    operations: list[OpsOperation]
+
+
+class OutboxStats(TypedDict):
+    by_status: dict[OutboxStatus, Count]
+    dead: Count
+    due_now: Count
+    oldest_pending_age_seconds: (
+        Annotated[float, KwargDefinition(schema_extra=SchemaKeywords(minimum=0))] | None
+    )
+
+
+class OperationStats(TypedDict):
+    by_state: dict[OperationState, Count]
+    focusing: Count
+
+
+class LatenessStats(TypedDict):
+    completed: Count
+    p50: int | None
+    p99: int | None
+    max: int | None
+
+
+class AttemptStats(TypedDict):
+    by_outcome: dict[AttemptOutcome, Count]
+    total: Count
+
+
+class Stats(TypedDict):
+    outbox: OutboxStats
+    operations: OperationStats
+    deadline_lateness_ms: LatenessStats
+    attempts_last_hour: AttemptStats
+    server_time: Time
+
+
+class RecordedAnswer(TypedDict):
+    tool_call_id: str
+    conversation_id: str
+    tool: str
+    status_code: Annotated[int, KwargDefinition(ge=200, le=599)]
+    response: dict[str, Any]
+    created_at: Time
+
+
+class TracedOperation(OpsOperation):
+    result: PomodoroResult | None
+
+
+class ToolCallTrace(TypedDict):
+    tool_call_id: str
+    tool_call: RecordedAnswer | None
+    operations: list[TracedOperation]
+    outbox: list[OutboxRowDetail]
