@@ -9,8 +9,9 @@ connection, driven in interleaved rounds through each face:
   rest           ``POST /v1/tool-calls``
   mcp            ``tools/call`` on a handshake-era MCP session (``initialize`` once per worker,
                  protocol 2025-11-25, the session id on every request)
-  mcp+tasks      the same from a client that declared the task capability: every start is watched
-                 until it settles, to push ``notifications/tasks/status`` (one read per operation)
+  mcp-task       the same, each start run as an MCP task (``params.task``): it answers a
+                 ``CreateTaskResult`` and is watched until it settles, to push
+                 ``notifications/tasks/status`` to the session (one read per operation)
   mcp-2026       ``tools/call`` at protocol 2026-07-28 (no session: every request carries its
                  version, client info and capabilities in ``_meta``)
 
@@ -127,7 +128,7 @@ class McpSession:
     def __init__(self, connection: Connection, version: str, *, tasks: bool = False) -> None:
         self._connection = connection
         self._version = version
-        self._tasks = tasks
+        self._tasks = tasks  # starts run as tasks
         self._session_id: str | None = None
         self._next_id = 0
 
@@ -174,7 +175,12 @@ class McpSession:
             meta["io.modelcontextprotocol/protocolVersion"] = MODERN
             meta["io.modelcontextprotocol/clientInfo"] = CLIENT_INFO
             meta["io.modelcontextprotocol/clientCapabilities"] = {}
-        result = await self._rpc("tools/call", {"name": tool, "arguments": arguments, "_meta": meta})
+        params: dict[str, Any] = {"name": tool, "arguments": arguments, "_meta": meta}
+        if self._tasks and tool == "pomodoro.start":
+            params["task"] = {}
+        result = await self._rpc("tools/call", params)
+        if "task" in params and result.get("task", {}).get("status") != "working":
+            raise RuntimeError(f"not a working task: {json.dumps(result)[:300]}")
         return int(result["_meta"]["io.lineup/http_status"])
 
 
@@ -210,7 +216,7 @@ async def faces(
     built: dict[str, list[Call]] = {"rest": [rest_call(connection()) for _ in range(concurrency)]}
     for name, version, tasks in (
         ("mcp", LEGACY, False),
-        ("mcp+tasks", LEGACY, True),
+        ("mcp-task", LEGACY, True),
         ("mcp-2026", MODERN, False),
     ):
         sessions = [await McpSession(connection(), version, tasks=tasks).open() for _ in range(concurrency)]

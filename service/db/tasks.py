@@ -9,11 +9,12 @@ from psycopg.rows import DictRow
 
 Conn = AsyncConnection[DictRow]
 
-# The columns a task shows, and whether a focusing operation is past its deadline (then the reader
-# settles it first, through the use case every read goes through).
+# What a task shows, its times already in the wire format, and whether a focusing operation is past
+# its deadline (the reader then settles it first, through the use case every read goes through).
 TASK_OPERATION = """
-SELECT operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id, state, reason,
-       activity, duration_seconds, started_at, ends_at, finalized_at, result,
+SELECT operation_id::text AS operation_id, conversation_id, state, reason,
+       rfc3339(started_at) AS started_at, rfc3339(ends_at) AS ends_at,
+       rfc3339(finalized_at) AS finalized_at, result,
        ends_at <= statement_timestamp() AS overdue
 FROM operations WHERE operation_id = %s
 """

@@ -61,15 +61,6 @@ def _handshake_era(ctx: Ctx) -> None:
         raise MCPError(METHOD_NOT_FOUND, "Method not found", data=ctx.method)
 
 
-def _speaks_tasks(ctx: Ctx) -> bool:
-    """A handshake-era client that declared the task capability: every operation it starts is a
-    task to it (the task id is the operation id), so it is told when one settles."""
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return False
-    capabilities = ctx.session.client_capabilities
-    return capabilities is not None and capabilities.tasks is not None
-
-
 class RuntimeMcpServer(Server[Any]):
     """Advertises the task capability on handshake-era sessions, where it serves it."""
 
@@ -120,7 +111,7 @@ class RuntimeMcpServer(Server[Any]):
             raise MCPError(INVALID_PARAMS, "tools/call needs a tool name and an arguments object")
         with translated():
             answer = await run_tool(self.rt, name, arguments, binding)
-        if answer.operation_id is not None and (as_task or _speaks_tasks(ctx)):
+        if answer.operation_id is not None and as_task:
             operation = {**answer.body["operation"], "conversation_id": binding.conversation_id}
             self.pushes.watch(ctx.session, operation, fresh=not answer.replayed)
         return answer
@@ -148,8 +139,10 @@ class RuntimeMcpServer(Server[Any]):
         if answer.operation_id is None:
             # Nothing was opened (a refusal), so there is no task: the answer is the tool's result.
             return call_result(answer)
-        with translated():
-            operation = await read_task(self.rt, answer.operation_id)
+        operation = {**answer.body["operation"], "conversation_id": answer.binding.conversation_id}
+        if answer.replayed:  # the answer is as it was then: the task is as it is now
+            with translated():
+                operation = await read_task(self.rt, answer.operation_id)
         return {"task": task_view(operation), "_meta": call_result(answer)["_meta"]}
 
     async def _get_task(self, ctx: Ctx, params: types.GetTaskRequestParams) -> dict[str, Any]:

@@ -27,7 +27,6 @@ from service.projections import ProjectionHub
 from service.use_cases.operation_interrupt import interrupt_operation
 from service.use_cases.operation_status import get_operation
 from service.use_cases.runtime import Runtime
-from service.use_cases.serializers import operation_view
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 #: How often a client that cannot take pushes should ask (the push arrives at once otherwise).
@@ -54,7 +53,7 @@ def task_view(operation: dict[str, Any]) -> dict[str, Any]:
         "status": task_status(operation),
         "statusMessage": message,
         "createdAt": operation["started_at"],
-        "lastUpdatedAt": operation["finalized_at"] or operation["started_at"],
+        "lastUpdatedAt": operation.get("finalized_at") or operation["started_at"],
         "ttl": None,
         "pollInterval": POLL_INTERVAL_MS,
     }
@@ -96,7 +95,7 @@ async def read_task(rt: Runtime, task_id: str) -> dict[str, Any]:
     if row is None:
         raise _unknown(task_id)
     if row["state"] != "focusing" or not row["overdue"]:
-        return operation_view(row)
+        return row
     try:
         return await get_operation(rt, operation_id)
     except NotFound:
@@ -122,7 +121,8 @@ async def settled(
         while operation["state"] == "focusing":
             wait = min(max(_seconds_until(operation["ends_at"]), 0.0) + 0.01, SAFETY_POLL_SECONDS)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woken.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await woken.wait()
             woken.clear()
             operation = await read_task(rt, task_id)
     return operation
