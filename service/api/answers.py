@@ -18,6 +18,8 @@ from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import KwargDefinition
 
 from service.domain.operations import Reason, State
+from service.domain.outbox import AttemptOutcome as DomainAttemptOutcome
+from service.domain.outbox import OutboxStatus as DomainOutboxStatus
 
 Uuid = Annotated[str, KwargDefinition(format=OpenAPIFormat.UUID)]
 Time = Annotated[str, KwargDefinition(format=OpenAPIFormat.DATE_TIME)]
@@ -39,8 +41,11 @@ FinalState = Literal["completed", "interrupted", "cancelled"]
 OperationReason = Literal["deadline_reached", "agent_interrupt", "user_left_workspace", "app_closed"]
 OutboxStatus = Literal["pending", "delivered", "dead"]
 AttemptOutcome = Literal["delivered", "retry", "dead", "lease_lost"]
+# The same words as the domain's enums (Literal types are what the document can show).
 assert set(OperationState.__args__) == {s.value for s in State}  # type: ignore[attr-defined]
 assert set(OperationReason.__args__) == {r.value for r in Reason}  # type: ignore[attr-defined]
+assert set(OutboxStatus.__args__) == {s.value for s in DomainOutboxStatus}  # type: ignore[attr-defined]
+assert set(AttemptOutcome.__args__) == {o.value for o in DomainAttemptOutcome}  # type: ignore[attr-defined]
 
 
 # --- errors ---------------------------------------------------------------------------------

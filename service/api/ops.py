@@ -8,7 +8,7 @@ from litestar import Controller, Request, get
 from litestar.params import QueryParameter
 
 from service.api import inputs
-from service.api.answers import OperationState, OutboxStatus, refusals
+from service.api.answers import refusals
 from service.api.auth import OPERATOR_SECURITY, require
 from service.api.inputs import ConversationQuery, IdPath, LimitQuery, UuidPath, documented_as
 from service.api.operator_answers import (
@@ -35,8 +35,6 @@ StateQuery = Annotated[
     str | None,
     QueryParameter(name="state", schema_extra=documented_as(type="string", enum=list(OPERATION_STATES))),
 ]
-assert set(OUTBOX_STATUSES) == set(OutboxStatus.__args__)  # type: ignore[attr-defined]
-assert set(OPERATION_STATES) == set(OperationState.__args__)  # type: ignore[attr-defined]
 
 
 async def _read(request: Request[Any, Any, Any], lookup: operator_db.Lookup[T]) -> T:

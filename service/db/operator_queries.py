@@ -17,14 +17,14 @@ from uuid import UUID
 from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
-from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
+from service.db.tables import ATTEMPT_OUTCOMES, OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.timefmt import rfc3339
 
 T = TypeVar("T")
 Json = dict[str, Any]
 Rows = dict[str, list[DictRow]]
 
-ATTEMPT_OUTCOMES = ("delivered", "retry", "dead", "lease_lost")
+
 DEFAULT_LIMIT = 100
 
 # Several statements of one lookup see one snapshot: a row and its attempts always agree.

@@ -26,6 +26,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSON, JSONB, UUID
 
+from service.domain.operations import Reason, State
+from service.domain.outbox import AttemptOutcome, OutboxStatus
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -37,9 +40,11 @@ metadata = MetaData(
 )
 
 NOW = text("now()")
-OPERATION_STATES = ("focusing", "completed", "interrupted", "cancelled")
-OPERATION_REASONS = ("deadline_reached", "agent_interrupt", "user_left_workspace", "app_closed")
-OUTBOX_STATUSES = ("pending", "delivered", "dead")
+# The domain's words, in the order the checks list them.
+OPERATION_STATES = tuple(state.value for state in State)
+OPERATION_REASONS = tuple(reason.value for reason in Reason)
+OUTBOX_STATUSES = tuple(status.value for status in OutboxStatus)
+ATTEMPT_OUTCOMES = tuple(outcome.value for outcome in AttemptOutcome)
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -263,7 +268,7 @@ outbox_attempts = Table(
     Column("response_excerpt", Text, nullable=True),
     Column("outcome", Text, nullable=False),
     CheckConstraint("attempt >= 1", name="attempt_positive"),
-    CheckConstraint("outcome IN ('delivered', 'retry', 'dead', 'lease_lost')", name="outcome"),
+    CheckConstraint(_in("outcome", ATTEMPT_OUTCOMES), name="outcome"),
     CheckConstraint("status_code IS NOT NULL OR error_class IS NOT NULL", name="has_result"),
     UniqueConstraint("event_id", "attempt"),
 )

@@ -8,6 +8,7 @@ from uuid import UUID
 from service.db import operations as operations_db
 from service.db import workspaces as ws_db
 from service.domain.errors import not_found
+from service.domain.operations import State
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
 from service.use_cases.serializers import operation_view
@@ -18,7 +19,7 @@ async def get_operation(rt: Runtime, operation_id: UUID) -> dict[str, Any]:
         row = await operations_db.get_by_id(conn, operation_id)
         if row is None:
             raise not_found("operation")
-        if row["state"] == "focusing" and row["overdue"]:
+        if row["state"] == State.FOCUSING and row["overdue"]:
             # The deadline is a fact of the database clock: settle before answering.
             await ws_db.lock_existing(conn, row["conversation_id"])
             await settle_overdue(conn, row["conversation_id"])

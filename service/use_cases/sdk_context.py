@@ -9,6 +9,7 @@ from psycopg.rows import DictRow
 
 from service.db import operations as operations_db
 from service.db import workspaces as ws_db
+from service.domain.operations import State
 from service.domain.timefmt import rfc3339
 from service.use_cases.capabilities import Capability
 from service.use_cases.overdue import settle_overdue
@@ -32,7 +33,7 @@ async def get_context(rt: Runtime, capability: Capability) -> dict[str, Any]:
     async with rt.transaction() as conn:
         latest = await operations_db.latest_for_instance(conn, capability.instance_id)
         operation = None if latest is None else await operations_db.get_by_id(conn, latest["operation_id"])
-        if operation is not None and operation["state"] == "focusing" and operation["overdue"]:
+        if operation is not None and operation["state"] == State.FOCUSING and operation["overdue"]:
             # The deadline is a fact of the database clock: settled before anything is read.
             await ws_db.lock_existing(conn, capability.conversation_id)
             await settle_overdue(conn, capability.conversation_id)

@@ -6,6 +6,7 @@ from typing import Any
 
 from psycopg.rows import DictRow
 
+from service.domain.operations import State
 from service.domain.timefmt import rfc3339, rfc3339_or_none
 
 
@@ -25,7 +26,7 @@ def operation_view(row: DictRow) -> dict[str, Any]:
         "started_at": rfc3339(row["started_at"]),
         "ends_at": rfc3339(row["ends_at"]),
         "finalized_at": rfc3339_or_none(row["finalized_at"]),
-        "done": row["state"] != "focusing",
+        "done": row["state"] != State.FOCUSING,
         "result": row["result"],
     }
 
