@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Coroutine
 from typing import Any
 
@@ -16,18 +17,30 @@ from relay.probes import ProbePortError
 from relay.worker import Relay
 from service import dev_env
 from service.logging import configure_logging
-from service.settings import SettingsError, load_settings
+from service.settings import Settings, SettingsError, load_settings
 
-ENVIRONMENT = """\
-environment:
-  DATABASE_URL, AGENT_WEBHOOK_URL, WEBHOOK_SECRET (space-separated whsec_ secrets; each one signs)
-  RELAY_MAX_ATTEMPTS (25), RELAY_BACKOFF_BASE_SECONDS (1), RELAY_BACKOFF_MAX_SECONDS (600),
-  RELAY_TIMEOUT_SECONDS (10), RELAY_LEASE_SECONDS (max(30, 3 x timeout)), RELAY_CONCURRENCY (64),
-  RELAY_BATCH_SIZE (100), RELAY_POLL_ONLY (false: LISTEN and poll), RELAY_POLL_INTERVAL_SECONDS (1),
-  RELAY_METRICS_HOST (127.0.0.1), RELAY_METRICS_PORT (unset: no /healthz /readyz /metrics; one port
-  per relay on a host),
-  RELAY_RETENTION_DAYS (7), RELAY_SHUTDOWN_GRACE_SECONDS (5), RELAY_ID (host-pid-random)
-"""
+# Each variable with its default, read from the one settings object.
+_NOTES = {
+    "webhook_secret": "space-separated whsec_ secrets; each one signs",
+    "relay_lease_seconds": "max(30, 3 x timeout)",
+    "relay_poll_only": "false: LISTEN and poll",
+    "relay_metrics_port": "unset: no /healthz /readyz /metrics; one port per relay on a host",
+    "relay_id": "host-pid-random",
+}
+
+
+def _environment() -> str:
+    names = ["database_url", "agent_webhook_url", "webhook_secret"]
+    names += [name for name in Settings.model_fields if name.startswith("relay_")]
+    parts = []
+    for name in names:
+        default = Settings.model_fields[name].default
+        note = _NOTES.get(name) or (None if default is None else str(default).lower())
+        parts.append(name.upper() + (f" ({note})" if note else ""))
+    return "environment:\n  " + textwrap.fill(", ".join(parts), width=96, subsequent_indent="  ") + "\n"
+
+
+ENVIRONMENT = _environment()
 
 
 async def _serve(config: RelayConfig) -> None:

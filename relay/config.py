@@ -1,4 +1,8 @@
-"""The relay's settings, resolved once at start from the shared ``Settings``."""
+"""The relay's settings, resolved once at start from the shared ``Settings``.
+
+Every default is the one ``service.settings.Settings`` declares; this is only the relay's view of
+them, under shorter names.
+"""
 
 from __future__ import annotations
 
@@ -16,19 +20,19 @@ class RelayConfig:
     webhook_url: str
     webhook_secrets: tuple[str, ...]
     relay_id: str
-    max_attempts: int = 25
-    backoff_base: float = 1.0
-    backoff_max: float = 600.0
-    timeout: float = 10.0
-    lease_seconds: float = 30.0
-    poll_only: bool = False
-    poll_interval: float = 1.0
-    concurrency: int = 64
-    batch_size: int = 100
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int = 0
-    retention_days: int = 7
-    shutdown_grace: float = 5.0
+    max_attempts: int
+    backoff_base: float
+    backoff_max: float
+    timeout: float
+    lease_seconds: float
+    poll_only: bool
+    poll_interval: float
+    concurrency: int
+    batch_size: int
+    metrics_host: str
+    metrics_port: int
+    retention_days: int
+    shutdown_grace: float
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RelayConfig:

@@ -7,16 +7,11 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from relay.claims import Conn
+from service.db.gauges import OUTBOX_BY_STATUS
 
 # Run on scrape only, and at most every STATS_MAX_AGE seconds, so that frequent scrapes of several
 # relays do not keep scanning a large outbox.
-OUTBOX_STATS = """
-SELECT status, count(*)::bigint, EXTRACT(EPOCH FROM now() - min(created_at))::float8
-FROM outbox
-GROUP BY status
-"""
 STATS_MAX_AGE = 5.0
-STATUSES = ("pending", "delivered", "dead")
 
 
 class RelayMetrics:
@@ -58,10 +53,10 @@ class RelayMetrics:
     async def refresh_outbox(self, conn: Conn) -> None:
         if time.monotonic() - self._stats_at < STATS_MAX_AGE:
             return
-        cursor = await conn.execute(OUTBOX_STATS)
+        cursor = await conn.execute(OUTBOX_BY_STATUS)
         seen = {status: (count, age) for status, count, age in await cursor.fetchall()}
-        for status in STATUSES:
-            self.outbox_rows.labels(status).set(seen.get(status, (0, 0.0))[0])
-        self.oldest_pending_age.set(seen.get("pending", (0, 0.0))[1] or 0.0)
+        for status, (count, _) in seen.items():
+            self.outbox_rows.labels(status).set(count)
+        self.oldest_pending_age.set(seen.get("pending", (0, 0.0))[1])
         self.dead_rows.set(seen.get("dead", (0, 0.0))[0])
         self._stats_at = time.monotonic()

@@ -8,8 +8,10 @@ import contextlib
 import structlog
 
 from service.db import capabilities as cap_db
+from service.db import gauges
 from service.db import projections as proj_db
 from service.db.pool import Pool
+from service.domain.outbox import OutboxStatus
 from service.metrics import FOCUSING_OPERATIONS, OUTBOX_OLDEST_PENDING, OUTBOX_ROWS
 
 log = structlog.get_logger("service.maintenance")
@@ -33,30 +35,16 @@ async def prune_projections(pool: Pool) -> int:
             return total
 
 
-SAMPLE_OUTBOX = """
-SELECT s.status, count(o.event_id) AS rows
-FROM (VALUES ('pending'), ('delivered'), ('dead')) AS s(status)
-LEFT JOIN outbox o ON o.status = s.status
-GROUP BY s.status
-"""
-
-SAMPLE_AGES = """
-SELECT coalesce(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_pending,
-       (SELECT count(*) FROM operations WHERE state = 'focusing') AS focusing
-FROM outbox WHERE status = 'pending'
-"""
-
-
 async def sample_gauges(pool: Pool) -> None:
     """Refresh the sampled gauges of /metrics from the database."""
     async with pool.connection() as conn:
-        for row in await (await conn.execute(SAMPLE_OUTBOX)).fetchall():
+        for row in await (await conn.execute(gauges.OUTBOX_BY_STATUS)).fetchall():
             OUTBOX_ROWS.labels(row["status"]).set(row["rows"])
-        ages = await (await conn.execute(SAMPLE_AGES)).fetchone()
-        await conn.rollback()
-    if ages is not None:
-        OUTBOX_OLDEST_PENDING.set(ages["oldest_pending"])
-        FOCUSING_OPERATIONS.set(ages["focusing"])
+            if row["status"] == OutboxStatus.PENDING:
+                OUTBOX_OLDEST_PENDING.set(row["oldest_age_seconds"])
+        focusing = await (await conn.execute(gauges.FOCUSING_OPERATIONS)).fetchone()
+    if focusing is not None:
+        FOCUSING_OPERATIONS.set(focusing["focusing"])
 
 
 async def run_maintenance(pool: Pool, stop: asyncio.Event) -> None:

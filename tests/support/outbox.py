@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 
 from relay.config import RelayConfig
 from relay.worker import Relay
+from service.settings import Settings
 
 ENSURE_WORKSPACE = "INSERT INTO workspaces (conversation_id) VALUES (%s) ON CONFLICT DO NOTHING"
 
@@ -112,23 +113,22 @@ def attempt_rows(conn: psycopg.Connection[Any], event_id: str) -> list[dict[str,
 
 def relay_config(database_url: str, webhook_url: str, secrets: list[str], **overrides: Any) -> RelayConfig:
     """Short timeouts and backoff so that a retry story plays out in well under a second."""
-    config = RelayConfig(
+    settings = Settings(
         database_url=database_url,
-        webhook_url=webhook_url,
-        webhook_secrets=tuple(secrets),
+        agent_webhook_url=webhook_url,
+        webhook_secret=" ".join(secrets),
         relay_id=f"test-relay-{uuid.uuid4().hex[:6]}",
-        max_attempts=5,
-        backoff_base=0.05,
-        backoff_max=0.2,
-        timeout=0.5,
-        lease_seconds=30.0,
-        poll_interval=0.2,
-        concurrency=8,
-        batch_size=10,
-        metrics_port=0,
-        shutdown_grace=2.0,
+        relay_max_attempts=5,
+        relay_backoff_base_seconds=0.05,
+        relay_backoff_max_seconds=0.2,
+        relay_timeout_seconds=0.5,
+        relay_lease_seconds=30.0,
+        relay_poll_interval_seconds=0.2,
+        relay_concurrency=8,
+        relay_batch_size=10,
+        relay_shutdown_grace_seconds=2.0,
     )
-    return replace(config, **overrides)
+    return replace(RelayConfig.from_settings(settings), **overrides)
 
 
 @dataclass
