@@ -33,6 +33,36 @@ OUTBOX_OLDEST_PENDING = Gauge(
 )
 FOCUSING_OPERATIONS = Gauge("lineup_focusing_operations", "Operations now focusing (sampled).")
 SWEEPS = Counter("lineup_sweeper_batches_total", "Sweeper batches that settled at least one row.")
+TOOL_CALL_SECONDS = Histogram(
+    "lineup_tool_call_seconds",
+    "Time to decide (or replay) one validated tool call: from the use case's start to its answer.",
+    ["tool"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 6, 15, 30),
+)
+SERVER_ERRORS = Counter(
+    "lineup_http_server_errors_total",
+    "HTTP answers with a 5xx status, by API (tools, host, sdk, ops, mcp, probes, web) and status.",
+    ["api", "status"],
+)
+DATABASE_REACHABLE = Gauge(
+    "lineup_database_reachable",
+    "1 when this process's last look at the database succeeded, else 0 (sampled).",
+)
+
+
+def api_of(path: str) -> str:
+    """The API a request path belongs to, as the ``api`` label of ``SERVER_ERRORS``."""
+    for prefix, api in (("/v1/host/", "host"), ("/v1/sdk/", "sdk"), ("/v1/ops/", "ops"), ("/v1/", "tools")):
+        if path.startswith(prefix):
+            return api
+    if path == "/mcp" or path.startswith("/mcp/"):
+        return "mcp"
+    return "probes" if path in ("/healthz", "/readyz", "/metrics") else "web"
+
+
+def count_server_error(path: str, status: int) -> None:
+    if status >= 500:
+        SERVER_ERRORS.labels(api_of(path), str(status)).inc()
 
 
 # Decisions made inside a transaction are counted and logged only once it commits.

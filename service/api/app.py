@@ -14,6 +14,8 @@ from psycopg import OperationalError
 from service.api import probes
 from service.api.auth import TokenBook
 from service.api.bodies import ContractRequest
+from service.api.console import ConsoleController
+from service.api.console_session import ConsoleSessions
 from service.api.document import openapi_config, without_litestar_validation_answers
 from service.api.errors import (
     database_unavailable,
@@ -34,6 +36,7 @@ from service.db.pool import open_pool
 from service.domain.errors import Refusal
 from service.manifests import Registry
 from service.mcp.endpoint import mcp_endpoint, mcp_lifespan
+from service.outbox_history import OutboxHistory
 from service.projections import ProjectionHub
 from service.settings import Settings
 from service.use_cases.deadlines import DeadlineSweeper
@@ -56,7 +59,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         tasks = [
             asyncio.create_task(wakeups.run(settings.psycopg_url, stop), name="wakeups"),
             asyncio.create_task(app.state.projections.run(stop), name="projection-hub"),
-            asyncio.create_task(run_maintenance(pool, stop), name="maintenance"),
+            asyncio.create_task(run_maintenance(pool, stop, app.state.outbox_history), name="maintenance"),
         ]
         if sweeper:
             app.state.sweeper = DeadlineSweeper(
@@ -81,6 +84,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             HostCapabilityController,
             HostEventsController,
             OpsController,
+            ConsoleController,
             SdkController,
             WebHostController,
             *probes.HANDLERS,
@@ -97,6 +101,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             {
                 "tokens": TokenBook({a: settings.tokens(a) for a in ("agent", "host", "operator")}),
                 "host_sessions": HostSessions(settings.tokens("host")),
+                "console_sessions": ConsoleSessions(settings.tokens("operator")),
+                "outbox_history": OutboxHistory(),
                 # Set on SIGTERM before connections drain, so event streams end promptly.
                 "stopping": asyncio.Event(),
             }

@@ -11,6 +11,7 @@ from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, Operation, SecurityScheme
 
+from service.api.console_session import COOKIE_NAME as CONSOLE_COOKIE_NAME
 from service.api.host_session import COOKIE_NAME
 
 SECURITY_SCHEMES = {
@@ -24,6 +25,13 @@ SECURITY_SCHEMES = {
         "(unsafe methods also need Content-Type: application/json).",
     ),
     "operator": SecurityScheme(type="http", scheme="bearer", description="OPERATOR_TOKEN: the ops API."),
+    "operatorSession": SecurityScheme(
+        type="apiKey",
+        name=CONSOLE_COOKIE_NAME,
+        security_scheme_in="cookie",
+        description="The operator console's session cookie, in place of OPERATOR_TOKEN on /v1/ops/ "
+        "(unsafe methods also need Sec-Fetch-Site: same-origin and Content-Type: application/json).",
+    ),
     "capability": SecurityScheme(
         type="http",
         scheme="bearer",

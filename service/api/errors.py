@@ -23,6 +23,7 @@ from service.domain.errors import (
     Unauthenticated,
     Unavailable,
 )
+from service.metrics import count_server_error
 
 log = structlog.get_logger("service.api")
 
@@ -60,11 +61,14 @@ def status_of(refusal: Refusal) -> int:
     raise TypeError(f"{type(refusal).__name__} has no kind with a status")
 
 
-def refusal(_: Request[Any, Any, Any], exc: Refusal) -> Response[dict[str, Any]]:
+def refusal(request: Request[Any, Any, Any], exc: Refusal) -> Response[dict[str, Any]]:
     headers = {}
     if isinstance(exc, Unavailable) and exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
-    return Response(exc.body(), status_code=status_of(exc), headers=headers)
+    status = status_of(exc)
+    if status >= 500:
+        count_server_error(request.url.path, status)
+    return Response(exc.body(), status_code=status, headers=headers)
 
 
 def validation_failed(request: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
@@ -81,8 +85,10 @@ def validation_failed(request: Request[Any, Any, Any], exc: ValidationException)
     return refusal(request, InvalidRequest("the request has the wrong shape", details=details))
 
 
-def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
+def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     status = exc.status_code
+    if status >= 500:
+        count_server_error(request.url.path, status)
     code = _CODES.get(status, "error")
     message = exc.detail if isinstance(exc.detail, str) and exc.detail else code.replace("_", " ")
     return Response({"error": code, "message": message}, status_code=status, headers=exc.headers)
@@ -92,6 +98,7 @@ def database_unavailable(request: Request[Any, Any, Any], exc: OperationalError)
     """A connection lost mid-request (database restart, pg_terminate_backend): nothing committed
     that the caller cannot safely retry; the pool replaces the connection."""
     log.warning("database_unavailable", path=request.url.path, error=str(exc))
+    count_server_error(request.url.path, 503)
     return Response(
         {"error": "database_unavailable", "message": "the database connection was lost; retry"},
         status_code=503,
@@ -101,6 +108,7 @@ def database_unavailable(request: Request[Any, Any, Any], exc: OperationalError)
 
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     log.exception("unhandled_error", path=request.url.path, method=request.method, exc_info=exc)
+    count_server_error(request.url.path, 500)
     return Response(
         {"error": "internal_error", "message": "the service failed; the request was not applied"},
         status_code=500,

@@ -12,6 +12,7 @@ from uuid import UUID
 
 from litestar.params import Parameter, QueryParameter
 
+from service.domain.cursors import MAX_CURSOR_LENGTH, OutboxCursor
 from service.domain.errors import InvalidRequest, NotFound
 from service.domain.ids import MAX_ID_LENGTH, is_valid_id
 
@@ -113,3 +114,35 @@ ConversationQuery = Annotated[
     ),
 ]
 SEQUENCE = documented_as(type="string", pattern="^[0-9]+$")
+
+
+def optional_id_prefix(name: str, value: str | None) -> str | None:
+    """The beginning of a caller-made id, as a filter (taken literally): 1-255 characters."""
+    if value is not None and not is_valid_id(value):
+        raise _invalid(name, "1-255 characters, no U+0000", f"{name} must be 1-255 characters")
+    return value
+
+
+def outbox_cursor(value: str | None) -> OutboxCursor | None:
+    """``?cursor=``: a ``next_cursor`` an outbox list answered, unchanged."""
+    if value is None:
+        return None
+    cursor = OutboxCursor.decode(value)
+    if cursor is None:
+        raise _invalid("cursor", "a next_cursor of an earlier page", "cursor is not one this service made")
+    return cursor
+
+
+IdPrefixQuery = Annotated[
+    str | None,
+    QueryParameter(
+        name="tool_call_id_prefix",
+        schema_extra=documented_as(type="string", minLength=1, maxLength=MAX_ID_LENGTH),
+    ),
+]
+CursorQuery = Annotated[
+    str | None,
+    QueryParameter(
+        name="cursor", schema_extra=documented_as(type="string", minLength=1, maxLength=MAX_CURSOR_LENGTH)
+    ),
+]

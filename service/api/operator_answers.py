@@ -69,6 +69,8 @@ class OutboxRowDetail(OutboxRow):
 
 class OutboxList(TypedDict):
     outbox: list[OutboxRow]
+    #: Pass as ``?cursor=`` for the next page; null on the last one.
+    next_cursor: str | None
 
 
 class OpsOperation(TypedDict):
@@ -144,3 +146,39 @@ class ToolCallTrace(TypedDict):
     tool_call: RecordedAnswer | None
     operations: list[TracedOperation]
     outbox: list[OutboxRowDetail]
+
+
+class MinuteCounts(TypedDict):
+    at: Time
+    created: Count
+    delivered: Count
+    failed: Count
+    dead: Count
+
+
+class LatenessWindow(TypedDict):
+    completed: Count
+    p50: int | None
+    p90: int | None
+    p99: int | None
+    max: int | None
+
+
+class LastHour(TypedDict):
+    minutes: list[MinuteCounts]
+    deliveries: Count
+    failures: Count
+    lateness_ms: LatenessWindow
+
+
+class DepthSample(TypedDict):
+    at: Time
+    pending: Count
+    dead: Count
+    oldest_pending_age_seconds: Seconds
+
+
+class Overview(TypedDict):
+    stats: Stats
+    last_hour: LastHour
+    depth: list[DepthSample]

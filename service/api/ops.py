@@ -1,27 +1,41 @@
-"""The ops API (``Bearer $OPERATOR_TOKEN``), read-only: the same answers as ``python -m service ops``."""
+"""The ops API (``Bearer $OPERATOR_TOKEN``, or the operator console's cookie): the same answers as
+``python -m service ops``, the console's overview, and the one write, the requeue of a dead row."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar, cast
 
-from litestar import Controller, Request, get
+from litestar import Controller, Request, get, post
 from litestar.params import QueryParameter
 
 from service.api import inputs
 from service.api.answers import refusals
-from service.api.auth import OPERATOR_SECURITY, require
-from service.api.inputs import ConversationQuery, IdPath, LimitQuery, UuidPath, documented_as
+from service.api.console import OPERATOR_CONSOLE_SECURITY, require_operator
+from service.api.inputs import (
+    ConversationQuery,
+    CursorQuery,
+    IdPath,
+    IdPrefixQuery,
+    LimitQuery,
+    UuidPath,
+    documented_as,
+)
 from service.api.operator_answers import (
     OperationList,
     OutboxList,
+    OutboxRow,
     OutboxRowDetail,
+    Overview,
     Stats,
     ToolCallTrace,
 )
 from service.api.state import runtime_of
+from service.db import console_queries
 from service.db import operator_queries as operator_db
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.errors import not_found
+from service.outbox_history import OutboxHistory
+from service.use_cases.outbox_requeue import requeue_dead
 
 T = TypeVar("T")
 QUERY_ERRORS = {422: ("invalid_request",)}
@@ -45,12 +59,14 @@ async def _read(request: Request[Any, Any, Any], lookup: operator_db.Lookup[T]) 
 class OpsController(Controller):
     path = "/v1/ops"
     tags = ["ops API"]
-    security = OPERATOR_SECURITY
-    before_request = require("operator")
+    security = OPERATOR_CONSOLE_SECURITY
+    before_request = require_operator
 
     @get(
         "/outbox",
-        summary="Outbox rows, newest first",
+        summary="Outbox rows, newest first, a page at a time",
+        description="Filters: status, conversation_id, and tool_call_id_prefix (taken literally). "
+        "An answer with a next_cursor has more rows: pass it as cursor, with the same filters.",
         response_description="The rows",
         responses=refusals(QUERY_ERRORS),
     )
@@ -59,14 +75,42 @@ class OpsController(Controller):
         request: Request[Any, Any, Any],
         status: StatusQuery = None,
         conversation_id: ConversationQuery = None,
+        tool_call_id_prefix: IdPrefixQuery = None,
         limit: LimitQuery = None,
+        cursor: CursorQuery = None,
     ) -> OutboxList:
         lookup = operator_db.outbox_list(
             status=inputs.choice("status", status, OUTBOX_STATUSES),
             conversation_id=inputs.optional_conversation_id(conversation_id),
+            tool_call_prefix=inputs.optional_id_prefix("tool_call_id_prefix", tool_call_id_prefix),
             limit=inputs.limit(limit, operator_db.DEFAULT_LIMIT),
+            after=inputs.outbox_cursor(cursor),
         )
         return cast(OutboxList, await _read(request, lookup))
+
+    @post(
+        "/outbox/{event_id:str}/requeue",
+        status_code=200,
+        summary="Put a dead outbox row back in the queue (attempts 0, due now, the same event_id)",
+        description="The rule of ops outbox requeue: dead rows only. The relays are woken at once.",
+        response_description="The row, now pending",
+        responses=refusals({404: ("unknown_event",), 409: ("not_dead",)}, path=True),
+    )
+    async def requeue(self, event_id: UuidPath, request: Request[Any, Any, Any]) -> OutboxRow:
+        row = await requeue_dead(runtime_of(request), inputs.uuid_naming(event_id, "event"))
+        return cast(OutboxRow, row)
+
+    @get(
+        "/overview",
+        summary="The console's overview: the stats, the last hour by minute, the outbox's depth",
+        description="depth: the outbox as this process sampled it every 15 s over the last hour.",
+        response_description="The numbers",
+        responses=refusals(),
+    )
+    async def overview(self, request: Request[Any, Any, Any]) -> Overview:
+        found = await _read(request, console_queries.overview())
+        history: OutboxHistory = request.app.state.outbox_history
+        return cast(Overview, {**found, "depth": history.samples()})
 
     @get(
         "/outbox/{event_id:str}",

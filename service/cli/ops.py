@@ -29,6 +29,7 @@ from service.cli.ops_text import (
     when,
 )
 from service.db import operator_queries as operator_db
+from service.db import requeue as requeue_db
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.settings import load_settings
 
@@ -242,14 +243,14 @@ def outbox_show(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 def outbox_requeue(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     if args.all_dead:
-        rows = operator_db.requeue_all_dead(conn)
+        rows = requeue_db.requeue_all_dead(conn)
     else:
         event_id = resolve_event(conn, args.event_id)
         if isinstance(event_id, str):
             return fail(event_id)
         try:
-            rows = [operator_db.requeue_dead(conn, event_id)]
-        except operator_db.NotRequeueableError as exc:
+            rows = [requeue_db.requeue_dead(conn, event_id)]
+        except requeue_db.NotRequeueableError as exc:
             return fail(str(exc))
     if args.json:
         return emit_json({"requeued": rows}, out)

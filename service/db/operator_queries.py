@@ -3,7 +3,7 @@
 Every read is a ``Lookup``: named statements run in one read-only snapshot, and the function that
 shapes their rows into the answer (UUIDs as strings, times RFC 3339). The CLI runs a lookup on a
 plain connection (``read``), the ops API on the pool (``read_async``); both print or return the same
-JSON. The one write is the requeue of dead outbox rows.
+JSON. The one write, the requeue of dead outbox rows, is in ``service.db.requeue``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
 from service.db.tables import ATTEMPT_OUTCOMES, OPERATION_STATES, OUTBOX_STATUSES
+from service.domain.cursors import OutboxCursor
 from service.domain.timefmt import rfc3339
 
 T = TypeVar("T")
@@ -49,8 +50,11 @@ FROM outbox b
 WHERE (%(status)s::text IS NULL OR b.status = %(status)s)
   AND (%(conversation_id)s::text IS NULL OR b.conversation_id = %(conversation_id)s)
   AND (%(tool_call_prefix)s::text IS NULL OR starts_with(b.tool_call_id, %(tool_call_prefix)s))
+  AND (%(after_created_at)s::timestamptz IS NULL OR b.created_at < %(after_created_at)s
+       OR (b.created_at = %(after_created_at)s AND (b.conversation_id > %(after_conversation_id)s
+           OR (b.conversation_id = %(after_conversation_id)s AND b.sequence < %(after_sequence)s))))
 ORDER BY b.created_at DESC, b.conversation_id, b.sequence DESC
-LIMIT %(limit)s
+LIMIT %(limit)s + 1
 """
 
 # The event ids that begin with an operator's abbreviation, found as a range of the primary key
@@ -175,29 +179,6 @@ ORDER BY a.event_id, a.attempt, a.attempt_id
 """
 )
 
-# Requeue: a dead row goes back to the queue as it was first written — same event_id (the Agent's
-# dedup key), attempts back to 0, due now, no lease. last_error is kept: it says why the row died
-# until the next attempt replaces it; every earlier attempt stays in outbox_attempts.
-REQUEUE_DEAD_EVENT = f"""
-UPDATE outbox b
-SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL, lease_expires_at = NULL
-WHERE b.event_id = %(event_id)s AND b.status = 'dead'
-RETURNING {OUTBOX_COLUMNS}
-"""
-
-REQUEUE_ALL_DEAD = f"""
-UPDATE outbox b
-SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL, lease_expires_at = NULL
-WHERE b.status = 'dead'
-RETURNING {OUTBOX_COLUMNS}
-"""
-
-OUTBOX_STATUS = "SELECT status FROM outbox WHERE event_id = %(event_id)s"
-
-# A requeue wakes the relays itself, after its commit and outside its transaction (a NOTIFY inside
-# one would take the cluster-wide NOTIFY lock at commit), rather than leave the rows to their poll.
-WAKE_RELAYS = "SELECT pg_notify('lineup_outbox', '')"
-
 
 @dataclass(frozen=True)
 class Lookup(Generic[T]):
@@ -244,11 +225,20 @@ def outbox_list(
     conversation_id: str | None = None,
     tool_call_prefix: str | None = None,
     limit: int = DEFAULT_LIMIT,
+    after: OutboxCursor | None = None,
 ) -> Lookup[Json]:
     """Outbox rows, newest first, optionally of one status, one conversation, and tool calls whose
-    id begins with ``tool_call_prefix``."""
+    id begins with ``tool_call_prefix``; from the row after ``after`` on. ``next_cursor`` names the
+    last row when more follow (null on the last page)."""
     if status is not None and status not in OUTBOX_STATUSES:
         raise ValueError(f"status must be one of {', '.join(OUTBOX_STATUSES)}")
+
+    def shape(rows: Rows) -> Json:
+        page, more = rows["outbox"][:limit], len(rows["outbox"]) > limit
+        last = page[-1] if more else None
+        cursor = OutboxCursor(last["created_at"], last["conversation_id"], last["sequence"]) if last else None
+        return {"outbox": [jsonable(row) for row in page], "next_cursor": cursor and cursor.encode()}
+
     return Lookup(
         (("outbox", OUTBOX_LIST),),
         {
@@ -256,8 +246,11 @@ def outbox_list(
             "conversation_id": conversation_id,
             "tool_call_prefix": tool_call_prefix,
             "limit": limit,
+            "after_created_at": after and after.created_at,
+            "after_conversation_id": after and after.conversation_id,
+            "after_sequence": after and after.sequence,
         },
-        lambda rows: {"outbox": [jsonable(row) for row in rows["outbox"]]},
+        shape,
     )
 
 
@@ -357,37 +350,3 @@ def trace_tool_call(tool_call_id: str) -> Lookup[Json | None]:
         ("attempts", TRACE_ATTEMPTS),
     )
     return Lookup(statements, {"tool_call_id": tool_call_id}, shape)
-
-
-class NotRequeueableError(Exception):
-    """The event is unknown (``status`` None) or not dead."""
-
-    def __init__(self, event_id: UUID, status: str | None) -> None:
-        self.event_id = event_id
-        self.status = status
-        if status is None:
-            message = f"no outbox row with event_id {event_id}"
-        else:
-            message = f"outbox row {event_id} is {status}, not dead: only dead rows can be requeued"
-        super().__init__(message)
-
-
-def requeue_dead(conn: Connection[DictRow], event_id: UUID) -> Json:
-    """Put one dead row back in the queue; ``NotRequeueableError`` for any other row."""
-    with conn.transaction():
-        row = conn.execute(REQUEUE_DEAD_EVENT, {"event_id": event_id}).fetchone()
-        if row is None:
-            found = conn.execute(OUTBOX_STATUS, {"event_id": event_id}).fetchone()
-            raise NotRequeueableError(event_id, None if found is None else found["status"])
-    conn.execute(WAKE_RELAYS)
-    return jsonable(row)
-
-
-def requeue_all_dead(conn: Connection[DictRow]) -> list[Json]:
-    """Put every dead row back in the queue; the rows requeued, oldest first."""
-    with conn.transaction():
-        rows = conn.execute(REQUEUE_ALL_DEAD).fetchall()
-    if rows:
-        conn.execute(WAKE_RELAYS)
-    rows.sort(key=lambda row: (row["created_at"], row["conversation_id"], row["sequence"]))
-    return [jsonable(row) for row in rows]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import psycopg
 import structlog
 
 from service.db import capabilities as cap_db
@@ -12,7 +13,8 @@ from service.db import gauges
 from service.db import projections as proj_db
 from service.db.pool import Pool
 from service.domain.outbox import OutboxStatus
-from service.metrics import FOCUSING_OPERATIONS, OUTBOX_OLDEST_PENDING, OUTBOX_ROWS
+from service.metrics import DATABASE_REACHABLE, FOCUSING_OPERATIONS, OUTBOX_OLDEST_PENDING, OUTBOX_ROWS
+from service.outbox_history import OutboxHistory
 
 log = structlog.get_logger("service.maintenance")
 
@@ -35,27 +37,38 @@ async def prune_projections(pool: Pool) -> int:
             return total
 
 
-async def sample_gauges(pool: Pool) -> None:
-    """Refresh the sampled gauges of /metrics from the database."""
+async def sample_gauges(pool: Pool, history: OutboxHistory | None = None) -> None:
+    """Refresh the sampled gauges of /metrics from the database (and keep the outbox's depth in
+    ``history``, for the operator console)."""
     async with pool.connection() as conn:
-        for row in await (await conn.execute(gauges.OUTBOX_BY_STATUS)).fetchall():
-            OUTBOX_ROWS.labels(row["status"]).set(row["rows"])
-            if row["status"] == OutboxStatus.PENDING:
-                OUTBOX_OLDEST_PENDING.set(row["oldest_age_seconds"])
+        by_status = {
+            row["status"]: row for row in await (await conn.execute(gauges.OUTBOX_BY_STATUS)).fetchall()
+        }
         focusing = await (await conn.execute(gauges.FOCUSING_OPERATIONS)).fetchone()
+    DATABASE_REACHABLE.set(1)
+    for status, row in by_status.items():
+        OUTBOX_ROWS.labels(status).set(row["rows"])
+    pending, dead = by_status.get(OutboxStatus.PENDING), by_status.get(OutboxStatus.DEAD)
+    if pending is not None:
+        OUTBOX_OLDEST_PENDING.set(pending["oldest_age_seconds"])
+    if history is not None and pending is not None and dead is not None:
+        history.add(pending["rows"], dead["rows"], pending["oldest_age_seconds"])
     if focusing is not None:
         FOCUSING_OPERATIONS.set(focusing["focusing"])
 
 
-async def run_maintenance(pool: Pool, stop: asyncio.Event) -> None:
+async def run_maintenance(pool: Pool, stop: asyncio.Event, history: OutboxHistory | None = None) -> None:
     last_prune = float("-inf")
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         try:
-            await sample_gauges(pool)
+            await sample_gauges(pool, history)
             if loop.time() - last_prune >= PRUNE_INTERVAL_SECONDS:
                 await prune_projections(pool)
                 last_prune = loop.time()
+        except (psycopg.Error, OSError) as exc:
+            DATABASE_REACHABLE.set(0)
+            log.warning("maintenance_error", error=str(exc))
         except Exception as exc:
             log.warning("maintenance_error", error=str(exc))
         with contextlib.suppress(TimeoutError):

@@ -7,6 +7,7 @@ after it returns, committed, are the decision counted and logged and the waiters
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from psycopg import OperationalError, errors
 
 from service.db import tool_calls as tc_db
 from service.domain.operations import POMODORO_SCOPE
-from service.metrics import TOOL_CALLS, observe_settled
+from service.metrics import TOOL_CALL_SECONDS, TOOL_CALLS, observe_settled
 from service.use_cases.runtime import Runtime
 
 log = structlog.get_logger("service.tool_calls")
@@ -62,6 +63,7 @@ def _state_schema_version(rt: Runtime) -> int:
 
 async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer:
     """Decide (or replay) one validated tool call; the caller has checked the tool exists."""
+    began = time.perf_counter()
     arguments = msgspec.json.encode(call.arguments).decode()
     for attempt in range(ATTEMPTS):
         try:
@@ -100,6 +102,7 @@ async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer
     if not result.replayed and (settled or result.status_code == 202):
         rt.wakeups.committed((call.conversation_id,), outbox=settled, deadline=result.deadline)
     TOOL_CALLS.labels(call.tool, "replayed" if result.replayed else result.outcome).inc()
+    TOOL_CALL_SECONDS.labels(call.tool).observe(time.perf_counter() - began)
     log.info(
         "tool_call",
         tool_call_id=call.tool_call_id,

@@ -1,0 +1,158 @@
+"""The operator console (``/ops/``): sign-in, its session cookie, its pages, and the operator
+credential check of ``/v1/ops/*`` (``Bearer $OPERATOR_TOKEN`` or that cookie).
+
+The cookie follows the Web Host's rules: HttpOnly, SameSite=Strict, signed (``console_session``),
+a name of its own, Secure over https. It stands for the operator token on ``/v1/ops/*`` only; a
+write with it needs ``Sec-Fetch-Site: same-origin``, an ``Origin`` (when sent) of this host and
+``Content-Type: application/json`` — which no cross-site form can send, and no cross-site script
+without a CORS preflight this service never grants. Signing in is refused from another site.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from litestar import Controller, Request, Response, get, post
+from litestar.connection import ASGIConnection
+from litestar.datastructures import Cookie
+from litestar.params import FromPath
+from litestar.response import Redirect
+
+from service.api.auth import TokenBook, bearer_token
+from service.api.console_session import COOKIE_NAME, ConsoleSessions
+from service.domain.errors import not_found, unauthorized
+from web_host.assets import catalogue
+from web_host.console_pages import asset_headers, console_path, page_headers, signin_page
+
+#: The ops API's security requirement: the operator token, or the console's cookie.
+OPERATOR_CONSOLE_SECURITY: list[dict[str, list[str]]] = [{"operator": []}, {"operatorSession": []}]
+SESSION_PATH_PREFIX = "/v1/ops/"
+ASSET_SUFFIXES = (".js", ".css", ".svg")
+HTML = "text/html"
+_UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_BROWSER_SITES = frozenset({"same-origin", "none"})
+
+
+def _sessions(connection: ASGIConnection) -> ConsoleSessions:  # type: ignore[type-arg]
+    sessions: ConsoleSessions = connection.app.state.console_sessions
+    return sessions
+
+
+def _origin_is_this_host(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
+    """No ``Origin``, or one naming the host this request was sent to (the scheme is not compared:
+    behind a TLS-terminating proxy the service sees http where the browser says https)."""
+    origin = connection.headers.get("origin")
+    if origin is None:
+        return True
+    host = connection.headers.get("host", "")
+    netloc = urlsplit(origin).netloc if origin.startswith(("http://", "https://")) else ""
+    return bool(host) and netloc.lower() == host.lower()
+
+
+def console_cookie(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
+    """A valid console cookie on an ops API request the console page itself can have made."""
+    if not connection.url.path.startswith(SESSION_PATH_PREFIX):
+        return False
+    if not _sessions(connection).valid(connection.cookies.get(COOKIE_NAME)):
+        return False
+    site = connection.headers.get("sec-fetch-site")
+    if connection.scope.get("method", "GET") not in _UNSAFE_METHODS:
+        return site is None or site in _BROWSER_SITES
+    media_type = connection.headers.get("content-type", "").partition(";")[0].strip().lower()
+    return site == "same-origin" and _origin_is_this_host(connection) and media_type == "application/json"
+
+
+class _RequireOperator:
+    """``before_request`` of the ops API: the operator token, or the console's cookie (a coroutine,
+    as ``service.api.auth.require``, to stay off the worker threads)."""
+
+    async def __call__(self, connection: Request[Any, Any, Any]) -> None:
+        book: TokenBook = connection.app.state.tokens
+        token = bearer_token(connection)
+        if token is not None and book.accepts("operator", token):
+            return
+        if console_cookie(connection):
+            return
+        raise unauthorized()
+
+
+require_operator = _RequireOperator()
+
+
+def _signed_in(request: Request[Any, Any, Any]) -> bool:
+    return _sessions(request).valid(request.cookies.get(COOKIE_NAME))
+
+
+def _signin(next_path: str, error: str | None, status: int) -> Response[bytes]:
+    return Response(
+        signin_page(next_path, error), status_code=status, media_type=HTML, headers=page_headers()
+    )
+
+
+def _page(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The console's one page shell (its script draws the view the address names), or the
+    sign-in page that returns here."""
+    if not _signed_in(request):
+        query = request.url.query
+        return _signin(request.url.path + (f"?{query}" if query else ""), None, 200)
+    page = catalogue()["ops/index.html"]
+    return Response(page.body, media_type=HTML, headers=page_headers())
+
+
+def _cross_site(request: Request[Any, Any, Any]) -> bool:
+    site = request.headers.get("sec-fetch-site")
+    return (site is not None and site not in _BROWSER_SITES) or not _origin_is_this_host(request)
+
+
+class ConsoleController(Controller):
+    path = "/ops"
+    include_in_schema = False
+
+    @get(["/", "/outbox", "/operations"])
+    async def page(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        return _page(request)
+
+    @get("/trace/{tool_call_id:path}")
+    async def trace_page(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        return _page(request)
+
+    @get("/static/{name:str}")
+    async def asset(self, name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
+        asset = catalogue().get(f"ops/{name}") if name.endswith(ASSET_SUFFIXES) else None
+        if asset is None:
+            raise not_found("file")
+        if request.headers.get("if-none-match") == asset.etag:
+            return Response(b"", status_code=304, headers=asset_headers(asset.etag))
+        return Response(asset.body, media_type=asset.media_type, headers=asset_headers(asset.etag))
+
+    @post("/session", status_code=303)
+    async def sign_in(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        form = await request.form()
+        next_path = console_path(form.get("next"))
+        if _cross_site(request):
+            return _signin(next_path, "Sign in from the console's own page.", 403)
+        token = form.get("token")
+        token = token.strip() if isinstance(token, str) else ""
+        book: TokenBook = request.app.state.tokens
+        if not token or not book.accepts("operator", token):
+            return _signin(next_path, "That is not the operator token.", 401)
+        sessions = _sessions(request)
+        cookie = Cookie(
+            key=COOKIE_NAME,
+            value=sessions.issue(token),
+            max_age=sessions.lifetime_seconds,
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+        return Redirect(next_path, status_code=303, cookies=[cookie], headers=headers)
+
+    @post("/sign-out", status_code=303)
+    async def sign_out(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        if _cross_site(request):
+            return _signin("/ops/", "Sign out from the console's own page.", 403)
+        cookie = Cookie(key=COOKIE_NAME, value="", max_age=0, path="/", httponly=True, samesite="strict")
+        return Redirect("/ops/", status_code=303, cookies=[cookie], headers={"Cache-Control": "no-store"})

@@ -1,0 +1,58 @@
+"""The operator console's session cookie: a signed, timestamped value, no server-side store.
+
+Signed with itsdangerous (HMAC-SHA256) under the OPERATOR token the operator signed in with, and
+checked against every token ``OPERATOR_TOKEN`` holds now: every replica accepts the cookie, and
+retiring a token ends the sessions it opened. It stands for that token on ``/v1/ops/*`` only
+(``service.api.console``), with the Web Host's rules: HttpOnly, SameSite=Strict, and writes only
+from the console's own origin with a JSON body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable, Iterable
+
+from itsdangerous import BadSignature, TimestampSigner, URLSafeTimedSerializer
+
+COOKIE_NAME = "lineup_ops_session"
+LIFETIME_SECONDS = 12 * 60 * 60
+MAX_COOKIE_LENGTH = 300
+_SALT = "lineup-runtime operator console session v1"
+
+
+class ConsoleSessions:
+    """Issues and checks cookie values; ``issue`` only ever sees a token the TokenBook accepted."""
+
+    def __init__(
+        self,
+        operator_tokens: Iterable[str],
+        lifetime_seconds: int = LIFETIME_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.lifetime_seconds = lifetime_seconds
+
+        class Signer(TimestampSigner):
+            def get_timestamp(self) -> int:
+                return int(clock())
+
+        def serializer(keys: list[str]) -> URLSafeTimedSerializer:
+            options = {"digest_method": hashlib.sha256}
+            return URLSafeTimedSerializer(keys, salt=_SALT, signer=Signer, signer_kwargs=options)
+
+        tokens = list(operator_tokens)
+        self._issuers = {token: serializer([token]) for token in tokens}
+        self._checker = serializer(tokens) if tokens else None
+
+    def issue(self, accepted_token: str) -> str:
+        return self._issuers[accepted_token].dumps({"nonce": secrets.token_urlsafe(12)})
+
+    def valid(self, value: str | None) -> bool:
+        if self._checker is None or not value or len(value) > MAX_COOKIE_LENGTH or not value.isascii():
+            return False
+        try:
+            self._checker.loads(value, max_age=self.lifetime_seconds)
+        except BadSignature:
+            return False
+        return True

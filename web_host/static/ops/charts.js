@@ -1,0 +1,91 @@
+// Small charts drawn as inline SVG from the overview's JSON: no chart library, no inline script.
+import { h, s } from "./dom.js";
+
+const W = 600;
+const H = 140;
+const PAD = { top: 8, right: 8, bottom: 18, left: 34 };
+
+function niceMax(value) {
+  if (value <= 4) return 4;
+  const magnitude = 10 ** Math.floor(Math.log10(value));
+  for (const step of [1, 2, 2.5, 5, 10]) if (step * magnitude >= value) return step * magnitude;
+  return value;
+}
+
+function frame(max, labelFirst, labelLast) {
+  const y = (v) => PAD.top + (H - PAD.top - PAD.bottom) * (1 - v / max);
+  return [
+    s("line", { x1: PAD.left, x2: W - PAD.right, y1: y(0), y2: y(0), class: "axis" }),
+    s("line", { x1: PAD.left, x2: W - PAD.right, y1: y(max), y2: y(max), class: "grid" }),
+    s("text", { x: PAD.left - 4, y: y(max) + 4, class: "tick end" }, String(max)),
+    s("text", { x: PAD.left - 4, y: y(0), class: "tick end" }, "0"),
+    s("text", { x: PAD.left, y: H - 4, class: "tick" }, labelFirst),
+    s("text", { x: W - PAD.right, y: H - 4, class: "tick end" }, labelLast),
+  ];
+}
+
+function chart(label, testid, children) {
+  return s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, class: "chart", "data-testid": testid },
+    s("title", {}, label), ...children);
+}
+
+/** Stacked bars per minute: ``series`` = [{key, label, cls}], ``rows`` = [{at, [key]: n}]. */
+export function stackedBars(rows, series, { label, testid, first, last }) {
+  const totals = rows.map((row) => series.reduce((sum, { key }) => sum + (row[key] || 0), 0));
+  const max = niceMax(Math.max(0, ...totals));
+  const plotW = W - PAD.left - PAD.right;
+  const plotH = H - PAD.top - PAD.bottom;
+  const step = plotW / Math.max(rows.length, 1);
+  const bars = [];
+  rows.forEach((row, i) => {
+    let base = 0;
+    for (const { key, label: name, cls } of series) {
+      const value = row[key] || 0;
+      if (!value) continue;
+      const height = (plotH * value) / max;
+      const y = PAD.top + plotH * (1 - base / max) - height;
+      bars.push(s("rect", { x: PAD.left + i * step + 1, y, width: Math.max(step - 2, 1), height, class: cls },
+        s("title", {}, `${new Date(row.at).toLocaleTimeString()}: ${value} ${name}`)));
+      base += value;
+    }
+  });
+  return chart(label, testid, [...frame(max, first, last), ...bars]);
+}
+
+/** Lines over time: ``series`` = [{key, cls}], ``rows`` = [{at, [key]: n}] oldest first. */
+export function lines(rows, series, { label, testid, empty }) {
+  if (rows.length < 2) return h("p", { class: "muted chart-empty", "data-testid": testid }, empty);
+  const t0 = Date.parse(rows[0].at);
+  const t1 = Date.parse(rows[rows.length - 1].at);
+  const max = niceMax(Math.max(0, ...rows.flatMap((row) => series.map(({ key }) => row[key] || 0))));
+  const plotW = W - PAD.left - PAD.right;
+  const plotH = H - PAD.top - PAD.bottom;
+  const x = (at) => PAD.left + (plotW * (Date.parse(at) - t0)) / Math.max(t1 - t0, 1);
+  const y = (v) => PAD.top + plotH * (1 - v / max);
+  const paths = series.map(({ key, cls }) =>
+    s("polyline", { class: `series ${cls}`, points: rows.map((row) => `${x(row.at).toFixed(1)},${y(row[key] || 0).toFixed(1)}`).join(" ") }));
+  const firstLabel = new Date(t0).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  const lastLabel = new Date(t1).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return chart(label, testid, [...frame(max, firstLabel, lastLabel), ...paths]);
+}
+
+/** Horizontal bars for named values (deadline lateness percentiles), in ms. */
+export function hbars(items, { label, testid }) {
+  const max = niceMax(Math.max(1, ...items.map(({ value }) => value || 0)));
+  const rowH = 26;
+  const height = items.length * rowH + 6;
+  const labelW = 44;
+  const plotW = W - labelW - 90;
+  const children = items.flatMap(({ name, value }, i) => {
+    const y = 4 + i * rowH;
+    const width = value ? Math.max((plotW * value) / max, 2) : 0;
+    return [
+      s("text", { x: labelW - 6, y: y + 15, class: "tick end strong" }, name),
+      s("rect", { x: labelW, y: y + 3, width: plotW, height: 16, class: "track" }),
+      s("rect", { x: labelW, y: y + 3, width, height: 16, class: "late" }),
+      s("text", { x: labelW + plotW + 8, y: y + 15, class: "tick" }, value === null || value === undefined ? "–" : `${value} ms`),
+    ];
+  });
+  return s("svg", { viewBox: `0 0 ${W} ${height}`, role: "img", "aria-label": label, class: "chart bars", "data-testid": testid },
+    s("title", {}, label), ...children);
+}

@@ -1,0 +1,75 @@
+// Building the page from data without ever parsing it as HTML, and the formats the console shows.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+function build(element, attrs, children) {
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on") && typeof value === "function") element.addEventListener(name.slice(2), value);
+    else if (name === "dataset") Object.assign(element.dataset, value);
+    else element.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return element;
+}
+
+export const h = (tag, attrs, ...children) => build(document.createElement(tag), attrs, children);
+export const s = (tag, attrs, ...children) => build(document.createElementNS(SVG_NS, tag), attrs, children);
+
+export function replace(parent, ...children) {
+  parent.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+// ---- formats
+
+const pad = (n) => String(n).padStart(2, "0");
+
+/** "14:03:07" today, "11-30 14:03:07" otherwise: local time, to the second. */
+export function when(iso) {
+  if (!iso) return "–";
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return iso;
+  const clock = `${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
+  const today = new Date();
+  if (at.toDateString() === today.toDateString()) return clock;
+  return `${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${clock}`;
+}
+
+/** A <time> element with the full UTC time as its title. */
+export function timeEl(iso) {
+  return h("time", { datetime: iso || undefined, title: iso || undefined }, when(iso));
+}
+
+/** Seconds as "0.4 s", "42 s", "3 min 5 s", "2 h 4 min". */
+export function age(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  if (seconds < 10) return `${Math.round(seconds * 10) / 10} s`;
+  if (seconds < 60) return `${Math.round(seconds)} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes} min ${Math.round(seconds % 60)} s`;
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}
+
+export function ms(value) {
+  if (value === null || value === undefined) return "–";
+  return value < 10000 ? `${value} ms` : `${Math.round(value / 100) / 10} s`;
+}
+
+export const shortId = (id) => (id ? id.slice(0, 8) : "–");
+
+export const count = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
+
+export function traceHref(toolCallId) {
+  return `/ops/trace/${encodeURIComponent(toolCallId)}`;
+}
+
+export function badge(status) {
+  return h("span", { class: `badge ${status}` }, status);
+}
+
+export function notice(text, kind = "error") {
+  return h("p", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status" }, text);
+}
