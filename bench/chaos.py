@@ -107,8 +107,6 @@ async def chaos(server: Postgres, args: argparse.Namespace, log_dir: Path) -> in
         for n in (1, 2)
     ]
     figures = Figures()
-    probe = Probe(service.port, service.agent_token)
-    agents = Agents(service.port, service.agent_token, service.host_token, figures, count=args.agents)
     stop = asyncio.Event()
     events: list[tuple[str, float, float]] = []
     print(
@@ -116,10 +114,11 @@ async def chaos(server: Postgres, args: argparse.Namespace, log_dir: Path) -> in
         flush=True,
     )
     try:
-        service.start()
-        await service.wait_ready()
+        await service.start_ready()
         for relay in relays:
             relay.start()
+        probe = Probe(service.port, service.agent_token)
+        agents = Agents(service.port, service.agent_token, service.host_token, figures, count=args.agents)
         began = time.monotonic()
         await asyncio.gather(
             agents.run(stop),

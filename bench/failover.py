@@ -76,15 +76,14 @@ async def rig(cluster: PatroniCluster, args: argparse.Namespace) -> int:
         for n in (1, 2)
     ]
     figures = Figures()
-    probe = Probe(service.port, service.agent_token)
-    agents = Agents(service.port, service.agent_token, service.host_token, figures, count=args.agents)
     stop = asyncio.Event()
     events: list[tuple[str, float, float, str]] = []  # name, began, new primary writable (by Patroni), detail
     try:
-        service.start()
-        await service.wait_ready()
+        await service.start_ready()
         for relay in relays:
             relay.start()
+        probe = Probe(service.port, service.agent_token)
+        agents = Agents(service.port, service.agent_token, service.host_token, figures, count=args.agents)
         load = asyncio.gather(agents.run(stop), probe.run(stop))
         await asyncio.sleep(args.warmup)
 

@@ -364,6 +364,10 @@ def _environment(**values: str) -> dict[str, str]:
     return env
 
 
+class ServiceExitedError(RuntimeError):
+    """The service process ended before it was ready; the message holds its last log lines."""
+
+
 class ServiceProcess:
     """``python -m service serve`` on one port for its whole life, however often it is killed."""
 
@@ -399,7 +403,8 @@ class ServiceProcess:
             while time.monotonic() - began < within:
                 assert self.process is not None
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"the service exited with {self.process.returncode}; log {self.log}")
+                    tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-15:])
+                    raise ServiceExitedError(f"the service exited with {self.process.returncode}:\n{tail}")
                 with contextlib.suppress(OSError, asyncio.IncompleteReadError, TimeoutError):
                     if (await http.request("GET", "/readyz", within=2))[0] == 200:
                         return time.monotonic() - began
@@ -407,6 +412,20 @@ class ServiceProcess:
         finally:
             await http.close()
         raise TimeoutError(f"the service was not ready within {within} s; log {self.log}")
+
+    async def start_ready(self, attempts: int = 3) -> None:
+        """The first start: on a port another process took meanwhile, again on a new port."""
+        for attempt in range(attempts):
+            self.start()
+            try:
+                await self.wait_ready()
+                return
+            except ServiceExitedError as exc:
+                if attempt == attempts - 1 or "address already in use" not in str(exc):
+                    raise
+                print(f"port {self.port} was taken meanwhile; starting the service on another", flush=True)
+                self.port = free_port()
+                self.log = self.log.with_name(f"service-{self.port}.log")
 
     def kill(self) -> None:
         assert self.process is not None
