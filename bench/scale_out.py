@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -343,6 +344,7 @@ def main() -> int:
         print(f"FAILED (logs in {log_dir})")
         return 1
     print("every race ended exactly once, as every answer said, with 1 and with 2 processes")
+    shutil.rmtree(log_dir, ignore_errors=True)
     return 0
 
 
