@@ -40,10 +40,12 @@ def _sessions(connection: ASGIConnection) -> ConsoleSessions:  # type: ignore[ty
 
 
 def _origin_is_this_host(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
-    """No ``Origin``, or one naming the host this request was sent to (the scheme is not compared:
-    behind a TLS-terminating proxy the service sees http where the browser says https)."""
+    """No ``Origin`` (or ``null``, which a page under ``Referrer-Policy: no-referrer`` sends with its
+    own POSTs; ``Sec-Fetch-Site`` still tells where those come from), or one naming the host this
+    request was sent to (the scheme is not compared: behind a TLS-terminating proxy the service sees
+    http where the browser says https)."""
     origin = connection.headers.get("origin")
-    if origin is None:
+    if origin is None or origin == "null":
         return True
     host = connection.headers.get("host", "")
     netloc = urlsplit(origin).netloc if origin.startswith(("http://", "https://")) else ""

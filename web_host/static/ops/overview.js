@@ -26,6 +26,9 @@ export function overviewView() {
     const late = hour.lateness_ms;
     const overall = stats.deadline_lateness_ms;
     const minutes = hour.minutes;
+    // The samples this service kept, and the numbers read just now as the last point.
+    const now = { at: stats.server_time, pending: box.by_status.pending, dead, oldest_pending_age_seconds: box.oldest_pending_age_seconds || 0 };
+    const points = [...depth, now];
     replace(
       element,
       h("h1", {}, "Overview"),
@@ -49,7 +52,7 @@ export function overviewView() {
           ], { label: "Deliveries and failed attempts per minute", testid: "chart-deliveries", first: "−60 min", last: "now" }),
           h("p", { class: "legend" }, h("span", { class: "key ok" }), "delivered ", h("span", { class: "key bad" }), "failed (retried or dead)")),
         panel("Outbox depth, sampled every 15 s",
-          lines(depth, [{ key: "pending", cls: "pending" }, { key: "dead", cls: "dead" }], {
+          lines(points, [{ key: "pending", cls: "pending" }, { key: "dead", cls: "dead" }], {
             label: "Pending and dead rows over time", testid: "chart-depth",
             empty: "Samples appear every 15 s while the service runs.",
           }),

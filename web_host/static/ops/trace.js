@@ -106,11 +106,13 @@ export function traceView({ params }) {
       refresh().catch(() => {});
     };
     replace(content,
-      answerSection(trace.tool_call),
-      trace.operations.length ? trace.operations.map((op) => operationSection(op, toolCallId))
-        : h("section", { class: "panel" }, h("h2", {}, "Operation"), h("p", { class: "muted" }, "No operation (interact.ask has none; a refused call opens none).")),
-      trace.outbox.length ? trace.outbox.map((row) => outboxSection(row, onRequeued))
-        : h("section", { class: "panel" }, h("h2", {}, "Outbox"), h("p", { class: "muted" }, "No result in the outbox yet (an operation still focusing has none).")));
+      h("div", { class: "column" },
+        answerSection(trace.tool_call),
+        trace.operations.length ? trace.operations.map((op) => operationSection(op, toolCallId))
+          : h("section", { class: "panel" }, h("h2", {}, "Operation"), h("p", { class: "muted" }, "No operation (interact.ask has none; a refused call opens none)."))),
+      h("div", { class: "column" },
+        trace.outbox.length ? trace.outbox.map((row) => outboxSection(row, onRequeued))
+          : h("section", { class: "panel" }, h("h2", {}, "Outbox"), h("p", { class: "muted" }, "No result in the outbox yet (an operation still focusing has none)."))));
   }
 
   return { element, title: `Trace ${toolCallId}`, refresh };

@@ -1,0 +1,269 @@
+"""The operator console in Chromium, against one real service, one relay and a local Agent that
+answers 400 to some results (dead rows), 503 twice to others (retries), 204 to the rest: sign in,
+the overview updating itself, the outbox filtered, a dead row requeued, a trace's timeline, the
+operations by state, and every page at a desktop's and a phone's width.
+
+``OPS_CONSOLE_SCREENSHOTS=docs`` also writes the overview and a trace to ``docs/`` (how the
+screenshots there were made).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import AGENT, OPERATOR, OPERATOR_TOKEN, ROOT, ServiceProcess
+from tests.support.browser import PageProblems, chromium, eventually, requires_chromium, screenshot
+from tests.support.database import DatabaseFactory, with_database
+from tests.support.processes import free_port, spawn, stop, wait_http
+from tests.support.receiver import Delivery, Receiver, Reply, new_secret
+
+pytestmark = [pytest.mark.e2e, requires_chromium]
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+
+
+@dataclass
+class Stack:
+    service: ServiceProcess
+    receiver: Receiver
+    relay_metrics: str
+    refuse_dead: dict[str, bool] = field(default_factory=lambda: {"on": True})
+
+    @property
+    def base_url(self) -> str:
+        return self.service.base_url
+
+
+def _answer(refuse: dict[str, bool]) -> Any:
+    def responder(delivery: Delivery, earlier: int) -> Reply:
+        call = str(delivery.payload.get("tool_call_id", ""))
+        if call.startswith("dead-") and refuse["on"]:
+            return Reply(400, body=b'{"error":"unknown_conversation"}')
+        if call.startswith("flaky-") and earlier < 2:
+            return Reply(503, body=b"upstream unavailable")
+        return Reply(204)
+
+    return responder
+
+
+def tool_call(
+    base_url: str, tool_call_id: str, conversation_id: str, tool: str, arguments: dict[str, Any]
+) -> Any:
+    body = {
+        "tool_call_id": tool_call_id,
+        "conversation_id": conversation_id,
+        "tool": tool,
+        "arguments": arguments,
+    }
+    response = httpx.post(f"{base_url}/v1/tool-calls", json=body, headers=AGENT, timeout=10)
+    assert response.status_code in (200, 202), response.text
+    return response.json()
+
+
+def start_and_stop(base_url: str, start_id: str, conversation_id: str) -> None:
+    arguments = {"duration_seconds": 1500, "activity": f"work on {conversation_id}"}
+    tool_call(base_url, start_id, conversation_id, "pomodoro.start", arguments)
+    tool_call(base_url, f"stop-{uuid.uuid4()}", conversation_id, "pomodoro.interrupt", {})
+
+
+def outbox(base_url: str, **params: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{base_url}/v1/ops/outbox", headers=OPERATOR, params=params, timeout=10)
+    rows: list[dict[str, Any]] = response.json()["outbox"]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def stack(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    name = database_factory.create()
+    url = with_database(database_factory.server, name)
+    logs = tmp_path_factory.mktemp("ops-console")
+    secret = new_secret()
+    refuse = {"on": True}
+    relay: subprocess.Popen[bytes] | None = None
+    service = ServiceProcess(url, logs)
+    with Receiver([secret], responder=_answer(refuse)) as receiver:
+        try:
+            service.start()
+            port = free_port()
+            env = {
+                "DATABASE_URL": url,
+                "AGENT_WEBHOOK_URL": receiver.url,
+                "WEBHOOK_SECRET": secret,
+                "RELAY_ID": "relay-console",
+                "RELAY_BACKOFF_BASE_SECONDS": "0.3",
+                "RELAY_BACKOFF_MAX_SECONDS": "0.6",
+                "RELAY_POLL_INTERVAL_SECONDS": "0.2",
+                "RELAY_METRICS_PORT": str(port),
+            }
+            relay = spawn(["-m", "relay"], env, logs / "relay.log")
+            wait_http(f"http://127.0.0.1:{port}/readyz", process=relay)
+            base = service.base_url
+            for n in range(3):
+                start_and_stop(base, f"call-{n}-{uuid.uuid4().hex[:6]}", "ops-steady")
+            start_and_stop(base, "flaky-1", "ops-flaky")
+            start_and_stop(base, "dead-1", "ops-dead")
+            tool_call(base, "focus-1", "ops-focus", "pomodoro.start", {"duration_seconds": 3600})
+            tool_call(base, "deadline-1", "ops-deadline", "pomodoro.start", {"duration_seconds": 1})
+            eventually(lambda: len(outbox(base, status="delivered")) == 5 and outbox(base, status="dead"), 20)
+            yield Stack(service, receiver, f"http://127.0.0.1:{port}", refuse)
+        finally:
+            if relay is not None:
+                stop(relay)
+            service.stop() if service.process is not None else None
+            database_factory.drop(name)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with chromium(tmp_path_factory.mktemp("chromium")) as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser: Any, stack: Stack) -> Iterator[Any]:
+    """A page of the signed-in console (signing in through the form once per module)."""
+    problems = PageProblems()
+    tab = browser.new_page()
+    problems.watch(tab)
+    tab.set_viewport_size(DESKTOP)
+    tab.goto(f"{stack.base_url}/ops/")
+    if tab.locator('[data-testid="signin"]').count():
+        tab.fill("input[name=token]", OPERATOR_TOKEN)
+        tab.click('[data-testid="signin"] button[type=submit]')
+    tab.wait_for_selector('[data-testid="ops-overview"] [data-testid="count-dead"]')
+    yield tab
+    tab.close()
+    assert problems.found == []
+
+
+def keep(page: Any, name: str) -> None:
+    """A screenshot in test-artifacts/, and in the folder ``OPS_CONSOLE_SCREENSHOTS`` names."""
+    path = screenshot(page, name)
+    folder = os.environ.get("OPS_CONSOLE_SCREENSHOTS")
+    if folder:
+        (ROOT / folder).mkdir(exist_ok=True)
+        (ROOT / folder / path.name).write_bytes(path.read_bytes())
+
+
+def text(page: Any, testid: str) -> str:
+    value: str = page.locator(f'[data-testid="{testid}"]').first.inner_text()
+    return value
+
+
+def test_sign_in_is_refused_without_the_operator_token_and_lands_where_it_was_asked(
+    stack: Stack, tmp_path: Path
+) -> None:
+    with chromium(tmp_path) as context:
+        tab = context.new_page()
+        tab.goto(f"{stack.base_url}/ops/trace/dead-1")
+        tab.fill("input[name=token]", "not-the-operator-token-1")
+        tab.click('[data-testid="signin"] button[type=submit]')
+        assert "not the operator token" in tab.locator('[role="alert"]').inner_text()
+        tab.fill("input[name=token]", OPERATOR_TOKEN)
+        tab.click('[data-testid="signin"] button[type=submit]')
+        tab.wait_for_selector('[data-testid="trace"][data-tool-call-id="dead-1"]')
+        cookie = next(c for c in context.cookies() if c["name"] == "lineup_ops_session")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+
+
+def test_the_overview_shows_the_numbers_and_charts_and_updates_itself(page: Any, stack: Stack) -> None:
+    assert text(page, "count-dead") == "1"
+    assert int(text(page, "deliveries-hour")) >= 5
+    assert int(text(page, "failures-hour")) >= 3  # two 503s and one 400
+    assert page.locator('[data-testid="chart-deliveries"] rect.ok').count() >= 1
+    assert page.locator('[data-testid="chart-deliveries"] rect.bad').count() >= 1
+    assert page.locator('[data-testid="chart-lateness"] rect.late').count() == 4
+    eventually(lambda: text(page, "lateness-p99") != "\u2013", 10)
+    delivered = int(text(page, "count-delivered"))
+    page.evaluate("window.sameDocument = true")
+    start_and_stop(stack.base_url, f"call-live-{uuid.uuid4().hex[:6]}", "ops-steady")
+    eventually(lambda: int(text(page, "count-delivered")) == delivered + 1, 15)
+    assert page.evaluate("window.sameDocument") is True  # updated in place, not reloaded
+    assert page.locator('[data-testid="live"][data-state="live"]').count() == 1
+    keep(page, "ops-overview")
+
+
+def test_the_outbox_filters_and_a_dead_row_is_requeued_in_place(page: Any, stack: Stack) -> None:
+    page.click('.nav a[data-view="outbox"]')
+    page.wait_for_selector('[data-testid="outbox-row"]')
+    assert page.locator('[data-testid="outbox-row"]').count() >= 7
+    page.select_option('[data-testid="outbox-filters"] select[name=status]', "dead")
+    page.fill('[data-testid="outbox-filters"] input[name=tool_call]', "dead-")
+    page.click('[data-testid="outbox-filters"] button[type=submit]')
+    eventually(lambda: page.locator('[data-testid="outbox-row"]').count() == 1)
+    assert "status=dead" in page.url and "tool_call=dead-" in page.url
+    row = page.locator('[data-testid="outbox-row"]')
+    assert row.get_attribute("data-status") == "dead"
+    event_id = row.get_attribute("data-event-id")
+    assert "unknown_conversation" in row.inner_text()
+
+    stack.refuse_dead["on"] = False
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.evaluate("window.sameDocument = true")
+    page.click('[data-testid="requeue"]')
+    page.wait_for_selector(f'[data-event-id="{event_id}"][data-status="pending"]', timeout=3000)
+    assert "Requeued" in page.locator(".notice.ok").inner_text()
+    assert asked and event_id in asked[0]
+    stack.receiver.wait_for_accepted([str(event_id)])
+    # Refreshed in place: the row is delivered now, so the dead filter no longer lists it.
+    page.wait_for_selector('[data-testid="outbox-empty"]', timeout=10_000)
+    assert page.evaluate("window.sameDocument") is True
+    [requeued] = [r for r in outbox(stack.base_url, tool_call_id_prefix="dead-1")]
+    assert (requeued["status"], requeued["event_id"]) == ("delivered", event_id)
+
+
+def test_a_trace_shows_the_answer_the_operation_and_each_attempt_as_a_timeline(page: Any) -> None:
+    page.click('.nav a[data-view="outbox"]')
+    page.fill('[data-testid="outbox-filters"] input[name=tool_call]', "flaky-")
+    page.click('[data-testid="outbox-filters"] button[type=submit]')
+    eventually(lambda: page.locator('[data-testid="outbox-row"]').count() == 1)
+    page.click('[data-testid="outbox-row"] [data-testid="trace-link"]')
+    page.wait_for_selector('[data-testid="trace"][data-tool-call-id="flaky-1"] [data-testid="attempt"]')
+    assert page.url.endswith("/ops/trace/flaky-1")
+    assert "202" in text(page, "trace-answer")
+    assert page.locator('[data-testid="trace-operation"][data-state="completed"]').count() == 0
+    assert page.locator('[data-testid="trace-operation"][data-state="interrupted"]').count() == 1
+    outcomes = page.locator('[data-testid="attempt"]').evaluate_all(
+        "items => items.map(i => i.dataset.outcome)"
+    )
+    assert outcomes == ["retry", "retry", "delivered"]
+    assert "HTTP 503" in page.locator('[data-testid="attempt"]').first.inner_text()
+    assert page.locator('[data-testid="trace-outbox"][data-status="delivered"]').count() == 1
+    keep(page, "ops-trace")
+
+
+def test_the_operations_list_filters_by_state(page: Any) -> None:
+    page.click('.nav a[data-view="operations"]')
+    page.wait_for_selector('[data-testid="operation-row"]')
+    page.select_option('[data-testid="operations-filters"] select[name=state]', "focusing")
+    page.click('[data-testid="operations-filters"] button[type=submit]')
+    eventually(lambda: page.locator('[data-testid="operation-row"]').count() == 1)
+    assert page.locator('[data-testid="operation-row"]').get_attribute("data-state") == "focusing"
+    assert "focus-1" in page.locator('[data-testid="operation-row"]').inner_text()
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x800", "phone"])
+def test_every_page_fits_the_screen(page: Any, stack: Stack, size: dict[str, int]) -> None:
+    page.set_viewport_size(size)
+    for path, ready in [
+        ("/ops/", '[data-testid="chart-deliveries"]'),
+        ("/ops/outbox", '[data-testid="outbox-row"]'),
+        ("/ops/operations", '[data-testid="operation-row"]'),
+        ("/ops/trace/flaky-1", '[data-testid="attempt"]'),
+    ]:
+        page.goto(f"{stack.base_url}{path}")
+        page.wait_for_selector(ready)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{path} is {overflow}px wider than {size['width']}px"
+        assert page.locator(ready).first.is_visible()
