@@ -48,6 +48,11 @@ class RelayMetrics:
             "lineup_relay_database_errors", "Database operations that failed and were retried.", registry=r
         )
         self.pruned = Counter("lineup_relay_pruned_rows", "Delivered rows pruned by retention.", registry=r)
+        self.database_reachable = Gauge(
+            "lineup_database_reachable",
+            "1 when this relay's last look at the database (at a scrape) succeeded, else 0.",
+            registry=r,
+        )
         self._stats_at = 0.0
 
     async def refresh_outbox(self, conn: Conn) -> None:

@@ -112,4 +112,7 @@ class ProbeServer:
             async with self._pool.connection(timeout=2) as conn:
                 await self._metrics.refresh_outbox(conn)
         except psycopg.Error as exc:
+            self._metrics.database_reachable.set(0)
             log.warning("relay_metrics_refresh_failed", error=str(exc).strip())
+        else:
+            self._metrics.database_reachable.set(1)
