@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from service.settings import Settings
 
@@ -60,3 +61,14 @@ class RelayConfig:
 def default_relay_id() -> str:
     """Unique per process, readable in ``outbox_attempts.relay_id``: host, pid and a random tag."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def redacted(url: str) -> str:
+    """The webhook URL as logs may show it: no user, password, query or fragment (they may hold
+    credentials)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -23,7 +23,7 @@ import structlog
 from relay import claims as claims_db
 from relay.backoff import retry_delay
 from relay.claims import Claim, Outcome
-from relay.config import RelayConfig
+from relay.config import RelayConfig, redacted
 from relay.database import RelayPool, relay_pool
 from relay.delivery import Attempt, Deliverer
 from relay.metrics import RelayMetrics
@@ -72,7 +72,7 @@ class Relay:
             log.info(
                 "relay_started",
                 relay_id=cfg.relay_id,
-                webhook_url=cfg.webhook_url,
+                webhook_url=redacted(cfg.webhook_url),
                 secrets=len(cfg.webhook_secrets),
                 concurrency=cfg.concurrency,
                 lease_seconds=cfg.lease_seconds,

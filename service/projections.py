@@ -50,6 +50,10 @@ class ProjectionHub:
                 if not waiters:
                     del self._waiters[conversation_id]
 
+    def wake(self, conversation_id: str) -> None:
+        """Wake this process's readers of one conversation."""
+        self._notify(conversation_id)
+
     def _notify(self, conversation_id: str) -> None:
         for event in self._waiters.get(conversation_id, ()):
             event.set()

@@ -54,6 +54,23 @@ class Settings(BaseSettings):
     interrupt_late_window_seconds: int = Field(300, ge=0, le=86400)
     db_pool_size: int = Field(10, ge=1, le=200)
     request_max_body_bytes: int = Field(65536, ge=1024, le=10 * 1024 * 1024)
+    # Persons' sessions on the Host API, minted by the Host backend (POST /v1/host/sessions) and
+    # signed with their own secret, never derived from HOST_TOKEN. Unset: minting answers 503.
+    host_session_secret: str | None = Field(None, min_length=32)
+    # Whether the host page's sign-in also takes HOST_TOKEN itself (a session reaching every
+    # conversation): for one person on their own machine (dev), never for a shared deployment.
+    host_token_sign_in: bool = False
+    # Cookies are Secure (and named __Host-…); off only for plain http on 127.0.0.1 (dev).
+    cookie_secure: bool = True
+    # The origin browsers reach the service at (https://host[:port]), named in the MiniApp pages'
+    # Content-Security-Policy; taken from configuration, never from a request's Host header.
+    public_origin: str | None = None
+    # Event streams open at once: per person's session, and in all on one process.
+    sse_streams_per_session: int = Field(8, ge=1, le=1000)
+    sse_streams_total: int = Field(1000, ge=1, le=100000)
+    # The interactive API pages (/schema/swagger, self-hosted); the JSON and YAML documents are
+    # always served.
+    api_docs_ui: bool = False
     # The deadline sweeper of ``serve``: claimers settling due rows side by side (SKIP LOCKED),
     # rows per settle statement, and the poll that finds deadlines other replicas opened.
     sweeper_claimers: int = Field(2, ge=1, le=16)
@@ -92,6 +109,18 @@ class Settings(BaseSettings):
             if len(token) < 16:
                 raise ValueError("every token must be at least 16 characters")
         return value
+
+    @field_validator("public_origin")
+    @classmethod
+    def _origin(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+            raise ValueError("must be an origin: http(s)://host[:port], nothing after it")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError("must be an origin: http(s)://host[:port], nothing after it")
+        return f"{parts.scheme}://{parts.netloc}".lower()
 
     @field_validator("agent_webhook_url")
     @classmethod

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 AGENT_TOKEN = "agent-token-for-tests-0001"
 HOST_TOKEN = "host-token-for-tests-00001"
 OPERATOR_TOKEN = "operator-token-for-tests-1"
+HOST_SESSION_SECRET = "host-session-secret-for-tests-0123456789"
 AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
 HOST = {"Authorization": f"Bearer {HOST_TOKEN}"}
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -76,6 +77,9 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "host_token": HOST_TOKEN,
         "operator_token": OPERATOR_TOKEN,
         "manifests_dir": ROOT / "manifests",
+        "host_session_secret": HOST_SESSION_SECRET,
+        # The test clients speak plain http.
+        "cookie_secure": False,
     }
     values.update(overrides)
     return load_settings("serve", **values)
@@ -115,6 +119,9 @@ class ServiceProcess:
             "AGENT_TOKEN": AGENT_TOKEN,
             "HOST_TOKEN": HOST_TOKEN,
             "OPERATOR_TOKEN": OPERATOR_TOKEN,
+            "HOST_SESSION_SECRET": HOST_SESSION_SECRET,
+            "COOKIE_SECURE": "false",
+            "PUBLIC_ORIGIN": self.base_url,
             **env,
         }
         self.process: subprocess.Popen[bytes] | None = None

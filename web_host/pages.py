@@ -9,7 +9,6 @@ it reaches the Runtime only through the host's Bridge.
 from __future__ import annotations
 
 import html
-import re
 from string import Template
 from urllib.parse import quote
 
@@ -26,20 +25,12 @@ HOST_CSP = (
     "connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 # A sandboxed document has an opaque origin; not every browser matches its 'self' against the
-# URL it came from, so the service's origin is listed explicitly as well.
+# URL it came from, so the service's origin (PUBLIC_ORIGIN, from configuration) is listed too.
 _APP_CSP = Template(
     "default-src 'none'; script-src 'self' $origin; style-src 'self' $origin; "
     "img-src 'self' $origin data: blob:; connect-src 'none'; form-action 'none'; base-uri 'none'; "
     "frame-ancestors 'self' $origin; sandbox allow-scripts"
 )
-_HOST_HEADER = re.compile(r"[A-Za-z0-9.\-]{1,253}(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]{2,45}\](:[0-9]{1,5})?")
-
-
-def service_origin(scheme: str, host_header: str | None) -> str:
-    """The origin the browser used, for CSP source lists; empty when the Host header is odd."""
-    if scheme not in ("http", "https") or not host_header or not _HOST_HEADER.fullmatch(host_header):
-        return ""
-    return f"{scheme}://{host_header.lower()}"
 
 
 def host_page_headers() -> dict[str, str]:

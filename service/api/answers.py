@@ -76,6 +76,7 @@ STATUS_MEANING = {
     409: "Conflict",
     413: "The body is too large",
     422: "The request has the wrong shape",
+    429: "Too many at once",
     503: "Unavailable",
 }
 
@@ -302,6 +303,14 @@ class InteractionReceipt(TypedDict):
     status: Literal["answered"]
     answer: str
     answered_at: Time
+
+
+class HostSession(TypedDict):
+    session_id: Uuid
+    session: str
+    subject: str
+    conversation_ids: list[str]
+    expires_at: Time
 
 
 # --- SDK API --------------------------------------------------------------------------------

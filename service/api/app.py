@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from litestar import Litestar
-from litestar.datastructures import State
+from litestar.datastructures import ResponseHeader, State
 from litestar.exceptions import HTTPException, ValidationException
 from psycopg import OperationalError
 
@@ -16,7 +16,12 @@ from service.api.auth import TokenBook
 from service.api.bodies import ContractRequest
 from service.api.console import ConsoleController
 from service.api.console_session import ConsoleSessions
-from service.api.document import openapi_config, without_litestar_validation_answers
+from service.api.document import (
+    docs_page_csp,
+    openapi_config,
+    ui_asset,
+    without_litestar_validation_answers,
+)
 from service.api.errors import (
     database_unavailable,
     http_error,
@@ -27,19 +32,21 @@ from service.api.errors import (
 from service.api.events import HostEventsController
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
-from service.api.host_session import HostSessions
+from service.api.host_sessions import HostSessionsController
 from service.api.ops import OpsController
 from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
 from service.api.web import WebHostController
 from service.db.pool import open_pool
 from service.domain.errors import Refusal
+from service.event_feeds import EventFeeds
 from service.manifests import Registry
 from service.mcp.endpoint import mcp_endpoint, mcp_lifespan
 from service.outbox_history import OutboxHistory
 from service.projections import ProjectionHub
 from service.settings import Settings
 from service.use_cases.deadlines import DeadlineSweeper
+from service.use_cases.host_sessions import SessionTokens
 from service.use_cases.maintenance import run_maintenance
 from service.use_cases.runtime import Runtime
 from service.wakeups import Wakeups
@@ -56,6 +63,12 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         app.state.runtime = runtime
         stop: asyncio.Event = app.state.stopping
         app.state.projections = ProjectionHub(settings.psycopg_url, wakeups)
+        app.state.event_feeds = EventFeeds(
+            pool,
+            app.state.projections,
+            per_session=settings.sse_streams_per_session,
+            total=settings.sse_streams_total,
+        )
         tasks = [
             asyncio.create_task(wakeups.run(settings.psycopg_url, stop), name="wakeups"),
             asyncio.create_task(app.state.projections.run(stop), name="projection-hub"),
@@ -82,12 +95,14 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             AgentToolController,
             HostController,
             HostCapabilityController,
+            HostSessionsController,
             HostEventsController,
             OpsController,
             ConsoleController,
             SdkController,
             WebHostController,
             *probes.HANDLERS,
+            ui_asset,
             mcp_endpoint,
         ],
         exception_handlers={
@@ -100,7 +115,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         state=State(
             {
                 "tokens": TokenBook({a: settings.tokens(a) for a in ("agent", "host", "operator")}),
-                "host_sessions": HostSessions(settings.tokens("host")),
+                "session_tokens": SessionTokens(settings.host_session_secret),
                 "console_sessions": ConsoleSessions(settings.tokens("operator")),
                 "outbox_history": OutboxHistory(),
                 # Set on SIGTERM before connections drain, so event streams end promptly.
@@ -109,7 +124,13 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         ),
         lifespan=[lifespan, mcp_lifespan],
         request_max_body_size=settings.request_max_body_bytes,
-        openapi_config=openapi_config(),
+        openapi_config=openapi_config(ui=settings.api_docs_ui),
+        middleware=[docs_page_csp] if settings.api_docs_ui else [],
+        # Every answer is fresh and typed as it says, unless a handler says otherwise (pages, assets).
+        response_headers=[
+            ResponseHeader(name="Cache-Control", value="no-store"),
+            ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
+        ],
         # Reads JSON bodies with the contract's errors (service/api/bodies.py).
         request_class=ContractRequest,
         debug=False,

@@ -1,4 +1,4 @@
-"""Bearer tokens per audience, compared in constant time; the Web Host's session cookie on /v1/host/."""
+"""Bearer tokens per audience, compared in constant time; on the Host API, persons' sessions too."""
 
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ from typing import Any
 from litestar import Request
 from litestar.connection import ASGIConnection
 
-from service.api.host_session import COOKIE_NAME, HostSessions
+from service.api import host_scope
+from service.api.host_session import cookie_session
+from service.api.state import runtime_of
 from service.domain.errors import unauthorized
+from service.use_cases import host_sessions
+from service.use_cases.host_sessions import BACKEND, HostPrincipal, SessionTokens
 
 # The document's security requirement of each audience (schemes in service/api/document.py).
 AGENT_SECURITY: list[dict[str, list[str]]] = [{"agent": []}]
@@ -52,33 +56,6 @@ def bearer_token(connection: ASGIConnection) -> str | None:  # type: ignore[type
     return token.strip()
 
 
-#: The only paths where the session cookie stands in for ``Bearer $HOST_TOKEN``.
-SESSION_PATH_PREFIX = "/v1/host/"
-_UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_BROWSER_SITES = frozenset({"same-origin", "none"})
-
-
-def host_session(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
-    """A valid Web Host session cookie on a Host API request the host page itself can have made.
-
-    Besides SameSite=Strict: an unsafe method must carry ``Content-Type: application/json`` (a
-    cross-site form cannot, and a cross-site fetch with it needs a CORS preflight this service never
-    grants), and a browser's ``Sec-Fetch-Site``, when present, must say the request is same-origin.
-    """
-    if not connection.url.path.startswith(SESSION_PATH_PREFIX):
-        return False
-    sessions: HostSessions = connection.app.state.host_sessions
-    if not sessions.valid(connection.cookies.get(COOKIE_NAME)):
-        return False
-    site = connection.headers.get("sec-fetch-site")
-    if site is not None and site not in _BROWSER_SITES:
-        return False
-    if connection.scope.get("method", "GET") in _UNSAFE_METHODS:
-        media_type = connection.headers.get("content-type", "").partition(";")[0].strip().lower()
-        return media_type == "application/json"
-    return True
-
-
 class require:  # noqa: N801 - reads as a verb where controllers use it
     """The check of one audience's credentials, run before every handler of a controller
     (``before_request = require("agent")``).
@@ -93,7 +70,29 @@ class require:  # noqa: N801 - reads as a verb where controllers use it
         book: TokenBook = connection.app.state.tokens
         token = bearer_token(connection)
         if token is not None and book.accepts(self.audience, token):
+            if self.audience == "host":
+                connection.state.principal = BACKEND
             return
-        if self.audience == "host" and host_session(connection):
-            return
+        if self.audience == "host":
+            principal = await _person(connection, token)
+            if principal is not None:
+                await host_scope.enforce(connection, principal)
+                connection.state.principal = principal
+                return
         raise unauthorized()
+
+
+async def _person(connection: Request[Any, Any, Any], bearer: str | None) -> HostPrincipal | None:
+    """A person's session: its token as the bearer token, or in the host page's cookie."""
+    settings = runtime_of(connection).settings
+    token = bearer or cookie_session(connection, secure=settings.cookie_secure)
+    if token is None:
+        return None
+    tokens: SessionTokens = connection.app.state.session_tokens
+    return await host_sessions.resolve(runtime_of(connection), tokens, token)
+
+
+def principal_of(request: Request[Any, Any, Any]) -> HostPrincipal:
+    """Who called this Host API request (set by ``require("host")``)."""
+    principal: HostPrincipal = request.state.principal
+    return principal

@@ -61,6 +61,12 @@ class AnswerBody(StrictBody):
     answer: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
 
+class SessionRequest(StrictBody):
+    subject: Annotated[str, StringConstraints(min_length=1, max_length=255)]
+    conversation_ids: Annotated[list[Id], Field(min_length=1, max_length=1000)]
+    ttl_seconds: Annotated[int, Field(ge=60, le=86400)] = 3600
+
+
 class StateWrite(StrictBody):
     expected_revision: Annotated[int, Field(ge=0, le=MAX_REVISION)]
     data: dict[str, Any]

@@ -7,12 +7,23 @@ their parameters (``service.api.inputs``).
 
 from __future__ import annotations
 
-from litestar import Litestar
+from pathlib import Path
+
+from litestar import Litestar, Response, get
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import (
+    JsonRenderPlugin,
+    OpenAPIRenderPlugin,
+    SwaggerRenderPlugin,
+    YamlRenderPlugin,
+)
 from litestar.openapi.spec import Components, Operation, SecurityScheme
+from litestar.params import FromPath
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.console_session import COOKIE_NAME as CONSOLE_COOKIE_NAME
 from service.api.host_session import COOKIE_NAME
+from service.domain.errors import NotFound
 
 SECURITY_SCHEMES = {
     "agent": SecurityScheme(type="http", scheme="bearer", description="AGENT_TOKEN: the Agent Tool API."),
@@ -45,14 +56,48 @@ SECURITY_SCHEMES = {
 _LITESTAR_VALIDATION = "Bad request syntax or unsupported method"
 
 
-def openapi_config() -> OpenAPIConfig:
+# The interactive page, where API_DOCS_UI turns it on, loads only files this service serves.
+UI_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "swagger-ui-standalone-preset.js")
+UI_CSP = (
+    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+
+
+def openapi_config(*, ui: bool = False) -> OpenAPIConfig:
+    """The document at /schema/openapi.json (and .yaml); with ``ui``, also the Swagger UI page at
+    /schema/swagger, its scripts self-hosted (``GET /schema/ui/{file}``) under a CSP."""
+    plugins: list[OpenAPIRenderPlugin] = [JsonRenderPlugin(), YamlRenderPlugin()]
+    if ui:
+        plugins.append(
+            SwaggerRenderPlugin(
+                js_url="/schema/ui/swagger-ui-bundle.js",
+                css_url="/schema/ui/swagger-ui.css",
+                standalone_preset_js_url="/schema/ui/swagger-ui-standalone-preset.js",
+                favicon="",  # Litestar's default comes from a CDN
+            )
+        )
     return OpenAPIConfig(
         title="Lineup Runtime",
         version="0.1.0",
         path="/schema",
         components=Components(security_schemes=dict(SECURITY_SCHEMES)),
         create_examples=False,
+        render_plugins=plugins,
     )
+
+
+@get("/schema/ui/{name:str}", include_in_schema=False)
+async def ui_asset(name: FromPath[str]) -> Response[bytes]:
+    """A Swagger UI file from the installed ``swagger-ui-bundle`` package."""
+    if name not in UI_ASSETS:
+        raise NotFound.of("file")
+    import swagger_ui_bundle  # type: ignore[import-untyped]  # only where API_DOCS_UI is on
+
+    body = (Path(swagger_ui_bundle.swagger_ui_path) / name).read_bytes()
+    media_type = "text/css" if name.endswith(".css") else "text/javascript"
+    return Response(body, media_type=media_type, headers={"Cache-Control": "public, max-age=3600"})
 
 
 def without_litestar_validation_answers(app: Litestar) -> None:
@@ -64,3 +109,25 @@ def without_litestar_validation_answers(app: Litestar) -> None:
             default = (responses or {}).get("400")
             if responses is not None and getattr(default, "description", None) == _LITESTAR_VALIDATION:
                 del responses["400"]
+
+
+def docs_page_csp(app: ASGIApp) -> ASGIApp:
+    """ASGI middleware: the interactive docs page gets its Content-Security-Policy."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if not scope["path"].startswith("/schema/swagger"):
+            await app(scope, receive, send)
+            return
+
+        async def send_with_csp(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    h for h in message.get("headers", []) if h[0].lower() != b"content-security-policy"
+                ]
+                headers.append((b"content-security-policy", UI_CSP.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_with_csp)
+
+    return middleware

@@ -20,6 +20,7 @@ from service.domain.errors import (
     NotFound,
     Refusal,
     TooLarge,
+    TooMany,
     Unauthenticated,
     Unavailable,
 )
@@ -41,6 +42,10 @@ _CODES = {
 }
 
 
+# What every API answer carries, error answers included (Litestar's exception handling does not add
+# the app's default response headers to them).
+API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
 # The one place where a refusal becomes an HTTP status.
 STATUS_OF_KIND: dict[type[Refusal], int] = {
     Malformed: 400,
@@ -50,6 +55,7 @@ STATUS_OF_KIND: dict[type[Refusal], int] = {
     Conflict: 409,
     TooLarge: 413,
     Invalid: 422,
+    TooMany: 429,
     Unavailable: 503,
 }
 
@@ -62,7 +68,7 @@ def status_of(refusal: Refusal) -> int:
 
 
 def refusal(request: Request[Any, Any, Any], exc: Refusal) -> Response[dict[str, Any]]:
-    headers = {}
+    headers = dict(API_HEADERS)
     if isinstance(exc, Unavailable) and exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
     status = status_of(exc)
@@ -91,7 +97,11 @@ def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[
         count_server_error(request.url.path, status)
     code = _CODES.get(status, "error")
     message = exc.detail if isinstance(exc.detail, str) and exc.detail else code.replace("_", " ")
-    return Response({"error": code, "message": message}, status_code=status, headers=exc.headers)
+    return Response(
+        {"error": code, "message": message},
+        status_code=status,
+        headers={**API_HEADERS, **(exc.headers or {})},
+    )
 
 
 def database_unavailable(request: Request[Any, Any, Any], exc: OperationalError) -> Response[dict[str, Any]]:
@@ -102,7 +112,7 @@ def database_unavailable(request: Request[Any, Any, Any], exc: OperationalError)
     return Response(
         {"error": "database_unavailable", "message": "the database connection was lost; retry"},
         status_code=503,
-        headers={"Retry-After": "1"},
+        headers={**API_HEADERS, "Retry-After": "1"},
     )
 
 
@@ -112,4 +122,5 @@ def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Respons
     return Response(
         {"error": "internal_error", "message": "the service failed; the request was not applied"},
         status_code=500,
+        headers=API_HEADERS,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -16,54 +17,62 @@ from litestar import Controller, Request, get
 from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent
 from litestar.response.sse import ServerSentEventMessage
+from psycopg.rows import DictRow
 
 from service.api import inputs
 from service.api.answers import refusals
-from service.api.auth import HOST_SECURITY, require
+from service.api.auth import HOST_SECURITY, principal_of, require
+from service.api.host_scope import where
 from service.api.inputs import SEQUENCE, IdPath
-from service.api.state import runtime_of
-from service.db import projections as proj_db
-from service.projections import ProjectionHub
-from service.use_cases.runtime import Runtime
+from service.event_feeds import EventFeeds, Stream
 
 KEEPALIVE_SECONDS = 15.0
 
 
 async def _stream(
-    runtime: Runtime, hub: ProjectionHub, conversation_id: str, after: int | None, stop: asyncio.Event
+    feeds: EventFeeds, stream: Stream, after: int | None, stop: asyncio.Event
 ) -> AsyncIterator[ServerSentEventMessage]:
-    with hub.subscribe(conversation_id) as wake:
-        async with runtime.pool.connection() as conn:
-            last = after if after is not None else await proj_db.latest(conn, conversation_id)
-            await conn.rollback()
-        yield ServerSentEventMessage(data=None, comment="stream open", retry=2000)
-        while not stop.is_set():
-            wake.clear()
-            async with runtime.pool.connection() as conn:
-                rows = await proj_db.after(conn, conversation_id, last)
-                await conn.rollback()
-            for row in rows:
-                last = int(row["event_seq"])
-                yield ServerSentEventMessage(
-                    data=json.dumps(row["payload"], separators=(",", ":")),
-                    event=row["kind"],
-                    id=last,
-                )
-            if rows:
-                continue
-            if not await _woken(wake, stop, KEEPALIVE_SECONDS):
-                yield ServerSentEventMessage(data=None, comment="keepalive")
-
-
-async def _woken(wake: asyncio.Event, stop: asyncio.Event, seconds: float) -> bool:
-    """Wait for a notification or for shutdown; False when only the keep-alive time passed."""
-    waiters = {asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())}
     try:
-        done, _ = await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        start = after if after is not None else await feeds.position(stream)
+        feeds.anchor(stream, start)
+        last = start
+        yield ServerSentEventMessage(data=None, comment="stream open", retry=2000)
+        if after is not None:
+            async for row in feeds.backlog(stream.conversation_id, after):
+                last = int(row["event_seq"])
+                yield _message(row)
+        while not stop.is_set() and not stream.lagged:
+            fed = await _next(stream, stop, KEEPALIVE_SECONDS)
+            if fed is None:
+                if not stop.is_set():
+                    yield ServerSentEventMessage(data=None, comment="keepalive")
+                continue
+            if int(fed["event_seq"]) > last:
+                last = int(fed["event_seq"])
+                yield _message(fed)
     finally:
-        for waiter in waiters:
-            waiter.cancel()
-    return bool(done)
+        feeds.close(stream)
+
+
+def _message(row: DictRow) -> ServerSentEventMessage:
+    return ServerSentEventMessage(
+        data=json.dumps(row["payload"], separators=(",", ":")), event=row["kind"], id=int(row["event_seq"])
+    )
+
+
+async def _next(stream: Stream, stop: asyncio.Event, seconds: float) -> DictRow | None:
+    """The stream's next row, or None when only the keep-alive time passed or on shutdown."""
+    if not stream.rows.empty():
+        return stream.rows.get_nowait()
+    getting = asyncio.ensure_future(stream.rows.get())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({getting, stopping}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not getting.done():
+            getting.cancel()
+    return getting.result() if getting.done() and not getting.cancelled() else None
 
 
 class HostEventsController(Controller):
@@ -78,7 +87,10 @@ class HostEventsController(Controller):
         response_description="Server-Sent Events: `event` is operation, workspace, message or interaction, "
         "`id` its sequence, `data` the JSON payload. Resume with Last-Event-ID (or ?after=).",
         media_type="text/event-stream",
-        responses=refusals({422: ("invalid_request",)}, path=True),
+        responses=refusals(
+            {422: ("invalid_request",), 429: ("too_many_requests",), 503: ("unavailable",)}, path=True
+        ),
+        opt=where("path"),
     )
     async def events(
         self,
@@ -91,10 +103,15 @@ class HostEventsController(Controller):
     ) -> ServerSentEvent:
         conversation_id = inputs.conversation_id(conversation_id)
         after_event = inputs.event_sequence(last_event_id or after)
-        runtime = runtime_of(request)
-        hub: ProjectionHub = request.app.state.projections
+        feeds: EventFeeds = request.app.state.event_feeds
         stop: asyncio.Event = request.app.state.stopping
+        principal = principal_of(request)
+        owner = None if principal.session_id is None else str(principal.session_id)
+        stream = feeds.open(conversation_id, owner)  # 429/503 past the bounds
+        messages = _stream(feeds, stream, after_event, stop)
+        # A stream whose response never started still gives its place back.
+        weakref.finalize(messages, feeds.close, stream)
         return ServerSentEvent(
-            _stream(runtime, hub, conversation_id, after_event, stop),
+            messages,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )

@@ -17,10 +17,12 @@ from service.api.answers import (
     Workspace,
     refusals,
 )
-from service.api.auth import HOST_SECURITY, require
+from service.api.auth import HOST_SECURITY, principal_of, require
 from service.api.bodies import AnswerBody, ForegroundBody, MessageBody, SurfaceEventBody
+from service.api.host_scope import where
 from service.api.inputs import IdPath, LimitQuery, UuidPath, UuidQuery
 from service.api.state import runtime_of
+from service.domain.errors import Forbidden
 from service.use_cases import interactions, lifecycle, messages
 
 CONVERSATION_ERRORS = {422: ("invalid_request",)}
@@ -37,6 +39,7 @@ class HostController(Controller):
         summary="The conversation's workspace",
         response_description="The workspace (empty, Interact in front, for a new conversation)",
         responses=refusals(CONVERSATION_ERRORS, path=True),
+        opt=where("path"),
     )
     async def workspace(self, conversation_id: IdPath, request: Request[Any, Any, Any]) -> Workspace:
         found = await lifecycle.get_workspace(runtime_of(request), inputs.conversation_id(conversation_id))
@@ -48,6 +51,7 @@ class HostController(Controller):
         summary="Bring Interact or an app to the foreground",
         response_description="The workspace after the switch",
         responses=refusals({404: ("unknown_app",), 409: ("app_not_resumable",)}, body=True, path=True),
+        opt=where("path"),
     )
     async def foreground(
         self, conversation_id: IdPath, data: JSONBody[ForegroundBody], request: Request[Any, Any, Any]
@@ -62,6 +66,7 @@ class HostController(Controller):
         summary="Close an app instance (cancels its focusing operation); closing twice is a no-op",
         response_description="The closed instance",
         responses=refusals({404: ("unknown_instance",)}, path=True),
+        opt=where("instance"),
     )
     async def close(self, instance_id: UuidPath, request: Request[Any, Any, Any]) -> CloseResult:
         instance = inputs.uuid_naming(instance_id, "instance")
@@ -73,6 +78,7 @@ class HostController(Controller):
         summary="Record a surface event; it never changes an operation",
         response_description="Recorded",
         responses=refusals({404: ("unknown_instance",)}, body=True, path=True),
+        opt=where("instance"),
     )
     async def surface_event(
         self, instance_id: UuidPath, data: JSONBody[SurfaceEventBody], request: Request[Any, Any, Any]
@@ -87,12 +93,17 @@ class HostController(Controller):
         summary="Post a message to the conversation or to one of its sub-sessions",
         response_description="The message",
         responses=refusals(
-            {404: ("unknown_sub_session",), 409: ("sub_session_ended",)}, body=True, path=True
+            {403: ("forbidden",), 404: ("unknown_sub_session",), 409: ("sub_session_ended",)},
+            body=True,
+            path=True,
         ),
+        opt=where("path"),
     )
     async def post_message(
         self, conversation_id: IdPath, data: JSONBody[MessageBody], request: Request[Any, Any, Any]
     ) -> Message:
+        if data.role == "agent" and not principal_of(request).is_backend:
+            raise Forbidden("a person's session cannot post as the Agent")
         posted = await messages.post_message(
             runtime_of(request),
             inputs.conversation_id(conversation_id),
@@ -107,6 +118,7 @@ class HostController(Controller):
         summary="Messages, oldest first: the main conversation, or one sub-session",
         response_description="The messages",
         responses=refusals({404: ("unknown_sub_session",), **CONVERSATION_ERRORS}, path=True),
+        opt=where("path"),
     )
     async def list_messages(
         self,
@@ -129,6 +141,7 @@ class HostController(Controller):
         summary="Answer a pending interaction; answering again returns the first receipt",
         response_description="The receipt",
         responses=refusals({404: ("unknown_interaction",), 422: ("invalid_answer",)}, body=True, path=True),
+        opt=where("interaction"),
     )
     async def answer(
         self, tool_call_id: IdPath, data: JSONBody[AnswerBody], request: Request[Any, Any, Any]

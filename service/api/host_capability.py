@@ -10,6 +10,7 @@ from litestar.datastructures import CacheControlHeader
 from service.api import inputs
 from service.api.answers import Capability, refusals
 from service.api.auth import HOST_SECURITY, require
+from service.api.host_scope import where
 from service.api.inputs import UuidPath
 from service.api.state import runtime_of
 from service.use_cases.capabilities import mint_capability
@@ -28,6 +29,7 @@ class HostCapabilityController(Controller):
         summary="Mint the SDK capability of an instance, for its Bridge only",
         response_description="A new capability",
         responses=refusals({404: ("unknown_instance",)}, path=True),
+        opt=where("instance"),
     )
     async def capability(self, instance_id: UuidPath, request: Request[Any, Any, Any]) -> Capability:
         minted = await mint_capability(runtime_of(request), inputs.uuid_naming(instance_id, "instance"))

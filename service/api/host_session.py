@@ -1,55 +1,84 @@
-"""The Web Host's session cookie: a stateless, HMAC-signed expiry, no server-side store.
+"""The Web Host's session cookie: it carries a person's session token (``service.use_cases.
+host_sessions``), under the rules a browser cookie needs.
 
-The signing key is derived from the HOST token the person signed in with, so every replica that
-accepts that token accepts the cookie, and retiring a token from ``HOST_TOKEN`` ends its sessions.
+``HttpOnly`` and ``SameSite=Strict`` always; ``Secure`` with the ``__Host-`` name prefix (no
+``Domain``, ``Path=/``) unless ``COOKIE_SECURE=false`` for plain http on 127.0.0.1. Signing in and
+out is refused cross-site (``Sec-Fetch-Site``, ``Origin``), and on the Host API the cookie counts
+only for requests the host page itself can have made.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import secrets
-import time
-from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
 
-COOKIE_NAME = "lineup_host_session"
-LIFETIME_SECONDS = 12 * 60 * 60
-_CONTEXT = b"lineup-runtime web host session v1"
-_VERSION = "v1"
+from litestar.connection import ASGIConnection
+from litestar.datastructures import Cookie
 
-
-def _derive(token: str) -> bytes:
-    return hmac.new(token.encode("utf-8", "surrogatepass"), _CONTEXT, hashlib.sha256).digest()
-
-
-def _mac(key: bytes, payload: str) -> str:
-    digest = hmac.new(key, payload.encode("ascii"), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+PLAIN_COOKIE_NAME = "lineup_host_session"
+SECURE_COOKIE_NAME = "__Host-lineup_host_session"
+#: The documented name (the deployed default, COOKIE_SECURE on).
+COOKIE_NAME = SECURE_COOKIE_NAME
+#: The only paths where the session cookie stands in for a bearer token.
+SESSION_PATH_PREFIX = "/v1/host/"
+_UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_BROWSER_SITES = frozenset({"same-origin", "none"})
 
 
-class HostSessions:
-    """Issues and checks session values; ``issue`` only ever sees a token TokenBook accepted."""
+def cookie_name(secure: bool) -> str:
+    return SECURE_COOKIE_NAME if secure else PLAIN_COOKIE_NAME
 
-    def __init__(self, host_tokens: Iterable[str], lifetime_seconds: int = LIFETIME_SECONDS) -> None:
-        self._keys = [_derive(token) for token in host_tokens]
-        self.lifetime_seconds = lifetime_seconds
 
-    def issue(self, accepted_token: str, now: float | None = None) -> str:
-        expires = int(now if now is not None else time.time()) + self.lifetime_seconds
-        payload = f"{_VERSION}.{expires}.{secrets.token_urlsafe(12)}"
-        return f"{payload}.{_mac(_derive(accepted_token), payload)}"
+def session_cookie(value: str, max_age: int, *, secure: bool) -> Cookie:
+    return Cookie(
+        key=cookie_name(secure),
+        value=value,
+        max_age=max_age,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=secure,
+    )
 
-    def valid(self, value: str | None, now: float | None = None) -> bool:
-        if not value or len(value) > 200 or not value.isascii():
+
+def cleared_cookie(*, secure: bool) -> Cookie:
+    return session_cookie("", 0, secure=secure)
+
+
+def same_site(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+    """The request comes from the service's own pages, or from no page at all (a typed URL).
+
+    A browser's ``Sec-Fetch-Site``, when present, must say so; an ``Origin``, when present (and
+    not ``null``, which a page under ``Referrer-Policy: no-referrer`` may send), must name the host
+    the request was sent to. The scheme is not compared: behind a TLS-terminating proxy the service
+    sees http where the browser says https.
+    """
+    site = connection.headers.get("sec-fetch-site")
+    if site is not None and site not in _BROWSER_SITES:
+        return False
+    origin = connection.headers.get("origin")
+    if origin is not None and origin != "null":
+        netloc = urlsplit(origin).netloc if origin.startswith(("http://", "https://")) else ""
+        if netloc.lower() != connection.headers.get("host", "").lower():
             return False
-        payload, _, mac = value.rpartition(".")
-        version, _, rest = payload.partition(".")
-        expires, _, _nonce = rest.partition(".")
-        if version != _VERSION or not expires.isdigit():
-            return False
-        matched = False
-        # Check every key: the time taken says nothing about which token signed.
-        for key in self._keys:
-            matched |= hmac.compare_digest(_mac(key, payload), mac)
-        return matched and int(expires) > (now if now is not None else time.time())
+    return True
+
+
+def cookie_session(connection: ASGIConnection[Any, Any, Any, Any], *, secure: bool) -> str | None:
+    """The session token a Host API request carries in its cookie, if the host page itself can
+    have made the request.
+
+    Besides SameSite=Strict: an unsafe method must carry ``Content-Type: application/json`` (a
+    cross-site form cannot, and a cross-site fetch with it needs a CORS preflight this service never
+    grants), and the request must be same-site.
+    """
+    if not connection.url.path.startswith(SESSION_PATH_PREFIX):
+        return None
+    value = connection.cookies.get(cookie_name(secure))
+    if not value or not same_site(connection):
+        return None
+    if connection.scope.get("method", "GET") in _UNSAFE_METHODS:
+        media_type = connection.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media_type != "application/json":
+            return None
+    return value

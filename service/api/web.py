@@ -5,20 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
-from litestar.datastructures import Cookie
 from litestar.params import FromPath
 from litestar.response import Redirect
 
 from service.api.auth import TokenBook
-from service.api.host_session import COOKIE_NAME, HostSessions
+from service.api.host_session import cleared_cookie, cookie_name, same_site, session_cookie
+from service.api.state import runtime_of
 from service.domain.errors import not_found
+from service.use_cases import host_sessions
+from service.use_cases.host_sessions import (
+    HOST_TOKEN_SESSION_SECONDS,
+    SIGNED_IN_WITH_HOST_TOKEN,
+    HostPrincipal,
+    SessionTokens,
+)
 from web_host.assets import Asset, app_scopes, catalogue
 from web_host.pages import (
     app_page_headers,
     asset_headers,
     host_page_headers,
     host_url,
-    service_origin,
     signin_page,
     valid_conversation_id,
 )
@@ -27,9 +33,22 @@ ASSET_SUFFIXES = (".js", ".css", ".svg", ".png")
 HTML = "text/html"
 
 
-def _sessions(request: Request[Any, Any, Any]) -> HostSessions:
-    sessions: HostSessions = request.app.state.host_sessions
-    return sessions
+def _tokens(request: Request[Any, Any, Any]) -> SessionTokens:
+    tokens: SessionTokens = request.app.state.session_tokens
+    return tokens
+
+
+def _secure(request: Request[Any, Any, Any]) -> bool:
+    return runtime_of(request).settings.cookie_secure
+
+
+async def _signed_in(request: Request[Any, Any, Any]) -> tuple[str, HostPrincipal] | None:
+    """The session of the host page's cookie, while it is live."""
+    token = request.cookies.get(cookie_name(_secure(request)))
+    if not token:
+        return None
+    principal = await host_sessions.resolve(runtime_of(request), _tokens(request), token)
+    return None if principal is None else (token, principal)
 
 
 def _asset(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
@@ -55,7 +74,7 @@ class WebHostController(Controller):
 
     @get("/host/")
     async def host_page(self, request: Request[Any, Any, Any]) -> Response[bytes]:
-        if not _sessions(request).valid(request.cookies.get(COOKIE_NAME)):
+        if await _signed_in(request) is None:
             conversation_id = valid_conversation_id(request.query_params.get("conversation_id"))
             return _signin(conversation_id, None, 200)
         page = catalogue()["host/index.html"]
@@ -63,28 +82,39 @@ class WebHostController(Controller):
 
     @post("/host/session", status_code=303)
     async def sign_in(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        """Sign in with a person's session token (minted by the Host backend), or with HOST_TOKEN
+        itself where HOST_TOKEN_SIGN_IN allows it; refused cross-site."""
         form = await request.form()
         token, conversation_id = form.get("token"), valid_conversation_id(form.get("conversation_id"))
-        book: TokenBook = request.app.state.tokens
+        if not same_site(request):
+            return _signin(conversation_id, "Sign in from this site's own page.", 403)
         token = token.strip() if isinstance(token, str) else ""
-        if not token or not book.accepts("host", token):
-            return _signin(conversation_id, "That is not the host token.", 401)
-        sessions = _sessions(request)
-        cookie = Cookie(
-            key=COOKIE_NAME,
-            value=sessions.issue(token),
-            max_age=sessions.lifetime_seconds,
-            path="/",
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-        )
+        runtime, tokens = runtime_of(request), _tokens(request)
+        session = await host_sessions.resolve(runtime, tokens, token) if token else None
+        lifetime = 3600
+        if session is None:
+            book: TokenBook = request.app.state.tokens
+            if not (token and runtime.settings.host_token_sign_in and book.accepts("host", token)):
+                return _signin(conversation_id, "That is not a valid session.", 401)
+            if not tokens.enabled:
+                return _signin(conversation_id, "Sessions are not configured (HOST_SESSION_SECRET).", 503)
+            minted = await host_sessions.mint(
+                runtime, tokens, SIGNED_IN_WITH_HOST_TOKEN, None, HOST_TOKEN_SESSION_SECONDS
+            )
+            token, lifetime = minted["session"], HOST_TOKEN_SESSION_SECONDS
+        cookie = session_cookie(token, lifetime, secure=_secure(request))
         headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
         return Redirect(host_url(conversation_id), status_code=303, cookies=[cookie], headers=headers)
 
     @post("/host/sign-out", status_code=303)
-    async def sign_out(self) -> Response[Any]:
-        cookie = Cookie(key=COOKIE_NAME, value="", max_age=0, path="/", httponly=True, samesite="strict")
+    async def sign_out(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        """End the session server-side (its token stops working everywhere), then drop the cookie."""
+        if not same_site(request):
+            return _signin(None, "Sign out from this site's own page.", 403)
+        signed_in = await _signed_in(request)
+        if signed_in is not None and signed_in[1].session_id is not None:
+            await host_sessions.revoke(runtime_of(request), signed_in[1].session_id)
+        cookie = cleared_cookie(secure=_secure(request))
         return Redirect("/host/", status_code=303, cookies=[cookie], headers={"Cache-Control": "no-store"})
 
     @get("/host/{name:str}")
@@ -96,7 +126,8 @@ class WebHostController(Controller):
         if app_scope not in app_scopes():
             raise not_found("app")
         page = catalogue()[f"apps/{app_scope}/index.html"]
-        origin = service_origin(request.url.scheme, request.headers.get("host"))
+        # From configuration (PUBLIC_ORIGIN), never from the request's Host header.
+        origin = runtime_of(request).settings.public_origin or ""
         return Response(page.body, media_type=HTML, headers=app_page_headers(origin))
 
     @get("/apps/{app_scope:str}/{name:str}")

@@ -35,14 +35,18 @@ READY_SECONDS = 60.0
 def _secrets(data_dir: Path) -> dict[str, str]:
     """Tokens made once per data directory, so a restart keeps the same sign-in link."""
     path = data_dir / "secrets.json"
-    if path.exists():
-        stored: dict[str, str] = json.loads(path.read_text())
-    else:
-        stored = {name: secrets.token_urlsafe(24) for name in TOKEN_NAMES}
-        stored["WEBHOOK_SECRET"] = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    stored: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+    made = {name: secrets.token_urlsafe(24) for name in TOKEN_NAMES if name not in stored}
+    if "WEBHOOK_SECRET" not in stored:
+        made["WEBHOOK_SECRET"] = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    if "HOST_SESSION_SECRET" not in stored:  # data directories from before host sessions get one
+        made["HOST_SESSION_SECRET"] = secrets.token_urlsafe(32)
+    if made:
+        stored.update(made)
+        fd = os.open(path.with_suffix(".new"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(json.dumps(stored, indent=2))
+        os.replace(path.with_suffix(".new"), path)
     return stored
 
 
@@ -75,12 +79,25 @@ def _database_url(data_dir: Path) -> tuple[str, Any]:
     return url, server
 
 
+def _demo_conversations(env: dict[str, str]) -> list[str]:
+    return env.setdefault("DEMO_CONVERSATIONS", "demo").replace(",", " ").split() or ["demo"]
+
+
 def _sign_in_link(base: str, env: dict[str, str]) -> str:
-    """The host page of the first demo conversation; the token rides in the fragment, which the
-    browser never sends, and the sign-in page submits it and drops it from the address bar."""
-    conversation = (env.setdefault("DEMO_CONVERSATIONS", "demo").replace(",", " ").split() or ["demo"])[0]
-    token = env["HOST_TOKEN"].replace(",", " ").split()[0]
-    return f"{base}/host/?conversation_id={quote(conversation, safe='')}#token={quote(token, safe='')}"
+    """The host page of the first demo conversation, signed in as the demo person: a session the
+    dev stack mints for them with HOST_TOKEN, as a Host backend would, scoped to the demo
+    conversations. The token rides in the fragment, which the browser never sends, and the sign-in
+    page submits it and drops it from the address bar."""
+    conversations = _demo_conversations(env)
+    response = httpx.post(
+        f"{base}/v1/host/sessions",
+        json={"subject": "demo person", "conversation_ids": conversations, "ttl_seconds": 86400},
+        headers={"Authorization": f"Bearer {env['HOST_TOKEN'].replace(',', ' ').split()[0]}"},
+        timeout=10,
+    )
+    response.raise_for_status()
+    token = response.json()["session"]
+    return f"{base}/host/?conversation_id={quote(conversations[0], safe='')}#token={quote(token, safe='')}"
 
 
 def _shown(path: Path) -> str:
@@ -121,7 +138,12 @@ def run(host: str, port: int, data_dir_name: str) -> int:
     # The demo Agent follows the demo conversation(s) and answers the person there; the relay
     # delivers results to it, and it verifies their signatures.
     env.setdefault("LINEUP_URL", base)
-    sign_in = _sign_in_link(base, env)
+    # Plain http on this machine: cookies without Secure; the MiniApp pages name this origin;
+    # HOST_TOKEN itself may sign in to the page here (one person, their own machine).
+    env.setdefault("COOKIE_SECURE", "false")
+    env.setdefault("PUBLIC_ORIGIN", base)
+    env.setdefault("HOST_TOKEN_SIGN_IN", "true")
+    _demo_conversations(env)
     agent_port = str(_free_port(host))
     env.setdefault("AGENT_WEBHOOK_URL", f"http://{host}:{agent_port}/webhooks/lineup")
     env.setdefault("RELAY_METRICS_PORT", str(_free_port(host)))
@@ -144,6 +166,7 @@ def run(host: str, port: int, data_dir_name: str) -> int:
                 print(f"dev: the service did not become ready at {base}/readyz; stopping", file=sys.stderr)
                 exit_code = 1
             return exit_code
+        sign_in = _sign_in_link(base, env)
         agent = [sys.executable, "-m", "demo_agent", "--host", host, "--port", agent_port]
         children.append(("demo-agent", subprocess.Popen(agent, env=env)))
         children.append(("relay", subprocess.Popen([sys.executable, "-m", "relay"], env=env)))

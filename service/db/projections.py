@@ -6,6 +6,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 Conn = AsyncConnection[DictRow]
+# Rows per read of one conversation's new events.
+PAGE = 200
 
 AFTER = """
 SELECT event_seq, kind, payload FROM projection_events
@@ -28,7 +30,7 @@ DELETE FROM projection_events WHERE event_seq IN (
 """
 
 
-async def after(conn: Conn, conversation_id: str, after_seq: int, limit: int = 200) -> list[DictRow]:
+async def after(conn: Conn, conversation_id: str, after_seq: int, limit: int = PAGE) -> list[DictRow]:
     cursor = await conn.execute(
         AFTER, {"conversation_id": conversation_id, "after": after_seq, "limit": limit}
     )

@@ -24,7 +24,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSON, JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, UUID
 
 from service.domain.operations import Reason, State
 from service.domain.outbox import AttemptOutcome, OutboxStatus
@@ -358,4 +358,23 @@ projection_events = Table(
     _ts("created_at", default=True),
     CheckConstraint("kind IN ('operation', 'workspace', 'message', 'interaction')", name="kind"),
     Index("ix_projection_events_conversation_seq", "conversation_id", "event_seq"),
+)
+
+# A person's session, minted by the trusted Host backend (HOST_TOKEN) and scoped to conversations.
+host_sessions = Table(
+    "host_sessions",
+    metadata,
+    Column("session_id", UUID(as_uuid=True), primary_key=True),
+    Column("subject", Text, nullable=False),
+    Column("conversation_ids", ARRAY(Text), nullable=True),
+    _ts("created_at", default=True),
+    _ts("expires_at"),
+    _ts("revoked_at", nullable=True),
+    CheckConstraint("char_length(subject) BETWEEN 1 AND 255", name="subject_length"),
+    CheckConstraint(
+        "conversation_ids IS NULL OR cardinality(conversation_ids) BETWEEN 1 AND 1000",
+        name="conversation_count",
+    ),
+    CheckConstraint("expires_at > created_at", name="expires_after_created"),
+    Index("ix_host_sessions_expires_at", "expires_at"),
 )

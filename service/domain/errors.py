@@ -69,6 +69,12 @@ class Invalid(Refusal):
     code = "invalid_request"
 
 
+class TooMany(Refusal):
+    """The caller has too much open at once (for example event streams)."""
+
+    code = "too_many_requests"
+
+
 class Unavailable(Refusal):
     """Not now: the caller may retry (``retry_after`` seconds, when known)."""
 

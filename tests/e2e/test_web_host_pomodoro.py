@@ -21,6 +21,7 @@ from tests.support.browser import (
     eventually,
     interrupt_pomodoro,
     operation,
+    person_session,
     post_message,
     requires_chromium,
     screenshot,
@@ -98,8 +99,13 @@ def test_the_sign_in_form_asks_for_the_token_and_refuses_a_wrong_one(
     assert page.locator("[role=alert]").inner_text()
     assert browser.cookies() == []
 
+    page.fill("input[name=token]", HOST_TOKEN)  # the backend's credential: not a person's session
+    with page.expect_response(f"{service.base_url}/host/session") as refused_host_token:
+        page.click("form[data-testid=signin] button[type=submit]")
+    assert refused_host_token.value.status == 401
+
     problems.watch(page)
-    page.fill("input[name=token]", HOST_TOKEN)
+    page.fill("input[name=token]", person_session(service.base_url, CONVERSATION))
     page.click("form[data-testid=signin] button[type=submit]")
     wait_live(page)
     assert page.url == f"{service.base_url}/host/?conversation_id={CONVERSATION}"
@@ -122,10 +128,11 @@ def test_the_ready_sign_in_link_signs_in_and_keeps_the_token_out_of_the_address_
     page = browser.new_page()
     problems = PageProblems()
     problems.watch(page)
-    page.goto(f"{service.base_url}/host/?conversation_id={CONVERSATION}#token={HOST_TOKEN}")
+    token = person_session(service.base_url, CONVERSATION)
+    page.goto(f"{service.base_url}/host/?conversation_id={CONVERSATION}#token={token}")
     wait_live(page)
     assert page.url == f"{service.base_url}/host/?conversation_id={CONVERSATION}"
-    assert HOST_TOKEN not in page.evaluate("history.length + location.href")
+    assert token not in page.evaluate("history.length + location.href")
     page.wait_for_timeout(200)
     assert problems.found == []
 

@@ -8,18 +8,32 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from service.api.host_session import COOKIE_NAME
-from tests.conftest import AGENT, HOST_TOKEN, make_settings
+from service.api.host_session import PLAIN_COOKIE_NAME, SECURE_COOKIE_NAME
+from tests.conftest import AGENT, HOST, HOST_TOKEN, make_settings
 from tests.support.calls import start_body
+
+COOKIE_NAME = PLAIN_COOKIE_NAME  # the test clients speak plain http (COOKIE_SECURE=false)
 
 Client = AsyncTestClient[Any]
 JSON = {"Content-Type": "application/json"}
 
 
+async def mint(client: Client, *conversation_ids: str) -> str:
+    """A person's session for these conversations, minted by the Host backend."""
+    response = await client.post(
+        "/v1/host/sessions",
+        json={"subject": "person", "conversation_ids": list(conversation_ids) or ["demo"]},
+        headers=HOST,
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["session"])
+
+
 async def sign_in(client: Client, conversation_id: str = "demo") -> str:
+    token = await mint(client, conversation_id)
     response = await client.post(
         "/host/session",
-        data={"token": HOST_TOKEN, "conversation_id": conversation_id},
+        data={"token": token, "conversation_id": conversation_id},
         follow_redirects=False,
     )
     assert response.status_code == 303
@@ -46,12 +60,13 @@ async def test_a_wrong_token_shows_the_form_again_with_an_error_and_401(client: 
     assert COOKIE_NAME not in response.headers.get("set-cookie", "")
 
 
-async def test_the_host_token_sets_an_httponly_strict_cookie_and_returns_to_the_conversation(
+async def test_a_session_token_sets_an_httponly_strict_cookie_and_returns_to_the_conversation(
     client: Client,
 ) -> None:
+    token = await mint(client, "a b/c", "demo")
     response = await client.post(
         "/host/session",
-        data={"token": f" {HOST_TOKEN}\n", "conversation_id": "a b/c"},
+        data={"token": f" {token}\n", "conversation_id": "a b/c"},
         follow_redirects=False,
     )
     assert response.status_code == 303
@@ -66,13 +81,31 @@ async def test_the_host_token_sets_an_httponly_strict_cookie_and_returns_to_the_
     assert 'type="module" src="/host/main.js"' in page.text
 
 
-async def test_over_https_the_cookie_is_secure(settings: Any, registry: Any) -> None:
+async def test_by_default_the_cookie_is_secure_and_host_prefixed(database_url: str, registry: Any) -> None:
     from service.api.app import create_app
 
-    app = create_app(settings, registry, sweeper=False)
+    app = create_app(make_settings(database_url, cookie_secure=True), registry, sweeper=False)
     async with AsyncTestClient(app=app, base_url="https://testserver.local") as secure:
-        response = await secure.post("/host/session", data={"token": HOST_TOKEN}, follow_redirects=False)
-    assert "secure" in response.headers["set-cookie"].lower()
+        token = await mint(secure)
+        response = await secure.post("/host/session", data={"token": token}, follow_redirects=False)
+    cookie = response.headers["set-cookie"]
+    assert cookie.startswith(f"{SECURE_COOKIE_NAME}=")
+    assert "secure" in cookie.lower()
+    assert "domain" not in cookie.lower()
+
+
+async def test_host_token_signs_in_only_where_the_deployment_allows_it(
+    database_url: str, registry: Any
+) -> None:
+    from service.api.app import create_app
+
+    for allowed, status in ((False, 401), (True, 303)):
+        app = create_app(make_settings(database_url, host_token_sign_in=allowed), registry, sweeper=False)
+        async with AsyncTestClient(app=app) as client:
+            response = await client.post("/host/session", data={"token": HOST_TOKEN}, follow_redirects=False)
+            assert response.status_code == status
+            if allowed:  # a session reaching every conversation
+                assert (await client.get("/v1/host/conversations/any/workspace")).status_code == 200
 
 
 async def test_the_cookie_stands_in_for_the_host_token_on_the_host_api_only(client: Client) -> None:
@@ -123,12 +156,10 @@ async def test_a_tampered_or_foreign_cookie_is_refused(
 ) -> None:
     value = await sign_in(client)
     client.cookies.clear()
-    payload, _, mac = value.rpartition(".")
-    expires = payload.split(".")[1]
     forged = [
         value[:-2] + ("AA" if not value.endswith("AA") else "BB"),
-        payload.replace(expires, str(int(expires) + 3600)) + "." + mac,
-        "v1.99999999999.x." + mac,
+        "x" + value,
+        value.split(".")[0] + ".",
         "",
         "v1.x.y.z",
     ]
@@ -138,11 +169,15 @@ async def test_a_tampered_or_foreign_cookie_is_refused(
         )
         assert response.status_code == 401, candidate
 
-    # A replica with the same HOST_TOKEN accepts it; one with other tokens does not.
+    # A replica with the same HOST_SESSION_SECRET accepts it (whatever its HOST_TOKEN); one with
+    # another secret does not.
     from service.api.app import create_app
 
-    for host_token, status in [(HOST_TOKEN, 200), ("another-host-token-0000001", 401)]:
-        app = create_app(make_settings(database_url, host_token=host_token), registry, sweeper=False)
+    for overrides, status in [
+        ({"host_token": "another-host-token-0000001"}, 200),
+        ({"host_session_secret": "another-host-session-secret-0123456789"}, 401),
+    ]:
+        app = create_app(make_settings(database_url, **overrides), registry, sweeper=False)
         async with AsyncTestClient(app=app) as replica:
             response = await replica.get(
                 "/v1/host/conversations/demo/workspace", headers={"Cookie": f"{COOKIE_NAME}={value}"}
@@ -165,8 +200,14 @@ async def test_the_host_page_may_not_be_framed_and_talks_only_to_the_service(cli
         assert response.headers["x-frame-options"] == "DENY"
 
 
-async def test_an_app_page_is_always_sandboxed_and_framed_only_by_the_service(client: Client) -> None:
-    response = await client.get("/apps/pomodoro/", headers={"Host": "lineup.example:8443"})
+async def test_an_app_page_is_always_sandboxed_and_framed_only_by_the_service(
+    database_url: str, registry: Any, client: Client
+) -> None:
+    from service.api.app import create_app
+
+    settings = make_settings(database_url, public_origin="http://lineup.example:8443")
+    async with AsyncTestClient(app=create_app(settings, registry, sweeper=False)) as configured:
+        response = await configured.get("/apps/pomodoro/", headers={"Host": "evil.example"})
     assert response.status_code == 200
     csp = response.headers["content-security-policy"]
     assert "sandbox allow-scripts" in csp
@@ -177,9 +218,11 @@ async def test_an_app_page_is_always_sandboxed_and_framed_only_by_the_service(cl
     assert response.headers["x-content-type-options"] == "nosniff"
     assert '<script src="/sdk/lineup-sdk.js" defer></script>' in response.text
 
-    odd = await client.get("/apps/pomodoro/", headers={"Host": "odd_host:80"})
-    assert "odd_host" not in odd.headers["content-security-policy"]
-    assert "script-src 'self';" in odd.headers["content-security-policy"]
+    assert "evil.example" not in csp  # the origin comes from PUBLIC_ORIGIN, never the Host header
+
+    unset = await client.get("/apps/pomodoro/", headers={"Host": "odd_host:80"})
+    assert "odd_host" not in unset.headers["content-security-policy"]
+    assert "script-src 'self';" in unset.headers["content-security-policy"]
 
 
 async def test_only_catalogued_assets_are_served(client: Client) -> None:

@@ -98,9 +98,22 @@ def screenshot(page: Any, name: str) -> Path:
     return path
 
 
-def sign_in(page: Any, base_url: str, conversation_id: str, token: str = HOST_TOKEN) -> None:
+def person_session(base_url: str, *conversation_ids: str) -> str:
+    """A person's session token for these conversations, minted with HOST_TOKEN as a Host backend
+    does."""
+    response = httpx.post(
+        f"{base_url}/v1/host/sessions",
+        json={"subject": "a person", "conversation_ids": list(conversation_ids)},
+        headers={"Authorization": f"Bearer {HOST_TOKEN}"},
+        timeout=10,
+    )
+    response.raise_for_status()
+    return str(response.json()["session"])
+
+
+def sign_in(page: Any, base_url: str, conversation_id: str, token: str | None = None) -> None:
     page.goto(f"{base_url}/host/?conversation_id={conversation_id}")
-    page.fill("input[name=token]", token)
+    page.fill("input[name=token]", token or person_session(base_url, conversation_id))
     page.click("form[data-testid=signin] button[type=submit]")
 
 

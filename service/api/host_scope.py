@@ -1,0 +1,71 @@
+"""Which conversation a Host API request is about, so that a person's session reaches only its own.
+
+Every ``/v1/host/*`` handler says where its conversation is (``opt={"conversation": …}``): in the
+path (``"path"``), behind an instance id (``"instance"``) or an interaction's tool-call id
+(``"interaction"``), or nowhere because only the Host backend may call it (``"backend"``). A
+person's session is refused anything outside its conversations with a 404, as if it did not exist;
+a handler that says nothing refuses sessions altogether (closed by default), and a test reads every
+route from the app to hold each to a declaration.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from litestar import Request
+
+from service.api.state import runtime_of
+from service.db import interactions as inter_db
+from service.db import workspaces as ws_db
+from service.domain.errors import NotFound, unauthorized
+from service.use_cases.host_sessions import HostPrincipal
+
+Where = Literal["path", "instance", "interaction", "backend"]
+KEY = "conversation"
+
+
+def where(kind: Where) -> dict[str, Any]:
+    """The ``opt`` of a Host API handler: where its conversation is."""
+    return {KEY: kind}
+
+
+async def enforce(request: Request[Any, Any, Any], principal: HostPrincipal) -> None:
+    """Refuse a person's session a request about a conversation it does not reach."""
+    if principal.conversation_ids is None:
+        return
+    kind = request.route_handler.opt.get(KEY)
+    if kind == "backend":
+        raise unauthorized()
+    params = request.path_params
+    conversation: str | None
+    if kind == "path":
+        conversation, what = str(params.get("conversation_id", "")), "conversation"
+    elif kind == "instance":
+        conversation, what = await _of_instance(request, str(params.get("instance_id", ""))), "instance"
+    elif kind == "interaction":
+        found = await _of_interaction(request, str(params.get("tool_call_id", "")))
+        conversation, what = found, "interaction"
+    else:
+        raise NotFound.of("resource")
+    # Unknown ones pass: the handler answers them 404 itself, with the same body.
+    if conversation is not None and not principal.reaches(conversation):
+        raise NotFound.of(what)
+
+
+async def _of_instance(request: Request[Any, Any, Any], value: str) -> str | None:
+    try:
+        instance_id = UUID(value)
+    except ValueError:
+        return None
+    async with runtime_of(request).pool.connection() as conn:
+        row = await ws_db.instance(conn, instance_id)
+    return None if row is None else str(row["conversation_id"])
+
+
+async def _of_interaction(request: Request[Any, Any, Any], tool_call_id: str) -> str | None:
+    if not tool_call_id or "\x00" in tool_call_id:
+        return None
+    async with runtime_of(request).pool.connection() as conn:
+        row = await inter_db.get(conn, tool_call_id)
+    return None if row is None else str(row["conversation_id"])

@@ -1,0 +1,158 @@
+"""The Host's event streams of one process: one database read per conversation wake-up, whatever
+the number of its streams, and a bound on how many streams may be open.
+
+Each conversation with an open stream has one feed: a task that, when the conversation is woken
+(``service.projections``) or every ``POLL_SECONDS``, reads its new ``projection_events`` once and
+hands the rows to every stream of it. A stream that resumes from an older ``Last-Event-ID`` reads
+its own backlog first, then takes the feed's rows, dropping any it already sent; rows arrive in
+``event_seq`` order, which within a conversation is commit order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from psycopg.rows import DictRow
+
+from service.db import projections as proj_db
+from service.db.pool import Pool
+from service.domain.errors import TooMany, Unavailable
+from service.projections import ProjectionHub
+
+log = structlog.get_logger("service.event_feeds")
+POLL_SECONDS = 15.0
+QUEUE_ROWS = 1000
+
+
+@dataclass(eq=False)
+class Stream:
+    """One open event stream: the rows its feed reads, in order."""
+
+    conversation_id: str
+    owner: str | None
+    rows: asyncio.Queue[DictRow] = field(default_factory=lambda: asyncio.Queue(QUEUE_ROWS))
+    lagged: bool = False
+
+
+@dataclass(eq=False)
+class _Feed:
+    conversation_id: str
+    streams: set[Stream] = field(default_factory=set)
+    last: int | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class EventFeeds:
+    def __init__(self, pool: Pool, hub: ProjectionHub, *, per_session: int, total: int) -> None:
+        self._pool = pool
+        self._hub = hub
+        self._per_session = per_session
+        self._total = total
+        self._feeds: dict[str, _Feed] = {}
+        self._owners: Counter[str] = Counter()
+        self.open_streams = 0
+        self.reads = 0
+
+    def open(self, conversation_id: str, owner: str | None) -> Stream:
+        """A new stream of the conversation; ``owner`` is a person's session (None: the backend).
+
+        Refused with 429 past the per-session bound and 503 past the process's bound.
+        """
+        if self.open_streams >= self._total:
+            raise Unavailable("too many event streams are open on this server; retry", retry_after=5)
+        if owner is not None and self._owners[owner] >= self._per_session:
+            raise TooMany(f"at most {self._per_session} event streams may be open per session")
+        stream = Stream(conversation_id, owner)
+        self.open_streams += 1
+        if owner is not None:
+            self._owners[owner] += 1
+        feed = self._feeds.get(conversation_id)
+        if feed is None:
+            feed = self._feeds[conversation_id] = _Feed(conversation_id)
+        feed.streams.add(stream)
+        if feed.task is None or feed.task.done():
+            feed.task = asyncio.create_task(self._read(feed), name=f"event-feed-{conversation_id[:32]}")
+        return stream
+
+    def close(self, stream: Stream) -> None:
+        feed = self._feeds.get(stream.conversation_id)
+        if feed is None or stream not in feed.streams:
+            return
+        feed.streams.discard(stream)
+        self.open_streams -= 1
+        if stream.owner is not None:
+            self._owners[stream.owner] -= 1
+            if self._owners[stream.owner] <= 0:
+                del self._owners[stream.owner]
+        if not feed.streams:
+            del self._feeds[stream.conversation_id]
+            if feed.task is not None:
+                feed.task.cancel()
+
+    async def position(self, stream: Stream) -> int:
+        """Where a stream without a resume point starts: the present of its conversation."""
+        async with self._pool.connection() as conn:
+            return await proj_db.latest(conn, stream.conversation_id)
+
+    def anchor(self, stream: Stream, position: int) -> None:
+        """The feed reads from no later than where this stream starts (rows it already sent are
+        dropped by each stream), and reads now."""
+        feed = self._feeds.get(stream.conversation_id)
+        if feed is not None:
+            feed.last = position if feed.last is None else min(feed.last, position)
+            self._hub.wake(stream.conversation_id)
+
+    async def backlog(self, conversation_id: str, after: int) -> AsyncIterator[DictRow]:
+        """A resuming stream's own rows after ``after``, up to the present."""
+        while True:
+            async with self._pool.connection() as conn:
+                rows = await proj_db.after(conn, conversation_id, after)
+            for row in rows:
+                after = int(row["event_seq"])
+                yield row
+            if not rows:
+                return
+
+    async def _read(self, feed: _Feed) -> None:
+        with self._hub.subscribe(feed.conversation_id) as wake:
+            while feed.streams:
+                wake.clear()
+                try:
+                    await self._read_once(feed)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.warning(
+                        "event_feed_read_failed", conversation_id=feed.conversation_id, error=str(exc)
+                    )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), POLL_SECONDS)
+
+    async def _read_once(self, feed: _Feed) -> None:
+        if feed.last is None:
+            return  # no stream has said where it starts yet
+        async with self._pool.connection() as conn:
+            while True:
+                rows = await proj_db.after(conn, feed.conversation_id, feed.last or 0)
+                self.reads += 1
+                for row in rows:
+                    feed.last = int(row["event_seq"])
+                    for stream in feed.streams:
+                        _offer(stream, row)
+                if len(rows) < proj_db.PAGE:
+                    return
+
+
+def _offer(stream: Stream, row: Any) -> None:
+    try:
+        stream.rows.put_nowait(row)
+    except asyncio.QueueFull:
+        # A client that stops reading is cut off rather than let this process's memory grow; it
+        # reconnects with Last-Event-ID and reads its backlog from the database.
+        stream.lagged = True
