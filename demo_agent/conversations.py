@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import httpx
 import structlog
+from httpx_sse import EventSource
 
 from demo_agent import chat
 from demo_agent.app import log_result
@@ -40,26 +41,11 @@ class SseEvent:
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
-    """Server-Sent Events of one response, as the text/event-stream format defines them."""
-    event_id: str | None = None
-    kind = "message"
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line == "":
-            if data:
-                yield SseEvent(event_id, kind, "\n".join(data))
-            kind, data = "message", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "id":
-            event_id = value
-        elif name == "event":
-            kind = value
-        elif name == "data":
-            data.append(value)
+    """Server-Sent Events of one response (httpx-sse reads the text/event-stream format); comments
+    and keep-alives, which carry no data, are left out."""
+    async for event in EventSource(response).aiter_sse():
+        if event.data:
+            yield SseEvent(event.id or None, event.event, event.data)
 
 
 class Lineup:

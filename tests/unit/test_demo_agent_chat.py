@@ -258,6 +258,6 @@ async def test_stop_is_answered_once_with_the_focused_time_read_back_from_the_op
 
 async def test_server_sent_events_are_parsed_with_ids_kinds_and_comments() -> None:
     body = b': stream open\nretry: 2000\n\nid: 7\nevent: message\ndata: {"a": 1}\n\n: keepalive\n\nid: 8\nevent: workspace\ndata: {}\n\n'
-    response = httpx.Response(200, content=body)
+    response = httpx.Response(200, content=body, headers={"Content-Type": "text/event-stream"})
     events = [event async for event in sse_events(response)]
     assert events == [SseEvent("7", "message", '{"a": 1}'), SseEvent("8", "workspace", "{}")]
