@@ -20,7 +20,7 @@ from litestar.params import FromPath
 from litestar.response import Redirect
 
 from service.api.auth import TokenBook, bearer_token
-from service.api.console_session import COOKIE_NAME, ConsoleSessions
+from service.api.console_session import ConsoleSessions, cookie_name
 from service.domain.errors import not_found, unauthorized
 from web_host.assets import catalogue
 from web_host.console_pages import asset_headers, console_path, page_headers, signin_page
@@ -37,6 +37,15 @@ _BROWSER_SITES = frozenset({"same-origin", "none"})
 def _sessions(connection: ASGIConnection) -> ConsoleSessions:  # type: ignore[type-arg]
     sessions: ConsoleSessions = connection.app.state.console_sessions
     return sessions
+
+
+def _secure(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
+    """COOKIE_SECURE: the cookie is Secure and __Host- prefixed, as the Web Host's."""
+    return bool(connection.app.state.runtime.settings.cookie_secure)
+
+
+def _cookie(connection: ASGIConnection) -> str | None:  # type: ignore[type-arg]
+    return connection.cookies.get(cookie_name(_secure(connection)))
 
 
 def _origin_is_this_host(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
@@ -56,7 +65,7 @@ def console_cookie(connection: ASGIConnection) -> bool:  # type: ignore[type-arg
     """A valid console cookie on an ops API request the console page itself can have made."""
     if not connection.url.path.startswith(SESSION_PATH_PREFIX):
         return False
-    if not _sessions(connection).valid(connection.cookies.get(COOKIE_NAME)):
+    if not _sessions(connection).valid(_cookie(connection)):
         return False
     site = connection.headers.get("sec-fetch-site")
     if connection.scope.get("method", "GET") not in _UNSAFE_METHODS:
@@ -83,7 +92,7 @@ require_operator = _RequireOperator()
 
 
 def _signed_in(request: Request[Any, Any, Any]) -> bool:
-    return _sessions(request).valid(request.cookies.get(COOKIE_NAME))
+    return _sessions(request).valid(_cookie(request))
 
 
 def _signin(next_path: str, error: str | None, status: int) -> Response[bytes]:
@@ -141,13 +150,13 @@ class ConsoleController(Controller):
             return _signin(next_path, "That is not the operator token.", 401)
         sessions = _sessions(request)
         cookie = Cookie(
-            key=COOKIE_NAME,
+            key=cookie_name(_secure(request)),
             value=sessions.issue(token),
             max_age=sessions.lifetime_seconds,
             path="/",
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            secure=_secure(request),
         )
         headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
         return Redirect(next_path, status_code=303, cookies=[cookie], headers=headers)
@@ -156,5 +165,14 @@ class ConsoleController(Controller):
     async def sign_out(self, request: Request[Any, Any, Any]) -> Response[Any]:
         if _cross_site(request):
             return _signin("/ops/", "Sign out from the console's own page.", 403)
-        cookie = Cookie(key=COOKIE_NAME, value="", max_age=0, path="/", httponly=True, samesite="strict")
+        secure = _secure(request)
+        cookie = Cookie(
+            key=cookie_name(secure),
+            value="",
+            max_age=0,
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=secure,
+        )
         return Redirect("/ops/", status_code=303, cookies=[cookie], headers={"Cache-Control": "no-store"})

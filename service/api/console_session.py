@@ -16,7 +16,17 @@ from collections.abc import Callable, Iterable
 
 from itsdangerous import BadSignature, TimestampSigner, URLSafeTimedSerializer
 
-COOKIE_NAME = "lineup_ops_session"
+PLAIN_COOKIE_NAME = "lineup_ops_session"
+#: With COOKIE_SECURE (the default): Secure, and the __Host- prefix (no Domain, Path=/).
+SECURE_COOKIE_NAME = "__Host-lineup_ops_session"
+#: The name over plain http (COOKIE_SECURE=false, as in dev and the tests).
+COOKIE_NAME = PLAIN_COOKIE_NAME
+
+
+def cookie_name(secure: bool) -> str:
+    return SECURE_COOKIE_NAME if secure else PLAIN_COOKIE_NAME
+
+
 LIFETIME_SECONDS = 12 * 60 * 60
 MAX_COOKIE_LENGTH = 300
 _SALT = "lineup-runtime operator console session v1"
