@@ -222,7 +222,9 @@ class InteractResult(TypedDict):
     answered_at: Time
 
 
-class Operation(TypedDict):
+class OperationRow(TypedDict):
+    """The columns of an operation every view of one shows."""
+
     operation_id: Uuid
     tool: str
     tool_call_id: str
@@ -236,6 +238,9 @@ class Operation(TypedDict):
     started_at: Time
     ends_at: Time
     finalized_at: Time | None
+
+
+class Operation(OperationRow):
     done: bool
     result: PomodoroResult | None
 

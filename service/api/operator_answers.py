@@ -11,7 +11,7 @@ from service.api.answers import (
     AttemptOutcome,
     Count,
     InteractResult,
-    OperationReason,
+    OperationRow,
     OperationState,
     OutboxStatus,
     PomodoroResult,
@@ -73,20 +73,7 @@ class OutboxList(TypedDict):
     next_cursor: str | None
 
 
-class OpsOperation(TypedDict):
-    operation_id: Uuid
-    tool: str
-    tool_call_id: str
-    conversation_id: str
-    app_scope: str
-    instance_id: Uuid
-    state: OperationState
-    reason: OperationReason | None
-    activity: str | None
-    duration_seconds: int
-    started_at: Time
-    ends_at: Time
-    finalized_at: Time | None
+class OpsOperation(OperationRow):
     lateness_ms: int | None
 
 
