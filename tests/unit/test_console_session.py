@@ -53,7 +53,9 @@ def test_tampered_or_odd_values_are_refused() -> None:
     for value in (
         None,
         "",
-        f"{payload}.{stamp}.{mac[:-1]}A" if mac[-1] != "A" else f"{payload}.{stamp}.{mac[:-1]}B",
+        # The first character of the signature: the last one partly encodes padding bits, which
+        # decoding ignores, so changing it may change nothing.
+        f"{payload}.{stamp}.{'B' if mac[0] == 'A' else 'A'}{mac[1:]}",
         f"eyJub25jZSI6ImEifQ.{stamp}.{mac}",
         cookie + "é",
         "a" * (MAX_COOKIE_LENGTH + 1),
