@@ -364,11 +364,34 @@ def _environment(**values: str) -> dict[str, str]:
     return env
 
 
+class _Child:
+    """A child process the rig kills (SIGKILL, counted) or stops (SIGTERM, then SIGKILL after 30 s)."""
+
+    process: subprocess.Popen[bytes] | None = None
+    kills = 0
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+        self.kills += 1
+
+    def stop(self) -> int | None:
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
 class ServiceExitedError(RuntimeError):
     """The service process ended before it was ready; the message holds its last log lines."""
 
 
-class ServiceProcess:
+class ServiceProcess(_Child):
     """``python -m service serve`` on one port for its whole life, however often it is killed."""
 
     def __init__(self, database_url: str, log_dir: Path, *, port: int | None = None, **env: str) -> None:
@@ -383,8 +406,6 @@ class ServiceProcess:
             **env,
         )
         self.log = log_dir / f"service-{self.port}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.kills = 0
 
     def start(self) -> None:
         with self.log.open("ab") as handle:
@@ -427,24 +448,8 @@ class ServiceProcess:
                 self.port = free_port()
                 self.log = self.log.with_name(f"service-{self.port}.log")
 
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-        self.kills += 1
 
-    def stop(self) -> int | None:
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
-
-
-class RelayProcess:
+class RelayProcess(_Child):
     """``python -m relay`` with a fixed ``RELAY_ID``: a restarted relay hands back at once the leases
     its killed predecessor held, instead of leaving them to expire."""
 
@@ -459,8 +464,6 @@ class RelayProcess:
             **env,
         )
         self.log = log_dir / f"{relay_id}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.kills = 0
 
     def start(self) -> None:
         with self.log.open("ab") as handle:
@@ -471,22 +474,6 @@ class RelayProcess:
                 stdout=handle,
                 stderr=subprocess.STDOUT,
             )
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-        self.kills += 1
-
-    def stop(self) -> int | None:
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
 
 
 def migrate(database_url: str, log_dir: Path) -> None:
