@@ -7,6 +7,7 @@ local default) and the ``python -m service serve`` process the bench starts itse
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import secrets
 import signal
@@ -73,6 +74,18 @@ def throwaway_database(name: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+
+
+def migration_text(name: str, revision: str = "0005") -> str:
+    """A SQL text a migration defines (``SETTLE_CTES``, ``SETTLE_DUE``...), as the database runs it:
+    the benches build their raw-SQL baselines from the very text, never from a copy of it."""
+    path = next((ROOT / "migrations" / "versions").glob(f"*_{revision}_*.py"))
+    spec = importlib.util.spec_from_file_location(f"migration_{revision}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(getattr(module, name))
 
 
 def free_port() -> int:

@@ -36,7 +36,13 @@ if str(ROOT) not in sys.path:
 import psycopg  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
-from bench.common import percentile, running_service, server_url, throwaway_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    migration_text,
+    percentile,
+    running_service,
+    server_url,
+    throwaway_database,
+)
 from service.settings import Settings  # noqa: E402
 
 INDEX = "ix_operations_focusing_ends_at"
@@ -103,15 +109,7 @@ def _sweeper_default(name: str) -> Any:
 
 def _claim_due() -> str:
     """The claim inside ``settle_due`` (migration 0005), with its LIMIT as a parameter."""
-    import importlib.util
-
-    path = next((ROOT / "migrations" / "versions").glob("*_0005_*.py"))
-    spec = importlib.util.spec_from_file_location("migration_0005", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    text = str(module.SETTLE_DUE)
+    text = migration_text("SETTLE_DUE")
     claim = text[text.index("ARRAY(") + len("ARRAY(") : text.index("), 'completed'")]
     return claim.replace("p_limit", "%(limit)s")
 

@@ -48,6 +48,7 @@ import psycopg  # noqa: E402
 from bench.common import (  # noqa: E402
     CpuMeter,
     cpu_breakdown,
+    migration_text,
     percentile,
     running_service,
     server_url,
@@ -58,15 +59,7 @@ from bench.common import (  # noqa: E402
 
 def _settle_ctes() -> str:
     """``settle_focusing``'s body as the migration defines it: the baseline runs the same writes."""
-    import importlib.util
-
-    path = next((ROOT / "migrations" / "versions").glob("*_0005_*.py"))
-    spec = importlib.util.spec_from_file_location("migration_0005", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(module.SETTLE_CTES)
+    return migration_text("SETTLE_CTES")
 
 
 PGBENCH = "/usr/bin/pgbench"
