@@ -52,6 +52,8 @@ class DeadlineSweeper:
         # no wake-up (the sleep already ends before it).
         self._next_due: float | None = None
         self.settled_total = 0
+        # How many times a claimer has looked for the next deadline (and then gone to sleep).
+        self.looks = 0
         wakeups.on_deadline(self.consider)
 
     def wake(self) -> None:
@@ -100,6 +102,7 @@ class DeadlineSweeper:
                 if len(settled) >= self._batch_size:
                     continue
                 wait = await self._seconds_until_next()
+                self.looks += 1
             except (psycopg.OperationalError, psycopg.errors.AdminShutdown) as exc:
                 log.warning("sweeper_database_error", error=str(exc))
                 wait = self._max_sleep

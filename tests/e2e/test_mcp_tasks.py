@@ -17,9 +17,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from psycopg.rows import dict_row
 
-from tests.conftest import AGENT, ServiceProcess
+from tests.conftest import AGENT, ServiceProcess, service_on_own_database
 from tests.support.calls import interrupt_body
-from tests.support.database import DatabaseFactory, with_database
+from tests.support.database import DatabaseFactory
 from tests.support.mcp import McpSession, bound, mcp_session
 
 pytestmark = pytest.mark.e2e
@@ -31,16 +31,8 @@ DB = psycopg.Connection[dict[str, Any]]
 def service(
     database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
-    name = database_factory.create()
-    process = ServiceProcess(
-        with_database(database_factory.server, name), tmp_path_factory.mktemp("mcp-tasks")
-    )
-    process.start()
-    try:
+    with service_on_own_database(database_factory, tmp_path_factory.mktemp("mcp-tasks")) as process:
         yield process
-    finally:
-        process.stop()
-        database_factory.drop(name)
 
 
 @pytest.fixture
@@ -137,9 +129,14 @@ async def test_task_result_waits_for_the_deadline_and_reports_completed(
         task_id = (await start_task(mcp, cid, seconds=1))["task"]["taskId"]
         begun = time.monotonic()
         result = await mcp.request("tasks/result", {"taskId": task_id})
+        answered_at = db.execute("SELECT clock_timestamp() AS now").fetchone()["now"]
         waited = time.monotonic() - begun
         got = await mcp.request("tasks/get", {"taskId": task_id})
-    assert 0.3 < waited < 5
+    ends_at = db.execute("SELECT ends_at FROM operations WHERE conversation_id = %s", [cid]).fetchone()[
+        "ends_at"
+    ]
+    assert answered_at >= ends_at  # it waited for the deadline, by the database's clock
+    assert waited < 10
     assert result["structuredContent"]["state"] == "completed"
     assert result["structuredContent"]["reason"] == "deadline_reached"
     assert got["status"] == "completed"

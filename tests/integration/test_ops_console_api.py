@@ -97,6 +97,8 @@ async def test_a_requeue_wakes_the_relays_after_its_commit(
         async with asyncio.timeout(5):
             note = await anext(listener.notifies())
     assert note.channel == "lineup_outbox"
+    # Sent by the process's wake-up connection once the requeue committed, not from its transaction.
+    assert note.pid == client.app.state.runtime.wakeups.notifier_pid
 
 
 # ---- outbox paging and filters

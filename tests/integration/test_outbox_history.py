@@ -8,6 +8,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from service.db.pool import open_pool
+from service.metrics import DATABASE_REACHABLE
 from service.outbox_history import OutboxHistory
 from service.use_cases.maintenance import sample_gauges
 from tests.integration.test_ops_api import add_outbox_row
@@ -20,6 +21,7 @@ async def test_a_sample_keeps_the_outbox_depth_and_marks_the_database_reachable(
     add_outbox_row(db, "c", 2, "pending")
     add_outbox_row(db, "d", 1, "dead", attempts=1)
     history = OutboxHistory()
+    DATABASE_REACHABLE.set(0)  # other tests' apps set it too: this sample must be what sets it
     pool = await open_pool(database_url, size=1)
     try:
         await sample_gauges(pool, history)

@@ -14,6 +14,7 @@ from psycopg.rows import DictRow
 
 from service.db.pool import RecoveringPool, open_pool
 from service.db.reconnect import PatientConnection
+from tests.support.database import tcp_address, with_hosts
 from tests.support.processes import free_port
 from tests.support.tcp_proxy import TcpProxy
 
@@ -63,13 +64,13 @@ async def test_a_statement_error_on_a_live_connection_tests_nothing(database_url
 
 async def test_a_new_connection_waits_out_a_short_outage(database_url: str) -> None:
     """Nothing listens on the port for 0.6 s (a restart, a promotion): connect keeps trying."""
-    real = conninfo_to_dict(database_url)
+    host, real_port = tcp_address(database_url)
     port = free_port()
-    url = f"postgresql://{real['user']}@127.0.0.1:{port}/{real['dbname']}"
+    url = with_hosts(database_url, [("127.0.0.1", port)])
     connecting = asyncio.create_task(PatientConnection[DictRow].connect(url, autocommit=True))
     await asyncio.sleep(0.6)
     assert not connecting.done()
-    proxy = await TcpProxy(str(real.get("host", "127.0.0.1")), int(real.get("port", 5432)), port).start()
+    proxy = await TcpProxy(host, real_port, port).start()
     try:
         conn = await asyncio.wait_for(connecting, 5)
         async with conn:
@@ -79,13 +80,12 @@ async def test_a_new_connection_waits_out_a_short_outage(database_url: str) -> N
 
 
 async def test_a_pool_reaches_the_host_that_answers_among_several(database_url: str) -> None:
-    real = conninfo_to_dict(database_url)
-    host, port = real.get("host", "127.0.0.1"), real.get("port", 5432)
-    url = f"postgresql://{real['user']}@127.0.0.1:{free_port()},{host}:{port}/{real['dbname']}"
+    host, port = tcp_address(database_url)
+    url = with_hosts(database_url, [("127.0.0.1", free_port()), (host, port)])
     pool = await open_pool(url, size=2, name="lineup-test-pool")
     try:
         async with pool.connection() as conn:
             row = await (await conn.execute("SELECT current_database() AS db")).fetchone()
-        assert row == {"db": real["dbname"]}
+        assert row == {"db": conninfo_to_dict(database_url)["dbname"]}
     finally:
         await pool.close()

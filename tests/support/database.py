@@ -13,15 +13,40 @@ import os
 import socket
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import make_url
 
 
 def with_database(url: str, name: str) -> str:
     return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+def tcp_address(url: str) -> tuple[str, int]:
+    """The server's TCP host and port; tests that put a proxy in front of it skip a socket-only one."""
+    info = conninfo_to_dict(url)
+    host = str(info.get("host") or "127.0.0.1")
+    if host.startswith("/") or "," in host:
+        pytest.skip("needs a single Postgres server reached over TCP")
+    return host, int(info.get("port") or 5432)
+
+
+def with_hosts(url: str, hosts: Sequence[tuple[str, int]], **params: str) -> str:
+    """``url`` (user, password, database and options kept) aimed at ``hosts``, in the multi-host
+    form when there are several: what a deployment's URL for a primary and its standbys looks like."""
+    info = {k: str(v) for k, v in conninfo_to_dict(url).items() if k not in ("host", "hostaddr", "port")}
+    user = quote(info.pop("user", ""), safe="")
+    password = info.pop("password", None)
+    credentials = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    database = quote(info.pop("dbname", ""), safe="")
+    netloc = ",".join(f"{host}:{port}" for host, port in hosts)
+    query = urlencode({**info, **params})
+    return f"postgresql://{credentials}{netloc}/{database}" + (f"?{query}" if query else "")
 
 
 def _docker_answers() -> bool:

@@ -124,8 +124,9 @@ def test_the_remaining_time_comes_from_ends_at_and_the_server_clock() -> None:
 def test_each_delivered_result_is_described_naming_what_the_person_did(
     outcome: dict[str, object], reply: str
 ) -> None:
-    assert result("pomodoro.start", outcome) == reply
-    assert "workspace" not in reply  # opening another app is not leaving the workspace
+    described = result("pomodoro.start", outcome)
+    assert described == reply
+    assert "workspace" not in described  # opening another app is not leaving the workspace
 
 
 def test_a_stop_the_agent_asked_for_is_told_from_its_receipt_not_again_when_delivered() -> None:
