@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,20 @@ class ServiceProcess:
     def stop(self) -> int:
         assert self.process is not None
         return stop(self.process)
+
+
+@contextmanager
+def service_on_own_database(factory: DatabaseFactory, log_dir: Path, **env: str) -> Iterator[ServiceProcess]:
+    """A service process on a database of its own (for a module-scoped fixture): both go at the end,
+    even when the service failed to start."""
+    name = factory.create()
+    process = ServiceProcess(with_database(factory.server, name), log_dir, **env)
+    try:
+        yield process.start()
+    finally:
+        if process.process is not None:
+            process.stop()
+        factory.drop(name)
 
 
 @pytest.fixture

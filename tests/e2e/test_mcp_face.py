@@ -16,8 +16,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from psycopg.rows import dict_row
 
-from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ServiceProcess
-from tests.support.database import DatabaseFactory, with_database
+from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ServiceProcess, service_on_own_database
+from tests.support.database import DatabaseFactory
 from tests.support.mcp import bound, mcp_session
 
 pytestmark = pytest.mark.e2e
@@ -40,14 +40,8 @@ def service(
     database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
     """One service for the module; each test works in conversations of its own."""
-    name = database_factory.create()
-    process = ServiceProcess(with_database(database_factory.server, name), tmp_path_factory.mktemp("mcp"))
-    process.start()
-    try:
+    with service_on_own_database(database_factory, tmp_path_factory.mktemp("mcp")) as process:
         yield process
-    finally:
-        process.stop()
-        database_factory.drop(name)
 
 
 @pytest.fixture

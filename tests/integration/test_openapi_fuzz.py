@@ -51,8 +51,9 @@ from tests.conftest import (
     ROOT,
     ServiceProcess,
     make_settings,
+    service_on_own_database,
 )
-from tests.support.database import DatabaseFactory, with_database
+from tests.support.database import DatabaseFactory
 
 Json = dict[str, Any]
 MAX_EXAMPLES = int(os.environ.get("OPENAPI_FUZZ_EXAMPLES", "25"))
@@ -207,13 +208,8 @@ def service(
     database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
     """One service and one database for every operation: the state they build up is fuzzed too."""
-    name = database_factory.create()
-    process = ServiceProcess(with_database(database_factory.server, name), tmp_path_factory.mktemp("fuzz"))
-    try:
-        yield process.start()
-    finally:
-        process.stop()
-        database_factory.drop(name)
+    with service_on_own_database(database_factory, tmp_path_factory.mktemp("fuzz")) as process:
+        yield process
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import AGENT, HOST, HOST_TOKEN
+from tests.support.calls import interrupt_body, start_body
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -125,12 +125,7 @@ def start_pomodoro(base_url: str, conversation_id: str, seconds: int, activity: 
     response = httpx.post(
         f"{base_url}/v1/tool-calls",
         headers=AGENT,
-        json={
-            "tool_call_id": f"start-{uuid.uuid4()}",
-            "conversation_id": conversation_id,
-            "tool": "pomodoro.start",
-            "arguments": {"duration_seconds": seconds, "activity": activity},
-        },
+        json=start_body(conversation_id, seconds, activity),
     )
     assert response.status_code == 202, response.text
     started: dict[str, Any] = response.json()
@@ -141,12 +136,7 @@ def interrupt_pomodoro(base_url: str, conversation_id: str) -> dict[str, Any]:
     response = httpx.post(
         f"{base_url}/v1/tool-calls",
         headers=AGENT,
-        json={
-            "tool_call_id": f"stop-{uuid.uuid4()}",
-            "conversation_id": conversation_id,
-            "tool": "pomodoro.interrupt",
-            "arguments": {},
-        },
+        json=interrupt_body(conversation_id),
     )
     assert response.status_code == 200, response.text
     stopped: dict[str, Any] = response.json()
