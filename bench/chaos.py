@@ -37,17 +37,11 @@ if str(ROOT) not in sys.path:  # run as a script: `python bench/chaos.py`
     sys.path.insert(0, str(ROOT))
 
 from bench.failover_load import (  # noqa: E402
-    Agents,
-    Figures,
-    Probe,
-    ReceiverState,
     RelayProcess,
     ServiceProcess,
-    check,
     migrate,
     print_figures,
-    settle,
-    start_receiver,
+    running_rig,
 )
 from bench.failover_postgres import Postgres, database_on, own_postgres  # noqa: E402
 
@@ -99,46 +93,25 @@ async def chaos(server: Postgres, args: argparse.Namespace, log_dir: Path) -> in
     database_on(server.admin_url, "lineup")
     url = server.admin_url.rsplit("/", 1)[0] + "/lineup"
     await asyncio.to_thread(migrate, url, log_dir)
-    receiver = ReceiverState(fail_share=args.fail_share)
-    http_server, receiver_port = await start_receiver(receiver)
-    service = ServiceProcess(url, log_dir)
-    relays = [
-        RelayProcess(url, f"http://127.0.0.1:{receiver_port}/webhook", log_dir, f"chaos-relay-{n}")
-        for n in (1, 2)
-    ]
-    figures = Figures()
-    stop = asyncio.Event()
     events: list[tuple[str, float, float]] = []
     print(
         f"chaos: {args.seconds:.0f} s of load, {args.agents} Agents, Postgres on port {server.port}",
         flush=True,
     )
-    try:
-        await service.start_ready()
-        for relay in relays:
-            relay.start()
-        probe = Probe(service.port, service.agent_token)
-        agents = Agents(service.port, service.agent_token, service.host_token, figures, count=args.agents)
+    async with running_rig(
+        url, log_dir, agents=args.agents, relay_prefix="chaos-relay", fail_share=args.fail_share
+    ) as rig:
         began = time.monotonic()
         await asyncio.gather(
-            agents.run(stop),
-            probe.run(stop),
-            _relay_killer(relays, args.relay_kill_every, stop),
-            _events(server, service, args.event_every, stop, events),
-            _stop_after(stop, args.seconds),
+            rig.agents.run(rig.stop),
+            rig.probe.run(rig.stop),
+            _relay_killer(rig.relays, args.relay_kill_every, rig.stop),
+            _events(server, rig.service, args.event_every, rig.stop, events),
+            _stop_after(rig.stop, args.seconds),
         )
         loaded = time.monotonic() - began
-        left = await settle(url, within=180)
-        checks = await asyncio.to_thread(check, url, figures, receiver, probe.answers)
-        checks.add(
-            "everything settled and delivered within 180 s",
-            left == {"focusing": 0, "undelivered": 0},
-            str(left),
-        )
-    finally:
-        stop.set()
-        codes = [p.stop() for p in (*relays, service)]
-        http_server.close()
+        checks = await rig.settled_and_checked(within=180)
+    probe, relays, figures = rig.probe, rig.relays, rig.figures
 
     print(f"\nchaos run: {loaded:.0f} s of load, {args.agents} Agents, two relays, one service process")
     survived = Counter(name for name, _, _ in events)
@@ -151,16 +124,10 @@ async def chaos(server: Postgres, args: argparse.Namespace, log_dir: Path) -> in
             worst = max(windows, default=float("nan"))
             print(f"    {name:<31} {survived[name]:>3}  (longest a write waited: {worst:.2f} s)")
         print(f"    relay SIGKILL + restart        {sum(r.kills for r in relays):>3}")
-        print(f"  exit codes on SIGTERM     {codes}")
+        print(f"  exit codes on SIGTERM     {rig.codes}")
 
-    print_figures(figures, receiver, restarts)
-    print("checks:")
-    checks.print()
-    if not checks.passed:
-        print(f"FAILED (logs in {log_dir})")
-        return 1
-    print("all checks passed")
-    return 0
+    print_figures(figures, rig.receiver, restarts)
+    return checks.verdict(log_dir)
 
 
 async def _stop_after(stop: asyncio.Event, seconds: float) -> None:

@@ -36,19 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: `python bench/failover.py`
     sys.path.insert(0, str(ROOT))
 
-from bench.failover_load import (  # noqa: E402
-    Agents,
-    Figures,
-    Probe,
-    ReceiverState,
-    RelayProcess,
-    ServiceProcess,
-    check,
-    migrate,
-    print_figures,
-    settle,
-    start_receiver,
-)
+from bench.failover_load import migrate, print_figures, running_rig  # noqa: E402
 from bench.failover_postgres import PatroniCluster, database_on, patroni_cluster, wait_for  # noqa: E402
 
 
@@ -60,7 +48,7 @@ async def _new_leader(cluster: PatroniCluster, old: str) -> str:
     return str(await asyncio.to_thread(wait_for, "a new leader", changed, 90, 0.05))
 
 
-async def rig(cluster: PatroniCluster, args: argparse.Namespace) -> int:
+async def failover(cluster: PatroniCluster, args: argparse.Namespace) -> int:
     log_dir = cluster.root
     await asyncio.to_thread(database_on, cluster.url(), "lineup")
     url = cluster.url("lineup")
@@ -68,23 +56,9 @@ async def rig(cluster: PatroniCluster, args: argparse.Namespace) -> int:
     print(f"cluster {cluster.scope}: a primary and {standby} standby; every process gets {url}")
     await asyncio.to_thread(migrate, url, log_dir)
 
-    receiver = ReceiverState()
-    server, receiver_port = await start_receiver(receiver)
-    service = ServiceProcess(url, log_dir)
-    relays = [
-        RelayProcess(url, f"http://127.0.0.1:{receiver_port}/webhook", log_dir, f"rig-relay-{n}")
-        for n in (1, 2)
-    ]
-    figures = Figures()
-    stop = asyncio.Event()
     events: list[tuple[str, float, float, str]] = []  # name, began, new primary writable (by Patroni), detail
-    try:
-        await service.start_ready()
-        for relay in relays:
-            relay.start()
-        probe = Probe(service.port, service.agent_token)
-        agents = Agents(service.port, service.agent_token, service.host_token, figures, count=args.agents)
-        load = asyncio.gather(agents.run(stop), probe.run(stop))
+    async with running_rig(url, log_dir, agents=args.agents, relay_prefix="rig-relay") as rig:
+        load = asyncio.gather(rig.agents.run(rig.stop), rig.probe.run(rig.stop))
         await asyncio.sleep(args.warmup)
 
         began = time.monotonic()
@@ -104,25 +78,18 @@ async def rig(cluster: PatroniCluster, args: argparse.Namespace) -> int:
         await asyncio.to_thread(cluster.wait_healthy, 180)
         await asyncio.sleep(args.between)
 
-        stop.set()
+        rig.stop.set()
         await load
-        left = await settle(url)
-        exited = [p for p in (service, *relays) if p.process is not None and p.process.poll() is not None]
-        checks = await asyncio.to_thread(check, url, figures, receiver, probe.answers)
+        checks = await rig.settled_and_checked(within=120)
+        exited = [
+            p for p in (rig.service, *rig.relays) if p.process is not None and p.process.poll() is not None
+        ]
         checks.add(
             "the service and both relays rode both events without a restart",
             not exited,
             f"exited: {[p.log.name for p in exited]}",
         )
-        checks.add(
-            "everything settled and delivered within 120 s",
-            left == {"focusing": 0, "undelivered": 0},
-            str(left),
-        )
-    finally:
-        stop.set()
-        codes = [p.stop() for p in (*relays, service)]
-        server.close()
+    probe = rig.probe
 
     print(f"\nfailover rig: {args.agents} Agents, two relays, one service process, the same multi-host URL")
 
@@ -138,16 +105,10 @@ async def rig(cluster: PatroniCluster, args: argparse.Namespace) -> int:
         print(
             f"  probe writes            {len(probe.successes):>8}  (sends by outcome: {dict(probe.statuses)})"
         )
-        print(f"  exit codes on SIGTERM   {codes}")
+        print(f"  exit codes on SIGTERM   {rig.codes}")
 
-    print_figures(figures, receiver, outage)
-    print("checks:")
-    checks.print()
-    if not checks.passed:
-        print(f"FAILED (logs in {log_dir}; --keep keeps them)")
-        return 1
-    print("all checks passed")
-    return 0
+    print_figures(rig.figures, rig.receiver, outage)
+    return checks.verdict(log_dir, "; --keep keeps them")
 
 
 def main() -> int:
@@ -163,7 +124,7 @@ def main() -> int:
     # SIGTERM (a CI timeout) as Ctrl-C: the servers, the service and the relays are stopped on the way out.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     with patroni_cluster(synchronous=not args.asynchronous, keep=args.keep) as cluster:
-        return asyncio.run(rig(cluster, args))
+        return asyncio.run(failover(cluster, args))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -367,6 +367,7 @@ def _environment(**values: str) -> dict[str, str]:
 class _Child:
     """A child process the rig kills (SIGKILL, counted) or stops (SIGTERM, then SIGKILL after 30 s)."""
 
+    log: Path
     process: subprocess.Popen[bytes] | None = None
     kills = 0
 
@@ -493,6 +494,73 @@ def migrate(database_url: str, log_dir: Path) -> None:
 # --- afterwards ---------------------------------------------------------------------------------
 
 
+@dataclass
+class Rig:
+    """What a run drives and checks: the Agents' load and the probe on one service, two relays, the
+    receiver standing in for the Agent's webhook. ``codes`` are the exit codes once it has stopped."""
+
+    url: str
+    log_dir: Path
+    receiver: ReceiverState
+    service: ServiceProcess
+    relays: list[RelayProcess]
+    probe: Probe
+    agents: Agents
+    figures: Figures = field(default_factory=Figures)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    codes: list[int | None] = field(default_factory=list)
+
+    async def settled_and_checked(self, within: float) -> Checks:
+        """Wait for every operation to settle and every result to be delivered, then run ``check``."""
+        left = await settle(self.url, within=within)
+        checks = await asyncio.to_thread(check, self.url, self.figures, self.receiver, self.probe.answers)
+        checks.add(
+            f"everything settled and delivered within {within:.0f} s",
+            left == {"focusing": 0, "undelivered": 0},
+            str(left),
+        )
+        return checks
+
+
+@contextlib.asynccontextmanager
+async def running_rig(
+    url: str, log_dir: Path, *, agents: int, relay_prefix: str, fail_share: float = 0.0
+) -> AsyncIterator[Rig]:
+    """The receiver, the service (ready) and two relays, all on ``url``; on the way out, whatever
+    happened, ``stop`` is set and every process is stopped with SIGTERM (their codes in ``codes``)."""
+    receiver = ReceiverState(fail_share=fail_share)
+    server, receiver_port = await start_receiver(receiver)
+    service = ServiceProcess(url, log_dir)
+    relays = [
+        RelayProcess(url, f"http://127.0.0.1:{receiver_port}/webhook", log_dir, f"{relay_prefix}-{n}")
+        for n in (1, 2)
+    ]
+    rig: Rig | None = None
+    try:
+        await service.start_ready()  # its port is final only now (a taken one is replaced)
+        for relay in relays:
+            relay.start()
+        figures = Figures()
+        rig = Rig(
+            url,
+            log_dir,
+            receiver,
+            service,
+            relays,
+            Probe(service.port, service.agent_token),
+            Agents(service.port, service.agent_token, service.host_token, figures, count=agents),
+            figures,
+        )
+        yield rig
+    finally:
+        if rig is not None:
+            rig.stop.set()
+        codes = [p.stop() for p in (*relays, service)]
+        if rig is not None:
+            rig.codes = codes
+        server.close()
+
+
 async def settle(database_url: str, within: float = 120.0) -> dict[str, int]:
     """Wait until nothing is focusing and every outbox row is delivered (or ``within`` seconds)."""
     deadline = time.monotonic() + within
@@ -528,6 +596,16 @@ class Checks:
     def print(self) -> None:
         for name, ok, detail in self.results:
             print(f"  [{'ok' if ok else 'FAIL'}] {name}{': ' + detail if detail else ''}")
+
+    def verdict(self, log_dir: Path, hint: str = "") -> int:
+        """Print the checks and the verdict; the exit code (1 when any failed)."""
+        print("checks:")
+        self.print()
+        if not self.passed:
+            print(f"FAILED (logs in {log_dir}{hint})")
+            return 1
+        print("all checks passed")
+        return 0
 
 
 def check(
