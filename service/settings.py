@@ -31,7 +31,8 @@ class SettingsError(Exception):
     """A variable is missing or invalid; the message names it."""
 
 
-def _split_tokens(value: str | None) -> tuple[str, ...]:
+def split_tokens(value: str | None) -> tuple[str, ...]:
+    """The tokens a variable holds, separated by commas or spaces (several while one rotates)."""
     if not value:
         return ()
     return tuple(part for part in value.replace(",", " ").split() if part)
@@ -105,7 +106,7 @@ class Settings(BaseSettings):
     def _token_strength(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        for token in _split_tokens(value):
+        for token in split_tokens(value):
             if len(token) < 16:
                 raise ValueError("every token must be at least 16 characters")
         return value
@@ -177,7 +178,7 @@ class Settings(BaseSettings):
 
     def tokens(self, audience: str) -> tuple[str, ...]:
         """All accepted tokens of one audience; several allow rotation."""
-        return _split_tokens(getattr(self, f"{audience}_token"))
+        return split_tokens(getattr(self, f"{audience}_token"))
 
     def require(self, command: str) -> Settings:
         missing = [name for name in REQUIRED_FOR.get(command, ()) if not getattr(self, name.lower())]

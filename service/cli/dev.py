@@ -27,6 +27,7 @@ import httpx
 
 from service import dev_env
 from service.db.migrate import upgrade
+from service.settings import split_tokens
 
 TOKEN_NAMES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
 READY_SECONDS = 60.0
@@ -92,12 +93,19 @@ def _sign_in_link(base: str, env: dict[str, str]) -> str:
     response = httpx.post(
         f"{base}/v1/host/sessions",
         json={"subject": "demo person", "conversation_ids": conversations, "ttl_seconds": 86400},
-        headers={"Authorization": f"Bearer {env['HOST_TOKEN'].replace(',', ' ').split()[0]}"},
+        headers={"Authorization": f"Bearer {split_tokens(env['HOST_TOKEN'])[0]}"},
         timeout=10,
     )
     response.raise_for_status()
     token = response.json()["session"]
     return f"{base}/host/?conversation_id={quote(conversations[0], safe='')}#token={quote(token, safe='')}"
+
+
+def _console_link(base: str, env: dict[str, str]) -> str:
+    """The operator console, signing in with the first OPERATOR_TOKEN: the token rides in the
+    fragment, which the browser never sends; the console's sign-in page submits it and drops it."""
+    token = split_tokens(env["OPERATOR_TOKEN"])[0]
+    return f"{base}/ops/#token={quote(token, safe='')}"
 
 
 def _shown(path: Path) -> str:
@@ -188,6 +196,7 @@ def run(host: str, port: int, data_dir_name: str) -> int:
             f"  URL     {base}/mcp\n"
             f"  header  Authorization: Bearer {env['AGENT_TOKEN'].split()[0]}\n"
             f"\nOpen the web host (signed in, conversation with the demo Agent):\n  {sign_in}\n"
+            f"Open the operator console (signed in with OPERATOR_TOKEN):\n  {_console_link(base, env)}\n"
             "Ctrl-C stops everything.\n",
             flush=True,
         )

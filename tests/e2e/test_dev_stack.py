@@ -16,7 +16,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
+import httpx
 import pytest
 
 from tests.support.logs import at_least, named
@@ -156,6 +158,19 @@ def test_commands_run_beside_it_with_nothing_set_find_its_settings(dev: DevStack
     )
     migrate = run_here(dev, "-m", "service", "migrate")
     assert migrate.returncode == 0 and migrate.stdout.startswith("migrated to "), migrate.stderr
+
+
+def test_it_prints_sign_in_links_with_the_tokens_in_their_fragment(dev: DevStack) -> None:
+    secrets = json.loads((dev.cwd / ".dev" / "secrets.json").read_text())
+    links = [line.strip() for line in dev.lines if "#token=" in line]
+    base = f"http://127.0.0.1:{dev.port}"
+    assert f"{base}/ops/#token={quote(secrets['OPERATOR_TOKEN'], safe='')}" in links, dev.output
+    [host] = [link for link in links if link.startswith(f"{base}/host/?conversation_id=dev-test#token=")]
+    session = unquote(host.split("#token=", 1)[1])
+    shown = httpx.get(
+        f"{base}/v1/host/conversations/dev-test/workspace", headers={"Authorization": f"Bearer {session}"}
+    )
+    assert shown.status_code == 200, shown.text
 
 
 def test_the_demo_agent_starts_without_connection_errors_and_ctrl_c_leaves_nothing_behind(
