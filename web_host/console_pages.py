@@ -31,10 +31,6 @@ def page_headers() -> dict[str, str]:
     }
 
 
-def asset_headers(etag: str) -> dict[str, str]:
-    return {**_COMMON, "Cache-Control": "no-cache", "ETag": etag}
-
-
 def console_path(value: object) -> str:
     """Where to go after signing in: a path of the console itself, or the overview.
 

@@ -11,7 +11,6 @@ without a CORS preflight this service never grants. Signing in is refused from a
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from litestar import Controller, Request, Response, get, post
 from litestar.connection import ASGIConnection
@@ -21,14 +20,15 @@ from litestar.response import Redirect
 
 from service.api.auth import TokenBook, bearer_token
 from service.api.console_session import ConsoleSessions, cookie_name
-from service.domain.errors import not_found, unauthorized
+from service.api.host_session import same_site
+from service.api.web import asset_response
+from service.domain.errors import unauthorized
 from web_host.assets import catalogue
-from web_host.console_pages import asset_headers, console_path, page_headers, signin_page
+from web_host.console_pages import console_path, page_headers, signin_page
 
 #: The ops API's security requirement: the operator token, or the console's cookie.
 OPERATOR_CONSOLE_SECURITY: list[dict[str, list[str]]] = [{"operator": []}, {"operatorSession": []}]
 SESSION_PATH_PREFIX = "/v1/ops/"
-ASSET_SUFFIXES = (".js", ".css", ".svg")
 HTML = "text/html"
 _UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _BROWSER_SITES = frozenset({"same-origin", "none"})
@@ -48,19 +48,6 @@ def _cookie(connection: ASGIConnection) -> str | None:  # type: ignore[type-arg]
     return connection.cookies.get(cookie_name(_secure(connection)))
 
 
-def _origin_is_this_host(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
-    """No ``Origin`` (or ``null``, which a page under ``Referrer-Policy: no-referrer`` sends with its
-    own POSTs; ``Sec-Fetch-Site`` still tells where those come from), or one naming the host this
-    request was sent to (the scheme is not compared: behind a TLS-terminating proxy the service sees
-    http where the browser says https)."""
-    origin = connection.headers.get("origin")
-    if origin is None or origin == "null":
-        return True
-    host = connection.headers.get("host", "")
-    netloc = urlsplit(origin).netloc if origin.startswith(("http://", "https://")) else ""
-    return bool(host) and netloc.lower() == host.lower()
-
-
 def console_cookie(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
     """A valid console cookie on an ops API request the console page itself can have made."""
     if not connection.url.path.startswith(SESSION_PATH_PREFIX):
@@ -71,7 +58,7 @@ def console_cookie(connection: ASGIConnection) -> bool:  # type: ignore[type-arg
     if connection.scope.get("method", "GET") not in _UNSAFE_METHODS:
         return site is None or site in _BROWSER_SITES
     media_type = connection.headers.get("content-type", "").partition(";")[0].strip().lower()
-    return site == "same-origin" and _origin_is_this_host(connection) and media_type == "application/json"
+    return site == "same-origin" and same_site(connection) and media_type == "application/json"
 
 
 class _RequireOperator:
@@ -111,11 +98,6 @@ def _page(request: Request[Any, Any, Any]) -> Response[bytes]:
     return Response(page.body, media_type=HTML, headers=page_headers())
 
 
-def _cross_site(request: Request[Any, Any, Any]) -> bool:
-    site = request.headers.get("sec-fetch-site")
-    return (site is not None and site not in _BROWSER_SITES) or not _origin_is_this_host(request)
-
-
 class ConsoleController(Controller):
     path = "/ops"
     include_in_schema = False
@@ -130,18 +112,13 @@ class ConsoleController(Controller):
 
     @get("/static/{name:str}")
     async def asset(self, name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
-        asset = catalogue().get(f"ops/{name}") if name.endswith(ASSET_SUFFIXES) else None
-        if asset is None:
-            raise not_found("file")
-        if request.headers.get("if-none-match") == asset.etag:
-            return Response(b"", status_code=304, headers=asset_headers(asset.etag))
-        return Response(asset.body, media_type=asset.media_type, headers=asset_headers(asset.etag))
+        return asset_response(request, f"ops/{name}")
 
     @post("/session", status_code=303)
     async def sign_in(self, request: Request[Any, Any, Any]) -> Response[Any]:
         form = await request.form()
         next_path = console_path(form.get("next"))
-        if _cross_site(request):
+        if not same_site(request):
             return _signin(next_path, "Sign in from the console's own page.", 403)
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
@@ -163,7 +140,7 @@ class ConsoleController(Controller):
 
     @post("/sign-out", status_code=303)
     async def sign_out(self, request: Request[Any, Any, Any]) -> Response[Any]:
-        if _cross_site(request):
+        if not same_site(request):
             return _signin("/ops/", "Sign out from the console's own page.", 403)
         secure = _secure(request)
         cookie = Cookie(

@@ -51,7 +51,8 @@ async def _signed_in(request: Request[Any, Any, Any]) -> tuple[str, HostPrincipa
     return None if principal is None else (token, principal)
 
 
-def _asset(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+def asset_response(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    """A static file of the catalogue (``host/…``, ``apps/…``, ``sdk/…``, ``ops/…``), revalidated by ETag."""
     asset: Asset | None = catalogue().get(name) if name.endswith(ASSET_SUFFIXES) else None
     if asset is None:
         raise not_found("file")
@@ -119,7 +120,7 @@ class WebHostController(Controller):
 
     @get("/host/{name:str}")
     async def host_asset(self, name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
-        return _asset(request, f"host/{name}")
+        return asset_response(request, f"host/{name}")
 
     @get("/apps/{app_scope:str}/")
     async def app_page(self, app_scope: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
@@ -134,8 +135,8 @@ class WebHostController(Controller):
     async def app_asset(
         self, app_scope: FromPath[str], name: FromPath[str], request: Request[Any, Any, Any]
     ) -> Response[bytes]:
-        return _asset(request, f"apps/{app_scope}/{name}")
+        return asset_response(request, f"apps/{app_scope}/{name}")
 
     @get("/sdk/{name:str}")
     async def sdk(self, name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
-        return _asset(request, f"sdk/{name}")
+        return asset_response(request, f"sdk/{name}")
