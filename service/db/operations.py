@@ -49,6 +49,32 @@ SELECT o.*, o.ends_at <= statement_timestamp() AS overdue FROM operations o
 WHERE o.operation_id = %(operation_id)s
 """
 
+# The Agent's interrupt of one operation named by its id, in one statement (its own transaction on
+# an autocommit connection): the conversation's workspace lock first, then the compare-and-set.
+# ``settle_focusing`` takes the operation ids only once the lock is held (its argument depends on
+# the lock's result), re-reads the row under it and decides by the database clock, so a row that
+# ended meanwhile is left as it is. No row: no such operation (or not in the given conversation).
+INTERRUPT_ONE = """
+WITH target AS (
+    SELECT o.operation_id, o.conversation_id, o.state FROM operations o
+    WHERE o.operation_id = %(operation_id)s
+      AND (%(conversation_id)s::text IS NULL OR o.conversation_id = %(conversation_id)s)
+),
+locked AS (
+    SELECT t.operation_id, lock_workspace(t.conversation_id, false) AS held
+    FROM target t WHERE t.state = 'focusing'
+),
+settled AS (
+    SELECT s.* FROM locked l,
+    LATERAL settle_focusing(
+        CASE WHEN l.held THEN ARRAY[l.operation_id] ELSE ARRAY[]::uuid[] END,
+        'interrupted', 'agent_interrupt') s
+)
+SELECT t.operation_id, t.conversation_id, s.instance_id, s.state, s.reason, s.ends_at,
+       s.finalized_at, s.lateness_ms, s.event_id
+FROM target t LEFT JOIN settled s USING (operation_id)
+"""
+
 SECONDS_UNTIL_NEXT_DEADLINE = """
 SELECT EXTRACT(EPOCH FROM min(ends_at) - statement_timestamp())::float8 AS seconds
 FROM operations WHERE state = 'focusing'
@@ -101,6 +127,14 @@ async def latest_for_instance(conn: Conn, instance_id: UUID) -> DictRow | None:
 
 async def get_by_id(conn: Conn, operation_id: UUID) -> DictRow | None:
     cursor = await conn.execute(GET_BY_ID, {"operation_id": operation_id})
+    return await cursor.fetchone()
+
+
+async def interrupt_one(conn: Conn, operation_id: UUID, conversation_id: str | None) -> DictRow | None:
+    """``event_id`` is set when this statement settled the operation (``state`` says how)."""
+    cursor = await conn.execute(
+        INTERRUPT_ONE, {"operation_id": operation_id, "conversation_id": conversation_id}, prepare=True
+    )
     return await cursor.fetchone()
 
 

@@ -134,12 +134,13 @@ async def cancel_task(rt: Runtime, task_id: str) -> dict[str, Any]:
         outcome = await interrupt_operation(rt, _operation_id(task_id))
     except NotFound:
         raise _unknown(task_id) from None
-    task = task_view(outcome.operation)
+    operation = await read_task(rt, task_id)
+    task = task_view(operation)
     if not outcome.interrupted:
         raise MCPError(
             INVALID_PARAMS,
             f"task {task_id} is already {task['status']}: the focus period ended "
-            f"{outcome.operation['state']} ({outcome.operation['reason']})",
+            f"{operation['state']} ({operation['reason']})",
             data=task,
         )
     return task
