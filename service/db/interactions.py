@@ -12,6 +12,16 @@ COLUMNS = (
     " answered_at, created_at"
 )
 
+
+def answered_result(row: str) -> str:
+    """The result of an answered ``interact.ask``, as its outbox row carries it (and its task shows
+    it), built from the columns of ``row``."""
+    return (
+        f"jsonb_build_object('state', 'answered', 'answer', {row}.answer, "
+        f"'answered_at', rfc3339({row}.answered_at))"
+    )
+
+
 GET = f"SELECT {COLUMNS} FROM interactions WHERE tool_call_id = %(tool_call_id)s"
 
 PENDING = f"""
@@ -48,8 +58,7 @@ queued AS (
                'event_id', e.event_id, 'type', 'tool.result', 'tool', 'interact.ask',
                'tool_call_id', e.tool_call_id, 'conversation_id', e.conversation_id,
                'operation_id', NULL, 'sequence', e.outbox_sequence,
-               'result', jsonb_build_object('state', 'answered', 'answer', e.answer,
-                                            'answered_at', rfc3339(e.answered_at)))
+               'result', {answered_result("e")})
     FROM events e
     RETURNING event_id
 ),

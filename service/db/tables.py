@@ -346,6 +346,15 @@ interactions = Table(
     ),
 )
 
+# The task id naming an interact.ask run as an MCP task: random, unlike the caller's tool_call_id.
+interaction_tasks = Table(
+    "interaction_tasks",
+    metadata,
+    Column("task_id", UUID(as_uuid=True), primary_key=True),
+    Column("tool_call_id", Text, ForeignKey("interactions.tool_call_id"), nullable=False, unique=True),
+    _ts("created_at", default=True),
+)
+
 # Projection changes for the Host's event stream; written by triggers in the deciding
 # transactions, announced with NOTIFY, replayed after a reconnect from Last-Event-ID.
 projection_events = Table(

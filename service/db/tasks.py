@@ -1,4 +1,9 @@
-"""Named statements the MCP face reads operations with, as tasks (one prepared statement each)."""
+"""Named statements the MCP face reads its tasks with (one prepared statement each).
+
+A task is an operation (``pomodoro.start``; the task id is its ``operation_id``) or an interaction
+(``interact.ask`` at 2026-07-28; the task id is its random ``interaction_tasks.task_id``, never the
+caller's ``tool_call_id``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ from uuid import UUID
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
+
+from service.db.interactions import answered_result
 
 Conn = AsyncConnection[DictRow]
 
@@ -19,7 +26,54 @@ SELECT operation_id::text AS operation_id, conversation_id, state, reason,
 FROM operations WHERE operation_id = %s
 """
 
+# Either kind of task, in the same columns: ``state`` is the operation's or the interaction's
+# (``pending``, ``answered``), ``result`` the object the relay delivers once final.
+_INTERACTION_TASK = f"""
+SELECT 'interaction' AS kind, t.task_id::text AS task_id, i.conversation_id, i.status AS state,
+       NULL::text AS reason, rfc3339(i.created_at) AS started_at, NULL::text AS ends_at,
+       rfc3339(i.answered_at) AS finalized_at,
+       CASE WHEN i.status = 'answered' THEN {answered_result("i")} END AS result,
+       false AS overdue
+FROM interaction_tasks t JOIN interactions i USING (tool_call_id)
+"""
+
+TASK = f"""
+SELECT 'operation' AS kind, operation_id::text AS task_id, conversation_id, state, reason,
+       rfc3339(started_at) AS started_at, rfc3339(ends_at) AS ends_at,
+       rfc3339(finalized_at) AS finalized_at, result,
+       ends_at <= statement_timestamp() AS overdue
+FROM operations WHERE operation_id = %(task_id)s
+UNION ALL
+{_INTERACTION_TASK} WHERE t.task_id = %(task_id)s
+"""
+
+# The task of an interaction just asked (or replayed): made once, the same id ever after (DO UPDATE,
+# not DO NOTHING, so that a replay racing the first call still gets the row back). Only an
+# interaction of the caller's conversation gets one.
+INTERACTION_TASK_FOR = f"""
+WITH task AS (
+    INSERT INTO interaction_tasks (task_id, tool_call_id)
+    SELECT gen_random_uuid(), i.tool_call_id FROM interactions i
+    WHERE i.tool_call_id = %(tool_call_id)s AND i.conversation_id = %(conversation_id)s
+    ON CONFLICT (tool_call_id) DO UPDATE SET tool_call_id = EXCLUDED.tool_call_id
+    RETURNING task_id, tool_call_id
+)
+{_INTERACTION_TASK.replace("FROM interaction_tasks t", "FROM task t")}
+"""
+
 
 async def task_operation(conn: Conn, operation_id: UUID) -> DictRow | None:
     cursor = await conn.execute(TASK_OPERATION, (operation_id,), prepare=True)
+    return await cursor.fetchone()
+
+
+async def task(conn: Conn, task_id: UUID) -> DictRow | None:
+    cursor = await conn.execute(TASK, {"task_id": task_id}, prepare=True)
+    return await cursor.fetchone()
+
+
+async def interaction_task_for(conn: Conn, tool_call_id: str, conversation_id: str) -> DictRow | None:
+    cursor = await conn.execute(
+        INTERACTION_TASK_FOR, {"tool_call_id": tool_call_id, "conversation_id": conversation_id}
+    )
     return await cursor.fetchone()

@@ -56,3 +56,8 @@ def bind(meta: Mapping[str, Any] | None) -> Binding:
     if tool_call_id is None:
         return Binding(conversation_id, f"mcp-{uuid.uuid4()}", tool_call_id_made=True)
     return Binding(conversation_id, tool_call_id, tool_call_id_made=False)
+
+
+def bound_conversation(meta: Mapping[str, Any] | None) -> str | None:
+    """The conversation a task request names, if it names one (a task of another is unknown)."""
+    return _id(meta or {}, CONVERSATION_ID)

@@ -1,9 +1,11 @@
 """The MCP server: the SDK's low-level ``Server`` with the runtime's handlers.
 
-``tools/list`` and ``tools/call`` answer at every protocol revision the SDK serves. The task
-methods (``tasks/get``, ``tasks/result``, ``tasks/cancel``) and task-augmented ``tools/call`` are
-the 2025-11-25 wire: the SDK ships their types but no runtime, and the 2026-07-28 revision moved
-tasks into an extension with another wire, so they are served on handshake-era sessions only.
+``tools/list`` and ``tools/call`` answer at every protocol revision the SDK serves. Tasks have
+two wires, told apart by the request's revision: on handshake-era sessions the 2025-11-25 one
+(``tasks/get``, ``tasks/result``, ``tasks/cancel``, task-augmented ``tools/call``;
+``service.mcp.tasks``), at 2026-07-28 the extension ``io.modelcontextprotocol/tasks``
+(``tasks/get``, ``tasks/cancel``, ``tasks/update``, a ``CreateTaskResult`` from ``tools/call``;
+``service.mcp.tasks_extension``). The SDK ships neither runtime.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from psycopg import OperationalError
 
 from service.api.errors import status_of
 from service.domain.errors import Refusal
+from service.mcp import tasks_extension
 from service.mcp.binding import bind
 from service.mcp.push import Pushes
 from service.mcp.tasks import cancel_task, read_task, settled, task_result, task_view
@@ -56,13 +59,17 @@ def translated() -> Iterator[None]:
         ) from None
 
 
-def _handshake_era(ctx: Ctx) -> None:
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        raise MCPError(METHOD_NOT_FOUND, "Method not found", data=ctx.method)
+def _modern(ctx: Ctx) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _not_found(ctx: Ctx) -> MCPError:
+    return MCPError(METHOD_NOT_FOUND, "Method not found", data=ctx.method)
 
 
 class RuntimeMcpServer(Server[Any]):
-    """Advertises the task capability on handshake-era sessions, where it serves it."""
+    """Advertises the task capability on handshake-era sessions and the tasks extension at
+    2026-07-28: each where it serves it."""
 
     def __init__(self, rt: Runtime, hub: ProjectionHub) -> None:
         super().__init__(
@@ -84,6 +91,8 @@ class RuntimeMcpServer(Server[Any]):
         self.add_request_handler("tasks/get", types.GetTaskRequestParams, self._get_task)
         self.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self._task_result)
         self.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self._cancel_task)
+        self.add_request_handler("tasks/update", tasks_extension.UpdateTaskRequestParams, self._update_task)
+        self.extensions = {tasks_extension.EXTENSION: {}}
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
         # check does not know: a middleware (above that check) answers it. OpenTelemetry's
         # middleware is left out: no exporter is installed, and it costs CPU on every call.
@@ -93,7 +102,7 @@ class RuntimeMcpServer(Server[Any]):
         capabilities = super().get_capabilities(*args, **kwargs)
         if kwargs.get("protocol_version") in MODERN_PROTOCOL_VERSIONS:
             return capabilities
-        return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY})
+        return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY, "extensions": None})
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         spec = self.rt.registry.tool(name)
@@ -117,9 +126,17 @@ class RuntimeMcpServer(Server[Any]):
         return answer
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
+        raw = ctx.params or {}
+        answer = await self._run(ctx, raw)
+        result = call_result(answer)
+        if _modern(ctx) and raw.get("name") in tasks_extension.TASK_TOOLS and tasks_extension.declares(ctx):
+            with translated():
+                created = await tasks_extension.created(self.rt, answer, result["_meta"])
+            if created is not None:
+                return created
         # The SDK checks this against the negotiated revision's CallToolResult (2026-07-28 requires
         # resultType; the 2025 check drops it).
-        return {**call_result(await self._run(ctx, ctx.params or {})), "resultType": "complete"}
+        return {**result, "resultType": "complete"}
 
     async def _task_augmented_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         params = ctx.params
@@ -146,16 +163,25 @@ class RuntimeMcpServer(Server[Any]):
         return {"task": task_view(operation), "_meta": call_result(answer)["_meta"]}
 
     async def _get_task(self, ctx: Ctx, params: types.GetTaskRequestParams) -> dict[str, Any]:
-        _handshake_era(ctx)
         with translated():
+            if _modern(ctx):
+                return await tasks_extension.get(self.rt, ctx, params.task_id)
             return task_view(await read_task(self.rt, params.task_id))
 
     async def _task_result(self, ctx: Ctx, params: types.GetTaskPayloadRequestParams) -> dict[str, Any]:
-        _handshake_era(ctx)
+        if _modern(ctx):  # the extension has no tasks/result: tasks/get carries the result
+            raise _not_found(ctx)
         with translated():
             return task_result(await settled(self.rt, self._hub, params.task_id))
 
     async def _cancel_task(self, ctx: Ctx, params: types.CancelTaskRequestParams) -> dict[str, Any]:
-        _handshake_era(ctx)
         with translated():
+            if _modern(ctx):
+                return await tasks_extension.cancel(self.rt, ctx, params.task_id)
             return await cancel_task(self.rt, params.task_id)
+
+    async def _update_task(self, ctx: Ctx, params: tasks_extension.UpdateTaskRequestParams) -> dict[str, Any]:
+        if not _modern(ctx):
+            raise _not_found(ctx)
+        with translated():
+            return await tasks_extension.update(self.rt, ctx, params.task_id)

@@ -59,15 +59,18 @@ def task_view(operation: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def ended(result: dict[str, Any]) -> str:
+    """One sentence for a person: how a focus period ended (from the relay's result object)."""
+    state, reason, seconds = result["state"], result["reason"], result["focused_seconds"]
+    return f"The focus period ended {state} ({reason}) after {seconds} s."
+
+
 def task_result(operation: dict[str, Any]) -> dict[str, Any]:
     """What ``tasks/result`` answers for a final operation: the tool's result, as a tool result."""
     result = operation["result"]
-    text = (
-        f"The focus period ended {result['state']} ({result['reason']}) after {result['focused_seconds']} s."
-    )
     return wire(
         types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
+            content=[types.TextContent(type="text", text=ended(result))],
             structured_content=result,
             is_error=False,
             _meta={RELATED_TASK: {"taskId": operation["operation_id"]}},
@@ -75,31 +78,31 @@ def task_result(operation: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _operation_id(task_id: str) -> UUID:
+def operation_uuid(task_id: str) -> UUID:
     try:
         return UUID(task_id)
     except ValueError:
-        raise _unknown(task_id) from None
+        raise unknown_task(task_id) from None
 
 
-def _unknown(task_id: str) -> MCPError:
+def unknown_task(task_id: str) -> MCPError:
     return MCPError(INVALID_PARAMS, f"no task {task_id!r}", data={"taskId": task_id})
 
 
 async def read_task(rt: Runtime, task_id: str) -> dict[str, Any]:
     """The operation behind a task: one statement, unless it is focusing past its deadline —
     then it is settled first, as every read of an operation does."""
-    operation_id = _operation_id(task_id)
+    operation_id = operation_uuid(task_id)
     async with rt.pool.connection() as conn:
         row = await tasks_db.task_operation(conn, operation_id)
     if row is None:
-        raise _unknown(task_id)
+        raise unknown_task(task_id)
     if row["state"] != "focusing" or not row["overdue"]:
         return row
     try:
         return await get_operation(rt, operation_id)
     except NotFound:
-        raise _unknown(task_id) from None
+        raise unknown_task(task_id) from None
 
 
 def _seconds_until(timestamp: str) -> float:
@@ -131,9 +134,9 @@ async def settled(
 async def cancel_task(rt: Runtime, task_id: str) -> dict[str, Any]:
     """The Agent's interrupt of this one operation; a task already final is the protocol's error."""
     try:
-        outcome = await interrupt_operation(rt, _operation_id(task_id))
+        outcome = await interrupt_operation(rt, operation_uuid(task_id))
     except NotFound:
-        raise _unknown(task_id) from None
+        raise unknown_task(task_id) from None
     operation = await read_task(rt, task_id)
     task = task_view(operation)
     if not outcome.interrupted:

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import mcp_types as types
 from mcp.client import ClientSession, NotificationBinding
 from mcp.client.streamable_http import streamable_http_client
@@ -71,3 +72,74 @@ async def mcp_session(base_url: str, token: str | None = AGENT_TOKEN) -> AsyncIt
         async with ClientSession(dispatcher=dispatcher, notification_bindings=[binding]) as session:
             await session.initialize()
             yield McpSession(session, dispatcher, statuses)
+
+
+TASKS = "io.modelcontextprotocol/tasks"
+MODERN = "2026-07-28"
+
+
+@dataclass
+class ModernWire:
+    """Plain JSON-RPC at 2026-07-28 over HTTP: one self-contained POST per request, as the
+    extension's examples show them (no session; ``_meta`` carries the revision, the client and its
+    capabilities; the routing headers name the method and the tool or task)."""
+
+    http: httpx.AsyncClient
+    url: str
+    declares_tasks: bool = True
+    next_id: int = 0
+
+    def envelope(self, params: dict[str, Any], *, declares_tasks: bool | None = None) -> dict[str, Any]:
+        declared = self.declares_tasks if declares_tasks is None else declares_tasks
+        capabilities: dict[str, Any] = {"extensions": {TASKS: {}}} if declared else {}
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "wire", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            **params.get("_meta", {}),
+        }
+        return {**params, "_meta": meta}
+
+    async def post(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        name: str | None = None,
+        declares_tasks: bool | None = None,
+    ) -> httpx.Response:
+        self.next_id += 1
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": method,
+        }
+        routed = name if name is not None else params.get("taskId", params.get("name"))
+        if routed is not None:
+            headers["Mcp-Name"] = routed
+        body = {
+            "jsonrpc": "2.0",
+            "id": self.next_id,
+            "method": method,
+            "params": self.envelope(params, declares_tasks=declares_tasks),
+        }
+        return await self.http.post(self.url, json=body, headers=headers)
+
+    async def result(self, method: str, params: dict[str, Any], **options: Any) -> dict[str, Any]:
+        answer = await self.post(method, params, **options)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert "result" in body, body
+        return dict(body["result"])
+
+    async def error(self, method: str, params: dict[str, Any], **options: Any) -> dict[str, Any]:
+        answer = await self.post(method, params, **options)
+        body = answer.json()
+        assert "error" in body, body
+        return dict(body["error"])
+
+
+@contextlib.asynccontextmanager
+async def modern_wire(base_url: str, *, declares_tasks: bool = True) -> AsyncIterator[ModernWire]:
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {AGENT_TOKEN}"}, timeout=30) as http:
+        yield ModernWire(http, f"{base_url}/mcp", declares_tasks)

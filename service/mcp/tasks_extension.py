@@ -1,0 +1,179 @@
+"""Tasks at 2026-07-28: the extension ``io.modelcontextprotocol/tasks`` (no sessions, any replica).
+
+A request that declares the extension in its ``_meta`` client capabilities may get a task instead
+of a tool result: ``pomodoro.start`` and ``interact.ask``, when their call opens something (a
+refusal or a replayed refusal is the tool's result as ever). The call has committed before the
+``CreateTaskResult`` is sent, so ``tasks/get`` on any replica finds it at once.
+
+* the task id: an operation's ``operation_id``; an interaction's random ``interaction_tasks``
+  id — both random UUIDs, never the caller's ``tool_call_id``. A task request that names a
+  conversation (``_meta["io.lineup/conversation_id"]``) sees a task of another conversation exactly
+  as an unknown one.
+* ``working`` while focusing (or waiting for the person's answer), then ``completed`` with the
+  tool's result: a ``CallToolResult`` whose ``structuredContent`` is the result object the relay
+  delivers, whichever way it ended. At this revision only a completed task carries a result, and
+  every focus period has exactly one, so a period the Agent interrupted is ``completed`` too, its
+  result saying ``interrupted (agent_interrupt)``; ``cancelled`` and ``failed`` are never used.
+* ``tasks/cancel``: the Agent's interrupt of that one operation (the same compare-and-set as
+  ``pomodoro.interrupt``), answered with the empty acknowledgement whoever wins the race; an
+  interaction waits for the person, so cancelling it changes nothing (the extension's cancel is
+  cooperative).
+* ``tasks/update``: our tasks never ask the client for input (never ``input_required``), so no key
+  is ever outstanding; the extension says to ignore such responses: acknowledged, nothing changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, RequestParams
+from pydantic import Field
+
+from service.db import tasks as tasks_db
+from service.domain.errors import NotFound
+from service.mcp.binding import bound_conversation
+from service.mcp.tasks import POLL_INTERVAL_MS, ended, unknown_task
+from service.mcp.tools import Answer
+from service.use_cases.operation_interrupt import interrupt_operation
+from service.use_cases.operation_status import get_operation
+from service.use_cases.runtime import Runtime
+
+Ctx = ServerRequestContext[Any, Any]
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+#: Tools whose accepted call is answered as a task when the request declares the extension.
+TASK_TOOLS = frozenset({"pomodoro.start", "interact.ask"})
+_WORKING = frozenset({"focusing", "pending"})
+
+
+class UpdateTaskRequestParams(RequestParams):
+    task_id: str = Field(alias="taskId")
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+def declares(ctx: Ctx) -> bool:
+    """Whether this request's ``_meta`` client capabilities declare the extension."""
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and EXTENSION in (capabilities.extensions or {})
+
+
+def checked(ctx: Ctx, task_id: str) -> str | None:
+    """The checks of every task request; the conversation it names, if any.
+
+    Not declaring the extension on the request is ``-32021``; an ``Mcp-Name`` header (which the
+    extension has clients set to the task id, for routing) that names another task is a header
+    mismatch, as the core protocol answers for the methods it names."""
+    if not declares(ctx):
+        raise MCPError(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "Missing required client capability",
+            data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+        )
+    headers = getattr(ctx.request, "headers", None)
+    named = headers.get(MCP_NAME_HEADER) if headers is not None else None
+    if named is not None and decode_header_value(named) != task_id:
+        raise MCPError(HEADER_MISMATCH, f"{MCP_NAME_HEADER} header does not match the request's taskId")
+    return bound_conversation((ctx.params or {}).get("_meta"))
+
+
+def _task_uuid(task_id: str) -> UUID:
+    try:
+        return UUID(task_id)
+    except ValueError:
+        raise unknown_task(task_id) from None
+
+
+async def read(rt: Runtime, task_id: str, conversation_id: str | None = None) -> dict[str, Any]:
+    """The task's row (``service.db.tasks.TASK``): one statement, unless it is a focusing
+    operation past its deadline — then it is settled first, as every read of an operation does."""
+    async with rt.pool.connection() as conn:
+        row = await tasks_db.task(conn, _task_uuid(task_id))
+    if row is None or conversation_id not in (None, row["conversation_id"]):
+        raise unknown_task(task_id)
+    if row["state"] != "focusing" or not row["overdue"]:
+        return row
+    try:
+        view = await get_operation(rt, UUID(task_id))
+    except NotFound:
+        raise unknown_task(task_id) from None
+    return {"kind": "operation", "task_id": task_id, **view}
+
+
+def _status_message(task: dict[str, Any]) -> str:
+    if task["kind"] == "interaction":
+        return "waiting for the person's answer" if task["state"] == "pending" else "answered"
+    if task["state"] == "focusing":
+        return f"focusing until {task['ends_at']}"
+    return f"{task['state']} ({task['reason']})"
+
+
+def _tool_result(task: dict[str, Any]) -> dict[str, Any]:
+    result = task["result"]
+    text = f"The person answered: {result['answer']}" if task["kind"] == "interaction" else ended(result)
+    return {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": False}
+
+
+def task_wire(task: dict[str, Any]) -> dict[str, Any]:
+    """The extension's ``Task`` (``ttlMs`` null: tasks are kept, they never expire)."""
+    return {
+        "taskId": task["task_id"],
+        "status": "working" if task["state"] in _WORKING else "completed",
+        "statusMessage": _status_message(task),
+        "createdAt": task["started_at"],
+        "lastUpdatedAt": task["finalized_at"] or task["started_at"],
+        "ttlMs": None,
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    }
+
+
+def detailed(task: dict[str, Any]) -> dict[str, Any]:
+    """The ``DetailedTask`` that ``tasks/get`` answers (and ``notifications/tasks`` carries)."""
+    wire = task_wire(task)
+    if wire["status"] == "completed":
+        wire["result"] = _tool_result(task)
+    return wire
+
+
+async def created(rt: Runtime, answer: Answer, meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``CreateTaskResult`` for an accepted call, or None when it opened nothing."""
+    if answer.status != 202:
+        return None
+    if answer.tool == "interact.ask":
+        async with rt.pool.connection() as conn:
+            task = await tasks_db.interaction_task_for(
+                conn, answer.binding.tool_call_id, answer.binding.conversation_id
+            )
+        if task is None:
+            return None
+    elif answer.operation_id is None:
+        return None
+    elif answer.replayed:  # the answer is as it was then: the task is as it is now
+        task = await read(rt, answer.operation_id)
+    else:
+        operation = answer.body["operation"]
+        task = {"kind": "operation", "task_id": answer.operation_id, "reason": None, "finalized_at": None}
+        task |= {key: operation[key] for key in ("state", "started_at", "ends_at")}
+    return {"resultType": "task", **task_wire(task), "_meta": meta}
+
+
+async def get(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
+    return detailed(await read(rt, task_id, checked(ctx, task_id)))
+
+
+async def cancel(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
+    conversation_id = checked(ctx, task_id)
+    task_uuid = _task_uuid(task_id)
+    try:
+        await interrupt_operation(rt, task_uuid, conversation_id=conversation_id)
+    except NotFound:
+        await read(rt, task_id, conversation_id)  # an interaction's task: acknowledged, unchanged
+    return {}
+
+
+async def update(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
+    await read(rt, task_id, checked(ctx, task_id))
+    return {}
