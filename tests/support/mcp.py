@@ -12,15 +12,16 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import mcp_types as types
-from mcp.client import ClientSession, NotificationBinding
+from mcp.client import ClaimContext, ClientExtension, ClientSession, NotificationBinding, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from pydantic import Field
 
 from tests.conftest import AGENT_TOKEN
 
@@ -143,3 +144,50 @@ class ModernWire:
 async def modern_wire(base_url: str, *, declares_tasks: bool = True) -> AsyncIterator[ModernWire]:
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {AGENT_TOKEN}"}, timeout=30) as http:
         yield ModernWire(http, f"{base_url}/mcp", declares_tasks)
+
+
+class CreatedTask(types.Result):
+    """The extension's ``CreateTaskResult``, as the SDK's client reads a claimed result."""
+
+    result_type: Literal["task"] = Field(alias="resultType")
+    task_id: str = Field(alias="taskId")
+    status: str
+    poll_interval_ms: int | None = Field(default=None, alias="pollIntervalMs")
+
+
+class GotTask(types.Result):
+    """What ``tasks/get`` answers at 2026-07-28 (the parts read here)."""
+
+    task_id: str = Field(alias="taskId")
+    status: str
+    result: dict[str, Any] | None = None
+
+
+class GetTask(types.Request[types.GetTaskRequestParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: types.GetTaskRequestParams
+
+
+class TasksExtension(ClientExtension):
+    """The smallest client side of ``io.modelcontextprotocol/tasks`` on the SDK's ``Client``: it
+    declares the extension and claims ``resultType: "task"``, resolving it by polling ``tasks/get``
+    every ``poll_seconds``) into the finished task's tool result."""
+
+    identifier = TASKS
+
+    def __init__(self, poll_seconds: float = 0.2) -> None:
+        self.poll_seconds = poll_seconds
+        self.task_ids: list[str] = []
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=CreatedTask, resolve=self._resolve)]
+
+    async def _resolve(self, created: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
+        self.task_ids.append(created.task_id)
+        while True:
+            request = GetTask(params=types.GetTaskRequestParams(task_id=created.task_id))
+            task = await ctx.session.send_request(request, GotTask)
+            if task.status == "completed":
+                return types.CallToolResult.model_validate(task.result)
+            assert task.status == "working", task
+            await asyncio.sleep(self.poll_seconds)
