@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 import mcp_types as types
@@ -164,6 +164,7 @@ class GotTask(types.Result):
 
 
 class GetTask(types.Request[types.GetTaskRequestParams, Literal["tasks/get"]]):
+    name_param: ClassVar[str | None] = "taskId"  # sent as Mcp-Name, as the extension has clients do
     method: Literal["tasks/get"] = "tasks/get"
     params: types.GetTaskRequestParams
 
