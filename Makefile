@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev test lint format migrate serve relay bench failover chaos scale-out
+.PHONY: help install dev test lint format migrate serve relay bench failover chaos scale-out mcp-replicas
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -62,3 +62,8 @@ chaos: install ## minutes of load while Postgres, the service and the relays are
 
 scale-out: install ## two serve processes on one port and two relays against one of each; races checked
 	$(PY) -u bench/scale_out.py
+
+mcp-replicas: install ## two serve replicas behind nginx round-robin: 200 MCP tasks started, read and cancelled across them
+	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nginx-light; }
+	$(PY) -u rigs/mcp_replicas.py

@@ -51,6 +51,9 @@ http {{
     upstream round_robin {{
 {servers}
         keepalive 32;
+        # Below the replicas' own keep-alive timeout (uvicorn's 5 s), so nginx never reuses a
+        # connection the replica is closing (that race answers 502).
+        keepalive_timeout 2s;
     }}
     upstream affinity {{
         hash $remote_addr consistent;
