@@ -8,9 +8,11 @@ sends the request: ``Timeout``, ``ConnectError``, ``RemoteProtocolError``, ``Rea
 from __future__ import annotations
 
 import asyncio
+import string
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import quote
 
 import aiohttp
 
@@ -20,6 +22,16 @@ from relay.signing import Signer
 
 EXCERPT_BYTES = 512
 USER_AGENT = "lineup-relay/0.1"
+# Printable ASCII but the space and "%": what an Idempotency-Key carries as it is.
+_HEADER_SAFE = "".join(c for c in string.printable if c.isprintable() and c not in " %")
+
+
+def idempotency_key(tool_call_id: str) -> str:
+    """The ``Idempotency-Key`` of a row: its tool call id, which the service's id rule makes
+    header-safe. A row recorded under the earlier rule (a space, a line break, non-ASCII) gets
+    those bytes percent-encoded (UTF-8) rather than a header that fails on every attempt and holds
+    back its conversation; the body carries the id unchanged."""
+    return quote(tool_call_id, safe=_HEADER_SAFE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +82,7 @@ class Deliverer:
         started_at = datetime.now(UTC)
         started = time.perf_counter()
         headers = self._signer.headers(str(claim.event_id), claim.body, started_at)
-        headers["idempotency-key"] = claim.tool_call_id
+        headers["idempotency-key"] = idempotency_key(claim.tool_call_id)
         try:
             # The client's timeout bounds the request; this bounds the whole attempt, excerpt included.
             async with (

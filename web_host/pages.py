@@ -12,7 +12,7 @@ import html
 from string import Template
 from urllib.parse import quote
 
-from service.domain.ids import is_valid_id
+from service.domain.ids import is_recorded_id
 from web_host.assets import catalogue
 
 _COMMON = {
@@ -52,7 +52,7 @@ def asset_headers(etag: str) -> dict[str, str]:
 
 
 def valid_conversation_id(value: object) -> str | None:
-    if is_valid_id(value):
+    if is_recorded_id(value):
         return value
     return None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from functools import partial
 
 from litestar import Litestar
 from litestar.datastructures import ResponseHeader, State
@@ -17,8 +18,8 @@ from service.api.bodies import ContractRequest
 from service.api.console import ConsoleController
 from service.api.console_session import ConsoleSessions
 from service.api.document import (
-    docs_page_csp,
     openapi_config,
+    schema_pages,
     ui_asset,
     without_litestar_validation_answers,
 )
@@ -125,7 +126,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         lifespan=[lifespan, mcp_lifespan],
         request_max_body_size=settings.request_max_body_bytes,
         openapi_config=openapi_config(ui=settings.api_docs_ui),
-        middleware=[docs_page_csp] if settings.api_docs_ui else [],
+        middleware=[partial(schema_pages, ui=settings.api_docs_ui)],
         # Every answer is fresh and typed as it says, unless a handler says otherwise (pages, assets).
         response_headers=[
             ResponseHeader(name="Cache-Control", value="no-store"),

@@ -16,13 +16,18 @@ from uuid import UUID
 import msgspec
 from litestar import Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic_core import ErrorDetails
 
 from service.domain.errors import InvalidRequest, Malformed
-from service.domain.ids import MAX_ID_LENGTH
+from service.domain.ids import ID_PATTERN, ID_RULE, MAX_ID_LENGTH
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
+# A new caller-made id: the rule of ``service.domain.ids`` as a pattern (so the document states it),
+# its refusal worded as the rule.
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
+# Litestar documents a list's items without their pattern: a list of ids says it itself.
+ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN}
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 # Revisions are Postgres bigints.
 MAX_REVISION = 2**63 - 1
@@ -63,7 +68,9 @@ class AnswerBody(StrictBody):
 
 class SessionRequest(StrictBody):
     subject: Annotated[str, StringConstraints(min_length=1, max_length=255)]
-    conversation_ids: Annotated[list[Id], Field(min_length=1, max_length=1000)]
+    conversation_ids: Annotated[
+        list[Id], Field(min_length=1, max_length=1000, json_schema_extra={"items": ID_SCHEMA})
+    ]
     ttl_seconds: Annotated[int, Field(ge=60, le=86400)] = 3600
 
 
@@ -116,6 +123,12 @@ def parse_json(raw: bytes) -> Any:
     return data
 
 
+def _message(error: ErrorDetails) -> str:
+    if error["type"] == "string_pattern_mismatch" and error.get("ctx", {}).get("pattern") == ID_PATTERN:
+        return ID_RULE
+    return error["msg"]
+
+
 def validate(model: type[ModelT], data: Any) -> ModelT:
     """Check a decoded body against its model; unknown fields and wrong types → 422."""
     if not isinstance(data, dict):
@@ -126,7 +139,7 @@ def validate(model: type[ModelT], data: Any) -> ModelT:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        details = [{"path": _path(error["loc"]), "message": error["msg"]} for error in exc.errors()]
+        details = [{"path": _path(error["loc"]), "message": _message(error)} for error in exc.errors()]
         raise InvalidRequest("the request body has the wrong shape", details=details) from None
 
 

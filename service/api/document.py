@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 from litestar import Litestar, Response, get
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import (
@@ -22,6 +23,7 @@ from litestar.params import FromPath
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.console_session import SECURE_COOKIE_NAME as CONSOLE_COOKIE_NAME
+from service.api.errors import API_HEADERS
 from service.api.host_session import COOKIE_NAME
 from service.domain.errors import NotFound
 
@@ -55,6 +57,8 @@ SECURITY_SCHEMES = {
 # service.api.bodies.ContractRequest, each with the contract's error body.
 _LITESTAR_VALIDATION = "Bad request syntax or unsupported method"
 
+
+_NOT_FOUND = msgspec.json.encode({"error": "not_found", "message": "no such page"})
 
 # The interactive page, where API_DOCS_UI turns it on, loads only files this service serves.
 UI_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "swagger-ui-standalone-preset.js")
@@ -111,23 +115,40 @@ def without_litestar_validation_answers(app: Litestar) -> None:
                 del responses["400"]
 
 
-def docs_page_csp(app: ASGIApp) -> ASGIApp:
-    """ASGI middleware: the interactive docs page gets its Content-Security-Policy."""
+def schema_pages(app: ASGIApp, *, ui: bool) -> ASGIApp:
+    """ASGI middleware for ``/schema/…``: a page that is not served (Litestar answers its own HTML)
+    is the contract's ``404 not_found``; with ``ui``, the interactive page gets its
+    Content-Security-Policy."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if not scope["path"].startswith("/schema/swagger"):
+        path = scope["path"]
+        if not path.startswith("/schema"):
             await app(scope, receive, send)
             return
+        replaced = False
 
-        async def send_with_csp(message: Message) -> None:
+        async def send_as_contract(message: Message) -> None:
+            nonlocal replaced
             if message["type"] == "http.response.start":
                 headers = [
                     h for h in message.get("headers", []) if h[0].lower() != b"content-security-policy"
                 ]
-                headers.append((b"content-security-policy", UI_CSP.encode()))
+                if ui and path.startswith("/schema/swagger"):
+                    headers.append((b"content-security-policy", UI_CSP.encode()))
+                if message["status"] == 404:
+                    replaced = True
+                    headers = [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(_NOT_FOUND)).encode()),
+                        *((k.encode(), v.encode()) for k, v in API_HEADERS.items()),
+                    ]
                 message = {**message, "headers": headers}
+            elif message["type"] == "http.response.body" and replaced:
+                if message.get("more_body", False):
+                    return
+                message = {"type": "http.response.body", "body": _NOT_FOUND, "more_body": False}
             await send(message)
 
-        await app(scope, receive, send_with_csp)
+        await app(scope, receive, send_as_contract)
 
     return middleware

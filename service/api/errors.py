@@ -42,6 +42,11 @@ _CODES = {
 }
 
 
+def error_code(status: int) -> str:
+    """The code of an HTTP refusal that no handler worded (a wrong method, a wrong media type)."""
+    return _CODES.get(status, "error")
+
+
 # What every API answer carries, error answers included (Litestar's exception handling does not add
 # the app's default response headers to them).
 API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
@@ -95,7 +100,7 @@ def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[
     status = exc.status_code
     if status >= 500:
         count_server_error(request.url.path, status)
-    code = _CODES.get(status, "error")
+    code = error_code(status)
     message = exc.detail if isinstance(exc.detail, str) and exc.detail else code.replace("_", " ")
     return Response(
         {"error": code, "message": message},

@@ -20,7 +20,7 @@ from service.api.answers import (
 from service.api.auth import HOST_SECURITY, principal_of, require
 from service.api.bodies import AnswerBody, ForegroundBody, MessageBody, SurfaceEventBody
 from service.api.host_scope import where
-from service.api.inputs import IdPath, LimitQuery, UuidPath, UuidQuery
+from service.api.inputs import IdPath, LimitQuery, NewIdPath, UuidPath, UuidQuery
 from service.api.state import runtime_of
 from service.domain.errors import Forbidden
 from service.use_cases import interactions, lifecycle, messages
@@ -54,10 +54,10 @@ class HostController(Controller):
         opt=where("path"),
     )
     async def foreground(
-        self, conversation_id: IdPath, data: JSONBody[ForegroundBody], request: Request[Any, Any, Any]
+        self, conversation_id: NewIdPath, data: JSONBody[ForegroundBody], request: Request[Any, Any, Any]
     ) -> Workspace:
         scope = "interact" if data.target == "interact" else data.target.app_scope
-        cid = inputs.conversation_id(conversation_id)
+        cid = inputs.new_conversation_id(conversation_id)
         return cast(Workspace, await lifecycle.switch_foreground(runtime_of(request), cid, scope))
 
     @post(
@@ -100,13 +100,13 @@ class HostController(Controller):
         opt=where("path"),
     )
     async def post_message(
-        self, conversation_id: IdPath, data: JSONBody[MessageBody], request: Request[Any, Any, Any]
+        self, conversation_id: NewIdPath, data: JSONBody[MessageBody], request: Request[Any, Any, Any]
     ) -> Message:
         if data.role == "agent" and not principal_of(request).is_backend:
             raise Forbidden("a person's session cannot post as the Agent")
         posted = await messages.post_message(
             runtime_of(request),
-            inputs.conversation_id(conversation_id),
+            inputs.new_conversation_id(conversation_id),
             data.role,
             data.text,
             data.sub_session_id,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from litestar import Controller, Request, Response, delete, post
+from litestar import Controller, Request, delete, post
 from litestar.params import JSONBody
 
 from service.api import inputs
@@ -51,7 +51,6 @@ class HostSessionsController(Controller):
         summary="End a session now; its token and cookie answer 401 from then on",
         responses=refusals({404: ("unknown_session",)}, path=True),
     )
-    async def revoke(self, session_id: UuidPath, request: Request[Any, Any, Any]) -> Response[None]:
+    async def revoke(self, session_id: UuidPath, request: Request[Any, Any, Any]) -> None:
         if not await host_sessions.revoke(runtime_of(request), inputs.uuid_naming(session_id, "session")):
             raise not_found("session")
-        return Response(None, status_code=204)

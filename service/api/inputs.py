@@ -14,7 +14,7 @@ from litestar.params import Parameter, QueryParameter
 
 from service.domain.cursors import MAX_CURSOR_LENGTH, OutboxCursor
 from service.domain.errors import InvalidRequest, NotFound
-from service.domain.ids import MAX_ID_LENGTH, is_valid_id
+from service.domain.ids import ID_PATTERN, ID_RULE, MAX_ID_LENGTH, is_recorded_id, is_valid_id
 
 MAX_LIMIT = 1000
 
@@ -24,11 +24,19 @@ def _invalid(path: str, message: str, summary: str) -> InvalidRequest:
 
 
 def conversation_id(value: str) -> str:
-    """A conversation id in a path: 422 when it cannot be one."""
-    if not is_valid_id(value):
+    """A conversation id in a path that reads: 422 when it cannot name one, even one recorded
+    under the earlier id rule (``service.domain.ids``)."""
+    if not is_recorded_id(value):
         raise _invalid(
             "conversation_id", "1-255 characters, no U+0000", "conversation_id must be 1-255 characters"
         )
+    return value
+
+
+def new_conversation_id(value: str) -> str:
+    """A conversation id in a path that writes (and may open the conversation): the id rule, 422."""
+    if not is_valid_id(value):
+        raise _invalid("conversation_id", ID_RULE, f"conversation_id must be {ID_RULE}")
     return value
 
 
@@ -39,7 +47,7 @@ def optional_conversation_id(value: str | None) -> str | None:
 
 def existing_id(value: str, what: str) -> str:
     """A tool-call id (or other caller-made id) naming something: an impossible one is unknown."""
-    if not is_valid_id(value):
+    if not is_recorded_id(value):
         raise NotFound.of(what)
     return value
 
@@ -101,6 +109,10 @@ def documented_as(**schema: object) -> dict[str, object]:
 
 UuidPath = Annotated[str, Parameter(schema_extra={"format": "uuid"})]
 IdPath = Annotated[str, Parameter(schema_extra={"minLength": 1, "maxLength": MAX_ID_LENGTH})]
+#: A path that may open a conversation: the id rule.
+NewIdPath = Annotated[
+    str, Parameter(schema_extra={"minLength": 1, "maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN})
+]
 LimitQuery = Annotated[
     str | None,
     QueryParameter(name="limit", schema_extra=documented_as(type="integer", minimum=1, maximum=MAX_LIMIT)),
@@ -118,7 +130,7 @@ SEQUENCE = documented_as(type="string", pattern="^[0-9]+$")
 
 def optional_id_prefix(name: str, value: str | None) -> str | None:
     """The beginning of a caller-made id, as a filter (taken literally): 1-255 characters."""
-    if value is not None and not is_valid_id(value):
+    if value is not None and not is_recorded_id(value):
         raise _invalid(name, "1-255 characters, no U+0000", f"{name} must be 1-255 characters")
     return value
 

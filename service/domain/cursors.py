@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from service.domain.ids import is_valid_id
+from service.domain.ids import is_recorded_id
 from service.domain.timefmt import rfc3339
 
 MAX_CURSOR_LENGTH = 1024
@@ -46,7 +46,7 @@ class OutboxCursor:
             created_at = datetime.strptime(created_text, _TIME_FORMAT).replace(tzinfo=UTC)
         except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
             return None
-        if not is_valid_id(conversation_id) or type(sequence) is not int:
+        if not is_recorded_id(conversation_id) or type(sequence) is not int:
             return None
         if not 0 <= sequence <= _MAX_SEQUENCE:
             return None

@@ -2,7 +2,8 @@
 
 MCP's ``tools/call`` names only the tool and its arguments; the conversation and the idempotency
 key travel in ``_meta`` under ``io.lineup/…``. A missing or malformed conversation is an invalid
-request (JSON-RPC ``-32602``), as is a malformed tool call id. Without a tool call id the server
+request (JSON-RPC ``-32602``), as is a malformed tool call id: both follow the id rule of
+``service.domain.ids``, as over REST. Without a tool call id the server
 makes one (it is returned in the result's ``_meta``, so the caller can replay or trace the call).
 """
 
@@ -16,11 +17,12 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from service.domain.ids import ID_RULE, is_valid_id
+
 CONVERSATION_ID = "io.lineup/conversation_id"
 TOOL_CALL_ID = "io.lineup/tool_call_id"
 #: The HTTP status ``POST /v1/tool-calls`` answers for the same call (in the result's ``_meta``).
 HTTP_STATUS = "io.lineup/http_status"
-MAX_ID_LENGTH = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +36,10 @@ def _id(meta: Mapping[str, Any], key: str) -> str | None:
     value = meta.get(key)
     if value is None:
         return None
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_ID_LENGTH or "\x00" in value:
+    if not is_valid_id(value):
         raise MCPError(
             INVALID_PARAMS,
-            f"_meta[{key!r}] must be a string of 1 to {MAX_ID_LENGTH} characters without U+0000",
+            f"_meta[{key!r}] must be a string of {ID_RULE}",
             data={"field": f"_meta.{key}"},
         )
     return value

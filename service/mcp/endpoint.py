@@ -14,10 +14,11 @@ import msgspec
 import structlog
 from litestar import Litestar, asgi
 from litestar.connection import ASGIConnection
-from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Message, Receive, Scope, Send
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from service.api.auth import TokenBook, bearer_token
+from service.api.errors import API_HEADERS, error_code
 from service.domain.errors import unauthorized
 from service.mcp.server import RuntimeMcpServer
 
@@ -25,6 +26,7 @@ log = structlog.get_logger("service.mcp")
 
 PATH = "/mcp"
 _UNAUTHORIZED = msgspec.json.encode(unauthorized().body())
+_API_HEADERS = [(name.lower().encode(), value.encode()) for name, value in API_HEADERS.items()]
 
 
 class McpFace:
@@ -47,6 +49,7 @@ class McpFace:
                     (b"content-type", b"application/json"),
                     (b"www-authenticate", b'Bearer realm="lineup-agent"'),
                     (b"content-length", str(len(_UNAUTHORIZED)).encode()),
+                    *_API_HEADERS,
                 ],
             }
             await send(refused)
@@ -57,7 +60,51 @@ class McpFace:
             }
             await send(body)
             return
-        await self.manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+        await self.manager.handle_request(scope, receive, _as_api_answer(send))  # type: ignore[arg-type]
+
+
+def _as_api_answer(send: Send) -> Send:
+    """The SDK's answers with what every API answer carries (``Cache-Control: no-store``,
+    ``X-Content-Type-Options: nosniff``); a refusal it words as plain text without a type (a wrong
+    ``Content-Type``, say) leaves as the contract's error body."""
+    refusal: int | None = None
+    text = b""
+
+    async def send_answer(message: Message) -> None:
+        nonlocal refusal, text
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            names = {name.lower() for name, _ in headers}
+            if message["status"] >= 400 and b"content-type" not in names:
+                refusal = message["status"]
+                return
+            headers += [header for header in _API_HEADERS if header[0] not in names]
+            message = {**message, "headers": headers}
+        elif message["type"] == "http.response.body" and refusal is not None:
+            text += message.get("body", b"")
+            if message.get("more_body", False):
+                return
+            body = msgspec.json.encode(
+                {
+                    "error": error_code(refusal),
+                    "message": text.decode("utf-8", "replace").strip() or "refused",
+                }
+            )
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": refusal,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        *_API_HEADERS,
+                    ],
+                }
+            )
+            message = {"type": "http.response.body", "body": body, "more_body": False}
+        await send(message)
+
+    return send_answer
 
 
 @asgi(PATH, is_mount=True, copy_scope=True)

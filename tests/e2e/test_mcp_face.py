@@ -245,6 +245,21 @@ async def test_a_call_without_its_conversation_is_invalid_params(service: Servic
     assert "io.lineup/conversation_id" in missing.value.message
 
 
+async def test_ids_that_cannot_travel_in_a_header_or_a_path_are_invalid_params_as_over_rest(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    cid = conversation()
+    async with mcp_session(service.base_url) as mcp:
+        with pytest.raises(MCPError) as line_break:
+            await mcp.session.call_tool("pomodoro.interrupt", {}, meta=bound(cid, "call\r\n1"))  # type: ignore[arg-type]
+        with pytest.raises(MCPError) as slash:
+            await mcp.session.call_tool("pomodoro.interrupt", {}, meta=bound("a/b"))  # type: ignore[arg-type]
+    assert line_break.value.code == slash.value.code == -32602
+    assert "printable ASCII" in line_break.value.message
+    recorded = db.execute("SELECT count(*) AS n FROM tool_calls WHERE conversation_id = %s", [cid]).fetchone()
+    assert recorded["n"] == 0
+
+
 async def test_an_unknown_tool_is_an_error_result(service: ServiceProcess) -> None:
     async with mcp_session(service.base_url) as mcp:
         unknown = await mcp.call("pomodoro.pause", {}, conversation_id=conversation())

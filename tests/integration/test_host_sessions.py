@@ -24,6 +24,16 @@ from tests.support.calls import start_body
 
 Client = AsyncTestClient[Any]
 JSON = {"Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 
 
 async def mint(client: Client, *conversation_ids: str, ttl: int = 3600) -> dict[str, Any]:
@@ -129,6 +139,7 @@ async def test_a_revoked_or_expired_session_is_refused(client: Client, db: Any) 
     assert (await client.get(url, headers=bearer(session))).status_code == 200
     revoked = await client.delete(f"/v1/host/sessions/{session['session_id']}", headers=HOST)
     assert revoked.status_code == 204
+    assert revoked.content == b"" and "content-type" not in revoked.headers
     assert (await client.get(url, headers=bearer(session))).status_code == 401
     assert (await client.delete(f"/v1/host/sessions/{uuid.uuid4()}", headers=HOST)).status_code == 404
 
@@ -195,13 +206,26 @@ async def test_sign_in_and_out_are_refused_cross_site_and_sign_out_ends_the_sess
 
 
 async def test_api_answers_are_not_stored_nor_sniffed(client: Client) -> None:
+    mcp = {**AGENT, "Accept": "application/json, text/event-stream"}
     for response in (
         await client.get("/v1/tools", headers=AGENT),
         await client.get("/v1/host/conversations/x/workspace", headers=HOST),
         await client.get("/v1/tools"),
+        await client.post("/mcp", json=INITIALIZE, headers=mcp),
+        await client.get("/mcp", headers=mcp),  # 400: no session
+        await client.post("/mcp", json=INITIALIZE),  # 401
     ):
-        assert response.headers["cache-control"] == "no-store"
-        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["cache-control"] == "no-store", response.request.url
+        assert response.headers["x-content-type-options"] == "nosniff", response.request.url
+
+
+async def test_an_mcp_refusal_the_sdk_words_as_plain_text_is_the_contract_error(client: Client) -> None:
+    response = await client.post(
+        "/mcp", content=b"{}", headers={**AGENT, "Content-Type": "text/plain", "Accept": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"error": "bad_request", "message": "Invalid Content-Type header"}
 
 
 async def test_api_docs_are_the_documents_only_unless_the_page_is_turned_on(
@@ -209,8 +233,11 @@ async def test_api_docs_are_the_documents_only_unless_the_page_is_turned_on(
 ) -> None:
     assert (await client.get("/schema/openapi.json")).status_code == 200
     assert (await client.get("/schema/openapi.yaml")).status_code == 200
-    for page in ("/schema/swagger", "/schema/elements", "/schema/rapidoc", "/schema/redoc"):
-        assert (await client.get(page)).status_code == 404, page
+    for page in ("/schema/swagger", "/schema/elements", "/schema/rapidoc", "/schema/redoc", "/schema/x"):
+        refused = await client.get(page)
+        assert refused.status_code == 404, page
+        assert refused.json()["error"] == "not_found"
+        assert refused.headers["cache-control"] == "no-store"
     app = create_app(make_settings(database_url, api_docs_ui=True), registry, sweeper=False)
     async with AsyncTestClient(app=app) as with_ui:
         page = await with_ui.get("/schema/swagger")

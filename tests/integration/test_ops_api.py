@@ -288,9 +288,9 @@ async def test_trace_answers_what_happened_to_a_started_then_interrupted_call(
 
 
 async def test_trace_of_a_focusing_call_has_no_outbox_row_yet(client: Client) -> None:
-    await call(client, start_body("conv-1", tool_call_id="conv-1/calls/7"), 202)
-    trace = await get(client, "/v1/ops/tool-calls/conv-1/calls/7")
-    assert trace["tool_call_id"] == "conv-1/calls/7"
+    await call(client, start_body("conv-1", tool_call_id="conv-1:calls:7"), 202)
+    trace = await get(client, "/v1/ops/tool-calls/conv-1:calls:7")
+    assert trace["tool_call_id"] == "conv-1:calls:7"
     assert trace["operations"][0]["state"] == "focusing" and trace["operations"][0]["finalized_at"] is None
     assert trace["outbox"] == []
 

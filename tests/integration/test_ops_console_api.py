@@ -4,6 +4,7 @@ the console cookie's rules (Bearer or cookie; writes only same-origin with JSON)
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
 from typing import Any
 
@@ -18,6 +19,9 @@ from tests.support.calls import expire, start_body
 
 Client = AsyncTestClient[Any]
 SAME_ORIGIN_JSON = {"Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"}
+LONE_SURROGATE_CURSOR = (
+    base64.urlsafe_b64encode(b'["2026-12-01T00:00:00.000000Z","\\ud800",1]').rstrip(b"=").decode()
+)
 
 
 async def requeue(client: Client, event_id: str, headers: dict[str, str] | None = None) -> Any:
@@ -154,6 +158,9 @@ async def test_outbox_filters_by_tool_call_id_prefix_and_status(client: Client, 
     [
         ({"cursor": "not-a-cursor"}, "cursor"),
         ({"cursor": "W10"}, "cursor"),  # base64url of "[]"
+        # Valid base64url of valid JSON whose conversation id is a lone surrogate (UTF-8 cannot
+        # encode it): once a 500 from the database driver.
+        ({"cursor": LONE_SURROGATE_CURSOR}, "cursor"),
         ({"cursor": "x" * 2000}, "cursor"),
         ({"tool_call_id_prefix": ""}, "tool_call_id_prefix"),
         ({"tool_call_id_prefix": "a\x00"}, "tool_call_id_prefix"),

@@ -65,3 +65,21 @@ def test_the_post_carries_the_event_id_idempotency_key_and_stored_payload(databa
     assert attempt["status_code"] == 204
     assert attempt["outcome"] == "delivered"
     assert attempt["duration_ms"] >= 0
+
+
+def test_a_row_recorded_with_a_line_break_in_its_tool_call_id_is_delivered_and_holds_nothing_back(
+    database_url: str, db: Db
+) -> None:
+    # Recorded under the earlier id rule (or by the previous release during an upgrade): the header
+    # carries the id percent-encoded, the body carries it as it is, and the next result follows.
+    secret = new_secret()
+    legacy = "call\r\nX-Injected: 1 é"
+    first, second = queue_results(db, "conv-legacy-id", 2, tool_call_id=legacy)
+    with Receiver([secret]) as agent, running_relay(relay_config(database_url, agent.url, [secret])):
+        deliveries = agent.wait_for_accepted({first.event_id, second.event_id})
+    by_id = {d.headers["webhook-id"]: d for d in deliveries}
+    assert by_id[first.event_id].headers["idempotency-key"] == "call%0D%0AX-Injected:%201%20%C3%A9"
+    assert "x-injected" not in by_id[first.event_id].headers
+    assert by_id[first.event_id].payload["tool_call_id"] == legacy
+    assert by_id[second.event_id].headers["idempotency-key"] == second.tool_call_id
+    assert {row["status"] for row in outbox_rows(db).values()} == {"delivered"}

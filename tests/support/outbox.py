@@ -59,13 +59,20 @@ class Queued:
 
 
 def queue_results(
-    conn: psycopg.Connection[Any], conversation_id: str, count: int = 1, *, tool: str = "pomodoro.start"
+    conn: psycopg.Connection[Any],
+    conversation_id: str,
+    count: int = 1,
+    *,
+    tool: str = "pomodoro.start",
+    tool_call_id: str | None = None,
 ) -> list[Queued]:
-    """``count`` results for one conversation, each committed in its own transaction, in order."""
+    """``count`` results for one conversation, each committed in its own transaction, in order
+    (``tool_call_id`` names the first one's call, as recorded in the past)."""
     queued = []
-    for _ in range(count):
+    for index in range(count):
         event_id = str(uuid.uuid4())
-        tool_call_id = f"call-{uuid.uuid4().hex[:12]}"
+        if index > 0 or tool_call_id is None:
+            tool_call_id = f"call-{uuid.uuid4().hex[:12]}"
         with conn.transaction():
             conn.execute(ENSURE_WORKSPACE, (conversation_id,))
             row = conn.execute(

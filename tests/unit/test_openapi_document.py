@@ -282,3 +282,14 @@ def test_the_contract_examples_match_their_schemas(document: Json, name: str, ex
 @pytest.mark.parametrize(("name", "example"), NOT_CONTRACT)
 def test_bodies_missing_contract_keys_do_not(document: Json, name: str, example: Json) -> None:
     assert not component(document, name).is_valid(example)
+
+
+def test_an_answer_without_a_body_is_documented_without_content(document: Json) -> None:
+    bodiless = [
+        (method, path)
+        for path, item in document["paths"].items()
+        for method, op in item.items()
+        for status, response in op.get("responses", {}).items()
+        if status in ("204", "304") and "content" in response
+    ]
+    assert bodiless == []
