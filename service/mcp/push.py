@@ -26,9 +26,11 @@ MAX_WATCHES = 10_000
 
 
 TASK_STATUS = "notifications/tasks/status"
+#: The tasks extension's notification at 2026-07-28 (sent on ``subscriptions/listen`` streams).
+TASK_STATUS_2026 = "notifications/tasks"
 
 
-class _WireNotification:
+class WireNotification:
     """A notification sent exactly as given. ``TaskStatusNotification`` is not in the SDK's
     notification union (its tasks are types-only), and dumping that model would drop the Task's
     required ``ttl: null``."""
@@ -63,7 +65,7 @@ class Pushes:
         try:
             # Subscribed at once: no read until a wake-up of the conversation or the deadline.
             operation = await settled(self._rt, self._hub, operation_id, known=started if fresh else None)
-            notification: Any = _WireNotification(TASK_STATUS, task_view(operation))
+            notification: Any = WireNotification(TASK_STATUS, task_view(operation))
             await session.send_notification(notification)
         except asyncio.CancelledError:
             raise

@@ -27,6 +27,7 @@ from service.api.errors import status_of
 from service.domain.errors import Refusal
 from service.mcp import tasks_extension
 from service.mcp.binding import bind
+from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
 from service.mcp.tasks import cancel_task, read_task, settled, task_result, task_view
 from service.mcp.tools import TASK_TOOLS, Answer, call_result, list_tools, run_tool
@@ -92,6 +93,10 @@ class RuntimeMcpServer(Server[Any]):
         self.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self._task_result)
         self.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self._cancel_task)
         self.add_request_handler("tasks/update", tasks_extension.UpdateTaskRequestParams, self._update_task)
+        # At 2026-07-28 only (the SDK's method table has no subscriptions/listen before it).
+        self.add_request_handler(
+            "subscriptions/listen", types.SubscriptionsListenRequestParams, TaskListen(rt, hub)
+        )
         self.extensions = {tasks_extension.EXTENSION: {}}
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
         # check does not know: a middleware (above that check) answers it. OpenTelemetry's
@@ -101,7 +106,8 @@ class RuntimeMcpServer(Server[Any]):
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
         if kwargs.get("protocol_version") in MODERN_PROTOCOL_VERSIONS:
-            return capabilities
+            # subscriptions/listen is served for task pushes only: the tool list never changes.
+            return capabilities.model_copy(update={"tools": types.ToolsCapability(list_changed=False)})
         return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY, "extensions": None})
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:

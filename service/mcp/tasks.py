@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -109,26 +110,50 @@ def _seconds_until(timestamp: str) -> float:
     return (datetime.fromisoformat(timestamp) - datetime.now(UTC)).total_seconds()
 
 
-async def settled(
-    rt: Runtime, hub: ProjectionHub, task_id: str, known: dict[str, Any] | None = None
+#: What a task's row says while it is running: an operation focusing, an interaction pending.
+WORKING_STATES = frozenset({"focusing", "pending"})
+
+
+async def until_final(
+    hub: ProjectionHub,
+    read: Callable[[], Awaitable[dict[str, Any]]],
+    known: dict[str, Any],
+    *,
+    reread: bool = True,
 ) -> dict[str, Any]:
-    """The operation once final: re-read on each after-commit wake-up of its conversation (this
-    replica's at once, another's through its NOTIFY) and at its deadline, where the read settles
-    it. ``known``: the operation as last seen, when the caller has it (no first read then)."""
-    operation = known if known is not None else await read_task(rt, task_id)
-    if operation["state"] != "focusing":
-        return operation
-    with hub.subscribe(operation["conversation_id"]) as woken:
-        if known is None:
-            operation = await read_task(rt, task_id)  # subscribed: no wake-up is missed from here
-        while operation["state"] == "focusing":
-            wait = min(max(_seconds_until(operation["ends_at"]), 0.0) + 0.01, SAFETY_POLL_SECONDS)
+    """The task's row once final: re-read (``read``) on each after-commit wake-up of its
+    conversation (this replica's at once, another's through its NOTIFY), at an operation's deadline
+    (where the read settles it) and at least every ``SAFETY_POLL_SECONDS``. ``known``: the row as
+    last seen; it is read again once subscribed (so that no wake-up is missed) unless ``reread``
+    is false — for a row decided just now, where nothing is read until a wake-up or the deadline."""
+    if known["state"] not in WORKING_STATES:
+        return known
+    with hub.subscribe(known["conversation_id"]) as woken:
+        task = await read() if reread else known
+        while task["state"] in WORKING_STATES:
+            wait = SAFETY_POLL_SECONDS
+            if task.get("ends_at"):
+                wait = min(max(_seconds_until(task["ends_at"]), 0.0) + 0.01, wait)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await woken.wait()
             woken.clear()
-            operation = await read_task(rt, task_id)
-    return operation
+            task = await read()
+    return task
+
+
+async def settled(
+    rt: Runtime, hub: ProjectionHub, task_id: str, known: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The operation once final. ``known``: the operation as just decided, when the caller has it
+    (then nothing is read until a wake-up or its deadline)."""
+
+    async def read() -> dict[str, Any]:
+        return await read_task(rt, task_id)
+
+    if known is None:
+        return await until_final(hub, read, await read())
+    return await until_final(hub, read, known, reread=False)
 
 
 async def cancel_task(rt: Runtime, task_id: str) -> dict[str, Any]:

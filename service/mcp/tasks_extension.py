@@ -61,6 +61,14 @@ def declares(ctx: Ctx) -> bool:
     return capabilities is not None and EXTENSION in (capabilities.extensions or {})
 
 
+def missing_capability() -> MCPError:
+    return MCPError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "Missing required client capability",
+        data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+    )
+
+
 def checked(ctx: Ctx, task_id: str) -> str | None:
     """The checks of every task request; the conversation it names, if any.
 
@@ -68,11 +76,7 @@ def checked(ctx: Ctx, task_id: str) -> str | None:
     extension has clients set to the task id, for routing) that names another task is a header
     mismatch, as the core protocol answers for the methods it names."""
     if not declares(ctx):
-        raise MCPError(
-            MISSING_REQUIRED_CLIENT_CAPABILITY,
-            "Missing required client capability",
-            data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
-        )
+        raise missing_capability()
     headers = getattr(ctx.request, "headers", None)
     named = headers.get(MCP_NAME_HEADER) if headers is not None else None
     if named is not None and decode_header_value(named) != task_id:

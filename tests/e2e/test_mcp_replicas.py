@@ -8,6 +8,7 @@ replica is killed its session is gone, and a new session on the other replica fi
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -152,3 +153,20 @@ async def test_a_2025_session_whose_replica_goes_away_is_reopened_with_its_tasks
     assert [row["payload"]["result"] for row in outbox_rows(replicas.database_url, cid)] == [
         result["structuredContent"]
     ]
+
+
+async def test_a_cancel_through_one_replica_is_pushed_on_the_other_replicas_listen_stream(
+    replicas: Replicas,
+) -> None:
+    cid = f"replicas-{uuid.uuid4()}"
+    async with modern_wire(replicas.balancer.round_robin_url) as wire:
+        task_id = (await wire.result("tools/call", start(cid)))["taskId"]
+        async with wire.stream("subscriptions/listen", {"notifications": {"taskIds": [task_id]}}) as stream:
+            listening_on = stream.source.response.headers[UPSTREAM_HEADER]
+            messages = stream.messages()
+            await anext(messages)  # the acknowledgement
+            assert (await anext(messages))["params"]["status"] == "working"
+            await through_the_other(wire, listening_on, "tasks/cancel", {"taskId": task_id})
+            pushed = await asyncio.wait_for(anext(messages), 10)
+    assert pushed["method"] == "notifications/tasks" and pushed["params"]["status"] == "completed"
+    assert pushed["params"]["result"]["structuredContent"]["reason"] == "agent_interrupt"

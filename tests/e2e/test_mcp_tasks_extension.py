@@ -260,6 +260,7 @@ async def test_server_discover_advertises_the_extension(service: ServiceProcess)
     async with modern_wire(service.base_url) as wire:
         discovered = await wire.result("server/discover", {})
     assert discovered["capabilities"]["extensions"] == {"io.modelcontextprotocol/tasks": {}}
+    assert discovered["capabilities"]["tools"].get("listChanged") in (None, False)
 
 
 async def test_concurrent_cancels_of_one_task_end_it_once(service: ServiceProcess, db: DB) -> None:
@@ -271,3 +272,45 @@ async def test_concurrent_cancels_of_one_task_end_it_once(service: ServiceProces
     assert {answer["resultType"] for answer in answers} == {"complete"}
     assert got["result"]["structuredContent"]["reason"] == "agent_interrupt"
     assert len(outbox_rows(db, cid)) == 1
+
+
+SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+
+
+async def test_a_listen_stream_pushes_each_task_now_then_once_final_then_ends(
+    service: ServiceProcess, db: DB
+) -> None:
+    cid = conversation()
+    async with modern_wire(service.base_url) as wire:
+        task_id = (await wire.result("tools/call", start(cid)))["taskId"]
+        wanted = [task_id, str(uuid.uuid4()), "not-a-task"]
+        async with wire.stream("subscriptions/listen", {"notifications": {"taskIds": wanted}}) as stream:
+            messages = stream.messages()
+            acknowledged = await anext(messages)
+            now = await anext(messages)
+            await wire.result("tasks/cancel", {"taskId": task_id})
+            final = await asyncio.wait_for(anext(messages), 10)
+            ended = await asyncio.wait_for(anext(messages), 10)
+        got = await wire.result("tasks/get", {"taskId": task_id})
+    assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    assert acknowledged["params"]["notifications"] == {"taskIds": [task_id]}
+    subscription = acknowledged["params"]["_meta"][SUBSCRIPTION]
+    assert now["method"] == final["method"] == "notifications/tasks"
+    assert now["params"]["taskId"] == task_id and now["params"]["status"] == "working"
+    assert final["params"]["_meta"][SUBSCRIPTION] == subscription
+    assert {k: v for k, v in final["params"].items() if k != "_meta"} == {
+        k: v for k, v in got.items() if k not in ("_meta", "resultType")
+    }
+    assert final["params"]["result"]["structuredContent"] == outbox_rows(db, cid)[0]["payload"]["result"]
+    assert ended["id"] == acknowledged["params"]["_meta"][SUBSCRIPTION] and "result" in ended
+
+
+async def test_listening_for_tasks_without_the_declaration_is_missing_required_client_capability(
+    service: ServiceProcess,
+) -> None:
+    async with modern_wire(service.base_url) as wire:
+        task_id = (await wire.result("tools/call", start(conversation())))["taskId"]
+        answer = await wire.post(
+            "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}, declares_tasks=False
+        )
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == -32021

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import httpx
+import httpx_sse
 import mcp_types as types
 from mcp.client import ClaimContext, ClientExtension, ClientSession, NotificationBinding, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
@@ -101,14 +102,15 @@ class ModernWire:
         }
         return {**params, "_meta": meta}
 
-    async def post(
+    def request(
         self,
         method: str,
         params: dict[str, Any],
         *,
         name: str | None = None,
         declares_tasks: bool | None = None,
-    ) -> httpx.Response:
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The JSON-RPC body and the headers of one request."""
         self.next_id += 1
         headers = {
             "Accept": "application/json, text/event-stream",
@@ -124,6 +126,27 @@ class ModernWire:
             "method": method,
             "params": self.envelope(params, declares_tasks=declares_tasks),
         }
+        return body, headers
+
+    @contextlib.asynccontextmanager
+    async def stream(self, method: str, params: dict[str, Any], **options: Any) -> AsyncIterator[McpStream]:
+        """A request whose answer is an SSE stream (``subscriptions/listen``): its messages, in order."""
+        body, headers = self.request(method, params, **options)
+        # Not httpx_sse.aconnect_sse: it would send Accept: text/event-stream alone, and a streamable
+        # HTTP server requires application/json too.
+        async with self.http.stream("POST", self.url, json=body, headers=headers) as response:
+            response.raise_for_status()
+            yield McpStream(httpx_sse.EventSource(response))
+
+    async def post(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        name: str | None = None,
+        declares_tasks: bool | None = None,
+    ) -> httpx.Response:
+        body, headers = self.request(method, params, name=name, declares_tasks=declares_tasks)
         return await self.http.post(self.url, json=body, headers=headers)
 
     async def result(self, method: str, params: dict[str, Any], **options: Any) -> dict[str, Any]:
@@ -138,6 +161,16 @@ class ModernWire:
         body = answer.json()
         assert "error" in body, body
         return dict(body["error"])
+
+
+@dataclass
+class McpStream:
+    source: httpx_sse.EventSource
+
+    async def messages(self) -> AsyncIterator[dict[str, Any]]:
+        async for event in self.source.aiter_sse():
+            if event.data:
+                yield dict(event.json())
 
 
 @contextlib.asynccontextmanager
