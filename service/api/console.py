@@ -102,7 +102,7 @@ class ConsoleController(Controller):
     path = "/ops"
     include_in_schema = False
 
-    @get(["/", "/outbox", "/operations"])
+    @get(["/", "/outbox", "/operations", "/tool-calls"])
     async def page(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         return _page(request)
 

@@ -70,15 +70,20 @@ def optional_uuid(value: str | None, name: str) -> UUID | None:
         raise _invalid(name, "must be a UUID", f"{name} must be a UUID") from None
 
 
-def limit(value: str | None, default: int) -> int:
-    """``?limit=``: ASCII digits only (no sign, no spaces, no other scripts' digits), 1..1000."""
+def bounded_integer(name: str, value: str | None, default: int, lowest: int, highest: int) -> int:
+    """A whole number in the query: ASCII digits only (no sign, no spaces, no other scripts'
+    digits), from ``lowest`` to ``highest``."""
     if value is None:
         return default
-    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_LIMIT:
-        raise _invalid(
-            "limit", f"an integer from 1 to {MAX_LIMIT}", f"limit must be an integer from 1 to {MAX_LIMIT}"
-        )
+    if not (value.isascii() and value.isdigit()) or len(value) > 9 or not lowest <= int(value) <= highest:
+        rule = f"an integer from {lowest} to {highest}"
+        raise _invalid(name, rule, f"{name} must be {rule}")
     return int(value)
+
+
+def limit(value: str | None, default: int) -> int:
+    """``?limit=``: 1..1000."""
+    return bounded_integer("limit", value, default, 1, MAX_LIMIT)
 
 
 def choice(name: str, value: str | None, choices: Iterable[str]) -> str | None:

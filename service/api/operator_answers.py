@@ -124,6 +124,22 @@ class RecordedAnswer(TypedDict):
     created_at: Time
 
 
+class ToolCallRow(TypedDict):
+    tool_call_id: str
+    conversation_id: str
+    tool: str
+    status_code: Annotated[int, KwargDefinition(ge=200, le=599)]
+    #: The answer's ``status`` (``accepted``, ``interrupted``, …) or, for a refusal, its ``error``.
+    outcome: str | None
+    created_at: Time
+
+
+class ToolCallList(TypedDict):
+    #: The window the list covers, back from now.
+    minutes: Count
+    tool_calls: list[ToolCallRow]
+
+
 class TracedOperation(OpsOperation):
     result: PomodoroResult | None
 

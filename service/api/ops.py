@@ -27,6 +27,7 @@ from service.api.operator_answers import (
     OutboxRowDetail,
     Overview,
     Stats,
+    ToolCallList,
     ToolCallTrace,
 )
 from service.api.state import runtime_of
@@ -45,6 +46,11 @@ StatusQuery = Annotated[
     str | None,
     QueryParameter(name="status", schema_extra=documented_as(type="string", enum=list(OUTBOX_STATUSES))),
 ]
+MinutesQuery = Annotated[
+    str | None,
+    QueryParameter(name="minutes", schema_extra=documented_as(type="integer", minimum=1, maximum=1440)),
+]
+ToolQuery = Annotated[str | None, QueryParameter(name="tool", schema_extra=documented_as(type="string"))]
 StateQuery = Annotated[
     str | None,
     QueryParameter(name="state", schema_extra=documented_as(type="string", enum=list(OPERATION_STATES))),
@@ -154,7 +160,31 @@ class OpsController(Controller):
     async def stats(self, request: Request[Any, Any, Any]) -> Stats:
         return cast(Stats, await _read(request, operator_db.stats()))
 
-    # A path parameter: a tool_call_id may contain "/" (any 1-255 characters).
+    @get(
+        "/tool-calls",
+        summary="The tool calls answered in the last minutes, newest first",
+        description="Every recorded answer, those that start nothing (pomodoro.interrupt, refusals) "
+        "included; minutes: 1..1440 (60).",
+        response_description="The calls",
+        responses=refusals(QUERY_ERRORS),
+    )
+    async def tool_calls(
+        self,
+        request: Request[Any, Any, Any],
+        minutes: MinutesQuery = None,
+        tool: ToolQuery = None,
+        conversation_id: ConversationQuery = None,
+        limit: LimitQuery = None,
+    ) -> ToolCallList:
+        lookup = operator_db.tool_calls_list(
+            minutes=inputs.bounded_integer("minutes", minutes, 60, 1, 1440),
+            tool=inputs.choice("tool", tool, sorted(runtime_of(request).registry.tools)),
+            conversation_id=inputs.optional_conversation_id(conversation_id),
+            limit=inputs.limit(limit, operator_db.DEFAULT_LIMIT),
+        )
+        return cast(ToolCallList, await _read(request, lookup))
+
+    # A path parameter: a tool_call_id recorded under the earlier id rule may contain "/".
     @get(
         "/tool-calls/{tool_call_id:path}",
         summary="What happened to one tool call",

@@ -1,7 +1,8 @@
 """``python -m service ops …``: the operator CLI over the outbox, the operations and the deliveries.
 
 Tables for people by default — lists fit a 100-column terminal, with ids shortened to their first
-8 hex digits, which ``show`` and ``requeue`` accept as git accepts a short hash; ``--wide`` prints
+8 hex digits, which ``show`` and ``requeue`` accept as git accepts a short hash (and ``trace`` a
+tool call id's unique beginning, as lists cut it); ``--wide`` prints
 every column in full and ``--json`` (the same objects as ``/v1/ops``) is for machines. Exit 0 on
 success, 1 when the thing asked for is unknown, ambiguous or refused, 2 for bad usage or settings.
 """
@@ -103,7 +104,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     stats.set_defaults(ops_command=show_stats)
 
     trace = areas.add_parser("trace", parents=[output], help="what happened to tool call X?")
-    trace.add_argument("tool_call_id", metavar="TOOL_CALL_ID", help="the Agent's tool_call_id")
+    trace.add_argument(
+        "tool_call_id",
+        metavar="TOOL_CALL_ID",
+        help="the Agent's tool_call_id, or its beginning when that names one call (as lists shorten it)",
+    )
     trace.set_defaults(ops_command=trace_tool_call)
 
 
@@ -331,6 +336,14 @@ def show_stats(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 def trace_tool_call(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     trace = operator_db.read(conn, operator_db.trace_tool_call(args.tool_call_id))
+    if trace is None:
+        # A list's shortened id ("start-4f1c…"): its beginning, when that names one recorded call.
+        prefix = args.tool_call_id.removesuffix("…")
+        found = operator_db.tool_call_ids_with_prefix(conn, prefix) if prefix else []
+        if len(found) > 1:
+            return fail(f"tool call {prefix!r}… is ambiguous ({found[0]}, {found[1]}, …): give more of it")
+        if found:
+            trace = operator_db.read(conn, operator_db.trace_tool_call(found[0]))
     if trace is None:
         return fail(
             f"nothing is recorded for tool call {args.tool_call_id!r} "

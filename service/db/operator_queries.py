@@ -66,6 +66,28 @@ ORDER BY event_id
 LIMIT 2
 """
 
+# Recorded tool calls of the last minutes, newest first: every call the Agent made that was
+# answered, interrupts and refusals included (ix_tool_calls_created_at, a BRIN index, finds them).
+TOOL_CALLS_LIST = """
+SELECT t.tool_call_id, t.conversation_id, t.tool, t.status_code,
+       coalesce(t.response->>'status', t.response->>'error') AS outcome, t.created_at
+FROM tool_calls t
+WHERE t.created_at >= now() - make_interval(mins => %(minutes)s)
+  AND (%(tool)s::text IS NULL OR t.tool = %(tool)s)
+  AND (%(conversation_id)s::text IS NULL OR t.conversation_id = %(conversation_id)s)
+ORDER BY t.created_at DESC, t.tool_call_id
+LIMIT %(limit)s
+"""
+
+# The recorded tool calls whose id begins with an operator's abbreviation (as a list shortens it):
+# two at most, enough to tell unique from ambiguous.
+TOOL_CALL_IDS_WITH_PREFIX = """
+SELECT tool_call_id FROM tool_calls
+WHERE starts_with(tool_call_id, %(prefix)s)
+ORDER BY tool_call_id
+LIMIT 2
+"""
+
 OUTBOX_GET = f"""
 SELECT {OUTBOX_COLUMNS}, b.payload
 FROM outbox b
@@ -263,6 +285,28 @@ def event_ids_with_prefix(conn: Connection[DictRow], hex_prefix: str) -> list[UU
     highest = UUID(digits.ljust(32, "f"))
     rows = conn.execute(EVENT_IDS_IN_RANGE, {"lowest": lowest, "highest": highest}).fetchall()
     return [row["event_id"] for row in rows]
+
+
+def tool_calls_list(
+    *,
+    minutes: int = 60,
+    tool: str | None = None,
+    conversation_id: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> Lookup[Json]:
+    """The tool calls answered in the last ``minutes``, newest first, optionally of one tool and
+    one conversation; ``outcome`` is the answer's status (or its error code)."""
+    return Lookup(
+        (("tool_calls", TOOL_CALLS_LIST),),
+        {"minutes": minutes, "tool": tool, "conversation_id": conversation_id, "limit": limit},
+        lambda rows: {"minutes": minutes, "tool_calls": [jsonable(row) for row in rows["tool_calls"]]},
+    )
+
+
+def tool_call_ids_with_prefix(conn: Connection[DictRow], prefix: str) -> list[str]:
+    """At most two recorded tool call ids that begin with ``prefix``."""
+    rows = conn.execute(TOOL_CALL_IDS_WITH_PREFIX, {"prefix": prefix}).fetchall()
+    return [row["tool_call_id"] for row in rows]
 
 
 def outbox_show(event_id: UUID) -> Lookup[Json | None]:

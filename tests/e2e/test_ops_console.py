@@ -10,6 +10,7 @@ screenshots there were made).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import psycopg
 import pytest
 
 from tests.conftest import AGENT, OPERATOR, OPERATOR_TOKEN, ROOT, ServiceProcess
@@ -266,6 +268,62 @@ def test_the_operations_list_filters_by_state(page: Any) -> None:
     assert "focus-1" in page.locator('[data-testid="operation-row"]').inner_text()
 
 
+def test_interrupt_calls_are_listed_among_the_tool_calls_and_lead_to_their_trace(page: Any) -> None:
+    page.click('.nav a[data-view="tool-calls"]')
+    page.wait_for_selector('[data-testid="tool-call-row"][data-tool="pomodoro.interrupt"]')
+    page.select_option('[data-testid="tool-calls-filters"] select[name=tool]', "pomodoro.interrupt")
+    page.click('[data-testid="tool-calls-filters"] button[type=submit]')
+    eventually(lambda: page.locator('[data-testid="tool-call-row"][data-tool="pomodoro.start"]').count() == 0)
+    row = page.locator('[data-testid="tool-call-row"]').first
+    assert "interrupted" in row.inner_text()
+    tool_call_id = row.get_attribute("data-tool-call-id")
+    row.locator("a").click()
+    page.wait_for_selector(
+        f'[data-testid="trace"][data-tool-call-id="{tool_call_id}"] [data-testid="trace-answer"]'
+    )
+    assert page.locator('[data-testid="trace-operation"][data-state="interrupted"]').count() == 1
+
+
+def test_times_name_their_date_and_zone_counts_their_plural_and_charts_their_scale(
+    page: Any, stack: Stack
+) -> None:
+    eventually(lambda: text(page, "lateness-p99") != "\u2013", 10)
+    assert re.fullmatch(r"live · updated \d\d:\d\d:\d\d UTC", text(page, "live"))
+    hint = page.locator('[data-testid="lateness-p99"] + .hint').inner_text()
+    assert re.fullmatch(r"over (1 deadline|\d+ deadlines)", hint), hint
+    scale = [page.locator(f'[data-testid="{end}"]').text_content() for end in ("scale-min", "scale-max")]
+    assert scale[0] == "0 ms" and str(scale[1]).endswith(" ms"), scale
+    dash = page.locator('[data-testid="chart-depth"] .series.dead')
+    if dash.count():  # two samples at least (15 s apart)
+        assert dash.evaluate("e => getComputedStyle(e).strokeDasharray") != "none"
+    page.goto(f"{stack.base_url}/ops/outbox")
+    page.wait_for_selector('[data-testid="outbox-row"] time')
+    for shown in page.locator('[data-testid="outbox-row"] time').all_inner_texts():
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", shown), shown
+    headers = page.locator('[data-testid="outbox-table"] th').all_inner_texts()
+    assert "Attempts" in headers and "Att." not in headers
+    assert " · result " in page.locator('[data-testid="outbox-row"]').first.inner_text()
+
+
+def test_a_trace_address_that_is_not_percent_encoding_says_so_and_a_dot_id_is_no_broken_link(
+    page: Any, stack: Stack
+) -> None:
+    page.goto(f"{stack.base_url}/ops/trace/%E0%A4%A")
+    assert "not valid percent-encoding" in page.locator('[data-testid="trace"] .notice').inner_text()
+    # ".." was a tool_call_id under the earlier id rule: a list shows it, not as a link (a browser
+    # would resolve it out of the address).
+    with psycopg.connect(stack.service.database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)"
+            " VALUES ('..', 'ops-legacy', 'pomodoro.interrupt', 'x', 200,"
+            ' \'{"tool_call_id": "..", "status": "no_active_focusing_operation"}\')'
+            " ON CONFLICT DO NOTHING"
+        )
+    page.goto(f"{stack.base_url}/ops/tool-calls?conversation=ops-legacy")
+    page.wait_for_selector('[data-testid="tool-call-row"][data-tool-call-id=".."]')
+    assert page.locator('[data-testid="tool-call-row"] a[href]').count() == 0
+
+
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x800", "phone"])
 def test_every_page_fits_the_screen(page: Any, stack: Stack, size: dict[str, int]) -> None:
     page.set_viewport_size(size)
@@ -273,6 +331,7 @@ def test_every_page_fits_the_screen(page: Any, stack: Stack, size: dict[str, int
         ("/ops/", '[data-testid="chart-deliveries"]'),
         ("/ops/outbox", '[data-testid="outbox-row"]'),
         ("/ops/operations", '[data-testid="operation-row"]'),
+        ("/ops/tool-calls", '[data-testid="tool-call-row"]'),
         ("/ops/trace/flaky-1", '[data-testid="attempt"]'),
     ]:
         page.goto(f"{stack.base_url}{path}")

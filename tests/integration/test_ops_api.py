@@ -94,6 +94,7 @@ OPS_PATHS = [
     f"/v1/ops/outbox/{uuid.uuid4()}",
     "/v1/ops/operations",
     "/v1/ops/stats",
+    "/v1/ops/tool-calls",
     "/v1/ops/tool-calls/some-call",
 ]
 
@@ -315,3 +316,43 @@ async def test_trace_of_an_unrecorded_422_is_404(client: Client) -> None:
     body["arguments"] = {"duration_seconds": 0}
     await call(client, body, 422)
     assert (await get(client, "/v1/ops/tool-calls/bad-args", 404))["error"] == "unknown_tool_call"
+
+
+async def test_tool_calls_lists_every_recorded_answer_newest_first_interrupts_included(
+    client: Client, db: Any
+) -> None:
+    await call(client, start_body("conv-1", tool_call_id="start-1"), 202)
+    await call(client, interrupt_body("conv-1"), 200)
+    await call(client, interrupt_body("conv-2"), 200)
+    await call(client, start_body("conv-1", tool_call_id="start-2"), 202)
+    await call(client, start_body("conv-1", tool_call_id="start-3"), 409)
+    db.execute("UPDATE tool_calls SET created_at = now() - interval '2 hours' WHERE tool_call_id = 'start-1'")
+
+    listed = await get(client, "/v1/ops/tool-calls")
+    assert listed["minutes"] == 60
+    calls = listed["tool_calls"]
+    assert [c["tool"] for c in calls] == [
+        "pomodoro.start",
+        "pomodoro.start",
+        "pomodoro.interrupt",
+        "pomodoro.interrupt",
+    ]
+    assert [c["outcome"] for c in calls][:2] == ["operation_already_focusing", "accepted"]
+    assert {c["outcome"] for c in calls[2:]} == {"interrupted", "no_active_focusing_operation"}
+    assert calls[0]["status_code"] == 409
+
+    interrupts = await get(client, "/v1/ops/tool-calls", tool="pomodoro.interrupt", conversation_id="conv-2")
+    assert [c["outcome"] for c in interrupts["tool_calls"]] == ["no_active_focusing_operation"]
+    older = await get(client, "/v1/ops/tool-calls", minutes=180, limit=10)
+    assert "start-1" in [c["tool_call_id"] for c in older["tool_calls"]]
+
+
+@pytest.mark.parametrize(
+    "params", [{"minutes": "0"}, {"minutes": "1441"}, {"minutes": "-1"}, {"tool": "pomodoro.explode"}]
+)
+async def test_tool_calls_refuses_a_bad_window_or_tool_with_422(
+    client: Client, params: dict[str, str]
+) -> None:
+    body = await get(client, "/v1/ops/tool-calls", 422, **params)
+    assert body["error"] == "invalid_request"
+    assert body["details"][0]["path"] in params

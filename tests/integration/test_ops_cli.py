@@ -307,6 +307,32 @@ async def test_trace_answers_what_happened_to_tool_call_x_in_one_command(
     assert [a["outcome"] for a in trace["outbox"][0]["delivery_attempts"]] == ["retry", "dead"]
 
 
+async def test_trace_takes_the_shortened_id_a_list_prints_when_it_names_one_call(
+    ops: Any, client: Client
+) -> None:
+    long_id = "start-" + "0123456789abcdef" * 4
+    for tool_call_id in (long_id, "start-other-call"):
+        await client.post(
+            "/v1/tool-calls",
+            json=start_body(f"conv-{tool_call_id[-4:]}", tool_call_id=tool_call_id),
+            headers=AGENT,
+        )
+    listed = ops("operations", "list")[1]
+    (shortened,) = [
+        word for line in listed.splitlines() for word in line.split() if word.startswith("start-0")
+    ]
+    assert shortened.endswith("…") and len(shortened) < len(long_id)
+
+    code, out, err = ops("trace", shortened)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == f"tool call {long_id}"
+    assert ops("trace", "start-0123", "--json")[1] == ops("trace", long_id, "--json")[1]
+
+    code, out, err = ops("trace", "start-")
+    assert (code, out) == (1, "")
+    assert "ambiguous" in err
+
+
 def test_trace_of_an_unknown_call_exits_1(ops: Any) -> None:
     code, out, err = ops("trace", "never-seen")
     assert (code, out) == (1, "")

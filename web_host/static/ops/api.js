@@ -43,6 +43,7 @@ export const ops = {
   overview: () => call("GET", "/v1/ops/overview"),
   outbox: (filters) => call("GET", `/v1/ops/outbox${query(filters)}`),
   operations: (filters) => call("GET", `/v1/ops/operations${query(filters)}`),
+  toolCalls: (filters) => call("GET", `/v1/ops/tool-calls${query(filters)}`),
   trace: (toolCallId) => call("GET", `/v1/ops/tool-calls/${encodeURIComponent(toolCallId)}`),
   requeue: (eventId) => call("POST", `/v1/ops/outbox/${encodeURIComponent(eventId)}/requeue`, {}),
 };

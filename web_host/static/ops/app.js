@@ -1,10 +1,11 @@
 // The console's one page: draws the view the address names, follows links inside the console
 // without reloading, and refreshes the view every few seconds while the tab is visible.
 import { ApiError } from "./api.js";
-import { h, notice, replace, when } from "./dom.js";
+import { clock, h, notice, replace, traceHref } from "./dom.js";
 import { operationsView } from "./operations.js";
 import { outboxView } from "./outbox.js";
 import { overviewView } from "./overview.js";
+import { toolCallsView } from "./toolcalls.js";
 import { traceView } from "./trace.js";
 
 const POLL_MS = 3000;
@@ -15,10 +16,20 @@ const ROUTES = [
   { pattern: /^\/ops\/?$/, view: overviewView, nav: "overview" },
   { pattern: /^\/ops\/outbox\/?$/, view: outboxView, nav: "outbox" },
   { pattern: /^\/ops\/operations\/?$/, view: operationsView, nav: "operations" },
-  { pattern: /^\/ops\/trace\/(.+)$/, view: traceView, nav: null, params: (m) => ({ toolCallId: decodeURIComponent(m[1]) }) },
+  { pattern: /^\/ops\/tool-calls\/?$/, view: toolCallsView, nav: "tool-calls" },
+  { pattern: /^\/ops\/trace\/(.+)$/, view: traceView, nav: null, params: (m) => ({ toolCallId: decoded(m[1]) }) },
 ];
 
 let active = null; // {view, timer, stopped}
+
+/** A path segment as its text; null when it is not valid percent-encoding (the trace says so). */
+function decoded(segment) {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+}
 
 function setLive(state, text) {
   live.dataset.state = state;
@@ -31,7 +42,7 @@ async function tick(current) {
   if (!document.hidden) {
     try {
       await current.view.refresh();
-      setLive("live", `live · ${when(new Date().toISOString())}`);
+      setLive("live", `live · updated ${clock(new Date().toISOString(), true)} UTC`);
     } catch (error) {
       if (error instanceof ApiError && error.status === 401) {
         window.location.reload(); // the session has ended: the page answers with the sign-in form
@@ -77,7 +88,7 @@ export function navigate(url) {
 }
 
 document.addEventListener("click", (event) => {
-  const link = event.target.closest("a[data-nav]");
+  const link = event.target.closest("a[data-nav][href]");
   if (!link || event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
   const url = new URL(link.href);
   if (url.origin !== window.location.origin || !url.pathname.startsWith("/ops")) return;
@@ -88,7 +99,8 @@ document.addEventListener("click", (event) => {
 document.querySelector('[data-testid="find-trace"]').addEventListener("submit", (event) => {
   event.preventDefault();
   const id = event.target.elements.tool_call_id.value.trim();
-  if (id) navigate(`/ops/trace/${encodeURIComponent(id)}`);
+  const href = traceHref(id);
+  if (href) navigate(href);
 });
 
 document.addEventListener("visibilitychange", () => {

@@ -1,5 +1,5 @@
 // Small charts drawn as inline SVG from the overview's JSON: no chart library, no inline script.
-import { h, s } from "./dom.js";
+import { clock, h, s, when } from "./dom.js";
 
 const W = 600;
 const H = 140;
@@ -45,7 +45,7 @@ export function stackedBars(rows, series, { label, testid, first, last }) {
       const height = (plotH * value) / max;
       const y = PAD.top + plotH * (1 - base / max) - height;
       bars.push(s("rect", { x: PAD.left + i * step + 1, y, width: Math.max(step - 2, 1), height, class: cls },
-        s("title", {}, `${new Date(row.at).toLocaleTimeString()}: ${value} ${name}`)));
+        s("title", {}, `${when(row.at)}: ${value} ${name}`)));
       base += value;
     }
   });
@@ -64,16 +64,18 @@ export function lines(rows, series, { label, testid, empty }) {
   const y = (v) => PAD.top + plotH * (1 - v / max);
   const paths = series.map(({ key, cls }) =>
     s("polyline", { class: `series ${cls}`, points: rows.map((row) => `${x(row.at).toFixed(1)},${y(row[key] || 0).toFixed(1)}`).join(" ") }));
-  const firstLabel = new Date(t0).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  const lastLabel = new Date(t1).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  const firstLabel = `${clock(rows[0].at)} UTC`;
+  const lastLabel = `${clock(rows[rows.length - 1].at)} UTC`;
   return chart(label, testid, [...frame(max, firstLabel, lastLabel), ...paths]);
 }
 
-/** Horizontal bars for named values (deadline lateness percentiles), in ms. */
+/** Horizontal bars for named values (deadline lateness percentiles), in ms, over a scale from 0
+ * to a round maximum marked below them. */
 export function hbars(items, { label, testid }) {
   const max = niceMax(Math.max(1, ...items.map(({ value }) => value || 0)));
   const rowH = 26;
-  const height = items.length * rowH + 6;
+  const scaleY = items.length * rowH + 18;
+  const height = scaleY + 6;
   const labelW = 44;
   const plotW = W - labelW - 90;
   const children = items.flatMap(({ name, value }, i) => {
@@ -86,6 +88,13 @@ export function hbars(items, { label, testid }) {
       s("text", { x: labelW + plotW + 8, y: y + 15, class: "tick" }, value === null || value === undefined ? "–" : `${value} ms`),
     ];
   });
+  const scale = [
+    s("line", { x1: labelW, x2: labelW + plotW, y1: scaleY - 12, y2: scaleY - 12, class: "axis" }),
+    s("line", { x1: labelW + plotW / 2, x2: labelW + plotW / 2, y1: 4, y2: scaleY - 12, class: "grid" }),
+    s("text", { x: labelW, y: scaleY, class: "tick", "data-testid": "scale-min" }, "0 ms"),
+    s("text", { x: labelW + plotW / 2, y: scaleY, class: "tick middle" }, `${max / 2} ms`),
+    s("text", { x: labelW + plotW, y: scaleY, class: "tick end", "data-testid": "scale-max" }, `${max} ms`),
+  ];
   return s("svg", { viewBox: `0 0 ${W} ${height}`, role: "img", "aria-label": label, class: "chart bars", "data-testid": testid },
-    s("title", {}, label), ...children);
+    s("title", {}, label), ...children, ...scale);
 }

@@ -27,18 +27,26 @@ export function replace(parent, ...children) {
 
 const pad = (n) => String(n).padStart(2, "0");
 
-/** "14:03:07" today, "11-30 14:03:07" otherwise: local time, to the second. */
+/** "2026-12-01 14:03:07 UTC": the date, the time to the second (24 h) and the zone, everywhere. */
 export function when(iso) {
   if (!iso) return "–";
   const at = new Date(iso);
   if (Number.isNaN(at.getTime())) return iso;
-  const clock = `${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
-  const today = new Date();
-  if (at.toDateString() === today.toDateString()) return clock;
-  return `${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${clock}`;
+  const date = `${at.getUTCFullYear()}-${pad(at.getUTCMonth() + 1)}-${pad(at.getUTCDate())}`;
+  return `${date} ${clock(iso, true)} UTC`;
 }
 
-/** A <time> element with the full UTC time as its title. */
+/** "14:03" (or "14:03:07" with seconds), 24 h, UTC: the charts' axes and the header. */
+export function clock(iso, seconds = false) {
+  const at = new Date(iso);
+  const time = `${pad(at.getUTCHours())}:${pad(at.getUTCMinutes())}`;
+  return seconds ? `${time}:${pad(at.getUTCSeconds())}` : time;
+}
+
+/** "1 deadline", "3 deadlines". */
+export const plural = (n, word) => `${count(n)} ${word}${Number(n) === 1 ? "" : "s"}`;
+
+/** A <time> element with the exact RFC 3339 time as its title. */
 export function timeEl(iso) {
   return h("time", { datetime: iso || undefined, title: iso || undefined }, when(iso));
 }
@@ -62,7 +70,10 @@ export const shortId = (id) => (id ? id.slice(0, 8) : "–");
 
 export const count = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
 
+/** The trace page of a tool call; none for "." or "..", which a browser resolves out of any
+ * path, even percent-encoded (only ids recorded before the id rule: `ops trace` reaches them). */
 export function traceHref(toolCallId) {
+  if (!toolCallId || toolCallId === "." || toolCallId === "..") return undefined;
   return `/ops/trace/${encodeURIComponent(toolCallId)}`;
 }
 

@@ -70,7 +70,7 @@ export function outboxView({ search, navigate }) {
     message,
     h("div", { class: "table-wrap" },
       h("table", { class: "rows", "data-testid": "outbox-table" },
-        h("thead", {}, h("tr", {}, ["Status", "Event", "Tool call", "Conversation", "Tool", "Att.", "Created", "Next / delivered", "Last error", ""].map((t) => h("th", {}, t)))),
+        h("thead", {}, h("tr", {}, ["Status", "Event", "Tool call", "Conversation · result", "Tool", "Attempts", "Created", "Next / delivered", "Last error", ""].map((t) => h("th", {}, t)))),
         body)),
     pager);
 
@@ -81,7 +81,8 @@ export function outboxView({ search, navigate }) {
       h("td", { "data-label": "Event", class: "mono", title: shown.event_id }, shortId(shown.event_id)),
       h("td", { "data-label": "Tool call", class: "mono wrap" },
         h("a", { href: traceHref(shown.tool_call_id), "data-nav": true, "data-testid": "trace-link" }, shown.tool_call_id)),
-      h("td", { "data-label": "Conversation", class: "wrap" }, shown.conversation_id, h("span", { class: "muted" }, ` #${shown.sequence}`)),
+      h("td", { "data-label": "Conversation", class: "wrap" }, shown.conversation_id,
+        h("span", { class: "muted", title: "The result's place in its conversation: results arrive in this order." }, ` · result ${shown.sequence}`)),
       h("td", { "data-label": "Tool" }, shown.tool),
       h("td", { "data-label": "Attempts", class: "num" }, String(shown.attempts)),
       h("td", { "data-label": "Created" }, timeEl(shown.created_at)),

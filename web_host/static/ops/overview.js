@@ -2,7 +2,7 @@
 // lateness — numbers first, then small charts.
 import { ops } from "./api.js";
 import { hbars, lines, stackedBars } from "./charts.js";
-import { age, count, h, replace } from "./dom.js";
+import { age, count, h, plural, replace } from "./dom.js";
 
 function stat(label, value, testid, { cls = "", href, hint } = {}) {
   const body = [h("span", { class: "label" }, label), h("strong", { "data-testid": testid }, value)];
@@ -42,7 +42,7 @@ export function overviewView() {
         stat("Failed attempts, last hour", count(hour.failures), "failures-hour", { cls: hour.failures ? "warn" : "" }),
         stat("Focusing now", count(stats.operations.focusing), "count-focusing", { href: "/ops/operations?state=focusing" }),
         stat("Lateness p99, last hour", late.p99 === null ? "–" : `${late.p99} ms`, "lateness-p99",
-          { hint: `${count(late.completed)} deadlines` }),
+          { hint: `over ${plural(late.completed, "deadline")}` }),
       ),
       h("div", { class: "panels" },
         panel("Deliveries and failed attempts per minute, last hour",
@@ -52,11 +52,12 @@ export function overviewView() {
           ], { label: "Deliveries and failed attempts per minute", testid: "chart-deliveries", first: "−60 min", last: "now" }),
           h("p", { class: "legend" }, h("span", { class: "key ok" }), "delivered ", h("span", { class: "key bad" }), "failed (retried or dead)")),
         panel("Outbox depth, sampled every 15 s",
+          // Dead is drawn dashed over pending, so that both show where they are equal (at 0, say).
           lines(points, [{ key: "pending", cls: "pending" }, { key: "dead", cls: "dead" }], {
             label: "Pending and dead rows over time", testid: "chart-depth",
             empty: "Samples appear every 15 s while the service runs.",
           }),
-          h("p", { class: "legend" }, h("span", { class: "key pending" }), "pending ", h("span", { class: "key dead" }), "dead")),
+          h("p", { class: "legend" }, h("span", { class: "key pending" }), "pending ", h("span", { class: "key dead" }), "dead (dashed)")),
         panel("Results created per minute, last hour",
           stackedBars(minutes, [{ key: "created", label: "results created", cls: "created" }],
             { label: "Outbox rows created per minute", testid: "chart-created", first: "−60 min", last: "now" })),
@@ -65,7 +66,7 @@ export function overviewView() {
             { name: "p50", value: late.p50 }, { name: "p90", value: late.p90 },
             { name: "p99", value: late.p99 }, { name: "max", value: late.max },
           ], { label: "Deadline lateness percentiles, last hour", testid: "chart-lateness" }),
-          h("p", { class: "muted" }, `All time: p50 ${overall.p50 ?? "–"} ms, p99 ${overall.p99 ?? "–"} ms, max ${overall.max ?? "–"} ms over ${count(overall.completed)} deadlines.`)),
+          h("p", { class: "muted" }, `How long after its ends_at each deadline was settled. All time: p50 ${overall.p50 ?? "–"} ms, p99 ${overall.p99 ?? "–"} ms, max ${overall.max ?? "–"} ms over ${plural(overall.completed, "deadline")}.`)),
       ),
       h("p", { class: "muted small" }, `Operations: ${Object.entries(stats.operations.by_state).map(([k, v]) => `${k} ${count(v)}`).join(" · ")}`),
     );

@@ -1,7 +1,7 @@
 // What happened to one tool call: the recorded answer, the operation(s), and each outbox row with
 // every delivery attempt as a timeline.
 import { ApiError, ops } from "./api.js";
-import { age, badge, h, ms, notice, replace, timeEl } from "./dom.js";
+import { age, badge, h, ms, notice, plural, replace, timeEl, traceHref, when } from "./dom.js";
 import { requeueButton } from "./outbox.js";
 
 function fields(pairs) {
@@ -24,7 +24,7 @@ function operationSection(operation, toolCallId) {
   const named = operation.tool_call_id !== toolCallId;
   return h("section", { class: "panel", "data-testid": "trace-operation", "data-state": operation.state },
     h("h2", {}, "Operation ", badge(operation.state), operation.reason ? h("span", { class: "muted" }, ` ${operation.reason}`) : null),
-    named ? h("p", { class: "muted" }, "Named in the answer; started by ", h("a", { href: `/ops/trace/${encodeURIComponent(operation.tool_call_id)}`, "data-nav": true }, operation.tool_call_id), ".") : null,
+    named ? h("p", { class: "muted" }, "Named in the answer; started by ", h("a", { href: traceHref(operation.tool_call_id), "data-nav": true }, operation.tool_call_id), ".") : null,
     fields([
       ["operation_id", h("span", { class: "mono" }, operation.operation_id)],
       ["tool", operation.tool], ["activity", operation.activity], ["duration", age(operation.duration_seconds)],
@@ -66,12 +66,12 @@ function outboxSection(row, onRequeued) {
   }
   const longest = Math.max(1, ...attempts.map((a) => a.duration_ms));
   const section = h("section", { class: "panel", "data-testid": "trace-outbox", "data-event-id": row.event_id, "data-status": row.status },
-    h("h2", {}, "Outbox row ", badge(row.status), " ", h("span", { class: "muted" }, `${row.attempts} attempt(s)`),
+    h("h2", {}, "Outbox row ", badge(row.status), " ", h("span", { class: "muted" }, plural(row.attempts, "attempt")),
       row.status === "dead" ? requeueButton(row, onRequeued) : null),
     fields([
       ["event_id", h("span", { class: "mono" }, row.event_id)],
       ["last error", row.last_error ? h("span", { class: "error-text" }, row.last_error) : "–"],
-      ["lease", row.lease_owner ? `${row.lease_owner} until ${new Date(row.lease_expires_at).toLocaleTimeString()}` : "–"],
+      ["lease", row.lease_owner ? `${row.lease_owner} until ${when(row.lease_expires_at)}` : "–"],
     ]),
     h("ol", { class: "timeline", "data-testid": "timeline" }, steps),
     h("details", {}, h("summary", {}, "Payload"), h("pre", { class: "json" }, JSON.stringify(row.payload, null, 2))));
@@ -83,6 +83,11 @@ function outboxSection(row, onRequeued) {
 
 export function traceView({ params }) {
   const toolCallId = params.toolCallId;
+  if (!toolCallId) {
+    const element = h("div", { class: "trace", "data-testid": "trace" }, h("h1", {}, "Tool call"),
+      notice("This address names no tool call: it is not valid percent-encoding. Paste the tool_call_id in the search box above.", "info"));
+    return { element, title: "Trace", refresh: async () => {} };
+  }
   const message = h("div", { class: "messages" });
   const content = h("div", { class: "trace-content" }, h("p", { class: "muted" }, "Loading…"));
   const element = h("div", { class: "trace", "data-testid": "trace", "data-tool-call-id": toolCallId },
