@@ -14,6 +14,11 @@ connection, driven in interleaved rounds through each face:
                  ``notifications/tasks/status`` to the session (one read per operation)
   mcp-2026       ``tools/call`` at protocol 2026-07-28 (no session: every request carries its
                  version, client info and capabilities in ``_meta``)
+  mcp-2026-task  the same, the request declaring the tasks extension ``io.modelcontextprotocol/tasks``:
+                 each start answers a ``CreateTaskResult``
+
+Then reads of a focusing operation, interleaved the same way: REST ``GET /v1/operations/{id}``
+against MCP ``tasks/get`` at 2026-07-28 (the task of a start above), CPU per read and the ratio.
 
 Each figure is the service process's CPU (user + system, from /proc) per tool call. The machine is
 shared, so the faces take turns round by round, and a face's ratio is the median over the rounds of
@@ -48,6 +53,7 @@ Call = Callable[[str, str, str, dict[str, Any]], Awaitable[int]]
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
 CLIENT_INFO = {"name": "bench-mcp-cost", "version": "0"}
+TASKS = "io.modelcontextprotocol/tasks"
 
 
 class Connection:
@@ -62,24 +68,24 @@ class Connection:
         self._writer: asyncio.StreamWriter | None = None
 
     async def post(
-        self, path: str, payload: dict[str, Any], headers: dict[str, str]
+        self, path: str, payload: dict[str, Any] | None, headers: dict[str, str], method: str = "POST"
     ) -> tuple[int, dict[str, str], Any]:
         try:
-            return await self._post(path, payload, headers)
+            return await self._post(path, payload, headers, method)
         except (asyncio.IncompleteReadError, ConnectionError):
             # The server closes a connection idle past its keep-alive timeout; every call here is
             # idempotent (its tool_call_id), so it is sent again on a new connection.
             await self.close()
-            return await self._post(path, payload, headers)
+            return await self._post(path, payload, headers, method)
 
     async def _post(
-        self, path: str, payload: dict[str, Any], headers: dict[str, str]
+        self, path: str, payload: dict[str, Any] | None, headers: dict[str, str], method: str
     ) -> tuple[int, dict[str, str], Any]:
         if self._reader is None or self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
-        body = json.dumps(payload, separators=(",", ":")).encode()
+        body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
         head = [
-            f"POST {path} HTTP/1.1",
+            f"{method} {path} HTTP/1.1",
             f"Host: {self._host}:{self._port}",
             f"Authorization: Bearer {self._token}",
             "Content-Type: application/json",
@@ -131,6 +137,7 @@ class McpSession:
         self._tasks = tasks  # starts run as tasks
         self._session_id: str | None = None
         self._next_id = 0
+        self.last_task_id = ""
 
     async def open(self) -> McpSession:
         if self._version == LEGACY:
@@ -141,7 +148,13 @@ class McpSession:
         return self
 
     async def _rpc(
-        self, method: str, params: dict[str, Any], *, version: str | None = "", notification: bool = False
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        version: str | None = "",
+        notification: bool = False,
+        name: str | None = None,
     ) -> Any:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
         if not notification:
@@ -154,8 +167,8 @@ class McpSession:
             headers["Mcp-Session-Id"] = self._session_id
         if self._version == MODERN:
             headers["Mcp-Method"] = method
-            if "name" in params:
-                headers["Mcp-Name"] = params["name"]
+            if name is not None or "name" in params:
+                headers["Mcp-Name"] = name if name is not None else params["name"]
         status, answer_headers, body = await self._connection.post("/mcp", message, headers)
         self._session_id = answer_headers.get("mcp-session-id", self._session_id)
         if notification:
@@ -172,16 +185,30 @@ class McpSession:
             "io.lineup/tool_call_id": tool_call_id,
         }
         if self._version == MODERN:
-            meta["io.modelcontextprotocol/protocolVersion"] = MODERN
-            meta["io.modelcontextprotocol/clientInfo"] = CLIENT_INFO
-            meta["io.modelcontextprotocol/clientCapabilities"] = {}
+            meta.update(self._envelope())
         params: dict[str, Any] = {"name": tool, "arguments": arguments, "_meta": meta}
-        if self._tasks and tool == "pomodoro.start":
+        if self._tasks and tool == "pomodoro.start" and self._version == LEGACY:
             params["task"] = {}
         result = await self._rpc("tools/call", params)
-        if "task" in params and result.get("task", {}).get("status") != "working":
-            raise RuntimeError(f"not a working task: {json.dumps(result)[:300]}")
+        if self._tasks and tool == "pomodoro.start":
+            task = result.get("task", {}) if self._version == LEGACY else result
+            if task.get("status") != "working":
+                raise RuntimeError(f"not a working task: {json.dumps(result)[:300]}")
+            self.last_task_id = task["taskId"]
         return int(result["_meta"]["io.lineup/http_status"])
+
+    def _envelope(self) -> dict[str, Any]:
+        capabilities = {"extensions": {TASKS: {}}} if self._tasks else {}
+        return {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        }
+
+    async def get_task(self, task_id: str) -> str:
+        """``tasks/get`` at 2026-07-28; the task's status."""
+        task = await self._rpc("tasks/get", {"taskId": task_id, "_meta": self._envelope()}, name=task_id)
+        return str(task["status"])
 
 
 async def cycles(calls: list[Call], count: int, label: str) -> int:
@@ -218,18 +245,62 @@ async def faces(
         ("mcp", LEGACY, False),
         ("mcp-task", LEGACY, True),
         ("mcp-2026", MODERN, False),
+        ("mcp-2026-task", MODERN, True),
     ):
         sessions = [await McpSession(connection(), version, tasks=tasks).open() for _ in range(concurrency)]
         built[name] = [session.call for session in sessions]
     return built, connections
 
 
+async def read_costs(
+    base_url: str, token: str, pid: int, concurrency: int, reads_per_round: int, rounds: int
+) -> tuple[dict[str, list[float]], int]:
+    """CPU per read of a focusing operation: REST ``GET /v1/operations/{id}`` and ``tasks/get``."""
+    run = uuid.uuid4().hex[:8]
+    connections = [Connection(base_url, token) for _ in range(2 * concurrency + 1)]
+    starter = await McpSession(connections[-1], MODERN, tasks=True).open()
+    task_ids = []
+    for index in range(concurrency):
+        conversation = f"reads-{run}-{index}"
+        await starter.call(conversation, conversation, "pomodoro.start", {"duration_seconds": 3600})
+        task_ids.append(starter.last_task_id)
+    sessions = [McpSession(connections[concurrency + i], MODERN, tasks=True) for i in range(concurrency)]
+
+    async def rest(index: int) -> bool:
+        status, _, body = await connections[index].post(f"/v1/operations/{task_ids[index]}", None, {}, "GET")
+        return status == 200 and body["state"] == "focusing"
+
+    async def mcp(index: int) -> bool:
+        return await sessions[index].get_task(task_ids[index]) == "working"
+
+    faces_: dict[str, Callable[[int], Awaitable[bool]]] = {"rest-get": rest, "tasks/get": mcp}
+    failures = 0
+
+    async def reads(read: Callable[[int], Awaitable[bool]], count: int) -> int:
+        async def worker(index: int) -> int:
+            return sum([not await read(index) for _ in range(index, count, concurrency)])
+
+        return sum(await asyncio.gather(*(worker(i) for i in range(concurrency))))
+
+    per_read: dict[str, list[float]] = {name: [] for name in faces_}
+    for read in faces_.values():  # warm-up
+        failures += await reads(read, concurrency * 20)
+    for _ in range(rounds):
+        for name, read in faces_.items():
+            before = process_cpu(pid)
+            failures += await reads(read, reads_per_round)
+            per_read[name].append((process_cpu(pid) - before) / reads_per_round * 1e6)
+    for connection in connections:
+        await connection.close()
+    return per_read, failures
+
+
 def measure(
     url: str, cycles_per_round: int, rounds: int, concurrency: int, log_dir: Path
-) -> tuple[dict[str, list[float]], int]:
+) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
     with running_service(url, log_dir) as service:
 
-        async def go() -> tuple[dict[str, list[float]], int]:
+        async def go() -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
             built, connections = await faces(service.base_url, service.agent_token, concurrency)
             per_call: dict[str, list[float]] = {name: [] for name in built}
             failures = 0
@@ -243,10 +314,31 @@ def measure(
                     per_call[name].append(spent / (2 * cycles_per_round) * 1e6)
             for connection in connections:
                 await connection.close()
-            return per_call, failures
+            per_read, read_failures = await read_costs(
+                service.base_url,
+                service.agent_token,
+                service.process.pid,
+                concurrency,
+                2 * cycles_per_round,
+                rounds,
+            )
+            return per_call, per_read, failures + read_failures
 
         with _event_loop() as runner:
             return runner.run(go())
+
+
+def ratios(figures: dict[str, list[float]], base: str) -> float:
+    """Print each face's median and its ratio to ``base`` (median over rounds); the worst ratio."""
+    print(f"  {'face':<14} {'median us':>10} {'rounds':>32} {'x ' + base:>9}")
+    worst = 0.0
+    for name, values in figures.items():
+        ratio = statistics.median([value / b for value, b in zip(values, figures[base], strict=True)])
+        if name != base:
+            worst = max(worst, ratio)
+        rounds = " ".join(f"{value:.0f}" for value in values)
+        print(f"  {name:<14} {statistics.median(values):>10.0f} {rounds:>32} {ratio:>9.2f}")
+    return worst
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,20 +351,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"database server: {server_url()}")
     with tempfile.TemporaryDirectory(prefix="bench-mcp-cost-") as tmp, throwaway_database("mcp_cost") as url:
-        per_call, failures = measure(url, args.cycles, args.rounds, args.concurrency, Path(tmp))
-    rest = per_call["rest"]
+        per_call, per_read, failures = measure(url, args.cycles, args.rounds, args.concurrency, Path(tmp))
     print(
         f"\nservice CPU per tool call, {args.rounds} interleaved rounds of {args.cycles} cycles, "
         f"{args.concurrency} workers (ratio: the median of each round's figure over that round's REST):"
     )
-    print(f"  {'face':<10} {'median us':>10} {'rounds':>32} {'x REST':>7}")
-    worst = 0.0
-    for name, figures in per_call.items():
-        ratio = statistics.median([figure / base for figure, base in zip(figures, rest, strict=True)])
-        worst = max(worst, ratio)
-        rounds = " ".join(f"{figure:.0f}" for figure in figures)
-        print(f"  {name:<10} {statistics.median(figures):>10.0f} {rounds:>32} {ratio:>7.2f}")
+    worst = ratios(per_call, "rest")
     print(f"\nMCP / REST, the worst MCP face: {worst:.2f} times (aim: at most 2)")
+    print(f"\nservice CPU per read of a focusing operation, {2 * args.cycles} reads a round:")
+    read_ratio = ratios(per_read, "rest-get")
+    print(f"\ntasks/get / GET /v1/operations/{{id}}: {read_ratio:.2f} times (aim: at most 1.2)")
     if failures:
         print(f"FAILED: {failures} wrong answers", file=sys.stderr)
         return 1
