@@ -6,6 +6,9 @@ period as a task and gets the relay's result object back as the finished tool re
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -123,3 +126,60 @@ async def test_fastmcps_plain_call_waits_for_the_task_transparently(service: Ser
         result = await client.call_tool("pomodoro.start", {"duration_seconds": 1}, meta=bound(cid))
     assert result.structured_content is not None and result.structured_content["state"] == "completed"
     assert outbox_results(service, cid) == [result.structured_content]
+
+
+#: The MCP Inspector's CLI, pinned, with a Node it runs on (it needs Node >= 22.19; the node
+#: package of the npm registry brings one, whatever Node runs npx).
+INSPECTOR = [
+    "npx",
+    "-y",
+    "-p",
+    "node@22.23.3",
+    "-p",
+    "@modelcontextprotocol/inspector@2.12.0",
+    "mcp-inspector",
+]
+
+
+def inspector(service: ServiceProcess, *args: str) -> dict[str, Any]:
+    command = [
+        *INSPECTOR,
+        "--cli",
+        f"{service.base_url}/mcp",
+        "--header",
+        f"Authorization: Bearer {AGENT_TOKEN}",
+        "--format",
+        "json",
+        *args,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(json.loads(done.stdout))
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="the MCP Inspector runs with npx (Node.js)")
+def test_the_mcp_inspector_cli_finishes_a_task_at_2026_and_calls_at_2025(service: ServiceProcess) -> None:
+    modern, legacy = conversation(), conversation()
+    start = ["--method", "tools/call", "--tool-name", "pomodoro.start", "--tool-args-json"]
+    finished = inspector(
+        service,
+        "--protocol-era",
+        "modern",
+        *start,
+        '{"duration_seconds": 1, "activity": "inspector"}',
+        "--tool-metadata",
+        f"io.lineup/conversation_id={modern}",
+    )["result"]
+    accepted = inspector(
+        service,
+        "--protocol-era",
+        "legacy",
+        *start,
+        '{"duration_seconds": 1500}',
+        "--tool-metadata",
+        f"io.lineup/conversation_id={legacy}",
+    )["result"]
+    assert finished["isError"] is False and finished["structuredContent"]["reason"] == "deadline_reached"
+    assert outbox_results(service, modern) == [finished["structuredContent"]]
+    assert accepted["structuredContent"]["status"] == "accepted"
+    assert accepted["_meta"]["io.lineup/http_status"] == 202
