@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
@@ -9,9 +10,11 @@ from litestar.params import FromPath
 from litestar.response import Redirect
 
 from service.api.auth import TokenBook
+from service.api.errors import API_HEADERS
 from service.api.host_session import cleared_cookie, cookie_name, same_site, session_cookie
 from service.api.state import runtime_of
-from service.domain.errors import not_found
+from service.domain.errors import Forbidden, not_found, unauthorized
+from service.domain.timefmt import rfc3339
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import (
     HOST_TOKEN_SESSION_SECONDS,
@@ -36,6 +39,10 @@ HTML = "text/html"
 def _tokens(request: Request[Any, Any, Any]) -> SessionTokens:
     tokens: SessionTokens = request.app.state.session_tokens
     return tokens
+
+
+def _json(request: Request[Any, Any, Any]) -> bool:
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower() == "application/json"
 
 
 def _secure(request: Request[Any, Any, Any]) -> bool:
@@ -106,6 +113,38 @@ class WebHostController(Controller):
         cookie = session_cookie(token, lifetime, secure=_secure(request))
         headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
         return Redirect(host_url(conversation_id), status_code=303, cookies=[cookie], headers=headers)
+
+    @post("/host/session/preview", status_code=200)
+    async def preview(self, request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+        """Whom a token signs in as, and where it reaches, without signing in: the sign-in page
+        shows it before the person acts. Same-origin with a JSON body only; no cookie is set."""
+        if not same_site(request) or not _json(request):
+            raise Forbidden("preview a sign-in from this site's own page")
+        body = await request.json()
+        token = body.get("token") if isinstance(body, dict) else None
+        if not isinstance(token, str) or not 1 <= len(token.strip()) <= 2048:
+            raise unauthorized()
+        token = token.strip()
+        runtime = runtime_of(request)
+        principal = await host_sessions.resolve(runtime, _tokens(request), token)
+        if principal is not None:
+            ids = principal.conversation_ids
+            found = {
+                "subject": principal.subject,
+                "conversation_ids": None if ids is None else sorted(ids),
+                "expires_at": principal.expires_at,
+            }
+            return Response(found, headers=API_HEADERS)
+        book: TokenBook = request.app.state.tokens
+        if runtime.settings.host_token_sign_in and book.accepts("host", token):
+            ends = datetime.now(UTC) + timedelta(seconds=HOST_TOKEN_SESSION_SECONDS)
+            found = {
+                "subject": SIGNED_IN_WITH_HOST_TOKEN,
+                "conversation_ids": None,
+                "expires_at": rfc3339(ends),
+            }
+            return Response(found, headers=API_HEADERS)
+        raise unauthorized()
 
     @post("/host/sign-out", status_code=303)
     async def sign_out(self, request: Request[Any, Any, Any]) -> Response[Any]:

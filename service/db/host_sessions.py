@@ -16,9 +16,12 @@ VALUES (%(session_id)s, %(subject)s, %(conversation_ids)s, statement_timestamp()
 RETURNING session_id, subject, conversation_ids, rfc3339(expires_at) AS expires_at
 """
 
-# Only a session that is neither revoked nor expired, by the database clock.
+# Only a session that is neither revoked nor expired, by the database clock; expires_in is how
+# long it has left by that clock (what a stream that outlives a request counts down).
 ACTIVE = """
-SELECT session_id, subject, conversation_ids FROM host_sessions
+SELECT session_id, subject, conversation_ids, rfc3339(expires_at) AS expires_at,
+       EXTRACT(EPOCH FROM expires_at - statement_timestamp())::float8 AS expires_in
+FROM host_sessions
 WHERE session_id = %(session_id)s AND revoked_at IS NULL AND expires_at > statement_timestamp()
 """
 

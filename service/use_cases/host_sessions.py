@@ -34,6 +34,9 @@ class HostPrincipal:
     subject: str | None
     #: None: every conversation.
     conversation_ids: frozenset[str] | None
+    #: A session's end (RFC 3339), and the seconds left to it by the database clock when read.
+    expires_at: str | None = None
+    expires_in: float | None = None
 
     @property
     def is_backend(self) -> bool:
@@ -104,7 +107,13 @@ async def resolve(rt: Runtime, tokens: SessionTokens, token: str) -> HostPrincip
     if row is None:
         return None
     ids = row["conversation_ids"]
-    return HostPrincipal(row["session_id"], row["subject"], None if ids is None else frozenset(ids))
+    return HostPrincipal(
+        row["session_id"],
+        row["subject"],
+        None if ids is None else frozenset(ids),
+        row["expires_at"],
+        row["expires_in"],
+    )
 
 
 async def revoke(rt: Runtime, session_id: UUID) -> bool:

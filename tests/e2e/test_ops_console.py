@@ -179,14 +179,17 @@ def test_sign_in_is_refused_without_the_operator_token_and_lands_where_it_was_as
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
 
 
-def test_a_link_with_the_token_in_its_fragment_signs_in_and_drops_it_from_the_address(
+def test_a_link_with_the_token_in_its_fragment_fills_it_in_drops_it_and_waits_for_the_click(
     stack: Stack, tmp_path: Path
 ) -> None:
     with chromium(tmp_path) as context:
         tab = context.new_page()
         tab.goto(f"{stack.base_url}/ops/#token={quote(OPERATOR_TOKEN, safe='')}")
-        tab.wait_for_selector('[data-testid="ops-overview"] [data-testid="count-dead"]')
+        tab.wait_for_selector('[data-testid="signin-preview"]:not([hidden])')
         assert tab.url.rstrip("/") == f"{stack.base_url}/ops"  # no fragment, no token
+        assert context.cookies() == []
+        tab.click('[data-testid="signin-submit"]')
+        tab.wait_for_selector('[data-testid="ops-overview"] [data-testid="count-dead"]')
         assert [c["name"] for c in context.cookies()] == ["lineup_ops_session"]
 
 

@@ -121,7 +121,7 @@ def test_the_sign_in_form_asks_for_the_token_and_refuses_a_wrong_one(
     assert problems.found == []
 
 
-def test_the_ready_sign_in_link_signs_in_and_keeps_the_token_out_of_the_address_bar(
+def test_the_ready_sign_in_link_shows_whom_it_signs_in_as_and_signs_in_on_the_click(
     browser: Any, service_process: Callable[..., ServiceProcess]
 ) -> None:
     service = service_process()
@@ -130,11 +130,38 @@ def test_the_ready_sign_in_link_signs_in_and_keeps_the_token_out_of_the_address_
     problems.watch(page)
     token = person_session(service.base_url, CONVERSATION)
     page.goto(f"{service.base_url}/host/?conversation_id={CONVERSATION}#token={token}")
+    page.wait_for_selector('[data-testid="signin-preview"]:not([hidden])')
+    assert page.locator('[data-testid="signin-subject"]').inner_text() == "a person"
+    assert page.locator('[data-testid="signin-conversations"]').inner_text() == f"“{CONVERSATION}”"
+    assert page.locator('[data-testid="signin-submit"]').inner_text() == "Sign in as a person"
+    assert token not in page.evaluate("history.length + location.href")
+    page.wait_for_timeout(300)
+    assert browser.cookies() == []  # nothing signs in until the person acts
+    page.click('[data-testid="signin-submit"]')
     wait_live(page)
     assert page.url == f"{service.base_url}/host/?conversation_id={CONVERSATION}"
-    assert token not in page.evaluate("history.length + location.href")
     page.wait_for_timeout(200)
     assert problems.found == []
+
+
+def test_a_pomodoro_without_an_activity_says_focus_once(
+    host: tuple[Any, ServiceProcess, PageProblems],
+) -> None:
+    page, service, _ = host
+    start_pomodoro(service.base_url, CONVERSATION, 1500, None)  # type: ignore[arg-type]
+    frame = app_frame(page, "pomodoro")
+    frame.wait_for_selector('[data-testid="timer"][data-state="focusing"]')
+    assert frame.locator('[data-testid="activity"]').inner_text() == "Focus period"
+    assert frame.locator('[data-testid="label"]').is_hidden()
+
+
+def test_signed_in_without_a_conversation_the_page_asks_for_one_instead_of_connecting(
+    host: tuple[Any, ServiceProcess, PageProblems],
+) -> None:
+    page, service, _ = host
+    page.goto(f"{service.base_url}/host/")
+    page.wait_for_selector('[data-testid="choose-conversation"]:not([hidden])')
+    assert page.locator('[data-testid="connection"]').inner_text() == "choose a conversation"
 
 
 def test_a_start_through_the_agent_api_opens_a_sandboxed_pomodoro_counting_down_from_ends_at(

@@ -51,6 +51,48 @@ async def test_without_a_session_the_host_page_is_a_sign_in_form_with_one_token_
     assert '<script type="module" src="/host/signin.js"></script>' in response.text
 
 
+async def test_the_sign_in_page_speaks_of_a_persons_session_and_make_dev(client: Client) -> None:
+    page = (await client.get("/host/?conversation_id=demo")).text
+    assert "make dev" in page and "session" in page
+    assert "HOST_TOKEN" not in page and "python -m service dev" not in page
+
+
+async def test_the_preview_says_whom_a_token_signs_in_as_without_signing_in(client: Client) -> None:
+    token = await mint(client, "demo", "other")
+    response = await client.post("/host/session/preview", json={"token": token})
+    assert response.status_code == 200, response.text
+    assert response.json()["subject"] == "person"
+    assert response.json()["conversation_ids"] == ["demo", "other"]
+    assert response.json()["expires_at"].endswith("Z")
+    assert "set-cookie" not in response.headers
+    assert response.headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status"),
+    [
+        ({"Sec-Fetch-Site": "cross-site"}, "token", 403),
+        ({"Origin": "https://elsewhere.example"}, "token", 403),
+        ({}, "not-a-session", 401),
+        ({}, "", 401),
+    ],
+    ids=["cross-site", "other-origin", "wrong-token", "empty"],
+)
+async def test_the_preview_is_refused_cross_site_and_for_a_wrong_token(
+    client: Client, headers: dict[str, str], body: str, status: int
+) -> None:
+    token = await mint(client, "demo") if body == "token" else body
+    response = await client.post("/host/session/preview", json={"token": token}, headers=headers)
+    assert response.status_code == status, response.text
+    assert "subject" not in response.text
+
+
+async def test_the_preview_needs_a_json_body(client: Client) -> None:
+    token = await mint(client, "demo")
+    response = await client.post("/host/session/preview", data={"token": token})
+    assert response.status_code == 403
+
+
 async def test_a_wrong_token_shows_the_form_again_with_an_error_and_401(client: Client) -> None:
     response = await client.post(
         "/host/session", data={"token": "agent-token-for-tests-0001", "conversation_id": "demo"}

@@ -31,6 +31,9 @@ function main() {
   const conversationId = conversationFromUrl();
   if (!conversationId) {
     byTestId("choose-conversation").hidden = false;
+    byTestId("connection").dataset.state = "idle";
+    byTestId("connection").textContent = "choose a conversation";
+    byTestId("conversation-id").textContent = "none";
     return;
   }
   byTestId("conversation-id").textContent = conversationId;

@@ -48,7 +48,9 @@
       return;
     }
     timer.dataset.state = operation.state;
-    byTestId("activity").textContent = operation.activity || "Focus";
+    // "Focus" above the activity; without one, the heading alone says it ("Focus period").
+    byTestId("label").hidden = !operation.activity;
+    byTestId("activity").textContent = operation.activity || "Focus period";
     if (operation.state !== "focusing") {
       byTestId("countdown").textContent = operation.state === "completed" ? "0:00" : "-:--";
       say(LABELS[operation.state] || operation.state);
