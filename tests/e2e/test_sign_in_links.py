@@ -26,7 +26,7 @@ def other_site() -> Iterator[Callable[[str], str]]:
     targets: dict[str, str] = {}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             target = targets.get(self.path, "about:blank")
             body = f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'.encode()
             self.send_response(200)
