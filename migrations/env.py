@@ -1,4 +1,9 @@
-"""Alembic environment: the URL comes from the caller (``service.db.migrate``) or DATABASE_URL."""
+"""Alembic environment: the URL comes from the caller (``service.db.migrate``) or DATABASE_URL.
+
+After the table migrations, an upgrade to head applies the database code (``service.db.code``:
+functions, triggers, types and views from ``service/db/sql/``) in the same transaction. A lock
+keeps two ``migrate`` runs from interleaving.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import os
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from service.db import code
 from service.db.tables import metadata
 
 config = context.config
@@ -23,10 +29,23 @@ def _url() -> str:
     return url
 
 
+# Any constant of our own: the key of the advisory lock `migrate` holds while it runs.
+MIGRATE_LOCK = 7_410_001
+
+
+def _to_head() -> bool:
+    target = context.get_revision_argument()
+    return target in ("head", "heads") or target == context.script.get_current_head()
+
+
 def run_migrations_offline() -> None:
     context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
+        if _to_head():
+            context.execute("SET LOCAL check_function_bodies = off")
+            for definition in code.definitions():
+                context.execute(definition.sql)
 
 
 def run_migrations_online() -> None:
@@ -34,7 +53,10 @@ def run_migrations_online() -> None:
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=target_metadata)
         with context.begin_transaction():
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
             context.run_migrations()
+            if _to_head():
+                code.apply(connection.connection.driver_connection)
     engine.dispose()
 
 

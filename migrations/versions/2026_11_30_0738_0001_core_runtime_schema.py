@@ -3,6 +3,8 @@
 Revision ID: 0001
 Revises:
 Create Date: 2026-11-30 07:38:39.773592+00:00
+
+The functions it first made (rfc3339) live in service/db/sql/, applied by `migrate`.
 """
 
 from __future__ import annotations
@@ -19,16 +21,9 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-RFC3339 = """
-CREATE FUNCTION rfc3339(moment timestamptz) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN to_char(moment AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-"""
 
 
 def upgrade() -> None:
-    # The one wire format for times, shared with service.domain.timefmt.rfc3339.
-    op.execute(RFC3339)
     op.create_table(
         "tool_calls",
         sa.Column("tool_call_id", sa.Text(), nullable=False),

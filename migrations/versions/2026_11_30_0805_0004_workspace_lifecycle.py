@@ -3,6 +3,8 @@
 Revision ID: 0004
 Revises: 0002
 Create Date: 2026-11-30 08:05:00+00:00
+
+Its guard and projection triggers live in service/db/sql/, applied by `migrate`.
 """
 
 from __future__ import annotations
@@ -17,146 +19,6 @@ revision: str = "0004"
 down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
-
-
-# The database itself refuses what the invariants forbid, whatever the code does.
-GUARDS = [
-    # A terminal state never changes.
-    """
-    CREATE FUNCTION operations_final_is_final() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF OLD.state <> 'focusing' AND (NEW.state, NEW.reason, NEW.result::text)
-                IS DISTINCT FROM (OLD.state, OLD.reason, OLD.result::text) THEN
-            RAISE EXCEPTION 'operation % is already %', OLD.operation_id, OLD.state
-                USING ERRCODE = 'check_violation', CONSTRAINT = 'operation_final_is_final';
-        END IF;
-        RETURN NEW;
-    END $$
-    """,
-    """
-    CREATE TRIGGER operations_final_is_final BEFORE UPDATE ON operations
-    FOR EACH ROW EXECUTE FUNCTION operations_final_is_final()
-    """,
-    # A read-only snapshot never changes and never becomes writable again.
-    """
-    CREATE FUNCTION instance_states_readonly_is_final() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF OLD.readonly AND (NOT NEW.readonly OR NEW.data IS DISTINCT FROM OLD.data
-                             OR NEW.revision <> OLD.revision) THEN
-            RAISE EXCEPTION 'snapshot of instance % is read-only', OLD.instance_id
-                USING ERRCODE = 'check_violation', CONSTRAINT = 'instance_state_readonly';
-        END IF;
-        RETURN NEW;
-    END $$
-    """,
-    """
-    CREATE TRIGGER instance_states_readonly_is_final BEFORE UPDATE ON instance_states
-    FOR EACH ROW EXECUTE FUNCTION instance_states_readonly_is_final()
-    """,
-    # An ended sub-session never grows; a message stays in its own conversation. FOR SHARE holds
-    # off a concurrent end until this transaction commits.
-    """
-    CREATE FUNCTION messages_sub_session_open() RETURNS trigger LANGUAGE plpgsql AS $$
-    DECLARE
-        sub record;
-    BEGIN
-        IF NEW.sub_session_id IS NULL THEN
-            RETURN NEW;
-        END IF;
-        SELECT status, conversation_id INTO sub FROM sub_sessions
-        WHERE sub_session_id = NEW.sub_session_id FOR SHARE;
-        IF sub.conversation_id IS DISTINCT FROM NEW.conversation_id THEN
-            RAISE EXCEPTION 'sub-session % is not in conversation %', NEW.sub_session_id,
-                NEW.conversation_id
-                USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'message_sub_session_conversation';
-        END IF;
-        IF sub.status <> 'open' THEN
-            RAISE EXCEPTION 'sub-session % has ended', NEW.sub_session_id
-                USING ERRCODE = 'check_violation', CONSTRAINT = 'sub_session_ended';
-        END IF;
-        RETURN NEW;
-    END $$
-    """,
-    """
-    CREATE TRIGGER messages_sub_session_open BEFORE INSERT ON messages
-    FOR EACH ROW EXECUTE FUNCTION messages_sub_session_open()
-    """,
-]
-
-# Projection changes recorded in the deciding transaction and announced on commit.
-PROJECTIONS = [
-    """
-    CREATE FUNCTION project(conversation text, kind text, payload jsonb) RETURNS void
-    LANGUAGE plpgsql AS $$
-    DECLARE
-        seq bigint;
-    BEGIN
-        INSERT INTO projection_events (conversation_id, kind, payload)
-        VALUES (conversation, kind, payload) RETURNING event_seq INTO seq;
-        PERFORM pg_notify('lineup_projection', seq::text || ' ' || conversation);
-    END $$
-    """,
-    """
-    CREATE FUNCTION project_operation() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        PERFORM project(NEW.conversation_id, 'operation', jsonb_build_object(
-            'operation_id', NEW.operation_id, 'tool', NEW.tool, 'tool_call_id', NEW.tool_call_id,
-            'instance_id', NEW.instance_id, 'state', NEW.state, 'reason', NEW.reason,
-            'activity', NEW.activity, 'started_at', rfc3339(NEW.started_at),
-            'ends_at', rfc3339(NEW.ends_at), 'finalized_at', rfc3339(NEW.finalized_at),
-            'result', NEW.result));
-        RETURN NULL;
-    END $$
-    """,
-    """
-    CREATE TRIGGER project_operation AFTER INSERT OR UPDATE OF state ON operations
-    FOR EACH ROW EXECUTE FUNCTION project_operation()
-    """,
-    """
-    CREATE FUNCTION project_workspace() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF TG_OP = 'UPDATE' AND NEW.foreground_instance_id IS NOT DISTINCT FROM OLD.foreground_instance_id THEN
-            RETURN NULL;
-        END IF;
-        PERFORM project(NEW.conversation_id, 'workspace', jsonb_build_object(
-            'foreground_instance_id', NEW.foreground_instance_id));
-        RETURN NULL;
-    END $$
-    """,
-    """
-    CREATE TRIGGER project_workspace AFTER UPDATE OF foreground_instance_id ON workspaces
-    FOR EACH ROW EXECUTE FUNCTION project_workspace()
-    """,
-    """
-    CREATE FUNCTION project_message() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        PERFORM project(NEW.conversation_id, 'message', jsonb_build_object(
-            'message_id', NEW.message_id, 'conversation_id', NEW.conversation_id,
-            'sub_session_id', NEW.sub_session_id, 'role', NEW.role, 'text', NEW.text,
-            'created_at', rfc3339(NEW.created_at)));
-        RETURN NULL;
-    END $$
-    """,
-    """
-    CREATE TRIGGER project_message AFTER INSERT ON messages
-    FOR EACH ROW EXECUTE FUNCTION project_message()
-    """,
-    """
-    CREATE FUNCTION project_interaction() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        PERFORM project(NEW.conversation_id, 'interaction', jsonb_build_object(
-            'tool_call_id', NEW.tool_call_id, 'conversation_id', NEW.conversation_id,
-            'prompt', NEW.prompt, 'choices', NEW.choices, 'status', NEW.status,
-            'asked_in_sub_session_id', NEW.asked_in_sub_session_id, 'answer', NEW.answer,
-            'answered_at', rfc3339(NEW.answered_at)));
-        RETURN NULL;
-    END $$
-    """,
-    """
-    CREATE TRIGGER project_interaction AFTER INSERT OR UPDATE OF status ON interactions
-    FOR EACH ROW EXECUTE FUNCTION project_interaction()
-    """,
-]
 
 
 def upgrade() -> None:
@@ -287,8 +149,6 @@ def upgrade() -> None:
     op.create_index(
         "ix_messages_sub_session_created", "messages", ["sub_session_id", "created_at"], unique=False
     )
-    for statement in (*GUARDS, *PROJECTIONS):
-        op.execute(statement)
 
 
 def downgrade() -> None:

@@ -389,3 +389,15 @@ host_sessions = Table(
     CheckConstraint("expires_at > created_at", name="expires_after_created"),
     Index("ix_host_sessions_expires_at", "expires_at"),
 )
+
+# The database code applied from service/db/sql/ (service.db.code): one row per function, type,
+# trigger and view, with the checksum of the text that made it, so `migrate` touches only what changed.
+database_code = Table(
+    "database_code",
+    metadata,
+    Column("kind", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("checksum", Text, nullable=False),
+    _ts("applied_at", default=True),
+    CheckConstraint("kind IN ('type', 'function', 'trigger', 'view')", name="kind"),
+)

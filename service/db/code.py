@@ -1,0 +1,253 @@
+"""The database code — every SQL function, trigger, type and view the service relies on — from its one
+source, the ``.sql`` files in ``service/db/sql/`` (read ``service/db/sql/README.md`` first).
+
+``migrate`` runs the table migrations, then :func:`apply` brings the database code in line with the
+files, in the same transaction: what changed is created or replaced, what is no longer in the files
+is dropped, and each definition's checksum is kept in ``database_code``, so an unchanged definition
+is never touched (replacing a trigger takes a lock on its table). The files are applied in name
+order and each statement in file order; function bodies are checked when they run, not when they
+are created (as ``pg_dump`` restores them), so the order matters only for types and triggers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import psycopg
+
+SOURCE = Path(__file__).with_name("sql")
+
+# The generation of the database code this release calls: the schema serves it when it is among
+# ``database_interfaces()`` (service/db/sql/99_compat.sql). Bump it with any change to the name,
+# arguments or result of a function the service or the relay calls (see the README).
+INTERFACE = 2
+
+Kind = Literal["type", "function", "trigger", "view"]
+
+_HEADER = re.compile(
+    r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?P<kind>FUNCTION|TRIGGER|VIEW|TYPE)\s+(?P<name>\w+)"
+    r"(?:.*?\bON\s+(?P<table>\w+))?",
+    re.IGNORECASE | re.DOTALL,
+)
+_DOLLAR_QUOTE = re.compile(r"\$(?:[A-Za-z_]\w*)?\$")
+
+
+Connection = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    kind: Kind
+    name: str  # a trigger's is "table.trigger"
+    sql: str
+    source: str  # the file it comes from
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.name)
+
+
+def statements(text: str) -> Iterator[str]:
+    """The statements of a SQL file: split at a ``;`` ending a line outside dollar quotes; comments
+    before a statement stay with it."""
+    current: list[str] = []
+    quote: str | None = None
+    for line in text.splitlines():
+        current.append(line)
+        for match in _DOLLAR_QUOTE.finditer(line.split("--", 1)[0] if quote is None else line):
+            if quote is None:
+                quote = match.group()
+            elif match.group() == quote:
+                quote = None
+        if quote is None and line.rstrip().endswith(";") and not line.lstrip().startswith("--"):
+            statement = "\n".join(current).strip()
+            current = []
+            if _code(statement):
+                yield statement
+    if _code("\n".join(current)):
+        raise ValueError(f"a statement without its closing semicolon: {' '.join(current)[:80]!r}")
+
+
+def _code(statement: str) -> str:
+    return "\n".join(
+        line for line in statement.splitlines() if line.strip() and not line.lstrip().startswith("--")
+    )
+
+
+def definitions(source: Path = SOURCE) -> list[Definition]:
+    """Every definition of the files, in the order they are applied."""
+    found: list[Definition] = []
+    for path in sorted(source.glob("*.sql")):
+        for statement in statements(path.read_text()):
+            header = _HEADER.match(_code(statement))
+            if header is None:
+                raise ValueError(f"{path.name}: only CREATE FUNCTION/TRIGGER/VIEW/TYPE belong here: {statement[:80]!r}")
+            kind = header["kind"].lower()
+            name = header["name"]
+            if kind == "trigger":
+                name = f"{header['table']}.{name}"
+            found.append(Definition(kind, name, statement, path.name))  # type: ignore[arg-type]
+    keys = [d.key for d in found]
+    duplicated = {key for key in keys if keys.count(key) > 1}
+    if duplicated:
+        raise ValueError(f"defined more than once: {sorted(duplicated)}")
+    return found
+
+
+# What the database holds now, by (kind, name): functions with their identity (for DROP), types,
+# triggers and views — in the public schema, leaving out what extensions own.
+_PRESENT = """
+SELECT 'function', p.proname, p.oid::regprocedure::text
+FROM pg_proc p
+WHERE p.pronamespace = 'public'::regnamespace
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                                              AND d.deptype = 'e')
+UNION ALL
+SELECT 'type', t.typname, t.typname
+FROM pg_type t JOIN pg_class c ON c.oid = t.typrelid
+WHERE t.typnamespace = 'public'::regnamespace AND c.relkind = 'c'
+UNION ALL
+SELECT 'trigger', c.relname || '.' || tg.tgname, format('%I ON %I', tg.tgname, c.relname)
+FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
+WHERE NOT tg.tgisinternal AND c.relnamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'view', v.viewname, format('%I', v.viewname)
+FROM pg_views v WHERE v.schemaname = 'public'
+"""
+
+_TYPE_ATTRIBUTES = """
+SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+FROM pg_type t JOIN pg_attribute a ON a.attrelid = t.typrelid
+WHERE t.typname = %s AND t.typnamespace = 'public'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum
+"""
+
+_TRIGGER_DEFINITION = """
+SELECT pg_get_triggerdef(tg.oid)
+FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
+WHERE c.relnamespace = 'public'::regnamespace AND c.relname = %s AND tg.tgname = %s
+"""
+
+_FUNCTIONS_NAMED = """
+SELECT p.oid::regprocedure::text FROM pg_proc p
+WHERE p.pronamespace = 'public'::regnamespace AND p.proname = %s
+"""
+
+_ALIASES = {"timestamptz": "timestamp with time zone", "int": "integer", "int4": "integer", "bool": "boolean"}
+
+
+def apply(conn: Connection) -> list[str]:
+    """Bring the database code of ``conn``'s database in line with the files, in the caller's
+    transaction. Answers what it created, replaced or dropped."""
+    conn.execute("SET LOCAL check_function_bodies = off")
+    wanted = definitions()
+    wanted_keys = {d.key for d in wanted}
+    present: dict[tuple[str, str], list[str]] = {}
+    for kind, name, identity in conn.execute(_PRESENT).fetchall():
+        present.setdefault((kind, name), []).append(identity)
+    recorded = {
+        (kind, name): checksum
+        for kind, name, checksum in conn.execute("SELECT kind, name, checksum FROM database_code").fetchall()
+    }
+    changes: list[str] = []
+
+    for kind in ("trigger", "view"):
+        for key, identities in present.items():
+            if key[0] == kind and key not in wanted_keys:
+                conn.execute(f"DROP {kind.upper()} {identities[0]}")
+                changes.append(f"dropped {kind} {key[1]}")
+
+    for definition in wanted:
+        key = definition.key
+        if key in present and recorded.get(key) == definition.checksum:
+            continue
+        if key in present and key not in recorded and _same_as_present(conn, definition):
+            pass  # made before its checksum was kept: adopted as it is
+        elif definition.kind == "type" and key in present:
+            raise RuntimeError(
+                f"type {definition.name} ({definition.source}) differs from the database's: a type never"
+                " changes in place; define the new shape under a new name"
+            )
+        else:
+            _create(conn, definition, present.get(key, []))
+            changes.append(f"{'replaced' if key in present else 'created'} {definition.kind} {definition.name}")
+        conn.execute(
+            "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
+            " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
+            (definition.kind, definition.name, definition.checksum),
+        )
+
+    for kind in ("function", "type"):
+        for key, identities in present.items():
+            if key[0] == kind and key not in wanted_keys:
+                for identity in identities:
+                    conn.execute(f"DROP {kind.upper()} {identity}")
+                changes.append(f"dropped {kind} {key[1]}")
+    _forget_unwanted(conn, wanted_keys)
+    return changes
+
+
+def _forget_unwanted(conn: Connection, wanted: set[tuple[str, str]]) -> None:
+    kinds = [kind for kind, _ in sorted(wanted)]
+    names = [name for _, name in sorted(wanted)]
+    conn.execute(
+        "DELETE FROM database_code d WHERE (d.kind, d.name) NOT IN"
+        " (SELECT * FROM unnest(%s::text[], %s::text[]))",
+        (kinds, names),
+    )
+
+
+def _create(conn: Connection, definition: Definition, identities: list[str]) -> None:
+    if definition.kind == "function":
+        try:
+            with conn.transaction():
+                conn.execute(definition.sql)
+        except psycopg.errors.InvalidFunctionDefinition:  # its result or argument names changed
+            for identity in identities:
+                conn.execute(f"DROP FUNCTION {identity}")
+            conn.execute(definition.sql)
+            return
+        # Its arguments changed: the function it replaces is another overload of the name now.
+        now = {identity for (identity,) in conn.execute(_FUNCTIONS_NAMED, (definition.name,)).fetchall()}
+        if now - set(identities):
+            for identity in identities:
+                conn.execute(f"DROP FUNCTION {identity}")
+    elif definition.kind == "view":
+        try:
+            with conn.transaction():
+                conn.execute(definition.sql)
+        except psycopg.errors.InvalidTableDefinition:  # its columns changed
+            conn.execute(f"DROP VIEW {identities[0]}")
+            conn.execute(definition.sql)
+    else:
+        conn.execute(definition.sql)
+
+
+def _normal(sql: str) -> str:
+    text = " ".join(_code(sql).replace(";", " ").split())
+    return re.sub(r"\bOR REPLACE ", "", text).replace(" ON public.", " ON ")
+
+
+def _same_as_present(conn: Connection, definition: Definition) -> bool:
+    """A type or trigger that exists but has no checksum kept: is it what the file says?"""
+    if definition.kind == "type":
+        sql = _code(definition.sql)
+        wanted = []
+        for attribute in sql[sql.index("(") + 1 : sql.rindex(")")].split(","):
+            name, type_name = attribute.split(None, 1)
+            wanted.append((name, _ALIASES.get(type_name.strip().lower(), type_name.strip().lower())))
+        return [tuple(row) for row in conn.execute(_TYPE_ATTRIBUTES, (definition.name,)).fetchall()] == wanted
+    if definition.kind == "trigger":
+        table, name = definition.name.split(".", 1)
+        rows = conn.execute(_TRIGGER_DEFINITION, (table, name)).fetchall()
+        return bool(rows) and _normal(rows[0][0]) == _normal(definition.sql)
+    return False  # functions and views are replaced: that takes no lock on a table

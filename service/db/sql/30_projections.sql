@@ -1,0 +1,69 @@
+-- Projections: what the Host's event streams show, written in the deciding transaction. Nothing
+-- here notifies: the process that committed wakes the streams after the commit (service/wakeups.py).
+
+-- One projection event of a conversation.
+CREATE OR REPLACE FUNCTION project(conversation text, kind text, payload jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO projection_events (conversation_id, kind, payload) VALUES (conversation, kind, payload);
+END $$;
+
+-- An operation opened or changed state.
+CREATE OR REPLACE FUNCTION project_operation() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM project(NEW.conversation_id, 'operation', jsonb_build_object(
+        'operation_id', NEW.operation_id, 'tool', NEW.tool, 'tool_call_id', NEW.tool_call_id,
+        'instance_id', NEW.instance_id, 'state', NEW.state, 'reason', NEW.reason,
+        'activity', NEW.activity, 'started_at', rfc3339(NEW.started_at),
+        'ends_at', rfc3339(NEW.ends_at), 'finalized_at', rfc3339(NEW.finalized_at),
+        'result', NEW.result));
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER project_operation AFTER INSERT OR UPDATE OF state ON operations
+FOR EACH ROW EXECUTE FUNCTION project_operation();
+
+-- The foreground changed.
+CREATE OR REPLACE FUNCTION project_workspace() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.foreground_instance_id IS NOT DISTINCT FROM OLD.foreground_instance_id THEN
+        RETURN NULL;
+    END IF;
+    PERFORM project(NEW.conversation_id, 'workspace', jsonb_build_object(
+        'foreground_instance_id', NEW.foreground_instance_id));
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER project_workspace AFTER UPDATE OF foreground_instance_id ON workspaces
+FOR EACH ROW EXECUTE FUNCTION project_workspace();
+
+-- A message was posted.
+CREATE OR REPLACE FUNCTION project_message() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM project(NEW.conversation_id, 'message', jsonb_build_object(
+        'message_id', NEW.message_id, 'conversation_id', NEW.conversation_id,
+        'sub_session_id', NEW.sub_session_id, 'role', NEW.role, 'text', NEW.text,
+        'created_at', rfc3339(NEW.created_at)));
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER project_message AFTER INSERT ON messages
+FOR EACH ROW EXECUTE FUNCTION project_message();
+
+-- An interaction was asked or answered.
+CREATE OR REPLACE FUNCTION project_interaction() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM project(NEW.conversation_id, 'interaction', jsonb_build_object(
+        'tool_call_id', NEW.tool_call_id, 'conversation_id', NEW.conversation_id,
+        'prompt', NEW.prompt, 'choices', NEW.choices, 'status', NEW.status,
+        'asked_in_sub_session_id', NEW.asked_in_sub_session_id, 'answer', NEW.answer,
+        'answered_at', rfc3339(NEW.answered_at)));
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER project_interaction AFTER INSERT OR UPDATE OF status ON interactions
+FOR EACH ROW EXECUTE FUNCTION project_interaction();

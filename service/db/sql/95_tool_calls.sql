@@ -1,0 +1,51 @@
+-- call_tool_v2: one Agent Tool call in one statement, exactly one answer per tool_call_id. The same
+-- id with the same body (p_fingerprint) replays the recorded body byte for byte; another body is
+-- `idempotency_key_reused`. Otherwise, in the one implicit transaction of the caller's statement,
+-- the Tool's decision function p_decide runs (it takes the conversation's lock first, and ends
+-- operations only through settle_focusing) and its answer is recorded in tool_calls. A concurrent
+-- call with the same id waits on the tool_calls key until the first commits, then fails with a
+-- unique violation: the caller runs it again and replays. The answer's text is what is both recorded
+-- and sent.
+--
+-- A decision function takes (tool_call_id text, conversation_id text, arguments jsonb, context
+-- jsonb) and answers (outcome text, response jsonb, deadline timestamptz, settled
+-- settled_operation): the outcome word names the answer (the HTTP status is named from it by the
+-- API), deadline is that of an operation it opened, settled the one operation it ended, if any.
+-- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them.
+CREATE OR REPLACE FUNCTION call_tool_v2(
+    p_tool_call_id text, p_conversation_id text, p_tool text, p_fingerprint text,
+    p_arguments jsonb, p_decide regproc, p_context jsonb)
+RETURNS TABLE (outcome text, response text, replayed boolean, deadline timestamptz,
+               settled_operation_id uuid, settled_state text, settled_reason text,
+               settled_lateness_ms integer, settled_event_id uuid)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    recorded record;
+    answer record;
+    body text;
+BEGIN
+    SELECT t.fingerprint, t.response INTO recorded FROM tool_calls t WHERE t.tool_call_id = p_tool_call_id;
+    IF FOUND THEN
+        IF recorded.fingerprint <> p_fingerprint THEN
+            RETURN QUERY SELECT 'idempotency_key_reused',
+                jsonb_build_object(
+                    'error', 'idempotency_key_reused',
+                    'message', 'this tool_call_id was already used with a different request body')::text,
+                false, NULL::timestamptz, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::uuid;
+        ELSE
+            RETURN QUERY SELECT coalesce(recorded.response ->> 'status', recorded.response ->> 'error'),
+                recorded.response::text, true, NULL::timestamptz, NULL::uuid, NULL::text, NULL::text,
+                NULL::integer, NULL::uuid;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE format('SELECT * FROM %s($1, $2, $3, $4)', p_decide) INTO answer
+        USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
+    body := answer.response::text;
+    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, response)
+    VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, body::json);
+    RETURN QUERY SELECT answer.outcome, body, false, answer.deadline,
+        (answer.settled).operation_id, (answer.settled).state, (answer.settled).reason,
+        (answer.settled).lateness_ms, (answer.settled).event_id;
+END $$;

@@ -1,0 +1,63 @@
+-- What the previous release calls, kept while it may still serve beside this one (a rolling
+-- upgrade runs both against this schema). Everything here goes in the next release's contract step.
+-- See README.md in this folder.
+
+-- The interface generations of the database code that this schema serves: each release of the
+-- service checks that its own is among them before it reports ready.
+CREATE OR REPLACE FUNCTION database_interfaces() RETURNS integer[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN ARRAY[1, 2];
+
+-- Interface 1 recorded an HTTP status with every answer and answered with it: the status the
+-- contract gives each outcome, for the previous release only (this release names statuses in its
+-- API layer, service/api/statuses.py; a test keeps the two equal).
+CREATE OR REPLACE FUNCTION legacy_http_status(p_outcome text) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE p_outcome
+    WHEN 'accepted' THEN 202
+    WHEN 'interrupted' THEN 200
+    WHEN 'operation_already_final' THEN 200
+    WHEN 'no_active_focusing_operation' THEN 200
+    WHEN 'operation_already_focusing' THEN 409
+    WHEN 'idempotency_key_reused' THEN 409
+END;
+
+-- tool_calls.status_code is still read by the previous release (its operator trace): answers
+-- recorded by call_tool_v2 get theirs here.
+CREATE OR REPLACE FUNCTION tool_calls_legacy_status() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.status_code := legacy_http_status(coalesce(NEW.response ->> 'status', NEW.response ->> 'error'));
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE TRIGGER tool_calls_legacy_status BEFORE INSERT ON tool_calls
+FOR EACH ROW WHEN (NEW.status_code IS NULL) EXECUTE FUNCTION tool_calls_legacy_status();
+
+-- Interface 1's tool call: call_tool_v2 with the Tool's function and settings as the previous
+-- release named them, and the status it expects.
+CREATE OR REPLACE FUNCTION call_tool(
+    p_tool_call_id text, p_conversation_id text, p_tool text, p_fingerprint text,
+    p_arguments jsonb, p_late_window_seconds double precision, p_state_schema_version integer)
+RETURNS TABLE (status_code integer, response text, outcome text, replayed boolean,
+               deadline timestamptz, settled_operation_id uuid, settled_state text,
+               settled_reason text, settled_lateness_ms integer, settled_event_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    decide regproc := CASE p_tool
+        WHEN 'pomodoro.start' THEN 'pomodoro_start'
+        WHEN 'pomodoro.interrupt' THEN 'pomodoro_interrupt'
+        WHEN 'interact.ask' THEN 'interact_ask'
+    END;
+BEGIN
+    IF decide IS NULL THEN
+        RAISE EXCEPTION 'no tool named %', p_tool USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT legacy_http_status(r.outcome), r.response, r.outcome, r.replayed, r.deadline,
+           r.settled_operation_id, r.settled_state, r.settled_reason, r.settled_lateness_ms,
+           r.settled_event_id
+    FROM call_tool_v2(p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, p_arguments, decide,
+                      jsonb_build_object('late_window_seconds', p_late_window_seconds,
+                                         'state_schema_version', p_state_schema_version)) r;
+END $$;
