@@ -35,7 +35,6 @@ class ProbeServer:
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
-        self._head_revision: str | None = None
 
     @property
     def port(self) -> int:
@@ -91,21 +90,14 @@ class ProbeServer:
         return "404 Not Found", "text/plain", b"not found\n"
 
     async def _not_ready(self) -> str | None:
-        """Why the relay cannot work now: the database unreachable or not at the migrations' head."""
-        if self._head_revision is None:
-            from service.db.migrate import head_revision  # alembic: loaded only when probed
+        """Why the relay cannot work now: the database unreachable, or not serving this release."""
+        from service.db.migrate import schema_problem  # alembic: loaded only when probed
 
-            self._head_revision = head_revision()
         try:
             async with self._pool.connection(timeout=2) as conn:
-                cursor = await conn.execute("SELECT version_num FROM alembic_version")
-                row = await cursor.fetchone()
+                return await schema_problem(conn)
         except psycopg.Error as exc:
             return f"database unreachable ({type(exc).__name__})"
-        current = row[0] if row else None
-        if current != self._head_revision:
-            return f"database at migration {current}, expected {self._head_revision}"
-        return None
 
     async def _refresh_outbox(self) -> None:
         try:

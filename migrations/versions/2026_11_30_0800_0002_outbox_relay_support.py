@@ -19,6 +19,7 @@ down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+
 def upgrade() -> None:
     op.create_index(
         "ix_outbox_pending_conversation_sequence",

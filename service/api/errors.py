@@ -24,6 +24,7 @@ from service.domain.errors import (
     Unauthenticated,
     Unavailable,
 )
+from service.domain.outcomes import KIND_OF_OUTCOME, Accepted, Answered, Outcome
 from service.metrics import count_server_error
 
 log = structlog.get_logger("service.api")
@@ -51,8 +52,10 @@ def error_code(status: int) -> str:
 # the app's default response headers to them).
 API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
-# The one place where a refusal becomes an HTTP status.
-STATUS_OF_KIND: dict[type[Refusal], int] = {
+# The one place where a kind of answer — a refusal, or a tool call's outcome — becomes an HTTP status.
+STATUS_OF_KIND: dict[type, int] = {
+    Answered: 200,
+    Accepted: 202,
     Malformed: 400,
     Unauthenticated: 401,
     Forbidden: 403,
@@ -63,6 +66,11 @@ STATUS_OF_KIND: dict[type[Refusal], int] = {
     TooMany: 429,
     Unavailable: 503,
 }
+
+
+def status_of_outcome(outcome: Outcome) -> int:
+    """A tool call's answer: its outcome's kind's status."""
+    return STATUS_OF_KIND[KIND_OF_OUTCOME[outcome]]
 
 
 def status_of(refusal: Refusal) -> int:

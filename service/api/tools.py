@@ -18,6 +18,7 @@ from service.api.answers import (
 )
 from service.api.auth import AGENT_SECURITY, require
 from service.api.bodies import ToolCallBody
+from service.api.errors import status_of_outcome
 from service.api.inputs import UuidPath
 from service.api.state import runtime_of
 from service.domain.errors import InvalidArguments, UnknownTool
@@ -80,7 +81,9 @@ class AgentToolController(Controller):
         call = ToolCall(data.tool_call_id, data.conversation_id, data.tool, arguments)
         # The body as decoded JSON (read once, kept by the request): the idempotency fingerprint.
         answered = await call_tool(runtime_of(request), call, fingerprint(await request.json()))
-        return Response(answered.body, status_code=answered.status, media_type=MediaType.JSON)
+        return Response(
+            answered.body, status_code=status_of_outcome(answered.outcome), media_type=MediaType.JSON
+        )
 
     @get(
         "/operations/{operation_id:str}",

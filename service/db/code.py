@@ -90,7 +90,9 @@ def definitions(source: Path = SOURCE) -> list[Definition]:
         for statement in statements(path.read_text()):
             header = _HEADER.match(_code(statement))
             if header is None:
-                raise ValueError(f"{path.name}: only CREATE FUNCTION/TRIGGER/VIEW/TYPE belong here: {statement[:80]!r}")
+                raise ValueError(
+                    f"{path.name}: only CREATE FUNCTION/TRIGGER/VIEW/TYPE belong here: {statement[:80]!r}"
+                )
             kind = header["kind"].lower()
             name = header["name"]
             if kind == "trigger":
@@ -179,7 +181,9 @@ def apply(conn: Connection) -> list[str]:
             )
         else:
             _create(conn, definition, present.get(key, []))
-            changes.append(f"{'replaced' if key in present else 'created'} {definition.kind} {definition.name}")
+            changes.append(
+                f"{'replaced' if key in present else 'created'} {definition.kind} {definition.name}"
+            )
         conn.execute(
             "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
             " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",

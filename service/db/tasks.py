@@ -12,8 +12,6 @@ from uuid import UUID
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from service.db.interactions import answered_result
-
 Conn = AsyncConnection[DictRow]
 
 # What a task shows, its times already in the wire format, and whether a focusing operation is past
@@ -28,11 +26,11 @@ FROM operations WHERE operation_id = %s
 
 # Either kind of task, in the same columns: ``state`` is the operation's or the interaction's
 # (``pending``, ``answered``), ``result`` the object the relay delivers once final.
-_INTERACTION_TASK = f"""
+_INTERACTION_TASK = """
 SELECT 'interaction' AS kind, t.task_id::text AS task_id, i.conversation_id, i.status AS state,
        NULL::text AS reason, rfc3339(i.created_at) AS started_at, NULL::text AS ends_at,
        rfc3339(i.answered_at) AS finalized_at,
-       CASE WHEN i.status = 'answered' THEN {answered_result("i")} END AS result,
+       CASE WHEN i.status = 'answered' THEN interaction_result(i.answer, i.answered_at) END AS result,
        false AS overdue
 FROM interaction_tasks t JOIN interactions i USING (tool_call_id)
 """

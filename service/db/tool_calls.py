@@ -1,32 +1,35 @@
 """The tool-call statement: one round trip per Agent tool call.
 
-``call_tool(...)`` (a SQL function, migration 0005) runs in the one implicit transaction of its
-statement: it replays a recorded answer (or refuses another body under the same id), otherwise
-takes the conversation's workspace lock, decides through the tool's function — ``pomodoro_start``,
-``pomodoro_interrupt``, ``interact_ask``, which end operations only through ``settle_focusing`` —
-records the answer in ``tool_calls`` and returns it. The answer's JSON text is what is both
-recorded and sent, so a replay is byte for byte the first answer.
+``call_tool_v2(...)`` (service/db/sql/95_tool_calls.sql) runs in the one implicit transaction of its
+statement: it replays a recorded answer (or refuses another body under the same id), otherwise runs
+the Tool's decision function — which takes the conversation's lock and ends operations only through
+``settle_focusing`` — records the answer in ``tool_calls`` and returns it. The answer's JSON text is
+what is both recorded and sent, so a replay is byte for byte the first answer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from psycopg import AsyncConnection
-from psycopg.rows import DictRow, tuple_row
+from psycopg.rows import DictRow
 
 Conn = AsyncConnection[DictRow]
 
-CALL_TOOL = "SELECT * FROM call_tool(%s, %s, %s, %s, %s, %s, %s)"
+CALL_TOOL = """
+SELECT * FROM call_tool_v2(
+    %(tool_call_id)s, %(conversation_id)s, %(tool)s, %(fingerprint)s, %(arguments)s, %(decide)s,
+    %(context)s)
+"""
 
 
 @dataclass(frozen=True, slots=True)
 class CallResult:
-    status_code: int
-    response: str
     outcome: str
+    response: str
     replayed: bool
     deadline: datetime | None
     settled_operation_id: UUID | None
@@ -34,6 +37,11 @@ class CallResult:
     settled_reason: str | None
     settled_lateness_ms: int | None
     settled_event_id: UUID | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> CallResult:
+        """By column name: a column a later schema adds breaks nothing."""
+        return cls(**{field.name: row[field.name] for field in fields(cls)})
 
 
 async def call(
@@ -44,24 +52,23 @@ async def call(
     tool: str,
     fingerprint: str,
     arguments: str,
-    late_window_seconds: float,
-    state_schema_version: int,
+    decide: str,
+    context: str,
 ) -> CallResult:
     """Run one tool call on an autocommit connection: the statement is its own transaction."""
-    cursor = conn.cursor(row_factory=tuple_row)
-    await cursor.execute(
+    cursor = await conn.execute(
         CALL_TOOL,
-        (
-            tool_call_id,
-            conversation_id,
-            tool,
-            fingerprint,
-            arguments,
-            late_window_seconds,
-            state_schema_version,
-        ),
+        {
+            "tool_call_id": tool_call_id,
+            "conversation_id": conversation_id,
+            "tool": tool,
+            "fingerprint": fingerprint,
+            "arguments": arguments,
+            "decide": decide,
+            "context": context,
+        },
         prepare=True,
     )
     row = await cursor.fetchone()
     assert row is not None
-    return CallResult(*row)
+    return CallResult.from_row(row)

@@ -11,19 +11,10 @@ from service import wakeups
 
 Conn = AsyncConnection[DictRow]
 
-# Every use case that changes a conversation takes this lock first (one lock order, no deadlocks);
-# taking it also marks the conversation as changed, announced to its event streams after commit.
-LOCK_OR_CREATE = """
-INSERT INTO workspaces (conversation_id) VALUES (%(conversation_id)s)
-ON CONFLICT (conversation_id) DO UPDATE SET conversation_id = EXCLUDED.conversation_id
-RETURNING conversation_id, foreground_instance_id
-"""
-
-LOCK_EXISTING = """
-SELECT conversation_id, foreground_instance_id FROM workspaces
-WHERE conversation_id = %(conversation_id)s
-FOR UPDATE
-"""
+# Every use case that changes a conversation takes this lock first (one lock order, no deadlocks):
+# lock_workspace, service/db/sql/40_workspaces.sql, the lock the decision functions take too. Taking
+# it also marks the conversation as changed, announced to its event streams after commit.
+LOCK = "SELECT lock_workspace(%(conversation_id)s, %(create)s) AS locked"
 
 GET = """
 SELECT conversation_id, foreground_instance_id, statement_timestamp() AS server_time
@@ -58,18 +49,17 @@ WHERE i.conversation_id = %(conversation_id)s AND i.app_scope = %(app_scope)s AN
 SERVER_TIME = "SELECT statement_timestamp() AS now"
 
 
-async def lock_or_create(conn: Conn, conversation_id: str) -> DictRow:
+async def lock_or_create(conn: Conn, conversation_id: str) -> None:
     wakeups.changed(conversation_id)
-    cursor = await conn.execute(LOCK_OR_CREATE, {"conversation_id": conversation_id})
+    await conn.execute(LOCK, {"conversation_id": conversation_id, "create": True})
+
+
+async def lock_existing(conn: Conn, conversation_id: str) -> bool:
+    """False: the conversation was never seen."""
+    wakeups.changed(conversation_id)
+    cursor = await conn.execute(LOCK, {"conversation_id": conversation_id, "create": False})
     row = await cursor.fetchone()
-    assert row is not None
-    return row
-
-
-async def lock_existing(conn: Conn, conversation_id: str) -> DictRow | None:
-    wakeups.changed(conversation_id)
-    cursor = await conn.execute(LOCK_EXISTING, {"conversation_id": conversation_id})
-    return await cursor.fetchone()
+    return row is not None and bool(row["locked"])
 
 
 async def get(conn: Conn, conversation_id: str) -> DictRow | None:

@@ -15,7 +15,7 @@ from typing import Any
 import mcp_types as types
 import msgspec
 
-from service.api.errors import status_of
+from service.api.errors import status_of, status_of_outcome
 from service.domain.errors import InvalidArguments, InvalidRequest, Refusal, UnknownTool
 from service.domain.idempotency import fingerprint
 from service.manifests import Registry, ToolSpec
@@ -129,7 +129,8 @@ async def run_tool(rt: Runtime, name: str, arguments: dict[str, Any] | None, bin
         decided["duration_seconds"] = int(decided["duration_seconds"])
     call = ToolCall(binding.tool_call_id, binding.conversation_id, name, decided)
     answer = await call_tool(rt, call, fingerprint(rest_body))
-    return Answer(name, binding, answer.status, msgspec.json.decode(answer.body), answer.replayed)
+    status = status_of_outcome(answer.outcome)
+    return Answer(name, binding, status, msgspec.json.decode(answer.body), answer.replayed)
 
 
 def sentence(answer: Answer) -> str:

@@ -7,7 +7,7 @@ it, through the same compare-and-set as the deadline and the Agent's interrupt.
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
@@ -101,16 +101,14 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
             observe_settled(await operations_db.settle_focusing(conn, [focusing["operation_id"]], USER_LEFT))
         if app.surface_kind != "builtin" and target is None:
             feature = app.instance_state
-            opened = await inst_db.open_app(
+            await inst_db.open_app(  # in the foreground
                 conn,
-                instance_id=uuid4(),
-                sub_session_id=uuid4(),
                 conversation_id=conversation_id,
                 app_scope=target_scope,
                 schema_version=feature.state_schema_version if feature else None,
             )
-            target = opened["instance_id"]
-        await ws_db.set_foreground(conn, conversation_id, target)
+        else:
+            await ws_db.set_foreground(conn, conversation_id, target)
         return await _workspace(conn, conversation_id)
 
 

@@ -2,7 +2,8 @@
 
 The whole call — idempotency lookup, workspace lock, decision, recorded answer, outbox row — is
 one statement (``service.db.tool_calls``), so one round trip and one implicit transaction. Only
-after it returns, committed, are the decision counted and logged and the waiters woken.
+after it returns, committed, are the decision counted and logged and the waiters woken. The answer
+is an outcome word and its body; the faces name the status.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from psycopg import OperationalError, errors
 
 from service.db import tool_calls as tc_db
 from service.domain.operations import POMODORO_SCOPE
+from service.domain.outcomes import Outcome
 from service.metrics import TOOL_CALL_SECONDS, TOOL_CALLS, observe_settled
 from service.use_cases.runtime import Runtime
 
@@ -33,8 +35,14 @@ _RETRYABLE = (
     OperationalError,
 )
 ATTEMPTS = 5
-# The tools ``call_tool`` in the database can run; a manifest declaring another stops ``serve``.
-RUNNABLE_TOOLS = frozenset({"pomodoro.start", "pomodoro.interrupt", "interact.ask"})
+# The database function that decides each Tool (service/db/sql/); a manifest declaring a Tool
+# without one stops ``serve``.
+DECISIONS = {
+    "pomodoro.start": "pomodoro_start",
+    "pomodoro.interrupt": "pomodoro_interrupt",
+    "interact.ask": "interact_ask",
+}
+RUNNABLE_TOOLS = frozenset(DECISIONS)
 
 
 @dataclass(frozen=True)
@@ -49,16 +57,21 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolAnswer:
-    status: int
+    outcome: Outcome  # the answer's status word or error code
     body: bytes  # the JSON text recorded in tool_calls: a replay sends the same bytes
-    outcome: str  # the answer's status word or error code
     replayed: bool
 
 
-def _state_schema_version(rt: Runtime) -> int:
+def _context(rt: Runtime) -> str:
+    """The settings the decision functions read (the late-interrupt window, the snapshot's schema)."""
     app = rt.registry.app(POMODORO_SCOPE)
     feature = app.instance_state if app is not None else None
-    return feature.state_schema_version if feature is not None else 1
+    return msgspec.json.encode(
+        {
+            "late_window_seconds": rt.settings.interrupt_late_window_seconds,
+            "state_schema_version": feature.state_schema_version if feature is not None else 1,
+        }
+    ).decode()
 
 
 async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer:
@@ -75,8 +88,8 @@ async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer
                     tool=call.tool,
                     fingerprint=fingerprint,
                     arguments=arguments,
-                    late_window_seconds=rt.settings.interrupt_late_window_seconds,
-                    state_schema_version=_state_schema_version(rt),
+                    decide=DECISIONS[call.tool],
+                    context=_context(rt),
                 )
         except _RETRYABLE:
             if attempt == ATTEMPTS - 1:
@@ -99,7 +112,8 @@ async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer
                     }
                 ]
             )
-    if not result.replayed and (settled or result.status_code == 202):
+    outcome = Outcome(result.outcome)
+    if not result.replayed and (settled or result.deadline is not None or outcome is Outcome.ACCEPTED):
         rt.wakeups.committed((call.conversation_id,), outbox=settled, deadline=result.deadline)
     TOOL_CALLS.labels(call.tool, "replayed" if result.replayed else result.outcome).inc()
     TOOL_CALL_SECONDS.labels(call.tool).observe(time.perf_counter() - began)
@@ -108,8 +122,7 @@ async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer
         tool_call_id=call.tool_call_id,
         conversation_id=call.conversation_id,
         tool=call.tool,
-        status=result.status_code,
         outcome=result.outcome,
         replayed=result.replayed,
     )
-    return ToolAnswer(result.status_code, result.response.encode(), result.outcome, result.replayed)
+    return ToolAnswer(outcome, result.response.encode(), result.replayed)

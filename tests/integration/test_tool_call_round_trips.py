@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from psycopg import pq
 
+from service.api.errors import status_of_outcome
 from service.db.pool import Pool, open_pool
 from service.domain.idempotency import fingerprint
 from service.manifests import Registry
@@ -47,7 +48,7 @@ async def _run(rt: Runtime, call: ToolCall) -> int:
         "tool": call.tool,
         "arguments": call.arguments,
     }
-    return (await call_tool(rt, call, fingerprint(body))).status
+    return status_of_outcome((await call_tool(rt, call, fingerprint(body))).outcome)
 
 
 @contextmanager

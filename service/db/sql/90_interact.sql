@@ -36,6 +36,12 @@ BEGIN
             'asked_in_sub_session_id', asked.asked_in_sub_session_id));
 END $$;
 
+-- interaction_result: the result of an answered interact.ask, as its outbox row carries it (and its
+-- task shows it).
+CREATE OR REPLACE FUNCTION interaction_result(p_answer text, p_answered_at timestamptz) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN jsonb_build_object('state', 'answered', 'answer', p_answer, 'answered_at', rfc3339(p_answered_at));
+
 -- answer_interaction: decides a pending interaction once (pending -> answered). The winner, in the
 -- same transaction, queues the one outbox row of the interact.ask call and appends the answer to
 -- the main conversation as the person's message (never to the sub-session it was asked in, which
@@ -60,8 +66,7 @@ BEGIN
     SELECT q.event_id INTO queued_event
     FROM queue_outbox(ARRAY[ROW(
         answered.conversation_id, 'interact.ask', answered.tool_call_id, NULL,
-        jsonb_build_object('state', 'answered', 'answer', answered.answer,
-                           'answered_at', rfc3339(answered.answered_at)))::outbox_entry]) q;
+        interaction_result(answered.answer, answered.answered_at))::outbox_entry]) q;
     INSERT INTO messages (message_id, conversation_id, sub_session_id, role, text, created_at)
     VALUES (posted_message, answered.conversation_id, NULL, 'user', answered.answer, answered.answered_at);
     RETURN QUERY SELECT answered.tool_call_id, answered.conversation_id, answered.prompt, answered.choices,
