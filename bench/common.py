@@ -7,7 +7,6 @@ local default) and the ``python -m service serve`` process the bench starts itse
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import secrets
 import signal
@@ -76,16 +75,12 @@ def throwaway_database(name: str) -> Iterator[str]:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
 
 
-def migration_text(name: str, revision: str = "0005") -> str:
-    """A SQL text a migration defines (``SETTLE_CTES``, ``SETTLE_DUE``...), as the database runs it:
-    the benches build their raw-SQL baselines from the very text, never from a copy of it."""
-    path = next((ROOT / "migrations" / "versions").glob(f"*_{revision}_*.py"))
-    spec = importlib.util.spec_from_file_location(f"migration_{revision}", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(getattr(module, name))
+def canonical_text(name: str) -> str:
+    """The current text of a function, trigger, type or view of the database code (its one source,
+    service/db/sql/): the benches build on the very text the database runs, never on a copy."""
+    from service.db.code import definitions
+
+    return next(d.sql for d in definitions() if d.name == name)
 
 
 def free_port() -> int:

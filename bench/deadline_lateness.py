@@ -37,7 +37,7 @@ import psycopg  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
 from bench.common import (  # noqa: E402
-    migration_text,
+    canonical_text,
     percentile,
     running_service,
     server_url,
@@ -108,8 +108,8 @@ def _sweeper_default(name: str) -> Any:
 
 
 def _claim_due() -> str:
-    """The claim inside ``settle_due`` (migration 0005), with its LIMIT as a parameter."""
-    text = migration_text("SETTLE_DUE")
+    """The claim inside ``settle_due`` (service/db/sql/70_settle.sql), with its LIMIT as a parameter."""
+    text = canonical_text("settle_due")
     claim = text[text.index("ARRAY(") + len("ARRAY(") : text.index("), 'completed'")]
     return claim.replace("p_limit", "%(limit)s")
 

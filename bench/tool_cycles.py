@@ -48,133 +48,50 @@ import psycopg  # noqa: E402
 from bench.common import (  # noqa: E402
     CpuMeter,
     cpu_breakdown,
-    migration_text,
     percentile,
     running_service,
     server_url,
     states_line,
     throwaway_database,
 )
-
-
-def _settle_ctes() -> str:
-    """``settle_focusing``'s body as the migration defines it: the baseline runs the same writes."""
-    return migration_text("SETTLE_CTES")
-
+from service.db.tool_calls import CALL_TOOL  # noqa: E402
+from service.use_cases.tool_calls import DECISIONS  # noqa: E402
 
 PGBENCH = "/usr/bin/pgbench"
 DURATION_SECONDS = 1500  # far beyond the run: the sweeper never settles one of these
 ACTIVITY = "bench"
 
-# --- (b) the raw SQL baseline: one statement per Tool call -------------------------------------
-# Written for pgbench: the only variable is the built-in client_id (no other colon-names may
-# appear, not even in comments). Each statement does the writes of its Tool call in one round trip.
+# --- (b) the database's ceiling: the service's own statement per Tool call ---------------------
+# pgbench sends what the service sends — service.db.tool_calls.CALL_TOOL, the canonical
+# call_tool_v2 with each Tool's canonical decision function — one statement and one round trip per
+# call, so the ceiling always runs the current database code. What it leaves out is ours outside the
+# database: Python, HTTP, the driver, the pool. (What the database code itself costs against the
+# leanest SQL of the same writes is bench/capacity.py's question.) Written for pgbench: the only
+# variable is the built-in client_id; a fixed fingerprint stands for the one Python computes.
 
-START_SQL = f"""
-WITH call AS (
-    SELECT gen_random_uuid()::text AS tool_call_id,
-           'pgb-' || :client_id::text AS conversation_id,
-           gen_random_uuid() AS instance_id,
-           gen_random_uuid() AS sub_session_id,
-           gen_random_uuid() AS operation_id,
-           statement_timestamp() AS started_at,
-           {DURATION_SECONDS} AS duration_seconds,
-           '{ACTIVITY}'::text AS activity
-),
-workspace AS (
-    INSERT INTO workspaces (conversation_id, foreground_instance_id)
-    SELECT conversation_id, instance_id FROM call
-    ON CONFLICT (conversation_id) DO UPDATE
-        SET foreground_instance_id = EXCLUDED.foreground_instance_id, updated_at = statement_timestamp()
-    RETURNING conversation_id
-),
-instance AS (
-    INSERT INTO app_instances (instance_id, conversation_id, app_scope, opened_at)
-    SELECT instance_id, conversation_id, 'pomodoro', started_at FROM call
-    RETURNING instance_id
-),
-sub_session AS (
-    INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id, started_at)
-    SELECT sub_session_id, instance_id, conversation_id, started_at FROM call
-    RETURNING sub_session_id
-),
-snapshot AS (
-    INSERT INTO instance_states (instance_id, app_scope, schema_version)
-    SELECT instance_id, 'pomodoro', 1 FROM call
-    RETURNING instance_id
-),
-operation AS (
-    INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
-                            duration_seconds, activity, started_at, ends_at)
-    SELECT operation_id, 'pomodoro.start', tool_call_id, conversation_id, 'pomodoro', instance_id,
-           duration_seconds, activity, started_at,
-           started_at + make_interval(secs => duration_seconds)
-    FROM call
-    RETURNING operation_id, state, started_at, ends_at, duration_seconds, activity
-),
-answer AS (
-    SELECT c.tool_call_id, c.conversation_id,
-           json_build_object('tool_call_id', c.tool_call_id, 'conversation_id', c.conversation_id,
-                             'tool', 'pomodoro.start',
-                             'arguments', json_build_object('duration_seconds', c.duration_seconds,
-                                                            'activity', c.activity))::text AS request,
-           json_build_object(
-               'tool_call_id', c.tool_call_id, 'status', 'accepted',
-               'operation', json_build_object(
-                   'operation_id', o.operation_id, 'state', o.state,
-                   'started_at', rfc3339(o.started_at), 'ends_at', rfc3339(o.ends_at),
-                   'duration_seconds', o.duration_seconds, 'activity', o.activity),
-               'instance_id', c.instance_id,
-               'sub_session_id', (SELECT sub_session_id FROM sub_session)) AS response
-    FROM call c, operation o
-    WHERE (SELECT count(*) FROM workspace) + (SELECT count(*) FROM instance)
-          + (SELECT count(*) FROM snapshot) = 3
-)
-INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
-SELECT tool_call_id, conversation_id, 'pomodoro.start',
-       encode(sha256(convert_to(request, 'UTF8')), 'hex'), 202, response
-FROM answer;
-"""
 
-# The service's own settle_focusing (migration 0005), bound to the conversation's focusing
-# operation instead of an id list, with the interrupt's tool_calls record as the final step: the
-# baseline runs the very statement the service runs, minus our overheads (lookups, locks, PL/pgSQL).
-_SETTLE_CTES = (
-    "WITH call AS (\n"
-    "    SELECT gen_random_uuid()::text AS tool_call_id, 'pgb-' || :client_id::text AS conversation_id\n"
-    "),"
-    + _settle_ctes()
-    .replace(
-        "FROM operations o\n    WHERE o.operation_id = ANY(p_operation_ids)",
-        "FROM operations o, call c\n"
-        "    WHERE o.conversation_id = c.conversation_id AND o.tool = 'pomodoro.start'",
-        1,
+def _pgbench_call(tool: str, arguments: dict[str, Any]) -> str:
+    def literal(value: str) -> str:
+        return "'" + value.replace("'", "''") + "'"
+
+    context = {"late_window_seconds": 300.0, "state_schema_version": 1}
+    return (
+        CALL_TOOL.strip()
+        % {
+            "tool_call_id": "gen_random_uuid()::text",
+            "conversation_id": "'pgb-' || :client_id::text",
+            "tool": literal(tool),
+            "fingerprint": literal("0" * 64),
+            "arguments": literal(json.dumps(arguments)) + "::jsonb",
+            "decide": literal(DECISIONS[tool]),
+            "context": literal(json.dumps(context)) + "::jsonb",
+        }
+        + ";"
     )
-    .replace("p_state", "'interrupted'")
-    .replace("p_reason", "'agent_interrupt'")
-    .replace("NOT p_only_due", "true")
-)
-assert not re.search(r"\bp_\w+", _SETTLE_CTES), "settle_focusing has parameters this bench does not bind"
-INTERRUPT_SQL = (
-    _SETTLE_CTES
-    + """,
-answer AS (
-    SELECT c.tool_call_id, c.conversation_id,
-           json_build_object('tool_call_id', c.tool_call_id, 'conversation_id', c.conversation_id,
-                             'tool', 'pomodoro.interrupt', 'arguments', json_build_object())::text
-               AS request,
-           json_build_object('tool_call_id', c.tool_call_id, 'status', s.state,
-                             'operation_id', s.operation_id) AS response
-    FROM call c, settled s JOIN queued q USING (operation_id)
-    WHERE (SELECT count(*) FROM closed_instances) + (SELECT count(*) FROM ended_sub_sessions)
-          + (SELECT count(*) FROM frozen_states) = 3
-)
-INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
-SELECT tool_call_id, conversation_id, 'pomodoro.interrupt',
-       encode(sha256(convert_to(request, 'UTF8')), 'hex'), 200, response
-FROM answer;
-"""
-)
+
+
+START_SQL = _pgbench_call("pomodoro.start", {"duration_seconds": DURATION_SECONDS, "activity": ACTIVITY})
+INTERRUPT_SQL = _pgbench_call("pomodoro.interrupt", {})
 
 
 Answer = tuple[int, Any]
@@ -415,6 +332,7 @@ def run_http(
 
 def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
     """The same tool calls through the service's own use case (call_tool), without HTTP or sweeper."""
+    from service.api.errors import status_of_outcome
     from service.db.pool import open_pool
     from service.domain.idempotency import fingerprint
     from service.manifests import load_registry
@@ -447,7 +365,7 @@ def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
                     dict(payload["arguments"]),
                 )
                 answer = await call_tool(runtime, tool_call, fingerprint(payload))
-                return answer.status, json.loads(answer.body)
+                return status_of_outcome(answer.outcome), json.loads(answer.body)
 
             try:
                 return await _drive([call] * concurrency, seconds, warmup, url, None)
@@ -461,14 +379,14 @@ def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
 
 _PROCESSED = re.compile(r"number of transactions actually processed: (\d+)")
 _TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
-_STATEMENT = re.compile(r"^\s+([0-9.]+)\s+(?:\d+\s+)?WITH ", re.MULTILINE)
+_STATEMENT = re.compile(r"^\s+([0-9.]+)\s+(?:\d+\s+)?SELECT ", re.MULTILINE)
 
 
 def _with_notify(statement: str, channel: str) -> str:
-    """The statement plus one NOTIFY, as the service's statements and triggers sent before
-    migration 0005 (at least one per tool call): shows what the cluster-wide NOTIFY commit lock
-    costs. Not the baseline."""
-    return statement.rstrip().rstrip(";") + f"\nRETURNING pg_notify('{channel}', '');"
+    """The statement plus one NOTIFY, as the service's statements and triggers sent before the
+    decision engine moved into SQL functions (at least one per tool call): shows what the
+    cluster-wide NOTIFY commit lock costs. Not the baseline."""
+    return statement.replace("SELECT * FROM", f"SELECT *, pg_notify('{channel}', '') FROM", 1)
 
 
 def run_pgbench(
@@ -527,7 +445,7 @@ def run_pgbench(
         phase.commits, phase.rollbacks = after[0] - before[0], after[1] - before[1]
         phase.outbox_rows = _outbox_rows(url)
         if with_notify:
-            phase.notes.append("NOT THE BASELINE: each statement also NOTIFYs, as before migration 0005")
+            phase.notes.append("NOT THE BASELINE: each statement also NOTIFYs, as the old design did")
         if phase.outbox_rows != phase.cycles:
             phase.failures.append(f"outbox holds {phase.outbox_rows} rows after {phase.cycles} cycles")
     for log in logs.glob("cycle*"):

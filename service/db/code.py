@@ -147,11 +147,11 @@ WHERE p.pronamespace = 'public'::regnamespace AND p.proname = %s
 _ALIASES = {"timestamptz": "timestamp with time zone", "int": "integer", "int4": "integer", "bool": "boolean"}
 
 
-def apply(conn: Connection) -> list[str]:
+def apply(conn: Connection, source: Path = SOURCE) -> list[str]:
     """Bring the database code of ``conn``'s database in line with the files, in the caller's
     transaction. Answers what it created, replaced or dropped."""
     conn.execute("SET LOCAL check_function_bodies = off")
-    wanted = definitions()
+    wanted = definitions(source)
     wanted_keys = {d.key for d in wanted}
     present: dict[tuple[str, str], list[str]] = {}
     for kind, name, identity in conn.execute(_PRESENT).fetchall():

@@ -110,6 +110,12 @@ class DatabaseFactory:
         admin_execute(self.server, f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
         return name
 
+    def create_empty(self) -> str:
+        """A database with nothing in it (dropped by ``drop`` like the others)."""
+        name = f"lineup_test_{uuid.uuid4().hex[:16]}"
+        admin_execute(self.server, f'CREATE DATABASE "{name}"')
+        return name
+
     def drop(self, name: str) -> None:
         admin_execute(self.server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

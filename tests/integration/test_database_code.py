@@ -1,0 +1,173 @@
+"""The schema has one source: tables in service/db/tables.py, database code in service/db/sql/.
+
+A database built from those two equals, object by object, one built by replaying every migration;
+an edit of either side alone — a function changed by hand or in a migration, an index or a column
+declared without its migration, a .sql file changed without migrate — shows as a difference.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import Column, MetaData, Text, create_engine, pool
+
+from service.db import code
+from service.db.tables import metadata
+from tests.support.catalog import catalog, differences
+from tests.support.database import DatabaseFactory, with_database
+
+
+def _build_from_source(url: str, source: Path = code.SOURCE, tables: Any = metadata) -> None:
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=pool.NullPool)
+    try:
+        tables.create_all(engine)
+    finally:
+        engine.dispose()
+    with psycopg.connect(url) as conn:
+        code.apply(conn, source)
+
+
+@pytest.fixture
+def empty_url(database_factory: DatabaseFactory) -> Iterator[str]:
+    name = database_factory.create_empty()
+    try:
+        yield with_database(database_factory.server, name)
+    finally:
+        database_factory.drop(name)
+
+
+@pytest.fixture
+def source_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "sql"
+    shutil.copytree(code.SOURCE, copy)
+    return copy
+
+
+def test_a_database_built_from_the_source_equals_the_migrated_one(database_url: str, empty_url: str) -> None:
+    _build_from_source(empty_url)
+    assert differences(catalog(database_url), catalog(empty_url)) == []
+
+
+def test_the_catalog_holds_every_kind_of_object(database_url: str) -> None:
+    kinds = {name.split(" ", 1)[0] for name in catalog(database_url)}
+    assert kinds == {"column", "constraint", "index", "trigger", "function", "view", "type"}
+    indexes = catalog(database_url)
+    assert "WHERE (state = 'focusing'::text)" in indexes["index ix_operations_focusing_ends_at"]
+
+
+def _names(lines: list[str]) -> list[str]:
+    return [line.split("\n", 1)[0] for line in lines]
+
+
+def _code_of(name: str) -> str:
+    return next(d.sql for d in code.definitions() if d.name == name)
+
+
+def _edit(source: Path, file: str, old: str, new: str) -> None:
+    path = source / file
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_function_changed_outside_the_source_is_a_difference(database_url: str, db: Any) -> None:
+    before = catalog(database_url)
+    db.execute(_code_of("settle_due").replace("ORDER BY o.ends_at", "ORDER BY o.ends_at DESC", 1))
+    assert _names(differences(before, catalog(database_url))) == ["differs: function settle_due(integer)"]
+
+
+def test_an_index_predicate_changed_outside_the_tables_is_a_difference(database_url: str, db: Any) -> None:
+    before = catalog(database_url)
+    db.execute("DROP INDEX ix_operations_focusing_ends_at")
+    db.execute(
+        "CREATE INDEX ix_operations_focusing_ends_at ON operations (ends_at) WHERE state <> 'completed'"
+    )
+    assert _names(differences(before, catalog(database_url))) == [
+        "differs: index ix_operations_focusing_ends_at"
+    ]
+
+
+def test_a_column_declared_without_its_migration_is_a_difference(database_url: str, empty_url: str) -> None:
+    tables = MetaData(naming_convention=metadata.naming_convention)
+    for table in metadata.sorted_tables:
+        table.to_metadata(tables)
+    tables.tables["outbox"].append_column(Column("note", Text))
+    _build_from_source(empty_url, tables=tables)
+    assert _names(differences(catalog(database_url), catalog(empty_url))) == [
+        "only in the second: column outbox.note"
+    ]
+
+
+def test_a_source_file_changed_without_migrate_is_a_difference(
+    database_url: str, empty_url: str, source_copy: Path
+) -> None:
+    _edit(source_copy, "70_settle.sql", "ORDER BY o.ends_at", "ORDER BY o.ends_at DESC")
+    _build_from_source(empty_url, source_copy)
+    assert _names(differences(catalog(database_url), catalog(empty_url))) == [
+        "differs: function settle_due(integer)"
+    ]
+
+
+def test_migrate_replaces_what_changed_and_nothing_else(database_url: str, source_copy: Path) -> None:
+    with psycopg.connect(database_url) as conn:
+        assert code.apply(conn) == []
+    _edit(source_copy, "70_settle.sql", "ORDER BY o.ends_at", "ORDER BY o.ends_at DESC")
+    with psycopg.connect(database_url) as conn:
+        assert code.apply(conn, source_copy) == ["replaced function settle_due"]
+        assert code.apply(conn, source_copy) == []
+
+
+def test_migrate_drops_what_left_the_source(database_url: str, db: Any) -> None:
+    db.execute("CREATE FUNCTION stray() RETURNS integer LANGUAGE sql RETURN 1")
+    db.execute("CREATE VIEW stray_view AS SELECT 1 AS one")
+    with psycopg.connect(database_url) as conn:
+        assert sorted(code.apply(conn)) == ["dropped function stray", "dropped view stray_view"]
+    assert "function stray()" not in catalog(database_url)
+
+
+def test_a_function_whose_result_changes_is_replaced_and_its_old_overload_dropped(
+    database_url: str, source_copy: Path
+) -> None:
+    _edit(
+        source_copy,
+        "40_workspaces.sql",
+        "lock_workspace(p_conversation_id text, p_create boolean) RETURNS boolean",
+        "lock_workspace(p_conversation_id text, p_create boolean, p_extra integer DEFAULT 0) RETURNS boolean",
+    )
+    with psycopg.connect(database_url) as conn:
+        assert code.apply(conn, source_copy) == ["replaced function lock_workspace"]
+    assert [n for n in catalog(database_url) if n.startswith("function lock_workspace")] == [
+        "function lock_workspace(text,boolean,integer)"
+    ]
+
+
+def test_a_type_never_changes_in_place(database_url: str, source_copy: Path) -> None:
+    _edit(source_copy, "60_outbox.sql", "    result jsonb\n", "    result jsonb,\n    note text\n")
+    with psycopg.connect(database_url) as conn, pytest.raises(RuntimeError, match="never changes in place"):
+        code.apply(conn, source_copy)
+
+
+def test_every_definition_in_the_source_says_what_it_is_for() -> None:
+    undocumented = [
+        d.name for d in code.definitions() if d.kind != "trigger" and not d.sql.lstrip().startswith("--")
+    ]
+    assert undocumented == []
+
+
+def test_the_source_splits_into_statements_at_semicolons_outside_dollar_quotes() -> None:
+    text = """
+-- a comment; with a semicolon
+CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN 1;  -- not the end
+END $$;
+CREATE TYPE t AS (a int);
+"""
+    assert [s.splitlines()[-1] for s in code.statements(text)] == ["END $$;", "CREATE TYPE t AS (a int);"]
+    with pytest.raises(ValueError, match="closing semicolon"):
+        list(code.statements("CREATE TYPE t AS (a int)"))

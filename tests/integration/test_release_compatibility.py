@@ -1,0 +1,74 @@
+"""Release N+1's schema serves release N: what the previous release calls still answers as it did,
+and a service reports ready only against a database that serves its own interface."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from litestar.testing import AsyncTestClient
+
+from service.api.errors import status_of_outcome
+from service.db import code
+from service.domain.outcomes import Outcome
+
+PREVIOUS_CALL = "SELECT * FROM call_tool(%s, %s, %s, %s, %s, %s, %s)"
+
+
+def test_the_previous_release_gets_the_status_the_api_gives_each_outcome(db: Any) -> None:
+    for outcome in Outcome:
+        row = db.execute("SELECT legacy_http_status(%s) AS status", (outcome.value,)).fetchone()
+        assert row["status"] == status_of_outcome(outcome), outcome
+
+
+def test_the_previous_releases_tool_call_answers_and_replays_as_before(db: Any) -> None:
+    arguments = json.dumps({"duration_seconds": 60})
+    first = db.execute(
+        PREVIOUS_CALL, ("prev-1", "conv-prev", "pomodoro.start", "fp", arguments, 300.0, 1)
+    ).fetchone()
+    again = db.execute(
+        PREVIOUS_CALL, ("prev-1", "conv-prev", "pomodoro.start", "fp", arguments, 300.0, 1)
+    ).fetchone()
+    reused = db.execute(
+        PREVIOUS_CALL, ("prev-1", "conv-prev", "pomodoro.start", "other", arguments, 300.0, 1)
+    ).fetchone()
+    assert (first["status_code"], first["outcome"], first["replayed"]) == (202, "accepted", False)
+    assert (again["status_code"], again["response"], again["replayed"]) == (202, first["response"], True)
+    assert (reused["status_code"], reused["outcome"]) == (409, "idempotency_key_reused")
+    recorded = db.execute("SELECT status_code FROM tool_calls WHERE tool_call_id = 'prev-1'").fetchone()
+    assert recorded["status_code"] == 202
+
+
+def test_an_answer_recorded_by_this_release_carries_the_status_the_previous_one_reads(db: Any) -> None:
+    db.execute(
+        "SELECT * FROM call_tool_v2('new-1', 'conv-new', 'pomodoro.interrupt', 'fp', '{}', "
+        "'pomodoro_interrupt', '{\"late_window_seconds\": 300}')"
+    )
+    recorded = db.execute("SELECT status_code, response::text FROM tool_calls").fetchone()
+    assert recorded["status_code"] == 200
+
+
+async def test_ready_at_head(client: AsyncTestClient[Any]) -> None:
+    answer = await client.get("/readyz")
+    assert answer.status_code == 200
+
+
+async def test_not_ready_before_migrate(client: AsyncTestClient[Any], db: Any) -> None:
+    db.execute("UPDATE alembic_version SET version_num = '0006'")
+    answer = await client.get("/readyz")
+    assert answer.status_code == 503
+    assert "run migrate" in answer.json()["reason"]
+
+
+async def test_ready_at_a_later_release_that_still_serves_this_one(
+    client: AsyncTestClient[Any], db: Any
+) -> None:
+    db.execute("UPDATE alembic_version SET version_num = 'a_later_release'")
+    assert (await client.get("/readyz")).status_code == 200
+    db.execute(
+        "CREATE OR REPLACE FUNCTION database_interfaces() RETURNS integer[] LANGUAGE sql "
+        f"RETURN ARRAY[{code.INTERFACE + 1}]"
+    )
+    answer = await client.get("/readyz")
+    assert answer.status_code == 503
+    assert f"no longer serves interface {code.INTERFACE}" in answer.json()["reason"]
