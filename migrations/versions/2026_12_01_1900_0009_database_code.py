@@ -4,9 +4,9 @@ From this revision on, every SQL function, trigger, type and view comes from the
 ``service/db/sql/``: ``migrate`` applies them after the table migrations (``service.db.code``), and
 this table keeps the checksum of what each was made from, so only what changed is touched.
 
-Revision ID: 0007
-Revises: 0006
-Create Date: 2026-12-01 16:00:00+00:00
+Revision ID: 0009
+Revises: 0008
+Create Date: 2026-12-01 19:00:00+00:00
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0007"
-down_revision: str | None = "0006"
+revision: str = "0009"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
