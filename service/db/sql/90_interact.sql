@@ -39,7 +39,7 @@ END $$;
 -- interaction_result: the result of an answered interact.ask, as its outbox row carries it (and its
 -- task shows it).
 CREATE OR REPLACE FUNCTION interaction_result(p_answer text, p_answered_at timestamptz) RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN jsonb_build_object('state', 'answered', 'answer', p_answer, 'answered_at', rfc3339(p_answered_at));
 
 -- answer_interaction: decides a pending interaction once (pending -> answered). The winner, in the
