@@ -1,0 +1,481 @@
+"""A rolling upgrade under load: the previous release and this one serve side by side while
+``migrate`` runs, and nothing fails, is lost, doubled or answered differently.
+
+```
+.venv/bin/python rigs/upgrade.py [--conversations 16] [--phase-seconds 12] [--runs 1]
+```
+
+The previous release is the commit ``PREVIOUS_RELEASE`` of this repository, checked out into a
+``git worktree`` and run with this checkout's Python environment. On a throwaway database of the
+server named by ``DATABASE_URL`` (default the local one):
+
+1. the previous release migrates the database and serves: one ``serve`` and two relays, delivering
+   to a local Agent that verifies every signature; Agent load starts — per conversation, in turn:
+   ``pomodoro.start`` (1 to 4 s, so deadlines fall due all the time), sometimes ``pomodoro.interrupt``,
+   sometimes ``interact.ask`` answered by the person through the Host API; every call is sent to a
+   release picked at random among those taking traffic, and some are replayed at once through the
+   other;
+2. this release's ``migrate`` runs while that load goes on;
+3. this release starts beside it: one ``serve`` and two relays;
+4. the old relays stop one by one, then the old ``serve`` (no new request is sent to it first, as a
+   load balancer would, then ``SIGTERM``); the load goes on against this release alone;
+5. the load stops; every deadline falls due and the outbox drains; every call made is replayed
+   through this release.
+
+Checks: no 5xx and no failed request; every acknowledged start ended exactly once, with the ending
+the Agent was told (its interrupt's receipt), and has exactly one outbox row, delivered; every
+answered question likewise; no tool call has two outbox rows or two webhook ids; each
+conversation's results reached the Agent in sequence order; every replay — across the two
+releases during the overlap, and of every call through this release at the end — answered the same
+status and the same bytes as the first answer. Exits 1 when a check fails.
+
+When a release is cut, ``PREVIOUS_RELEASE`` moves forward to it (docs/operations.md, "Upgrading").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `python rigs/upgrade.py`
+    sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+from psycopg import sql  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+
+from bench.common import server_url, with_database  # noqa: E402
+from tests.support.processes import free_port  # noqa: E402
+from tests.support.receiver import Receiver, new_secret  # noqa: E402
+
+# The release before this one: the last commit before the database code moved to service/db/sql/
+# (interface 1: call_tool with an HTTP status, its SQL in migration 0005).
+PREVIOUS_RELEASE = "747472aefc1f1acb27e84a2033d3034bc9c60819"
+
+
+@dataclass
+class Release:
+    name: str
+    tree: Path  # the source tree its processes run from
+
+    def env(self) -> dict[str, str]:
+        path = [str(self.tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        return {"PYTHONPATH": os.pathsep.join(path)}
+
+
+@dataclass
+class Process:
+    label: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    url: str = ""
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class Stack:
+    """What both releases share: the database, the tokens, the Agent's endpoint."""
+
+    database_url: str
+    logs: Path
+    webhook_url: str
+    webhook_secret: str
+    agent_token: str = field(default_factory=lambda: "rig-agent-" + secrets.token_hex(16))
+    host_token: str = field(default_factory=lambda: "rig-host-" + secrets.token_hex(16))
+    operator_token: str = field(default_factory=lambda: "rig-operator-" + secrets.token_hex(16))
+    session_secret: str = field(default_factory=lambda: secrets.token_hex(32))
+
+    def env(self, release: Release) -> dict[str, str]:
+        keep = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "HOST_", "RELAY_"))}
+        return {
+            **keep,
+            **release.env(),
+            "DATABASE_URL": self.database_url,
+            "AGENT_TOKEN": self.agent_token,
+            "HOST_TOKEN": self.host_token,
+            "OPERATOR_TOKEN": self.operator_token,
+            "HOST_SESSION_SECRET": self.session_secret,
+            "AGENT_WEBHOOK_URL": self.webhook_url,
+            "WEBHOOK_SECRET": self.webhook_secret,
+            "RELAY_BACKOFF_MAX_SECONDS": "2",
+        }
+
+    def run(self, release: Release, label: str, *args: str) -> Process:
+        log = self.logs / f"{label}.log"
+        with log.open("ab") as handle:
+            process = subprocess.Popen(
+                [sys.executable, *args],
+                cwd=release.tree,
+                env=self.env(release),
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+            )
+        return Process(label, process, log)
+
+    def migrate(self, release: Release) -> float:
+        began = time.monotonic()
+        done = self.run(release, f"migrate-{release.name}", "-m", "service", "migrate")
+        if done.process.wait(timeout=300) != 0:
+            raise RuntimeError(f"{release.name}'s migrate failed:\n{done.tail()}")
+        return time.monotonic() - began
+
+    def serve(self, release: Release) -> Process:
+        port = free_port()
+        served = self.run(
+            release, f"serve-{release.name}-{port}", "-m", "service", "serve", "--port", str(port)
+        )
+        served.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if served.process.poll() is not None:
+                raise RuntimeError(f"{release.name}'s serve exited:\n{served.tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{served.url}/readyz", timeout=1).status_code == 200:
+                    return served
+            time.sleep(0.1)
+        raise RuntimeError(f"{release.name}'s serve was not ready in 60 s:\n{served.tail()}")
+
+    def relay(self, release: Release, n: int) -> Process:
+        return self.run(release, f"relay-{release.name}-{n}", "-m", "relay")
+
+
+@contextlib.contextmanager
+def previous_release(commit: str) -> Iterator[Path]:
+    tree = Path(tempfile.mkdtemp(prefix="lineup-previous-"))
+    added = subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if added.returncode != 0:
+        raise SystemExit(
+            f"cannot check out the previous release {commit[:12]} ({added.stderr.strip()}); "
+            "a shallow clone lacks it: git fetch --unshallow"
+        )
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+
+
+@contextlib.contextmanager
+def empty_database() -> Iterator[str]:
+    admin = server_url()
+    name = f"rig_upgrade_{secrets.token_hex(4)}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield with_database(admin, name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+# --- the load --------------------------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    body: dict[str, Any]
+    release: str  # the one that answered first
+    status: int
+    answer: bytes
+
+
+@dataclass
+class Load:
+    stack: Stack
+    targets: dict[str, str]  # release name -> base URL, those taking new requests
+    calls: list[Call] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    replays: Counter[str] = field(default_factory=Counter)
+    by_release: Counter[str] = field(default_factory=Counter)
+    interrupted: dict[str, str] = field(default_factory=dict)  # operation_id -> receipt status
+    answered: set[str] = field(default_factory=set)  # interact.ask tool_call_ids answered
+    running: bool = True
+
+    def pick(self) -> tuple[str, str]:
+        name = random.choice(sorted(self.targets))
+        return name, self.targets[name]
+
+    async def post(
+        self, http: httpx.AsyncClient, name: str, url: str, path: str, body: dict[str, Any], token: str
+    ) -> tuple[int, bytes]:
+        self.by_release[name] += 1
+        try:
+            answer = await http.post(f"{url}{path}", json=body, headers={"Authorization": f"Bearer {token}"})
+        except httpx.HTTPError as exc:
+            self.failures.append(f"{name} {path}: {exc!r}")
+            return 0, b""
+        if answer.status_code >= 500:
+            self.failures.append(f"{name} {path}: {answer.status_code} {answer.text[:200]}")
+        return answer.status_code, answer.content
+
+    async def tool(self, http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        name, url = self.pick()
+        status, answer = await self.post(http, name, url, "/v1/tool-calls", body, self.stack.agent_token)
+        if not status:
+            return 0, {}
+        self.calls.append(Call(body, name, status, answer))
+        others = [other for other in self.targets if other != name]
+        if others and random.random() < 0.3:
+            await self.replay(http, self.calls[-1], others[0])
+        return status, json.loads(answer)
+
+    async def replay(self, http: httpx.AsyncClient, call: Call, name: str) -> None:
+        url = self.targets.get(name)
+        if url is None:
+            return
+        status, answer = await self.post(http, name, url, "/v1/tool-calls", call.body, self.stack.agent_token)
+        if not status:
+            return
+        self.replays[f"{call.release}->{name}"] += 1
+        if (status, answer) != (call.status, call.answer):
+            self.failures.append(
+                f"replay of {call.body['tool_call_id']} through {name} answered {status} {answer!r}; "
+                f"{call.release} first answered {call.status} {call.answer!r}"
+            )
+
+    async def conversation(self, http: httpx.AsyncClient, conversation_id: str) -> None:
+        def body(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            return {
+                "tool_call_id": f"{tool}-{uuid.uuid4().hex}",
+                "conversation_id": conversation_id,
+                "tool": tool,
+                "arguments": arguments,
+            }
+
+        while self.running:
+            roll = random.random()
+            if roll < 0.2:
+                status, asked = await self.tool(http, body("interact.ask", {"prompt": "go on?"}))
+                if status == 202:
+                    await asyncio.sleep(random.uniform(0, 0.5))
+                    tool_call_id = asked["tool_call_id"]
+                    name, url = self.pick()
+                    path = f"/v1/host/interactions/{tool_call_id}/answer"
+                    answered, _ = await self.post(
+                        http, name, url, path, {"answer": "yes"}, self.stack.host_token
+                    )
+                    if answered == 200:
+                        self.answered.add(tool_call_id)
+                    elif answered:
+                        self.failures.append(f"answer of {tool_call_id} through {name}: {answered}")
+                continue
+            seconds = random.randint(1, 4)
+            status, started = await self.tool(http, body("pomodoro.start", {"duration_seconds": seconds}))
+            if status != 202 and status != 409:
+                if status:
+                    self.failures.append(f"start in {conversation_id}: {status} {started}")
+                continue
+            if status == 202 and roll < 0.6:
+                await asyncio.sleep(random.uniform(0, seconds * 0.8))
+                status, receipt = await self.tool(http, body("pomodoro.interrupt", {}))
+                if status == 200 and receipt.get("operation_id"):
+                    self.interrupted[receipt["operation_id"]] = receipt["status"]
+            else:
+                await asyncio.sleep(seconds + random.uniform(0, 0.5))
+
+
+# --- the checks ------------------------------------------------------------------------------
+
+
+def check(load: Load, receiver: Receiver, database_url: str) -> list[str]:
+    problems = list(load.failures)
+    with psycopg.connect(database_url, row_factory=dict_row) as conn:
+        operations = {
+            str(r["operation_id"]): r
+            for r in conn.execute("SELECT operation_id, tool_call_id, state, reason FROM operations")
+        }
+        outbox = conn.execute(
+            "SELECT tool_call_id, event_id, status, conversation_id, sequence FROM outbox"
+        ).fetchall()
+    rows_by_call = defaultdict(list)
+    for row in outbox:
+        rows_by_call[row["tool_call_id"]].append(row)
+    started = [
+        json.loads(call.answer)
+        for call in load.calls
+        if call.body["tool"] == "pomodoro.start" and call.status == 202
+    ]
+    for answer in started:
+        operation_id = answer["operation"]["operation_id"]
+        operation = operations.get(operation_id)
+        if operation is None:
+            problems.append(f"acknowledged start {answer['tool_call_id']} has no operation")
+            continue
+        if operation["state"] == "focusing":
+            problems.append(f"operation {operation_id} never ended")
+        told = load.interrupted.get(operation_id)
+        if told == "interrupted" and operation["state"] != "interrupted":
+            problems.append(f"operation {operation_id} was reported interrupted but is {operation['state']}")
+        rows = rows_by_call[answer["tool_call_id"]]
+        if len(rows) != 1 or rows[0]["status"] != "delivered":
+            problems.append(f"start {answer['tool_call_id']}: outbox rows {[r['status'] for r in rows]}")
+    for tool_call_id in load.answered:
+        rows = rows_by_call[tool_call_id]
+        if len(rows) != 1 or rows[0]["status"] != "delivered":
+            problems.append(f"question {tool_call_id}: outbox rows {[r['status'] for r in rows]}")
+    accepted = receiver.accepted()
+    webhook_ids: dict[str, set[str]] = defaultdict(set)
+    for delivery in accepted:
+        webhook_ids[delivery.payload["tool_call_id"]].add(delivery.event_id)
+    for tool_call_id, ids in webhook_ids.items():
+        if len(ids) != 1:
+            problems.append(f"{tool_call_id} reached the Agent under {len(ids)} webhook ids")
+    delivered = {row["event_id"] for row in outbox if row["status"] == "delivered"}
+    if {str(e) for e in delivered} - {d.event_id for d in accepted}:
+        problems.append("rows marked delivered that the Agent never accepted")
+    last: dict[str, int] = {}
+    seen: set[str] = set()
+    for delivery in accepted:
+        if delivery.event_id in seen:
+            continue
+        seen.add(delivery.event_id)
+        payload = delivery.payload
+        conversation, sequence = payload["conversation_id"], int(payload["sequence"])
+        if sequence <= last.get(conversation, 0):
+            problems.append(f"{conversation}: result {sequence} reached the Agent after {last[conversation]}")
+        last[conversation] = sequence
+    return problems
+
+
+async def drive(stack: Stack, previous: Release, current: Release, args: argparse.Namespace) -> Load:
+    phase = args.phase_seconds
+    old_serve = stack.serve(previous)
+    old_relays = [stack.relay(previous, n) for n in (1, 2)]
+    load = Load(stack, {previous.name: old_serve.url})
+    conversations = [f"upgrade-{uuid.uuid4().hex[:6]}-{n}" for n in range(args.conversations)]
+    new_serve: Process | None = None
+    new_relays: list[Process] = []
+    timeline: list[str] = []
+    began = time.monotonic()
+
+    def note(what: str) -> None:
+        timeline.append(f"{time.monotonic() - began:6.1f} s  {what}")
+        print(timeline[-1], flush=True)
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        workers = [asyncio.create_task(load.conversation(http, c)) for c in conversations]
+        note(f"{previous.name} serving ({len(conversations)} conversations of Agent load)")
+        await asyncio.sleep(phase)
+        note(f"{current.name}'s migrate starts")
+        took = await asyncio.to_thread(stack.migrate, current)
+        note(f"{current.name}'s migrate done in {took:.1f} s, under load")
+        await asyncio.sleep(phase / 2)
+        new_serve = await asyncio.to_thread(stack.serve, current)
+        new_relays = [stack.relay(current, n) for n in (1, 2)]
+        load.targets[current.name] = new_serve.url
+        note(f"{current.name} serving beside it")
+        await asyncio.sleep(phase)
+        for relay in old_relays:
+            await asyncio.to_thread(relay.stop)
+            note(f"{previous.name}'s {relay.label} stopped")
+            await asyncio.sleep(phase / 4)
+        del load.targets[previous.name]
+        await asyncio.sleep(1.0)  # what was sent to it is answered
+        code = await asyncio.to_thread(old_serve.stop)
+        note(f"{previous.name}'s serve stopped (exit {code})")
+        await asyncio.sleep(phase)
+        load.running = False
+        await asyncio.gather(*workers)
+        note("load stopped; waiting for every deadline and the outbox")
+        await asyncio.to_thread(_drained, stack.database_url, 90)
+        note("outbox drained; replaying every call through " + current.name)
+        for call in list(load.calls):
+            await load.replay(http, call, current.name)
+    for process in (*new_relays, new_serve):
+        if process is not None:
+            process.stop()
+    return load
+
+
+def _drained(database_url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM operations WHERE state = 'focusing')"
+                " + (SELECT count(*) FROM outbox WHERE status = 'pending')"
+            ).fetchone()
+            if row is not None and row[0] == 0:
+                return
+            time.sleep(0.5)
+
+
+def _report(load: Load, problems: list[str]) -> None:
+    tools = Counter(f"{c.body['tool']} {c.status}" for c in load.calls)
+    print("\ncalls by tool and status: " + ", ".join(f"{k} x{v}" for k, v in sorted(tools.items())))
+    print("requests by release:      " + ", ".join(f"{k} x{v}" for k, v in sorted(load.by_release.items())))
+    print("replays by direction:     " + ", ".join(f"{k} x{v}" for k, v in sorted(load.replays.items())))
+    print(f"interrupts acknowledged:  {sum(1 for s in load.interrupted.values() if s == 'interrupted')}")
+    print(f"questions answered:       {len(load.answered)}")
+    if problems:
+        print(f"\nFAILED: {len(problems)} problem(s)")
+        for problem in problems[:40]:
+            print(f"  - {problem}")
+    else:
+        print("\nPASSED: no failed call, nothing lost or doubled, order kept, every replay byte for byte")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--conversations", type=int, default=16)
+    parser.add_argument("--phase-seconds", type=float, default=12.0)
+    parser.add_argument("--runs", type=int, default=1, help="run the whole upgrade this many times")
+    parser.add_argument("--previous", default=PREVIOUS_RELEASE, help="the commit of the previous release")
+    args = parser.parse_args()
+    failed = 0
+    with previous_release(args.previous) as tree:
+        for run in range(1, args.runs + 1):
+            print(f"\n=== upgrade run {run} of {args.runs}: {args.previous[:12]} -> this checkout ===")
+            logs = Path(tempfile.mkdtemp(prefix="lineup-upgrade-"))
+            secret = new_secret()
+            with empty_database() as url, Receiver([secret]) as receiver:
+                stack = Stack(url, logs, receiver.url, secret)
+                previous = Release("previous", tree)
+                current = Release("this", ROOT)
+                stack.migrate(previous)
+                load = asyncio.run(drive(stack, previous, current, args))
+                problems = check(load, receiver, url)
+            _report(load, problems)
+            failed += bool(problems)
+            print(f"logs: {logs}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
