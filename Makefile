@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev test lint format migrate serve relay bench failover chaos scale-out mcp-replicas
+.PHONY: help install dev test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -67,3 +67,6 @@ mcp-replicas: install ## two serve replicas behind nginx round-robin: 200 MCP ta
 	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nginx-light; }
 	$(PY) -u rigs/mcp_replicas.py
+
+upgrade: install ## the previous release and this one side by side under load while migrate runs; the checks
+	$(PY) -u rigs/upgrade.py $(UPGRADE_ARGS)

@@ -263,8 +263,8 @@ class Load:
         self.replays[f"{call.release}->{name}"] += 1
         if (status, answer) != (call.status, call.answer):
             self.failures.append(
-                f"replay of {call.body['tool_call_id']} through {name} answered {status} {answer!r}; "
-                f"{call.release} first answered {call.status} {call.answer!r}"
+                f"replay of {call.body['tool_call_id']} through {name} answered {status} "
+                f"{answer[:90]!r}…; {call.release} first answered {call.status} {call.answer[:90]!r}…"
             )
 
     async def conversation(self, http: httpx.AsyncClient, conversation_id: str) -> None:
@@ -411,7 +411,9 @@ async def drive(stack: Stack, previous: Release, current: Release, args: argpars
         load.running = False
         await asyncio.gather(*workers)
         note("load stopped; waiting for every deadline and the outbox")
-        await asyncio.to_thread(_drained, stack.database_url, 90)
+        left = await asyncio.to_thread(_drained, stack.database_url, 90)
+        if left is not None:
+            load.failures.append(left)
         note("outbox drained; replaying every call through " + current.name)
         for call in list(load.calls):
             await load.replay(http, call, current.name)
@@ -421,16 +423,20 @@ async def drive(stack: Stack, previous: Release, current: Release, args: argpars
     return load
 
 
-def _drained(database_url: str, timeout: float) -> None:
+def _drained(database_url: str, timeout: float) -> str | None:
+    """None once nothing is focusing and nothing pending; else what is left after ``timeout``."""
     deadline = time.monotonic() + timeout
     with psycopg.connect(database_url, autocommit=True) as conn:
-        while time.monotonic() < deadline:
+        while True:
             row = conn.execute(
-                "SELECT (SELECT count(*) FROM operations WHERE state = 'focusing')"
-                " + (SELECT count(*) FROM outbox WHERE status = 'pending')"
+                "SELECT (SELECT count(*) FROM operations WHERE state = 'focusing'),"
+                " (SELECT count(*) FROM outbox WHERE status = 'pending')"
             ).fetchone()
-            if row is not None and row[0] == 0:
-                return
+            assert row is not None
+            if row == (0, 0):
+                return None
+            if time.monotonic() > deadline:
+                return f"after {timeout:.0f} s, {row[0]} operations still focusing, {row[1]} rows pending"
             time.sleep(0.5)
 
 
