@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     # Event streams open at once: per person's session, and in all on one process.
     sse_streams_per_session: int = Field(8, ge=1, le=1000)
     sse_streams_total: int = Field(1000, ge=1, le=100000)
+    # How often a process asks the database whether the sessions of its open streams still are:
+    # a session ended on another replica stops its streams here within this many seconds.
+    sse_session_check_seconds: float = Field(5.0, ge=0.05, le=60)
+    # SDK capabilities one person's session may mint (each lives only as long as that session).
+    capabilities_per_session: int = Field(1000, ge=1, le=100000)
     # The interactive API pages (/schema/swagger, self-hosted); the JSON and YAML documents are
     # always served.
     api_docs_ui: bool = False

@@ -69,6 +69,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             app.state.projections,
             per_session=settings.sse_streams_per_session,
             total=settings.sse_streams_total,
+            session_check_seconds=settings.sse_session_check_seconds,
         )
         tasks = [
             asyncio.create_task(wakeups.run(settings.psycopg_url, stop), name="wakeups"),

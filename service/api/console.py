@@ -2,7 +2,8 @@
 credential check of ``/v1/ops/*`` (``Bearer $OPERATOR_TOKEN`` or that cookie).
 
 The cookie follows the Web Host's rules: HttpOnly, SameSite=Strict, signed (``console_session``),
-a name of its own, Secure over https. It stands for the operator token on ``/v1/ops/*`` only; a
+a name of its own, Secure over https; it names a server-side sign-in (``console_sessions``), which
+signing out ends on every replica. It stands for the operator token on ``/v1/ops/*`` only; a
 write with it needs ``Sec-Fetch-Site: same-origin``, an ``Origin`` (when sent) of this host and
 ``Content-Type: application/json`` — which no cross-site form can send, and no cross-site script
 without a CORS preflight this service never grants. Signing in is refused from another site.
@@ -11,6 +12,7 @@ without a CORS preflight this service never grants. Signing in is refused from a
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
 from litestar.connection import ASGIConnection
@@ -21,8 +23,10 @@ from litestar.response import Redirect
 from service.api.auth import TokenBook, bearer_token
 from service.api.console_session import ConsoleSessions, cookie_name
 from service.api.host_session import same_site
+from service.api.state import runtime_of
 from service.api.web import asset_response
 from service.domain.errors import unauthorized
+from service.use_cases import console_sessions
 from web_host.assets import catalogue
 from web_host.console_pages import console_path, page_headers, signin_page
 
@@ -48,17 +52,30 @@ def _cookie(connection: ASGIConnection) -> str | None:  # type: ignore[type-arg]
     return connection.cookies.get(cookie_name(_secure(connection)))
 
 
-def console_cookie(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
-    """A valid console cookie on an ops API request the console page itself can have made."""
-    if not connection.url.path.startswith(SESSION_PATH_PREFIX):
-        return False
-    if not _sessions(connection).valid(_cookie(connection)):
-        return False
+def _from_console(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
+    """An ops API request the console page itself can have made."""
     site = connection.headers.get("sec-fetch-site")
     if connection.scope.get("method", "GET") not in _UNSAFE_METHODS:
         return site is None or site in _BROWSER_SITES
     media_type = connection.headers.get("content-type", "").partition(";")[0].strip().lower()
     return site == "same-origin" and same_site(connection) and media_type == "application/json"
+
+
+async def _open_session(connection: ASGIConnection) -> UUID | None:  # type: ignore[type-arg]
+    """The sign-in the console cookie names, while it is open (signed under a configured token,
+    young enough, and neither ended nor expired in the database)."""
+    session_id = _sessions(connection).session_id(_cookie(connection))
+    if session_id is None or not await console_sessions.is_open(runtime_of(connection), session_id):
+        return None
+    return session_id
+
+
+async def console_cookie(connection: ASGIConnection) -> bool:  # type: ignore[type-arg]
+    """A console cookie of an open sign-in, on an ops API request the console page itself can
+    have made."""
+    if not connection.url.path.startswith(SESSION_PATH_PREFIX) or not _from_console(connection):
+        return False
+    return await _open_session(connection) is not None
 
 
 class _RequireOperator:
@@ -70,7 +87,7 @@ class _RequireOperator:
         token = bearer_token(connection)
         if token is not None and book.accepts("operator", token):
             return
-        if console_cookie(connection):
+        if await console_cookie(connection):
             return
         raise unauthorized()
 
@@ -78,8 +95,8 @@ class _RequireOperator:
 require_operator = _RequireOperator()
 
 
-def _signed_in(request: Request[Any, Any, Any]) -> bool:
-    return _sessions(request).valid(_cookie(request))
+async def _signed_in(request: Request[Any, Any, Any]) -> bool:
+    return await _open_session(request) is not None
 
 
 def _signin(next_path: str, error: str | None, status: int) -> Response[bytes]:
@@ -88,10 +105,10 @@ def _signin(next_path: str, error: str | None, status: int) -> Response[bytes]:
     )
 
 
-def _page(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def _page(request: Request[Any, Any, Any]) -> Response[bytes]:
     """The console's one page shell (its script draws the view the address names), or the
     sign-in page that returns here."""
-    if not _signed_in(request):
+    if not await _signed_in(request):
         query = request.url.query
         return _signin(request.url.path + (f"?{query}" if query else ""), None, 200)
     page = catalogue()["ops/index.html"]
@@ -104,11 +121,11 @@ class ConsoleController(Controller):
 
     @get(["/", "/outbox", "/operations", "/tool-calls"])
     async def page(self, request: Request[Any, Any, Any]) -> Response[bytes]:
-        return _page(request)
+        return await _page(request)
 
     @get("/trace/{tool_call_id:path}")
     async def trace_page(self, request: Request[Any, Any, Any]) -> Response[bytes]:
-        return _page(request)
+        return await _page(request)
 
     @get("/static/{name:str}")
     async def asset(self, name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
@@ -126,9 +143,10 @@ class ConsoleController(Controller):
         if not token or not book.accepts("operator", token):
             return _signin(next_path, "That is not the operator token.", 401)
         sessions = _sessions(request)
+        session_id = await console_sessions.open_session(runtime_of(request), sessions.lifetime_seconds)
         cookie = Cookie(
             key=cookie_name(_secure(request)),
-            value=sessions.issue(token),
+            value=sessions.issue(token, session_id),
             max_age=sessions.lifetime_seconds,
             path="/",
             httponly=True,
@@ -142,6 +160,10 @@ class ConsoleController(Controller):
     async def sign_out(self, request: Request[Any, Any, Any]) -> Response[Any]:
         if not same_site(request):
             return _signin("/ops/", "Sign out from the console's own page.", 403)
+        # Ended in the database: the same cookie value, kept anywhere, no longer works.
+        session_id = _sessions(request).session_id(_cookie(request))
+        if session_id is not None:
+            await console_sessions.end(runtime_of(request), session_id)
         secure = _secure(request)
         cookie = Cookie(
             key=cookie_name(secure),

@@ -1,18 +1,20 @@
-"""The operator console's session cookie: a signed, timestamped value, no server-side store.
+"""The operator console's session cookie: a signed, timestamped value naming a server-side session.
 
 Signed with itsdangerous (HMAC-SHA256) under the OPERATOR token the operator signed in with, and
-checked against every token ``OPERATOR_TOKEN`` holds now: every replica accepts the cookie, and
-retiring a token ends the sessions it opened. It stands for that token on ``/v1/ops/*`` only
-(``service.api.console``), with the Web Host's rules: HttpOnly, SameSite=Strict, and writes only
-from the console's own origin with a JSON body.
+checked against every token ``OPERATOR_TOKEN`` holds now, so retiring a token ends the sessions it
+opened; what it names is a row of ``console_sessions`` (``service.use_cases.console_sessions``),
+so signing out — or the expiry — ends it on every replica, whoever kept a copy of the cookie. It
+stands for that token on ``/v1/ops/*`` only (``service.api.console``), with the Web Host's rules:
+HttpOnly, SameSite=Strict, and writes only from the console's own origin with a JSON body.
 """
 
 from __future__ import annotations
 
 import hashlib
-import secrets
 import time
+import uuid
 from collections.abc import Callable, Iterable
+from uuid import UUID
 
 from itsdangerous import BadSignature, TimestampSigner, URLSafeTimedSerializer
 
@@ -33,7 +35,8 @@ _SALT = "lineup-runtime operator console session v1"
 
 
 class ConsoleSessions:
-    """Issues and checks cookie values; ``issue`` only ever sees a token the TokenBook accepted."""
+    """Signs a session's id into a cookie value and reads it back; ``issue`` only ever sees a token
+    the TokenBook accepted. Whether the session is still open is the database's to say."""
 
     def __init__(
         self,
@@ -55,14 +58,19 @@ class ConsoleSessions:
         self._issuers = {token: serializer([token]) for token in tokens}
         self._checker = serializer(tokens) if tokens else None
 
-    def issue(self, accepted_token: str) -> str:
-        return self._issuers[accepted_token].dumps({"nonce": secrets.token_urlsafe(12)})
+    def issue(self, accepted_token: str, session_id: UUID | None = None) -> str:
+        return str(self._issuers[accepted_token].dumps({"session_id": str(session_id or uuid.uuid4())}))
+
+    def session_id(self, value: str | None) -> UUID | None:
+        """The session a cookie value names, if it is signed under a configured token and young
+        enough; None otherwise."""
+        if self._checker is None or not value or len(value) > MAX_COOKIE_LENGTH or not value.isascii():
+            return None
+        try:
+            payload = self._checker.loads(value, max_age=self.lifetime_seconds)
+            return UUID(str(payload["session_id"]))
+        except (BadSignature, KeyError, TypeError, ValueError):
+            return None
 
     def valid(self, value: str | None) -> bool:
-        if self._checker is None or not value or len(value) > MAX_COOKIE_LENGTH or not value.isascii():
-            return False
-        try:
-            self._checker.loads(value, max_age=self.lifetime_seconds)
-        except BadSignature:
-            return False
-        return True
+        return self.session_id(value) is not None

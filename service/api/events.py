@@ -39,19 +39,41 @@ async def _stream(
         yield ServerSentEventMessage(data=None, comment="stream open", retry=2000)
         if after is not None:
             async for row in feeds.backlog(stream.conversation_id, after):
+                if _session_over(stream):
+                    break
                 last = int(row["event_seq"])
                 yield _message(row)
-        while not stop.is_set() and not stream.lagged:
-            fed = await _next(stream, stop, KEEPALIVE_SECONDS)
-            if fed is None:
-                if not stop.is_set():
+        while not stop.is_set() and not stream.lagged and not _session_over(stream):
+            fed = await _next(stream, stop, _wait_seconds(stream))
+            if fed is None or _session_over(stream):
+                if not stop.is_set() and not _session_over(stream):
                     yield ServerSentEventMessage(data=None, comment="keepalive")
                 continue
             if int(fed["event_seq"]) > last:
                 last = int(fed["event_seq"])
                 yield _message(fed)
+        if stream.ended is not None:
+            # The person's session is over: say so, and end (a reconnect is answered 401).
+            reason = json.dumps({"reason": stream.ended}, separators=(",", ":"))
+            yield ServerSentEventMessage(data=reason, event="session_ended")
     finally:
         feeds.close(stream)
+
+
+def _session_over(stream: Stream) -> bool:
+    """The stream's session ended here or elsewhere, or its expiry has come."""
+    expires_at = stream.expires_at
+    if stream.ended is None and expires_at is not None and asyncio.get_running_loop().time() >= expires_at:
+        stream.end("expired")
+    return stream.ended is not None
+
+
+def _wait_seconds(stream: Stream) -> float:
+    """Until the next keep-alive, or the session's expiry if that comes first."""
+    if stream.expires_at is None:
+        return KEEPALIVE_SECONDS
+    left = stream.expires_at - asyncio.get_running_loop().time()
+    return max(0.0, min(KEEPALIVE_SECONDS, left))
 
 
 def _message(row: DictRow) -> ServerSentEventMessage:
@@ -61,15 +83,18 @@ def _message(row: DictRow) -> ServerSentEventMessage:
 
 
 async def _next(stream: Stream, stop: asyncio.Event, seconds: float) -> DictRow | None:
-    """The stream's next row, or None when only the keep-alive time passed or on shutdown."""
+    """The stream's next row, or None when only the keep-alive time passed, on shutdown, or when
+    the stream's session ends."""
     if not stream.rows.empty():
         return stream.rows.get_nowait()
     getting = asyncio.ensure_future(stream.rows.get())
     stopping = asyncio.ensure_future(stop.wait())
+    ending = asyncio.ensure_future(stream.woken.wait())
     try:
-        await asyncio.wait({getting, stopping}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({getting, stopping, ending}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopping.cancel()
+        ending.cancel()
         if not getting.done():
             getting.cancel()
     return getting.result() if getting.done() and not getting.cancelled() else None
@@ -83,9 +108,12 @@ class HostEventsController(Controller):
 
     @get(
         "/conversations/{conversation_id:str}/events",
-        summary="Projection changes as a Server-Sent Events stream (it never ends)",
+        summary="Projection changes as a Server-Sent Events stream (a person's ends with their session)",
         response_description="Server-Sent Events: `event` is operation, workspace, message or interaction, "
-        "`id` its sequence, `data` the JSON payload. Resume with Last-Event-ID (or ?after=).",
+        "`id` its sequence, `data` the JSON payload. Resume with Last-Event-ID (or ?after=). A person's "
+        'stream ends with `event: session_ended` (`data` `{"reason"}`: revoked, ended or expired) when '
+        "their session does: at once on the replica that ended it, within SSE_SESSION_CHECK_SECONDS on "
+        "the others, at its expiry.",
         media_type="text/event-stream",
         responses=refusals(
             {422: ("invalid_request",), 429: ("too_many_requests",), 503: ("unavailable",)}, path=True
@@ -106,8 +134,8 @@ class HostEventsController(Controller):
         feeds: EventFeeds = request.app.state.event_feeds
         stop: asyncio.Event = request.app.state.stopping
         principal = principal_of(request)
-        owner = None if principal.session_id is None else str(principal.session_id)
-        stream = feeds.open(conversation_id, owner)  # 429/503 past the bounds
+        # 429/503 past the bounds; a person's stream ends with their session.
+        stream = feeds.open(conversation_id, principal.session_id, principal.expires_in)
         messages = _stream(feeds, stream, after_event, stop)
         # A stream whose response never started still gives its place back.
         weakref.finalize(messages, feeds.close, stream)

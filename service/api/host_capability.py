@@ -9,7 +9,7 @@ from litestar.datastructures import CacheControlHeader
 
 from service.api import inputs
 from service.api.answers import Capability, refusals
-from service.api.auth import HOST_SECURITY, require
+from service.api.auth import HOST_SECURITY, principal_of, require
 from service.api.host_scope import where
 from service.api.inputs import UuidPath
 from service.api.state import runtime_of
@@ -28,9 +28,15 @@ class HostCapabilityController(Controller):
         cache_control=CacheControlHeader(no_store=True),
         summary="Mint the SDK capability of an instance, for its Bridge only",
         response_description="A new capability",
-        responses=refusals({404: ("unknown_instance",)}, path=True),
+        description="Minted under a person's session, the capability ends with that session, and a "
+        "session mints at most CAPABILITIES_PER_SESSION (429 past it).",
+        responses=refusals({404: ("unknown_instance",), 429: ("too_many_requests",)}, path=True),
         opt=where("instance"),
     )
     async def capability(self, instance_id: UuidPath, request: Request[Any, Any, Any]) -> Capability:
-        minted = await mint_capability(runtime_of(request), inputs.uuid_naming(instance_id, "instance"))
+        minted = await mint_capability(
+            runtime_of(request),
+            inputs.uuid_naming(instance_id, "instance"),
+            principal_of(request).session_id,
+        )
         return cast(Capability, minted)

@@ -15,6 +15,7 @@ from service.api.host_scope import where
 from service.api.inputs import UuidPath
 from service.api.state import runtime_of
 from service.domain.errors import not_found
+from service.event_feeds import EventFeeds
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import SessionTokens
 
@@ -52,5 +53,9 @@ class HostSessionsController(Controller):
         responses=refusals({404: ("unknown_session",)}, path=True),
     )
     async def revoke(self, session_id: UuidPath, request: Request[Any, Any, Any]) -> None:
-        if not await host_sessions.revoke(runtime_of(request), inputs.uuid_naming(session_id, "session")):
+        ended = inputs.uuid_naming(session_id, "session")
+        if not await host_sessions.revoke(runtime_of(request), ended):
             raise not_found("session")
+        # Its event streams here end now; other replicas' within SSE_SESSION_CHECK_SECONDS.
+        feeds: EventFeeds = request.app.state.event_feeds
+        feeds.end_session(ended)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request
+from litestar.connection import ASGIConnection
 
 from service.use_cases.runtime import Runtime
 
 
-def runtime_of(request: Request[Any, Any, Any]) -> Runtime:
+def runtime_of(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime

@@ -25,6 +25,12 @@ FROM host_sessions
 WHERE session_id = %(session_id)s AND revoked_at IS NULL AND expires_at > statement_timestamp()
 """
 
+# Of these sessions, the ones still open (what a process's event streams re-check, all in one).
+OPEN_AMONG = """
+SELECT session_id FROM host_sessions
+WHERE session_id = ANY(%(session_ids)s) AND revoked_at IS NULL AND expires_at > statement_timestamp()
+"""
+
 REVOKE = """
 UPDATE host_sessions SET revoked_at = coalesce(revoked_at, statement_timestamp())
 WHERE session_id = %(session_id)s
@@ -61,6 +67,11 @@ async def create(
 async def active(conn: Conn, session_id: UUID) -> DictRow | None:
     cursor = await conn.execute(ACTIVE, {"session_id": session_id}, prepare=True)
     return await cursor.fetchone()
+
+
+async def open_among(conn: Conn, session_ids: list[UUID]) -> set[UUID]:
+    cursor = await conn.execute(OPEN_AMONG, {"session_ids": session_ids}, prepare=True)
+    return {row["session_id"] for row in await cursor.fetchall()}
 
 
 async def revoke(conn: Conn, session_id: UUID) -> bool:

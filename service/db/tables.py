@@ -284,8 +284,20 @@ capabilities = Table(
     Column("app_scope", Text, nullable=False),
     Column("conversation_id", Text, nullable=False),
     _ts("created_at", default=True),
+    # The person's session it was minted under (NULL: HOST_TOKEN itself): it ends with that session.
+    Column(
+        "host_session_id",
+        UUID(as_uuid=True),
+        ForeignKey("host_sessions.session_id", ondelete="CASCADE"),
+        nullable=True,
+    ),
     CheckConstraint("octet_length(token_hash) = 32", name="token_hash_length"),
     Index("ix_capabilities_instance", "instance_id"),
+    Index(
+        "ix_capabilities_host_session_id",
+        "host_session_id",
+        postgresql_where=text("host_session_id IS NOT NULL"),
+    ),
 )
 
 # Surface events (dimmed, locked, reloaded, ...): recorded, never interrupting.
@@ -400,4 +412,16 @@ database_code = Table(
     Column("checksum", Text, nullable=False),
     _ts("applied_at", default=True),
     CheckConstraint("kind IN ('type', 'function', 'trigger', 'view')", name="kind"),
+)
+
+# The operator console's sign-ins: its signed cookie names one, and signing out ends it everywhere.
+console_sessions = Table(
+    "console_sessions",
+    metadata,
+    Column("session_id", UUID(as_uuid=True), primary_key=True),
+    _ts("created_at", default=True),
+    _ts("expires_at"),
+    _ts("revoked_at", nullable=True),
+    CheckConstraint("expires_at > created_at", name="expires_after_created"),
+    Index("ix_console_sessions_expires_at", "expires_at"),
 )

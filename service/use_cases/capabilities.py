@@ -1,4 +1,9 @@
-"""SDK capabilities: random bearer tokens bound to one app instance, stored only as digests."""
+"""SDK capabilities: random bearer tokens bound to one app instance, stored only as digests.
+
+One minted under a person's session lives as long as that session (and at most as long as its
+instance's history is kept); a session mints at most a bounded number. One minted with HOST_TOKEN
+itself lives as long as its instance's history.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from service.db import capabilities as caps_db
-from service.domain.errors import not_found
+from service.domain.errors import TooMany, not_found, unauthorized
 from service.use_cases.runtime import Runtime
 
 
@@ -25,11 +30,21 @@ def token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
-async def mint_capability(rt: Runtime, instance_id: UUID) -> dict[str, str]:
-    """A new token for the instance; closed instances get one too, to show their history."""
+async def mint_capability(
+    rt: Runtime, instance_id: UUID, host_session_id: UUID | None = None
+) -> dict[str, str]:
+    """A new token for the instance, minted under a person's session (None: HOST_TOKEN); closed
+    instances get one too, to show their history."""
     token = secrets.token_urlsafe(32)
+    limit = rt.settings.capabilities_per_session
     async with rt.transaction() as conn:
-        if not await caps_db.mint(conn, token_digest(token), instance_id):
+        if host_session_id is not None:
+            minted = await caps_db.minted_under_session(conn, host_session_id)
+            if minted is None:
+                raise unauthorized()  # ended since the request was let in
+            if minted >= limit:
+                raise TooMany(f"at most {limit} capabilities may be minted per session; sign in again")
+        if not await caps_db.mint(conn, token_digest(token), instance_id, host_session_id):
             raise not_found("instance")
     return {"capability": token}
 

@@ -9,7 +9,9 @@ import psycopg
 import structlog
 
 from service.db import capabilities as cap_db
+from service.db import console_sessions as console_db
 from service.db import gauges
+from service.db import host_sessions as host_sessions_db
 from service.db import projections as proj_db
 from service.db.pool import Pool
 from service.domain.outbox import OutboxStatus
@@ -20,18 +22,22 @@ log = structlog.get_logger("service.maintenance")
 
 PROJECTION_RETENTION_SECONDS = 24 * 3600
 CLOSED_CAPABILITY_RETENTION_SECONDS = 24 * 3600
+ENDED_SESSION_RETENTION_SECONDS = 24 * 3600
 PRUNE_INTERVAL_SECONDS = 300.0
 SAMPLE_INTERVAL_SECONDS = 15.0
 
 
 async def prune_projections(pool: Pool) -> int:
-    """Delete old projection events and the capabilities of long-closed instances, in small
-    batches; returns how many rows went."""
+    """Delete old projection events, the capabilities of long-closed instances, and sessions a day
+    after they ended (a person's takes the capabilities minted under it along), in small batches;
+    returns how many rows went."""
     total = 0
     while True:
         async with pool.connection() as conn, conn.transaction():
             deleted = await proj_db.prune(conn, PROJECTION_RETENTION_SECONDS)
             deleted += await cap_db.prune_closed(conn, CLOSED_CAPABILITY_RETENTION_SECONDS)
+            deleted += await host_sessions_db.prune(conn, ENDED_SESSION_RETENTION_SECONDS)
+            deleted += await console_db.prune(conn, ENDED_SESSION_RETENTION_SECONDS)
         total += deleted
         if deleted == 0:
             return total

@@ -115,3 +115,89 @@ async def test_sigterm_ends_open_streams_promptly_and_exits_0(service_process: A
         assert code == 0
         assert loop.time() - began < 10  # the stream did not hold shutdown for the drain timeout
         assert await streaming == []  # the server ended the stream cleanly
+
+
+async def mint_session(client: httpx.AsyncClient, conversation_id: str) -> dict[str, Any]:
+    response = await client.post(
+        "/v1/host/sessions", json={"subject": "a person", "conversation_ids": [conversation_id]}, headers=HOST
+    )
+    assert response.status_code == 201, response.text
+    session: dict[str, Any] = response.json()
+    return session
+
+
+async def everything(stream: AsyncIterator[dict[str, Any]], seconds: float) -> list[dict[str, Any]]:
+    """Every event until the server ends the stream (a TimeoutError if it does not in time)."""
+    got: list[dict[str, Any]] = []
+
+    async def take() -> None:
+        async for item in stream:
+            got.append(item)
+
+    await asyncio.wait_for(take(), seconds)
+    return got
+
+
+async def test_a_session_ended_on_one_replica_ends_its_stream_on_another_within_the_bound(
+    service_process: Any,
+) -> None:
+    # Every SSE_SESSION_CHECK_SECONDS the reader asks the database which of its streams' sessions
+    # are still open: a revocation through the other replica ends the stream within that bound.
+    reader = service_process(SSE_SESSION_CHECK_SECONDS="0.5")
+    writer = service_process()
+    async with (
+        httpx.AsyncClient(base_url=reader.base_url, timeout=20) as reading,
+        httpx.AsyncClient(base_url=writer.base_url, timeout=20) as writing,
+    ):
+        session = await mint_session(writing, "conv-revoked")
+        person = {"Authorization": f"Bearer {session['session']}"}
+        streaming = asyncio.ensure_future(everything(events(reading, "conv-revoked", person), 10))
+        await asyncio.sleep(0.5)
+        before = await writing.post(
+            "/v1/host/conversations/conv-revoked/messages",
+            json={"role": "agent", "text": "before"},
+            headers=HOST,
+        )
+        await asyncio.sleep(0.3)
+        loop = asyncio.get_running_loop()
+        revoked_at = loop.time()
+        assert (
+            await writing.delete(f"/v1/host/sessions/{session['session_id']}", headers=HOST)
+        ).status_code == 204
+        received = await streaming
+        assert loop.time() - revoked_at < 0.5 + 1.0  # the bound, and a second for the round trips
+        await writing.post(
+            "/v1/host/conversations/conv-revoked/messages",
+            json={"role": "agent", "text": "after"},
+            headers=HOST,
+        )
+        assert [e["event"] for e in received] == ["message", "session_ended"]
+        assert received[0]["data"]["message_id"] == before.json()["message_id"]
+        assert received[1]["data"] == {"reason": "ended"}
+        again = await reading.get("/v1/host/conversations/conv-revoked/events", headers=person)
+        assert again.status_code == 401
+
+
+async def test_a_stream_ends_at_once_where_its_session_is_revoked_and_at_its_expiry(
+    service_process: Any, db: Any
+) -> None:
+    service = service_process(SSE_SESSION_CHECK_SECONDS="60")  # no check helps: both are direct
+    async with httpx.AsyncClient(base_url=service.base_url, timeout=20) as client:
+        revoked = await mint_session(client, "conv-direct")
+        person = {"Authorization": f"Bearer {revoked['session']}"}
+        streaming = asyncio.ensure_future(everything(events(client, "conv-direct", person), 5))
+        await asyncio.sleep(0.5)
+        await client.delete(f"/v1/host/sessions/{revoked['session_id']}", headers=HOST)
+        assert [e["data"] for e in await streaming] == [{"reason": "revoked"}]
+
+        expiring = await mint_session(client, "conv-expiring")
+        db.execute(
+            "UPDATE host_sessions SET expires_at = now() + interval '2 seconds' WHERE session_id = %s",
+            [expiring["session_id"]],
+        )
+        person = {"Authorization": f"Bearer {expiring['session']}"}
+        loop = asyncio.get_running_loop()
+        opened_at = loop.time()
+        ended = await everything(events(client, "conv-expiring", person), 6)
+        assert [e["data"] for e in ended] == [{"reason": "expired"}]
+        assert 1.0 < loop.time() - opened_at < 4.0

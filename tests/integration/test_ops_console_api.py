@@ -332,3 +332,32 @@ async def test_sign_out_drops_the_cookie(client: Client) -> None:
     assert (
         f"{COOKIE_NAME}=" in response.headers["set-cookie"] and "Max-Age=0" in response.headers["set-cookie"]
     )
+
+
+async def test_sign_out_ends_the_session_so_a_kept_copy_of_the_cookie_reads_and_writes_nothing(
+    client: Client, db: Any
+) -> None:
+    value = await signed_in(client)
+    event_id = add_outbox_row(db, "c", 1, "dead", attempts=25)
+    kept = {"Cookie": f"{COOKIE_NAME}={value}"}
+    assert (await client.get("/v1/ops/stats", headers=kept)).status_code == 200
+    out = await client.post(
+        "/ops/sign-out", headers={"Sec-Fetch-Site": "same-origin"}, follow_redirects=False
+    )
+    assert out.status_code == 303
+    client.cookies.clear()
+    # The same value, replayed from anywhere (another replica shares the database).
+    assert (await client.get("/v1/ops/stats", headers=kept)).status_code == 401
+    assert (await requeue(client, event_id, {**kept, **SAME_ORIGIN_JSON})).status_code == 401
+    assert 'name="token"' in (await client.get("/ops/", headers=kept)).text
+    ended = db.execute("SELECT count(*) AS n FROM console_sessions WHERE revoked_at IS NOT NULL").fetchone()
+    assert ended["n"] == 1
+
+
+async def test_a_cookie_for_a_session_the_database_does_not_know_is_refused(client: Client) -> None:
+    # Signed right (under the operator token), but naming no sign-in: as a cookie of a session that
+    # was pruned, or one forged by whoever once held the token.
+    unknown = ConsoleSessions([OPERATOR_TOKEN]).issue(OPERATOR_TOKEN)
+    assert (
+        await client.get("/v1/ops/stats", headers={"Cookie": f"{COOKIE_NAME}={unknown}"})
+    ).status_code == 401

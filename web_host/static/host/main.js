@@ -139,6 +139,12 @@ function main() {
       setConnection("offline", "offline");
       api.workspace().then(() => setTimeout(connect, RECONNECT_MS), showError);
     });
+    source.addEventListener("session_ended", () => {
+      // Signed out here or elsewhere, or the session expired: nothing more comes for this page.
+      source.close();
+      setConnection("offline", "signed out");
+      interact.showNotice("Your session has ended. Reload the page to sign in again.");
+    });
     source.addEventListener("message", (event) => {
       const message = parse(event.data);
       const seq = seqOf(event);
