@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,6 +30,22 @@ REQUIRED_FOR: dict[str, tuple[str, ...]] = {
 
 class SettingsError(Exception):
     """A variable is missing or invalid; the message names it."""
+
+
+#: What the example files hold where a secret belongs: a value that cannot work unchanged.
+PLACEHOLDER = "change-me"
+#: A secret with fewer different characters than this is too easy to guess ("aaaa…", "1212…").
+MIN_DISTINCT_CHARACTERS = 8
+MAKE_ONE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+MAKE_WEBHOOK_SECRET = (
+    'WEBHOOK_SECRET with python3 -c \'import base64, secrets; print("whsec_" + '
+    "base64.b64encode(secrets.token_bytes(32)).decode())'"
+)
+_AUDIENCES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
+
+
+def _guessable(secret: str) -> bool:
+    return len(set(secret.removeprefix("whsec_"))) < MIN_DISTINCT_CHARACTERS
 
 
 def split_tokens(value: str | None) -> tuple[str, ...]:
@@ -97,6 +114,9 @@ class Settings(BaseSettings):
     relay_retention_days: int = Field(7, ge=1, le=3650)
     relay_shutdown_grace_seconds: float = Field(5.0, ge=0, le=300)
     relay_id: str | None = Field(None, min_length=1, max_length=200)
+    # Set by `python -m service dev` for the processes it starts: its secrets are made at random
+    # (or chosen by the person on their own machine), so the deployment checks of secrets are off.
+    lineup_dev_stack: bool = False
 
     @field_validator("database_url")
     @classmethod
@@ -143,6 +163,8 @@ class Settings(BaseSettings):
     def _webhook_secrets(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
+        if PLACEHOLDER in value.lower():
+            return value  # the relay refuses it at start, with every other problem (secret_problems)
         for position, secret in enumerate(value.split(), start=1):
             if not secret.startswith("whsec_"):
                 raise ValueError(f"secret {position} does not start with whsec_")
@@ -185,10 +207,50 @@ class Settings(BaseSettings):
         """All accepted tokens of one audience; several allow rotation."""
         return split_tokens(getattr(self, f"{audience}_token"))
 
+    def secret_problems(self, command: str) -> list[str]:
+        """What makes this process's secrets unfit for a deployment: an example's placeholder, a
+        guessable value, one token for two audiences, a session secret made of a token."""
+        secrets: dict[str, tuple[str, ...]] = {}
+        if command == "serve":
+            secrets = {name: split_tokens(getattr(self, name.lower())) for name in _AUDIENCES}
+            if self.host_session_secret:
+                secrets["HOST_SESSION_SECRET"] = (self.host_session_secret,)
+        if command == "relay":
+            secrets = {"WEBHOOK_SECRET": self.webhook_secrets}
+        if command in ("serve", "relay", "migrate") and self.database_url:
+            password = urls.password(self.database_url)
+            secrets["DATABASE_URL"] = (password,) if password else ()
+        placeholders = [n for n, values in secrets.items() if any(PLACEHOLDER in v.lower() for v in values)]
+        guessable = [
+            n
+            for n, values in secrets.items()
+            if n not in placeholders and n != "DATABASE_URL" and any(_guessable(v) for v in values)
+        ]
+        problems = []
+        if placeholders:
+            problems.append(f"{', '.join(placeholders)}: still the example's placeholder ({PLACEHOLDER}…)")
+        if guessable:
+            few = f"fewer than {MIN_DISTINCT_CHARACTERS} different characters"
+            problems.append(f"{', '.join(guessable)}: too easy to guess ({few})")
+        for first, second in itertools.combinations(_AUDIENCES, 2):
+            if set(secrets.get(first, ())) & set(secrets.get(second, ())):
+                problems.append(f"{first} and {second} share a token: each audience needs its own")
+        session_secret = (self.host_session_secret or "").lower()
+        for name in _AUDIENCES:
+            for token in secrets.get(name, ()) if session_secret else ():
+                if token.lower() in session_secret or session_secret in token.lower():
+                    problems.append(f"HOST_SESSION_SECRET must not be made from {name}")
+        if problems:
+            how = [MAKE_WEBHOOK_SECRET] if "WEBHOOK_SECRET" in placeholders + guessable else []
+            problems.append(" and ".join([f"make a token or secret with {MAKE_ONE}", *how]))
+        return list(dict.fromkeys(problems))
+
     def require(self, command: str) -> Settings:
         missing = [name for name in REQUIRED_FOR.get(command, ()) if not getattr(self, name.lower())]
         if missing:
             raise SettingsError(f"{command}: missing required environment variable(s): {', '.join(missing)}")
+        if not self.lineup_dev_stack and (problems := self.secret_problems(command)):
+            raise SettingsError(f"{command}: " + "; ".join(problems))
         if self.relay_backoff_base_seconds > self.relay_backoff_max_seconds and command == "relay":
             raise SettingsError("RELAY_BACKOFF_BASE_SECONDS must not exceed RELAY_BACKOFF_MAX_SECONDS")
         if command == "relay" and self.relay_lease <= self.relay_timeout_seconds:

@@ -151,6 +151,8 @@ def run(host: str, port: int, data_dir_name: str) -> int:
     env.setdefault("COOKIE_SECURE", "false")
     env.setdefault("PUBLIC_ORIGIN", base)
     env.setdefault("HOST_TOKEN_SIGN_IN", "true")
+    # Its secrets are random (or the person's own choice on their own machine): no deployment checks.
+    env["LINEUP_DEV_STACK"] = "true"
     _demo_conversations(env)
     agent_port = str(_free_port(host))
     env.setdefault("AGENT_WEBHOOK_URL", f"http://{host}:{agent_port}/webhooks/lineup")

@@ -14,7 +14,7 @@ normalised).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 # What a multi-host URL gets unless it says otherwise: the writable host, and a node that does not
@@ -55,6 +55,16 @@ def parse(url: str) -> DatabaseUrl:
     for host in hosts:
         _check_host(host)
     return DatabaseUrl(userinfo if at else "", hosts, slash + database, query)
+
+
+def password(url: str) -> str | None:
+    """The password a URL carries, decoded; None when it has none (or the URL is not one)."""
+    try:
+        userinfo = parse(url).userinfo
+    except ValueError:
+        return None
+    _, colon, secret = userinfo.partition(":")
+    return unquote(secret) if colon else None
 
 
 def _check_host(host: str) -> None:

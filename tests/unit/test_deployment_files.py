@@ -108,6 +108,14 @@ def test_every_variable_of_the_example_env_file_is_a_setting_or_for_postgres() -
     assert names - settings_names == {"POSTGRES_PASSWORD"}
 
 
+def test_compose_publishes_the_service_on_this_machine_only_by_default(compose: dict[str, Any]) -> None:
+    published = compose["services"]["service"]["ports"]
+    assert published == ["${LINEUP_PUBLISH:-127.0.0.1:8000}:8000"]
+    for name, service in compose["services"].items():
+        for port in service.get("ports", []):
+            assert "127.0.0.1:" in port, (name, port)
+
+
 def test_image_runs_as_a_non_root_user_from_a_multi_stage_build() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert dockerfile.count("FROM ") >= 2

@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
 
 from service.__main__ import main
 from service.settings import SettingsError, load_settings
+from tests.conftest import ROOT
 
+AGENT, HOST, OPERATOR = "agent-7Fq2xLp9Wz", "host-Kd83mPq0Zt5", "operator-Yx4Nc2Rv"
 GOOD = {
     "DATABASE_URL": "postgresql://u@localhost/db",
-    "AGENT_TOKEN": "a" * 20,
-    "HOST_TOKEN": "h" * 20,
-    "OPERATOR_TOKEN": "o" * 20,
+    "AGENT_TOKEN": AGENT,
+    "HOST_TOKEN": HOST,
+    "OPERATOR_TOKEN": OPERATOR,
 }
+SESSION_SECRET = "session-secret-Q1w2E3r4T5y6U7i8O9p0"
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (*GOOD, "AGENT_WEBHOOK_URL", "WEBHOOK_SECRET", "RELAY_MAX_ATTEMPTS", "MANIFESTS_DIR"):
+    for name in (
+        *GOOD,
+        "AGENT_WEBHOOK_URL",
+        "WEBHOOK_SECRET",
+        "RELAY_MAX_ATTEMPTS",
+        "MANIFESTS_DIR",
+        "HOST_SESSION_SECRET",
+        "LINEUP_DEV_STACK",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -31,7 +43,7 @@ def set_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
 def test_serve_settings_load_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     set_env(monkeypatch, **GOOD)
     settings = load_settings("serve")
-    assert settings.tokens("agent") == ("a" * 20,)
+    assert settings.tokens("agent") == (AGENT,)
     assert settings.interrupt_late_window_seconds == 300
 
 
@@ -62,8 +74,8 @@ def test_an_invalid_variable_is_named(monkeypatch: pytest.MonkeyPatch, name: str
 
 def test_several_tokens_per_audience_allow_rotation(monkeypatch: pytest.MonkeyPatch) -> None:
     set_env(monkeypatch, **GOOD)
-    monkeypatch.setenv("AGENT_TOKEN", f"{'a' * 20} {'b' * 20}")
-    assert load_settings("serve").tokens("agent") == ("a" * 20, "b" * 20)
+    monkeypatch.setenv("AGENT_TOKEN", f"{AGENT} {AGENT}-next")
+    assert load_settings("serve").tokens("agent") == (AGENT, f"{AGENT}-next")
 
 
 def test_serve_exits_2_naming_the_missing_variable(
@@ -104,3 +116,76 @@ def test_token_check_compares_against_every_token_in_constant_time(monkeypatch: 
         # Every configured token is compared, whichever matches, over fixed-length digests.
         assert len(calls) == 3
         assert {len(a) for a, _ in calls} == {32}
+
+
+@pytest.mark.parametrize(
+    ("values", "named", "why"),
+    [
+        ({"AGENT_TOKEN": "change-me-agent-token-0001"}, "AGENT_TOKEN", "placeholder"),
+        (
+            {"HOST_SESSION_SECRET": "Change-Me-host-session-secret-000000001"},
+            "HOST_SESSION_SECRET",
+            "placeholder",
+        ),
+        ({"DATABASE_URL": "postgresql://lineup:change-me-postgres@db/lineup"}, "DATABASE_URL", "placeholder"),
+        ({"OPERATOR_TOKEN": "abababababababababab"}, "OPERATOR_TOKEN", "too easy to guess"),
+        ({"HOST_TOKEN": AGENT}, "AGENT_TOKEN and HOST_TOKEN", "share a token"),
+        ({"OPERATOR_TOKEN": f"{OPERATOR} {HOST}"}, "HOST_TOKEN and OPERATOR_TOKEN", "share a token"),
+        (
+            {"HOST_SESSION_SECRET": HOST + "-and-some-more-to-be-long"},
+            "HOST_SESSION_SECRET",
+            "made from HOST_TOKEN",
+        ),
+        (
+            {"HOST_SESSION_SECRET": HOST.upper() + "0123456789ABCDEF0"},
+            "HOST_SESSION_SECRET",
+            "made from HOST_TOKEN",
+        ),
+    ],
+)
+def test_serve_refuses_weak_or_shared_secrets_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, str], named: str, why: str
+) -> None:
+    set_env(monkeypatch, **{**GOOD, "HOST_SESSION_SECRET": SESSION_SECRET, **values})
+    with pytest.raises(SettingsError, match=named) as refused:
+        load_settings("serve")
+    assert why in str(refused.value)
+
+
+def test_the_relay_refuses_the_examples_or_a_guessable_webhook_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    set_env(
+        monkeypatch,
+        DATABASE_URL=GOOD["DATABASE_URL"],
+        AGENT_WEBHOOK_URL="http://agent:8200/webhooks",
+        WEBHOOK_SECRET="whsec_change-me",
+    )
+    with pytest.raises(SettingsError, match="WEBHOOK_SECRET: still the example's placeholder"):
+        load_settings("relay")
+    monkeypatch.setenv("WEBHOOK_SECRET", "whsec_" + base64.b64encode(b"\x00" * 24).decode())
+    with pytest.raises(SettingsError, match="WEBHOOK_SECRET: too easy to guess"):
+        load_settings("relay")
+
+
+def test_the_examples_values_cannot_start_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    example = {}
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            example[name] = value
+    for command, needs in [
+        ("serve", ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN", "HOST_SESSION_SECRET")),
+        ("relay", ("WEBHOOK_SECRET",)),
+        ("migrate", ("DATABASE_URL",)),
+    ]:
+        set_env(monkeypatch, **{k: v for k, v in example.items() if k.isupper()})
+        with pytest.raises(SettingsError) as refused:
+            load_settings(command)
+        for name in needs:
+            assert name in str(refused.value), (command, name, str(refused.value))
+
+
+def test_the_dev_stacks_processes_skip_the_deployment_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_env(monkeypatch, **{**GOOD, "HOST_TOKEN": AGENT, "LINEUP_DEV_STACK": "true"})
+    assert load_settings("serve").tokens("host") == (AGENT,)
