@@ -37,9 +37,10 @@ PLACEHOLDER = "change-me"
 #: A secret with fewer different characters than this is too easy to guess ("aaaa…", "1212…").
 MIN_DISTINCT_CHARACTERS = 8
 MAKE_ONE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
-MAKE_WEBHOOK_SECRET = (
-    'WEBHOOK_SECRET with python3 -c \'import base64, secrets; print("whsec_" + '
-    "base64.b64encode(secrets.token_bytes(32)).decode())'"
+# How to make one, not one.
+MAKE_WEBHOOK_SECRET = "WEBHOOK_SECRET with " + (
+    "python3 -c 'import base64, secrets; "
+    'print("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())\''
 )
 _AUDIENCES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
 

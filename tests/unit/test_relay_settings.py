@@ -9,8 +9,8 @@ import pytest
 
 from service.settings import SettingsError, load_settings
 
-SECRET_A = "whsec_" + base64.b64encode(b"a" * 32).decode()
-SECRET_B = "whsec_" + base64.b64encode(b"b" * 24).decode().rstrip("=")
+SECRET_A = "whsec_" + base64.b64encode(b"relay-settings-secret-A-0123456789").decode()
+SECRET_B = "whsec_" + base64.b64encode(b"relay-settings-secret-B-98765").decode().rstrip("=")
 
 
 def relay_settings(**overrides: Any) -> Any:
