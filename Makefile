@@ -2,9 +2,12 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# make dev PORT=8001; make ops ARGS="trace call-1"
+PORT ?= 8000
+ARGS ?= --help
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas
+.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -17,8 +20,11 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## create .venv and install the project with its test and dev extras
 
-dev: install ## the whole stack on this machine (embedded Postgres unless DATABASE_URL is set)
-	$(PY) -m service dev
+dev: install ## the whole stack on this machine (embedded Postgres unless DATABASE_URL is set); PORT=8000
+	$(PY) -m service dev --port $(PORT)
+
+ops: install ## operator commands beside make dev: make ops ARGS="trace call-1" (ARGS="--help" lists them)
+	@$(PY) -m service ops $(ARGS)
 
 test: install ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -249,7 +249,14 @@ class Settings(BaseSettings):
     def require(self, command: str) -> Settings:
         missing = [name for name in REQUIRED_FOR.get(command, ()) if not getattr(self, name.lower())]
         if missing:
-            raise SettingsError(f"{command}: missing required environment variable(s): {', '.join(missing)}")
+            where = (
+                " (start `make dev` in this directory, or set DATABASE_URL)"
+                if "DATABASE_URL" in missing
+                else ""
+            )
+            raise SettingsError(
+                f"{command}: missing required environment variable(s): {', '.join(missing)}{where}"
+            )
         if not self.lineup_dev_stack and (problems := self.secret_problems(command)):
             raise SettingsError(f"{command}: " + "; ".join(problems))
         if self.relay_backoff_base_seconds > self.relay_backoff_max_seconds and command == "relay":

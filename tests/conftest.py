@@ -18,6 +18,7 @@ from service.api.app import create_app
 from service.logging import configure_logging
 from service.manifests import Registry, load_registry
 from service.settings import Settings, load_settings
+from tests.support import database
 from tests.support.database import DatabaseFactory, migrated_template, server_url, with_database
 from tests.support.processes import free_port, spawn, stop, wait_http
 
@@ -29,6 +30,12 @@ HOST_SESSION_SECRET = "host-session-secret-for-tests-0123456789"
 AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
 HOST = {"Authorization": f"Bearer {HOST_TOKEN}"}
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Which Postgres the run used, on the last lines (``-q`` hides the header)."""
+    for used in database.USED:
+        terminalreporter.write_line(f"postgres: {used}")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,7 +13,7 @@ from litestar.connection import ASGIConnection
 from service.api import host_scope
 from service.api.host_session import cookie_session
 from service.api.state import runtime_of
-from service.domain.errors import unauthorized
+from service.domain.errors import Unauthenticated
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import BACKEND, HostPrincipal, SessionTokens
 
@@ -44,6 +44,32 @@ class TokenBook:
         for digest in self._digests.get(audience, []):
             accepted |= hmac.compare_digest(presented, digest)
         return accepted
+
+
+#: What each audience's endpoints take, as a refusal names it.
+NEEDS = {
+    "agent": "AGENT_TOKEN",
+    "host": "HOST_TOKEN or a person's session",
+    "operator": "OPERATOR_TOKEN (or the console's sign-in)",
+    "capability": "an instance capability",
+}
+
+
+def refused(connection: ASGIConnection, audience: str) -> Unauthenticated:  # type: ignore[type-arg]
+    """The 401 of a request without an accepted credential, saying what is wrong with it: none
+    sent, a header that is not ``Bearer <token>``, or a token this API does not take (whether it
+    is another audience's or no one's, it does not say)."""
+    return Unauthenticated(unauthorized_message(connection.headers.get("authorization"), audience))
+
+
+def unauthorized_message(header: str | None, audience: str) -> str:
+    needs = NEEDS[audience]
+    if not header:
+        return f"no credentials: send Authorization: Bearer <{needs}>"
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return f'the Authorization header must read "Bearer <token>"; this API takes {needs}'
+    return f"this token is not accepted here: this API takes {needs}"
 
 
 def bearer_token(connection: ASGIConnection) -> str | None:  # type: ignore[type-arg]
@@ -79,7 +105,7 @@ class require:  # noqa: N801 - reads as a verb where controllers use it
                 await host_scope.enforce(connection, principal)
                 connection.state.principal = principal
                 return
-        raise unauthorized()
+        raise refused(connection, self.audience)
 
 
 async def _person(connection: Request[Any, Any, Any], bearer: str | None) -> HostPrincipal | None:

@@ -13,10 +13,9 @@ from litestar import Controller, Request, get, post, put
 from litestar.params import JSONBody
 
 from service.api.answers import CloseResult, InstanceState, SdkContext, StateRevision, refusals
-from service.api.auth import CAPABILITY_SECURITY, bearer_token
+from service.api.auth import CAPABILITY_SECURITY, bearer_token, refused
 from service.api.bodies import StateWrite
 from service.api.state import runtime_of
-from service.domain.errors import unauthorized
 from service.use_cases import instance_state, lifecycle, sdk_context
 from service.use_cases.capabilities import Capability, resolve_capability
 
@@ -40,7 +39,7 @@ class RequireCapability:
         runtime = runtime_of(connection)
         capability = None if token is None else await resolve_capability(runtime, token)
         if capability is None:
-            raise unauthorized()
+            raise refused(connection, "capability")
         connection.state.capability = capability
         if self.state_feature:
             instance_state.declared_feature(runtime, capability)

@@ -5,11 +5,19 @@ With no ``DATABASE_URL`` it starts an embedded Postgres (the ``pgserver`` packag
 Agent and a relay, as child processes. It prints the address, a ready-to-paste ``export`` line of
 the settings and a sign-in link, and keeps those settings in ``<data-dir>/env`` while it runs
 (``service.dev_env``). Ctrl-C stops them all.
+
+One stack per data directory and port: a second ``dev`` refuses at once, naming the running one
+(its pid and address, from ``<data-dir>/dev.lock``, which the running one holds locked), or the
+program holding the port; it never touches the first one's files. Stopping — Ctrl-C, SIGTERM, or
+the parent (``make``) going away without a word, as an IDE's stop button does — stops every child
+and ends with one line saying so.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -20,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import quote
 
 import httpx
@@ -31,6 +39,49 @@ from service.settings import split_tokens
 
 TOKEN_NAMES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
 READY_SECONDS = 60.0
+LOCK_FILE = "dev.lock"
+
+
+class AlreadyRunning(SystemExit):
+    """Another dev stack runs from this data directory, or something holds the port."""
+
+
+def _claim(data_dir: Path, base: str) -> TextIO:
+    """Hold ``<data-dir>/dev.lock`` while this stack runs (the lock ends with the process, however
+    it ends), with this stack's pid and address in it for a second ``dev`` to name."""
+    handle = (data_dir / LOCK_FILE).open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        try:
+            running = json.loads(handle.read())
+        except ValueError:
+            running = {}
+        handle.close()
+        pid, address = running.get("pid", "?"), running.get("address", "?")
+        raise AlreadyRunning(
+            f"dev: a dev stack already runs from {_shown(data_dir)} (pid {pid}, {address}); use that one, "
+            f"or stop it first (Ctrl-C where it runs, or kill {pid})"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps({"pid": os.getpid(), "address": base}) + "\n")
+    handle.flush()
+    return handle
+
+
+def _check_port(host: str, port: int) -> None:
+    """Refuse at once when something already listens on the address the service would take."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise AlreadyRunning(
+                f"dev: {host}:{port} is taken by another program; stop it, or start on another port: "
+                f"make dev PORT={port + 1}"
+            ) from None
 
 
 def _secrets(data_dir: Path) -> dict[str, str]:
@@ -135,6 +186,31 @@ def _wait_ready(url: str, service: subprocess.Popen[bytes], stopping: Callable[[
 def run(host: str, port: int, data_dir_name: str) -> int:
     data_dir = Path(data_dir_name).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    base = f"http://{host}:{port}"
+    try:
+        lock = _claim(data_dir, base)
+        _check_port(host, port)
+    except AlreadyRunning as refused:
+        print(refused, file=sys.stderr)
+        return 1
+    with lock:
+        return _run(host, port, data_dir, base)
+
+
+def _run(host: str, port: int, data_dir: Path, base: str) -> int:
+    stopping = False
+    parent = os.getppid()
+
+    def _stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    def _stopped() -> bool:
+        # An IDE's stop button signals make alone: its children find themselves orphaned.
+        return stopping or os.getppid() != parent
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
     url, server = _database_url(data_dir)
     env = dict(os.environ)
     env["DATABASE_URL"] = url
@@ -142,7 +218,6 @@ def run(host: str, port: int, data_dir_name: str) -> int:
         env.setdefault(name, value)
     upgrade(url)
 
-    base = f"http://{host}:{port}"
     # The demo Agent follows the demo conversation(s) and answers the person there; the relay
     # delivers results to it, and it verifies their signatures.
     env.setdefault("LINEUP_URL", base)
@@ -157,22 +232,15 @@ def run(host: str, port: int, data_dir_name: str) -> int:
     agent_port = str(_free_port(host))
     env.setdefault("AGENT_WEBHOOK_URL", f"http://{host}:{agent_port}/webhooks/lineup")
     env.setdefault("RELAY_METRICS_PORT", str(_free_port(host)))
-    stopping = False
-
-    def _stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     exit_code = 0
+    env_file: Path | None = None
     try:
         serve = [sys.executable, "-m", "service", "serve", "--host", host, "--port", str(port)]
         children.append(("service", subprocess.Popen(serve, env=env)))
         # The demo Agent talks to the service: it starts once the service is ready.
-        if not _wait_ready(f"{base}/readyz", children[0][1], lambda: stopping):
-            if not stopping:
+        if not _wait_ready(f"{base}/readyz", children[0][1], _stopped):
+            if not _stopped():
                 print(f"dev: the service did not become ready at {base}/readyz; stopping", file=sys.stderr)
                 exit_code = 1
             return exit_code
@@ -202,7 +270,7 @@ def run(host: str, port: int, data_dir_name: str) -> int:
             "Ctrl-C stops everything.\n",
             flush=True,
         )
-        while not stopping:
+        while not _stopped():
             for name, child in children:
                 code = child.poll()
                 if code is not None:
@@ -211,7 +279,8 @@ def run(host: str, port: int, data_dir_name: str) -> int:
                     stopping = True
             time.sleep(0.2)
     finally:
-        dev_env.remove(data_dir)
+        if env_file is not None:  # only this run's: a refused second run never gets here
+            dev_env.remove(data_dir)
         for _, child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -222,4 +291,9 @@ def run(host: str, port: int, data_dir_name: str) -> int:
                 child.kill()
         if server is not None:
             server.cleanup()
+        with contextlib.suppress(OSError):  # the terminal may be gone with make
+            print(
+                "dev: stopped; the service, the relay, the demo Agent and the database it started are down",
+                flush=True,
+            )
     return exit_code

@@ -17,15 +17,13 @@ from litestar.connection import ASGIConnection
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Message, Receive, Scope, Send
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from service.api.auth import TokenBook, bearer_token
+from service.api.auth import TokenBook, bearer_token, refused
 from service.api.errors import API_HEADERS, error_code
-from service.domain.errors import unauthorized
 from service.mcp.server import RuntimeMcpServer
 
 log = structlog.get_logger("service.mcp")
 
 PATH = "/mcp"
-_UNAUTHORIZED = msgspec.json.encode(unauthorized().body())
 _API_HEADERS = [(name.lower().encode(), value.encode()) for name, value in API_HEADERS.items()]
 
 
@@ -40,25 +38,23 @@ class McpFace:
         self._tokens = tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        token = bearer_token(ASGIConnection(scope))
+        connection = ASGIConnection(scope)  # type: ignore[var-annotated]
+        token = bearer_token(connection)
         if token is None or not self._tokens.accepts("agent", token):
-            refused: HTTPResponseStartEvent = {
+            body = msgspec.json.encode(refused(connection, "agent").body())
+            refusal: HTTPResponseStartEvent = {
                 "type": "http.response.start",
                 "status": 401,
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"www-authenticate", b'Bearer realm="lineup-agent"'),
-                    (b"content-length", str(len(_UNAUTHORIZED)).encode()),
+                    (b"content-length", str(len(body)).encode()),
                     *_API_HEADERS,
                 ],
             }
-            await send(refused)
-            body: HTTPResponseBodyEvent = {
-                "type": "http.response.body",
-                "body": _UNAUTHORIZED,
-                "more_body": False,
-            }
-            await send(body)
+            await send(refusal)
+            answer: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
+            await send(answer)
             return
         await self.manager.handle_request(scope, receive, _as_api_answer(send))  # type: ignore[arg-type]
 

@@ -44,12 +44,17 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 class DevStack:
-    def __init__(self, cwd: Path, database_url: str) -> None:
+    def __init__(
+        self, cwd: Path, database_url: str, *, port: int | None = None, under_a_parent: bool = False
+    ) -> None:
         self.cwd = cwd
-        self.port = free_port()
+        self.port = port or free_port()
         self.lines: list[str] = []
+        command = [sys.executable, "-m", "service", "dev", "--port", str(self.port)]
+        if under_a_parent:  # as make runs it: a parent that can go away without telling its child
+            command = [sys.executable, "-c", f"import subprocess; subprocess.run({command!r})"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service", "dev", "--port", str(self.port)],
+            command,
             cwd=cwd,
             env=clean_env(DATABASE_URL=database_url, DEMO_CONVERSATIONS="dev-test"),
             stdout=subprocess.PIPE,
@@ -192,3 +197,46 @@ def test_the_demo_agent_starts_without_connection_errors_and_ctrl_c_leaves_nothi
     assert code == 0
     assert not (tmp_path / ".dev" / "env").exists()
     assert (tmp_path / ".dev" / "secrets.json").exists()
+    assert stack.lines[-1].startswith("dev: stopped;"), output
+
+
+def test_a_second_dev_refuses_at_once_naming_the_first_and_leaves_its_files_alone(
+    dev: DevStack, tmp_path_factory: pytest.TempPathFactory, database_url: str
+) -> None:
+    pid = dev.process.pid
+    began = time.monotonic()
+    second = DevStack(dev.cwd, database_url, port=free_port())
+    assert second.process.wait(timeout=30) == 1
+    second.stop()
+    assert time.monotonic() - began < 15
+    assert f"a dev stack already runs from .dev (pid {pid}, http://127.0.0.1:{dev.port})" in second.output
+    assert "is ready" not in second.output
+    # The first one's settings are still there, and commands beside it still work.
+    assert (dev.cwd / ".dev" / "env").is_file()
+    assert run_here(dev, "-m", "service", "ops", "stats").returncode == 0
+
+    elsewhere = DevStack(tmp_path_factory.mktemp("elsewhere"), database_url, port=dev.port)
+    assert elsewhere.process.wait(timeout=30) == 1
+    elsewhere.stop()
+    assert f"127.0.0.1:{dev.port} is taken by another program" in elsewhere.output
+    assert f"make dev PORT={dev.port + 1}" in elsewhere.output
+    assert dev.process.poll() is None
+
+
+def test_when_its_parent_goes_away_without_a_word_it_stops_everything_it_started(
+    tmp_path: Path, database_url: str
+) -> None:
+    stack = DevStack(tmp_path, database_url, under_a_parent=True)
+    try:
+        stack.wait_ready()
+        stack.process.send_signal(signal.SIGTERM)  # make alone, as an IDE's stop button signals it
+        stack.process.wait(timeout=10)
+        deadline = time.monotonic() + 40
+        while "dev: stopped;" not in stack.output and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stack.stop()
+    assert "dev: stopped;" in stack.output, stack.output
+    assert not (tmp_path / ".dev" / "env").exists()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{stack.port}/healthz", timeout=2)

@@ -3,6 +3,10 @@ the token check, tools/list, and tools/call sharing one answer per tool_call_id 
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from psycopg.rows import dict_row
 
-from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ServiceProcess, service_on_own_database
+from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ROOT, ServiceProcess, service_on_own_database
 from tests.support.database import DatabaseFactory
 from tests.support.mcp import bound, mcp_session
 
@@ -317,3 +321,32 @@ async def test_a_2026_client_calls_the_same_tools_without_a_session(service: Ser
         stopped = await client.call_tool("pomodoro.interrupt", {}, meta=bound(cid))  # type: ignore[arg-type]
     assert started.structured_content["status"] == "accepted"
     assert stopped.structured_content["status"] == "interrupted"
+
+
+def readme_python_client() -> str:
+    section = (ROOT / "README.md").read_text().split("## Connect an MCP client", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    return block.group(1)
+
+
+def test_the_readmes_python_client_calls_a_tool(service: ServiceProcess) -> None:
+    code = readme_python_client().replace("http://localhost:8000", service.base_url)
+    code = code.replace('"conv-3"', f'"{conversation()}"').replace('"call-3"', f'"readme-{uuid.uuid4()}"')
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "AGENT_TOKEN": AGENT_TOKEN},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "'status': 'accepted'" in done.stdout, done.stdout
+
+
+def test_a_wrong_token_is_401_and_the_right_one_400_without_a_session(service: ServiceProcess) -> None:
+    # The README's check of a token, for when the Inspector hides the 401 behind an OAuth error.
+    right = httpx.get(f"{service.base_url}/mcp", headers=AGENT, timeout=10)
+    wrong = httpx.get(f"{service.base_url}/mcp", headers={"Authorization": "Bearer wrong"}, timeout=10)
+    assert (right.status_code, wrong.status_code) == (400, 401)

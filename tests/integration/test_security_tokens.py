@@ -108,3 +108,33 @@ def test_public_endpoints_need_no_token(settings: Any, registry: Registry) -> No
     app = create_app(settings, registry, sweeper=False)
     paths = {route.path for route in app.routes if isinstance(route, HTTPRoute)}
     assert paths >= PUBLIC
+
+
+@pytest.mark.parametrize(
+    ("path", "needs"),
+    [
+        ("/v1/tools", "AGENT_TOKEN"),
+        ("/v1/host/conversations/c/workspace", "HOST_TOKEN or a person's session"),
+        ("/v1/ops/stats", "OPERATOR_TOKEN"),
+        ("/v1/sdk/context", "an instance capability"),
+        ("/mcp", "AGENT_TOKEN"),
+    ],
+)
+async def test_a_401_says_which_credential_is_wanted_and_what_is_wrong_with_the_one_sent(
+    client: Client, path: str, needs: str
+) -> None:
+    other = HOST if "AGENT" in needs else AGENT
+    answers = {
+        "none": await client.get(path),
+        "not bearer": await client.get(path, headers={"Authorization": other["Authorization"].split()[1]}),
+        "another audience's": await client.get(path, headers=other),
+    }
+    messages = {}
+    for what, answer in answers.items():
+        assert answer.status_code == 401, (what, answer.text)
+        assert answer.json()["error"] == "unauthorized"
+        messages[what] = answer.json()["message"]
+        assert needs in messages[what], (what, messages[what])
+    assert messages["none"].startswith("no credentials")
+    assert messages["not bearer"].startswith('the Authorization header must read "Bearer <token>"')
+    assert messages["another audience's"].startswith("this token is not accepted here")

@@ -27,13 +27,28 @@ def with_database(url: str, name: str) -> str:
     return make_url(url).set(database=name).render_as_string(hide_password=False)
 
 
+#: Where this run's Postgres came from, once the session has one (the summary prints it).
+USED: list[str] = []
+TCP_HINT = (
+    "run them against a server of your own: "
+    "TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres make test"
+)
+
+
 def tcp_address(url: str) -> tuple[str, int]:
     """The server's TCP host and port; tests that put a proxy in front of it skip a socket-only one."""
     info = conninfo_to_dict(url)
     host = str(info.get("host") or "127.0.0.1")
     if host.startswith("/") or "," in host:
-        pytest.skip("needs a single Postgres server reached over TCP")
+        pytest.skip(
+            f"needs a single Postgres server reached over TCP, not {USED[-1] if USED else url}; {TCP_HINT}"
+        )
     return host, int(info.get("port") or 5432)
+
+
+def shown(url: str) -> str:
+    """A URL for a log line: its password hidden."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def with_hosts(url: str, hosts: Sequence[tuple[str, int]], **params: str) -> str:
@@ -71,12 +86,15 @@ def server_url() -> Iterator[str]:
     """A URL of a Postgres server where the tests may create and drop databases."""
     explicit = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
     if explicit:
+        name = "TEST_DATABASE_URL" if os.environ.get("TEST_DATABASE_URL") else "DATABASE_URL"
+        USED.append(f"{name}={shown(explicit)}")
         yield explicit
         return
     if _docker_answers():
         from testcontainers.postgres import PostgresContainer
 
         with PostgresContainer("postgres:16-alpine", driver=None) as container:
+            USED.append("a throwaway Docker container (testcontainers, postgres:16-alpine)")
             yield container.get_connection_url()
         return
     root = Path(tempfile.mkdtemp(prefix="lineup-pg-"))
@@ -86,6 +104,7 @@ def server_url() -> Iterator[str]:
     import pgserver  # type: ignore[import-untyped]
 
     server = pgserver.get_server(root / "data", cleanup_mode="delete")
+    USED.append(f"an embedded Postgres (pgserver, a Unix socket in {root}; no TEST_DATABASE_URL set)")
     try:
         yield str(server.get_uri())
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,34 @@ def test_the_examples_values_cannot_start_anything(monkeypatch: pytest.MonkeyPat
 def test_the_dev_stacks_processes_skip_the_deployment_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     set_env(monkeypatch, **{**GOOD, "HOST_TOKEN": AGENT, "LINEUP_DEV_STACK": "true"})
     assert load_settings("serve").tokens("host") == (AGENT,)
+
+
+def test_a_command_without_a_database_says_to_start_make_dev_or_set_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no dev stack here
+    assert main(["ops", "stats"]) == 2
+    assert "DATABASE_URL (start `make dev` in this directory, or set DATABASE_URL)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("target", "variables", "command"),
+    [
+        ("dev", ["PORT=8123"], "-m service dev --port 8123"),
+        ("dev", [], "-m service dev --port 8000"),
+        ("ops", ["ARGS=trace call-1"], "-m service ops trace call-1"),
+    ],
+)
+def test_make_dev_takes_a_port_and_make_ops_its_arguments(
+    target: str, variables: list[str], command: str
+) -> None:
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-o", ".venv/.installed", target, *variables],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(command), done.stdout
