@@ -136,10 +136,10 @@ def _demo_conversations(env: dict[str, str]) -> list[str]:
 
 
 def _sign_in_link(base: str, env: dict[str, str]) -> str:
-    """The host page of the first demo conversation, signed in as the demo person: a session the
-    dev stack mints for them with HOST_TOKEN, as a Host backend would, scoped to the demo
-    conversations. The token rides in the fragment, which the browser never sends, and the sign-in
-    page submits it and drops it from the address bar."""
+    """The host page of the first demo conversation with a sign-in for the demo person: a session
+    the dev stack mints for them with HOST_TOKEN, as a Host backend would, scoped to the demo
+    conversations. The token rides in the fragment, which the browser never sends; the sign-in page
+    drops it from the address bar, shows whom it signs in as, and signs in on the person's click."""
     conversations = _demo_conversations(env)
     response = httpx.post(
         f"{base}/v1/host/sessions",
@@ -153,8 +153,9 @@ def _sign_in_link(base: str, env: dict[str, str]) -> str:
 
 
 def _console_link(base: str, env: dict[str, str]) -> str:
-    """The operator console, signing in with the first OPERATOR_TOKEN: the token rides in the
-    fragment, which the browser never sends; the console's sign-in page submits it and drops it."""
+    """The operator console's sign-in with the first OPERATOR_TOKEN: the token rides in the
+    fragment, which the browser never sends; the console's sign-in page fills it in, drops it from
+    the address bar and waits for the operator's click."""
     token = split_tokens(env["OPERATOR_TOKEN"])[0]
     return f"{base}/ops/#token={quote(token, safe='')}"
 
@@ -256,8 +257,8 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
             f"  relay          posts results to {env['AGENT_WEBHOOK_URL']} (the demo Agent logs each one);"
             f" metrics http://{host}:{env['RELAY_METRICS_PORT']}/metrics\n"
             f"  tokens         made once, kept in {_shown(data_dir / 'secrets.json')}; while this runs, every"
-            f" command started here (ops, migrate, serve, relay) finds them and the database in"
-            f" {_shown(env_file)}\n"
+            f" command started here (make ops ARGS=…, migrate, serve, relay) finds them and the database"
+            f" in {_shown(env_file)}\n"
             "\nFor curl and other shells, paste:\n"
             f"  {dev_env.export_line(env)}\n"
             f'  curl -H "Authorization: Bearer $AGENT_TOKEN" {base}/v1/tools\n'
@@ -265,8 +266,9 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
             ' params._meta["io.lineup/conversation_id"]):\n'
             f"  URL     {base}/mcp\n"
             f"  header  Authorization: Bearer {env['AGENT_TOKEN'].split()[0]}\n"
-            f"\nOpen the web host (signed in, conversation with the demo Agent):\n  {sign_in}\n"
-            f"Open the operator console (signed in with OPERATOR_TOKEN):\n  {_console_link(base, env)}\n"
+            f"\nOpen the web host (it shows whom the link signs in as; click Sign in):\n  {sign_in}\n"
+            f"Open the operator console (the link fills in OPERATOR_TOKEN; click Sign in):\n"
+            f"  {_console_link(base, env)}\n"
             "Ctrl-C stops everything.\n",
             flush=True,
         )
