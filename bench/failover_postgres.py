@@ -122,7 +122,8 @@ class Postgres:
     def admin_url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
-    def init(self) -> Postgres:
+    def init(self, settings: Mapping[str, str] | None = None) -> Postgres:
+        """``initdb``; ``settings`` are appended to postgresql.conf as ``name = value``."""
         _run(
             [str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8"],
             self.log,
@@ -133,6 +134,7 @@ class Postgres:
                 f"unix_socket_directories = '{self.root}'\n"
                 "max_connections = 200\nshared_buffers = 128MB\n"
             )
+            conf.writelines(f"{name} = {value}\n" for name, value in (settings or {}).items())
         return self
 
     def start(self) -> None:
@@ -164,9 +166,11 @@ class Postgres:
 
 
 @contextlib.contextmanager
-def own_postgres() -> Iterator[Postgres]:
-    root = _workdir("lineup-chaos-")
-    server = Postgres(root).init()
+def own_postgres(
+    settings: Mapping[str, str] | None = None, prefix: str = "lineup-chaos-"
+) -> Iterator[Postgres]:
+    root = _workdir(prefix)
+    server = Postgres(root).init(settings)
     try:
         server.start()
         yield server

@@ -122,7 +122,7 @@ class Phase:
 
 
 class HttpConnection:
-    """A minimal HTTP/1.1 keep-alive client for one worker: POST JSON, read status and JSON back.
+    """A minimal HTTP/1.1 keep-alive client for one worker: send JSON, read status and JSON back.
 
     The bench shares two cores with the service and Postgres, so the client is kept as cheap as
     possible (about a tenth of httpx's CPU per request); ``--client httpx`` uses httpx instead.
@@ -132,8 +132,8 @@ class HttpConnection:
         parts = urlsplit(base_url)
         self._host = parts.hostname or "127.0.0.1"
         self._port = parts.port or 80
-        self._head = (
-            f"POST /v1/tool-calls HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
+        self._headers = (
+            f" HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
             f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
             "Content-Length: "
         ).encode()
@@ -141,17 +141,23 @@ class HttpConnection:
         self._writer: asyncio.StreamWriter | None = None
 
     async def __call__(self, payload: dict[str, Any]) -> Answer:
+        """``POST /v1/tool-calls`` with ``payload``."""
+        return await self.request("POST", "/v1/tool-calls", payload)
+
+    async def request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Answer:
+        """Any request of the same audience: ``payload`` as the JSON body (none when None)."""
         try:
-            return await self._post(payload)
+            return await self._send(method, path, payload)
         except BaseException:
             await self.close()  # the stream may be mid-answer: start afresh next time
             raise
 
-    async def _post(self, payload: dict[str, Any]) -> Answer:
+    async def _send(self, method: str, path: str, payload: dict[str, Any] | None) -> Answer:
         if self._reader is None or self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
-        body = json.dumps(payload, separators=(",", ":")).encode()
-        self._writer.write(self._head + str(len(body)).encode() + b"\r\n\r\n" + body)
+        body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
+        head = f"{method} {path}".encode() + self._headers
+        self._writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
         head = await self._reader.readuntil(b"\r\n\r\n")
         status = int(head[9:12])
         length = 0

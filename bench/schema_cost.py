@@ -1,0 +1,508 @@
+"""The schema's cost, part by part: what each trigger, index, foreign key and check adds to one
+Pomodoro's writes.
+
+    .venv/bin/python bench/schema_cost.py [--seconds 5] [--clients 16] [--only NAME ...] [--no-parts]
+
+A Postgres of its own (fsync and synchronous commit on, ``pg_stat_statements`` and
+``pg_walinspect``), the schema migrated to head, and pgbench running *cycles* — the raw-SQL
+ceiling of ``bench/tool_cycles.py`` (one statement per tool call: ``pomodoro.start``, then
+``pomodoro.interrupt``, whose body is ``settle_focusing``'s own text) followed by the delivery of
+its result with the relay's own ``CLAIM`` and ``RECORD_OUTCOMES`` statements (``relay/claims.py``),
+bound to the client's conversation. So a cycle is the whole life of one result in the database.
+
+Each variant drops one part (a trigger; an index or the unique constraint it backs; a foreign
+key; a table's checks; a generated column), runs pgbench for ``--seconds`` on emptied tables
+after a checkpoint, and puts the part back. The baseline (nothing dropped) runs first, every few
+variants and last; its spread is the noise. Per cycle: Postgres CPU (/proc: backends and
+background processes), WAL bytes, rows and index entries written (from the WAL records), buffers
+dirtied, and cycles/s (a wall-clock figure: only a ratio within one run means anything). A part's
+cost is the baseline's median minus the variant.
+
+``reshape`` variants try a different form of the same protection (they change the schema, run,
+and change it back): their figures show what a reshape would gain before it is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+
+from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid  # noqa: E402
+from bench.tool_cycles import INTERRUPT_SQL, PGBENCH, START_SQL  # noqa: E402
+from relay.claims import CLAIM, RECORD_OUTCOMES  # noqa: E402
+
+DATABASE = "schema_cost"
+# The tables a cycle writes; every other table is left alone.
+CYCLE_TABLES = (
+    "workspaces",
+    "app_instances",
+    "sub_sessions",
+    "instance_states",
+    "operations",
+    "tool_calls",
+    "outbox",
+    "outbox_attempts",
+    "projection_events",
+)
+TRUNCATE = f"TRUNCATE {', '.join(CYCLE_TABLES)} CASCADE"
+
+# --- the cycle: each client keeps SLOTS conversations focusing and, per cycle, interrupts the one
+# it started SLOTS cycles ago, delivers that result, and starts a new period there. So a row is
+# settled long after it was written, as in production (a Pomodoro lasts 25 minutes), when the pages
+# around it have filled up: whether an update can stay on its page (HOT) is decided as it would be.
+
+SLOTS = 100
+CONVERSATION = "'pgb-' || :client_id::text"
+SLOT_CONVERSATION = "('pgb-' || :client_id::text || '-' || :slot::text)"
+NEXT_SLOT = "\\set n :n + 1\n\\set slot :n % " + str(SLOTS) + "\n"
+
+
+def _one_line(statement: str) -> str:
+    """pgbench ends a statement at a semicolon or at ``\\gset``; one line each keeps that simple."""
+    return " ".join(statement.split())
+
+
+def _in_slot(statement: str) -> str:
+    assert CONVERSATION in statement
+    return statement.replace(CONVERSATION, SLOT_CONVERSATION)
+
+
+def _claim_sql() -> str:
+    """``relay.claims.CLAIM`` for the client's conversation (its head-of-line row)."""
+    bound = CLAIM.replace(
+        "WHERE o.status = 'pending'",
+        f"WHERE o.conversation_id = {CONVERSATION} AND o.status = 'pending'",
+        1,
+    )
+    for name, value in {
+        "%(busy)s::uuid[]": "'{}'::uuid[]",
+        "%(limit)s": "1",
+        "%(relay_id)s": "'pgbench'",
+        "%(lease_seconds)s": "30",
+    }.items():
+        bound = bound.replace(name, value)
+    assert "%(" not in bound, "CLAIM has parameters this bench does not bind"
+    return bound
+
+
+def _record_sql() -> str:
+    """``relay.claims.RECORD_OUTCOMES`` for the one row just claimed, delivered (a 204)."""
+    bound = RECORD_OUTCOMES
+    for name, value in {
+        "%(event_ids)s": "ARRAY[:event_id]",
+        "%(leases)s": "ARRAY[:lease_expires_at]",
+        "%(verdicts)s": "ARRAY['delivered']",
+        "%(delays)s": "ARRAY[0]",
+        "%(errors)s": "ARRAY[NULL]",
+        "%(started_ats)s": "ARRAY[now()]",
+        "%(durations)s": "ARRAY[3]",
+        "%(status_codes)s": "ARRAY[204]",
+        "%(error_classes)s": "ARRAY[NULL]",
+        "%(excerpts)s": "ARRAY[NULL]",
+        "%(relay_id)s": "'pgbench'",
+    }.items():
+        bound = bound.replace(name, value)
+    assert "%(" not in bound, "RECORD_OUTCOMES has parameters this bench does not bind"
+    return bound
+
+
+def prime_script() -> str:
+    """A start in each slot, run once per slot before the measured cycles."""
+    return NEXT_SLOT + _one_line(_in_slot(START_SQL)) + "\n"
+
+
+def cycle_script() -> str:
+    """Interrupt the slot's period, deliver its result (claim, record), start a new one there."""
+    return (
+        NEXT_SLOT
+        + "\n".join(
+            [
+                _one_line(_in_slot(INTERRUPT_SQL)),
+                _one_line(_in_slot(_claim_sql())).rstrip(";") + " \\gset",
+                _one_line(_record_sql()).rstrip(";") + ";",
+                _one_line(_in_slot(START_SQL)),
+            ]
+        )
+        + "\n"
+    )
+
+
+# --- the parts ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Part:
+    name: str
+    kind: str
+    drop: list[str]
+    restore: list[str]
+
+
+@dataclass
+class Result:
+    name: str
+    kind: str
+    cycles: int
+    seconds: float
+    usage: Usage
+    per_cycle: dict[str, float] = field(default_factory=dict)
+
+
+def _tables_sql() -> str:
+    return "(" + ", ".join(f"'{t}'" for t in CYCLE_TABLES) + ")"
+
+
+def discover(conn: psycopg.Connection[Any]) -> list[Part]:
+    """Every trigger, non-primary index (with the constraint it backs), foreign key and table
+    check on the cycle's tables, as parts that can be dropped and put back."""
+    tables = _tables_sql()
+    parts: list[Part] = []
+    for name, table, definition in conn.execute(
+        "SELECT t.tgname, t.tgrelid::regclass::text, pg_get_triggerdef(t.oid) FROM pg_trigger t "
+        f"WHERE NOT t.tgisinternal AND t.tgrelid::regclass::text IN {tables} ORDER BY 2, 1"
+    ).fetchall():
+        parts.append(Part(f"trigger {name}", "trigger", [f"DROP TRIGGER {name} ON {table}"], [definition]))
+    for index, table, definition, constraint, constraint_def in conn.execute(
+        "SELECT i.indexrelid::regclass::text, i.indrelid::regclass::text, pg_get_indexdef(i.indexrelid), "
+        "       c.conname, pg_get_constraintdef(c.oid) "
+        "FROM pg_index i "
+        "LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid AND c.contype IN ('u', 'x') "
+        "     AND c.conrelid = i.indrelid "
+        f"WHERE NOT i.indisprimary AND i.indrelid::regclass::text IN {tables} ORDER BY 2, 1"
+    ).fetchall():
+        if constraint:
+            parts.append(
+                Part(
+                    f"unique {constraint}",
+                    "index",
+                    [f"ALTER TABLE {table} DROP CONSTRAINT {constraint}"],
+                    [f"ALTER TABLE {table} ADD CONSTRAINT {constraint} {constraint_def}"],
+                )
+            )
+        else:
+            parts.append(Part(f"index {index}", "index", [f"DROP INDEX {index}"], [definition]))
+    for name, table, definition in conn.execute(
+        "SELECT conname, conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint "
+        f"WHERE contype = 'f' AND conrelid::regclass::text IN {tables} ORDER BY 2, 1"
+    ).fetchall():
+        parts.append(
+            Part(
+                f"foreign key {name}",
+                "foreign key",
+                [f"ALTER TABLE {table} DROP CONSTRAINT {name}"],
+                [f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}"],
+            )
+        )
+    checks = conn.execute(
+        "SELECT conname, conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint "
+        f"WHERE contype = 'c' AND conrelid::regclass::text IN {tables} ORDER BY 2, 1"
+    ).fetchall()
+    parts.append(
+        Part(
+            f"every check ({len(checks)})",
+            "check",
+            [f"ALTER TABLE {table} DROP CONSTRAINT {name}" for name, table, _ in checks],
+            [f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}" for name, table, definition in checks],
+        )
+    )
+    for table, column, expression in conn.execute(
+        "SELECT table_name, column_name, generation_expression FROM information_schema.columns "
+        f"WHERE is_generated = 'ALWAYS' AND table_name IN {tables}"
+    ).fetchall():
+        column_type = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attname = %s",
+            (table, column),
+        ).fetchone()
+        assert column_type is not None
+        parts.append(
+            Part(
+                f"generated column {table}.{column}",
+                "generated",
+                [f"ALTER TABLE {table} ALTER COLUMN {column} DROP EXPRESSION"],
+                [
+                    f"ALTER TABLE {table} DROP COLUMN {column}",
+                    f"ALTER TABLE {table} ADD COLUMN {column} {column_type[0]} "
+                    f"GENERATED ALWAYS AS ({expression}) STORED",
+                ],
+            )
+        )
+    return parts
+
+
+def groups(parts: Sequence[Part]) -> list[Part]:
+    """Parts taken together: every projection trigger; everything at once (the leanest schema
+    the same writes can run on: primary keys only)."""
+
+    def together(name: str, kind: str, chosen: Sequence[Part]) -> Part:
+        # Dropped in the order given, put back in reverse.
+        return Part(
+            name,
+            kind,
+            [s for p in chosen for s in p.drop],
+            [s for p in reversed(chosen) for s in p.restore],
+        )
+
+    projection = [p for p in parts if p.kind == "trigger" and p.name.startswith("trigger project_")]
+    order = {"trigger": 0, "foreign key": 1, "index": 2, "check": 3, "generated": 4}
+    everything = sorted(parts, key=lambda p: order[p.kind])
+    return [
+        together("every projection trigger", "group", projection),
+        together("everything above (primary keys only)", "group", everything),
+    ]
+
+
+# --- running -----------------------------------------------------------------------------------
+
+_PROCESSED = re.compile(r"number of transactions actually processed: (\d+)")
+
+
+class Harness:
+    def __init__(self, server: Any, url: str, args: argparse.Namespace, work: Path) -> None:
+        self.server = server
+        self.url = url
+        self.args = args
+        self.script = work / "cycle.sql"
+        self.script.write_text(cycle_script())
+        self.prime = work / "prime.sql"
+        self.prime.write_text(prime_script())
+        self.postmaster = postmaster_pid(server.data)
+        self.conn = psycopg.connect(url, autocommit=True)
+
+    def apply(self, statements: Sequence[str]) -> None:
+        with self.conn.transaction():
+            for statement in statements:
+                self.conn.execute(statement)
+
+    def _pgbench(self, script: Path, *args: str) -> str:
+        done = subprocess.run(
+            [
+                PGBENCH,
+                "-n",
+                "-M",
+                "prepared",
+                "-c",
+                str(self.args.clients),
+                "-j",
+                "2",
+                *args,
+                "-f",
+                str(script),
+                self.url,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        output = done.stdout + done.stderr
+        if done.returncode != 0:
+            raise RuntimeError(f"pgbench failed ({done.returncode}):\n{output[-2000:]}")
+        return output
+
+    def run(self, name: str, kind: str) -> Result:
+        self.conn.execute(TRUNCATE)
+        self._pgbench(self.prime, "-t", str(SLOTS), "-D", "n=-1")
+        # Statistics as autovacuum keeps them in production (TRUNCATE left none), then a
+        # checkpoint: every window starts as long after one as the others.
+        self.conn.execute("ANALYZE")
+        self.conn.execute("CHECKPOINT")
+        meter = UsageMeter(self.server.admin_url, self.url, DATABASE, self.postmaster)
+        meter.start()
+        began = time.perf_counter()
+        output = self._pgbench(self.script, "-T", str(self.args.seconds), "-D", f"n={SLOTS - 1}")
+        seconds = time.perf_counter() - began
+        usage = meter.stop()
+        processed = _PROCESSED.search(output)
+        if processed is None:
+            raise RuntimeError(f"cannot read pgbench's output for {name}:\n{output[-2000:]}")
+        cycles = int(processed.group(1))
+        delivered = self.conn.execute("SELECT count(*) FROM outbox WHERE status = 'delivered'").fetchone()
+        if delivered is None or int(delivered[0]) != cycles:
+            raise RuntimeError(f"{name}: {delivered} results delivered after {cycles} cycles")
+        result = Result(name, kind, cycles, seconds, usage)
+        n = max(cycles, 1)
+        result.per_cycle = {
+            "cpu_us": usage.postgres_cpu / n * 1e6,
+            "backends_us": usage.cpu.get("backends", 0.0) / n * 1e6,
+            "wal": usage.wal_bytes / n,
+            "fpi": usage.fpi_bytes / n,
+            "rows": usage.rows / n,
+            "index": usage.index_entries / n,
+            "dirtied": usage.dirtied / n,
+            "rate": cycles / seconds,
+        }
+        return result
+
+
+def _saved(result: Result, around: dict[str, float], key: str) -> float:
+    return around[key] - result.per_cycle[key]
+
+
+def _progress(result: Result, around: dict[str, float]) -> str:
+    return (
+        f"    {result.name:<58} CPU {result.per_cycle['cpu_us']:6,.0f} us ({_saved(result, around, 'cpu_us'):+5,.0f})"
+        f"  WAL {result.per_cycle['wal']:6,.0f} B ({_saved(result, around, 'wal'):+5,.0f})"
+    )
+
+
+def _line(result: Result, around: dict[str, float]) -> str:
+    cpu = _saved(result, around, "cpu_us")
+    return (
+        f"| {result.name} | {cpu:+,.0f} ({cpu / around['cpu_us']:+.0%}) | {_saved(result, around, 'wal'):+,.0f} "
+        f"| {_saved(result, around, 'index'):+.1f} | {_saved(result, around, 'rows'):+.1f} "
+        f"| {result.per_cycle['rate'] / around['rate']:.2f} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=int, default=3, help="pgbench seconds per variant")
+    parser.add_argument("--clients", type=int, default=4, help="pgbench clients")
+    parser.add_argument("--only", nargs="*", default=None, help="variants whose name contains one of these")
+    args = parser.parse_args(argv)
+    print(
+        f"schema_cost: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start, "
+        f"{args.clients} clients, {args.seconds} s per variant, {time.strftime('%Y-%m-%d %H:%M:%S')}",
+        flush=True,
+    )
+    began = time.perf_counter()
+    with (
+        measured_server(DATABASE) as (server, url),
+        tempfile.TemporaryDirectory(prefix="bench-schema-cost-") as tmp,
+    ):
+        harness = Harness(server, url, args, Path(tmp))
+        parts = discover(harness.conn)
+        variants = [*parts, *groups(parts), *reshapes(harness.conn)]
+        if args.only:
+            variants = [v for v in variants if any(word in v.name for word in args.only)]
+        # Baseline, variant, baseline, variant, ...: each variant is compared with the baselines
+        # run just before and just after it, so that drifting load on the machine cancels out.
+        baselines: list[Result] = [harness.run("baseline", "baseline")]
+        results: list[tuple[Result, dict[str, float]]] = []
+        for part in variants:
+            harness.apply(part.drop)
+            try:
+                result = harness.run(part.name, part.kind)
+            finally:
+                harness.conn.execute(TRUNCATE)
+                harness.apply(part.restore)
+            baselines.append(harness.run("baseline", "baseline"))
+            around = {
+                key: (baselines[-2].per_cycle[key] + baselines[-1].per_cycle[key]) / 2
+                for key in result.per_cycle
+            }
+            results.append((result, around))
+            print(_progress(result, around), flush=True)
+        harness.conn.close()
+
+    base = {key: statistics.median(b.per_cycle[key] for b in baselines) for key in baselines[0].per_cycle}
+    spread = {
+        key: (min(b.per_cycle[key] for b in baselines), max(b.per_cycle[key] for b in baselines))
+        for key in ("cpu_us", "wal", "rate")
+    }
+    print(
+        f"\nbaseline (median of {len(baselines)}): {base['cpu_us']:,.0f} us Postgres CPU per cycle "
+        f"({spread['cpu_us'][0]:,.0f}-{spread['cpu_us'][1]:,.0f}; backends {base['backends_us']:,.0f}), "
+        f"{base['wal']:,.0f} B WAL ({spread['wal'][0]:,.0f}-{spread['wal'][1]:,.0f}), {base['rows']:.1f} rows, "
+        f"{base['index']:.1f} index entries, {base['dirtied']:.1f} buffers dirtied, "
+        f"{base['rate']:,.0f} cycles/s ({spread['rate'][0]:,.0f}-{spread['rate'][1]:,.0f})\n"
+    )
+    print("Each part against the baselines run just before and after it (saved = baseline - variant):\n")
+    print(
+        "| dropped | Postgres CPU us/cycle saved | WAL B/cycle saved | index entries saved "
+        "| rows saved | cycles/s x baseline |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for result, around in results:
+        print(_line(result, around))
+    print(f"\nschema_cost: {time.perf_counter() - began:.0f} s")
+    return 0
+
+
+def reshapes(conn: psycopg.Connection[Any]) -> list[Part]:
+    """Other forms of the same protection, and two probes, tried before anything is written:
+    ``saved`` is what the form would save (negative: what it would add)."""
+
+    def trigger(name: str) -> str:
+        row = conn.execute(
+            "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = %s AND NOT tgisinternal", (name,)
+        ).fetchone()
+        assert row is not None, name
+        return str(row[0])
+
+    final, readonly = trigger("operations_final_is_final"), trigger("instance_states_readonly_is_final")
+    guarded = [
+        "DROP TRIGGER operations_final_is_final ON operations",
+        "DROP TRIGGER instance_states_readonly_is_final ON instance_states",
+        "CREATE TRIGGER operations_final_is_final BEFORE UPDATE ON operations FOR EACH ROW "
+        "WHEN (OLD.state <> 'focusing') EXECUTE FUNCTION operations_final_is_final()",
+        "CREATE TRIGGER instance_states_readonly_is_final BEFORE UPDATE ON instance_states FOR EACH ROW "
+        "WHEN (OLD.readonly) EXECUTE FUNCTION instance_states_readonly_is_final()",
+    ]
+    unguarded = [
+        "DROP TRIGGER operations_final_is_final ON operations",
+        "DROP TRIGGER instance_states_readonly_is_final ON instance_states",
+        final,
+        readonly,
+    ]
+    noop = [
+        "CREATE FUNCTION bench_noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
+        "CREATE TRIGGER bench_noop AFTER INSERT OR UPDATE ON operations FOR EACH ROW EXECUTE FUNCTION bench_noop()",
+        "CREATE TRIGGER bench_noop AFTER UPDATE ON workspaces FOR EACH ROW EXECUTE FUNCTION bench_noop()",
+    ]
+    return [
+        Part(
+            "reshape: outbox fillfactor 90 (a claim can stay on its page)",
+            "reshape",
+            ["ALTER TABLE outbox SET (fillfactor = 90)"],
+            ["ALTER TABLE outbox RESET (fillfactor)"],
+        ),
+        Part(
+            "reshape: sub_sessions, instance_states fillfactor 90",
+            "reshape",
+            [
+                "ALTER TABLE sub_sessions SET (fillfactor = 90)",
+                "ALTER TABLE instance_states SET (fillfactor = 90)",
+            ],
+            ["ALTER TABLE sub_sessions RESET (fillfactor)", "ALTER TABLE instance_states RESET (fillfactor)"],
+        ),
+        Part("reshape: guard triggers called only for final rows (WHEN)", "reshape", guarded, unguarded),
+        Part(
+            "reshape: projection_events keyed by (conversation_id, event_seq) alone",
+            "reshape",
+            ["ALTER TABLE projection_events DROP CONSTRAINT pk_projection_events"],
+            ["ALTER TABLE projection_events ADD CONSTRAINT pk_projection_events PRIMARY KEY (event_seq)"],
+        ),
+        Part(
+            "probe: one no-op row trigger more on operations and workspaces",
+            "probe",
+            noop,
+            [
+                "DROP TRIGGER bench_noop ON operations",
+                "DROP TRIGGER bench_noop ON workspaces",
+                "DROP FUNCTION bench_noop()",
+            ],
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,399 @@
+"""What a window of work cost a Postgres server the bench started itself: CPU per process class,
+WAL bytes and full-page images, rows and index entries written per relation (read back from the WAL
+with ``pg_walinspect``), statements, buffers dirtied and WAL per statement (``pg_stat_statements``).
+
+Only a server of its own gives these figures: WAL is cluster-wide, and ``pg_stat_statements`` must
+be preloaded. ``UsageMeter`` needs both extensions in the server's ``postgres`` database
+(``prepare_server``) and reads the measured database's relation names from the database itself.
+
+Rows and index entries come from WAL records, not from ``pg_stat_user_tables``: those counters
+reach the shared statistics only when a backend goes idle, up to ten seconds later, while every
+write is in the WAL the moment it commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from bench.common import process_cpu, with_database
+from bench.failover_postgres import Postgres, own_postgres
+from service.db.migrate import upgrade
+
+# The server's settings for these measurements: everything a production primary has (fsync,
+# synchronous commit, full-page writes), plus the two extensions, and no checkpoint by time or size
+# inside a run so that a window's full-page images come from its own first touches only.
+SERVER_SETTINGS = {
+    "shared_preload_libraries": "'pg_stat_statements'",
+    "pg_stat_statements.track": "'top'",
+    "pg_stat_statements.max": "5000",
+    "cluster_name": "'bench'",
+    "checkpoint_timeout": "'30min'",
+    "max_wal_size": "'8GB'",
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "full_page_writes": "on",
+}
+
+# Records that put one entry into a B-tree leaf (a split logs the new item in the split record).
+INDEX_ENTRY_RECORDS = frozenset({"INSERT_LEAF", "INSERT_POST", "SPLIT_L", "SPLIT_R"})
+_REL = re.compile(r"rel \d+/(\d+)/(\d+)")
+
+
+def prepare_server(admin_url: str) -> None:
+    """The extensions the meter reads, in the server's ``postgres`` database."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+
+
+@contextlib.contextmanager
+def measured_server(database: str) -> Iterator[tuple[Postgres, str]]:
+    """A server of our own with ``SERVER_SETTINGS`` and the meter's extensions, and ``database``
+    on it migrated to head; yields the server and the database's URL."""
+    with own_postgres(SERVER_SETTINGS, prefix="lineup-measured-") as server:
+        prepare_server(server.admin_url)
+        with psycopg.connect(server.admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+        url = with_database(server.admin_url, database)
+        upgrade(url)
+        yield server, url
+
+
+def postmaster_pid(data_dir: Path) -> int:
+    return int(data_dir.joinpath("postmaster.pid").read_text().split()[0])
+
+
+class ServerCpu(threading.Thread):
+    """Polls the CPU (``/proc``) of every process of one server: the backends of the measured
+    database, the backends of other databases (the meter's own), and each background process
+    (walwriter, checkpointer, autovacuum, ...) by its title. A process that exits between polls
+    loses at most the last interval."""
+
+    def __init__(
+        self, postmaster: int, database: str, ignore_pids: frozenset[int] = frozenset(), interval: float = 0.1
+    ) -> None:
+        super().__init__(name="server-cpu", daemon=True)
+        self._postmaster = postmaster
+        self._database = database
+        self._ignore = ignore_pids
+        self._interval = interval
+        self._halt = threading.Event()
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._kind: dict[int, str] = {}
+
+    def _children(self) -> list[int]:
+        try:
+            text = Path(f"/proc/{self._postmaster}/task/{self._postmaster}/children").read_text()
+        except OSError:
+            return []
+        return [int(pid) for pid in text.split()]
+
+    def _classify(self, pid: int) -> str | None:
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            return None
+        # "postgres: bench: <user> <database> <host>(<port>) <state>" or "postgres: bench: walwriter"
+        rest = title.removeprefix("postgres: ").removeprefix("bench: ")
+        words = rest.split()
+        if len(words) >= 3 and ("(" in words[2] or words[2] == "[local]"):
+            return "backends" if words[1] == self._database else "other databases"
+        if rest.startswith("autovacuum worker"):
+            return "autovacuum"
+        return rest.split(" ")[0] if rest else None
+
+    def _poll(self, initial: bool) -> None:
+        for pid in self._children():
+            if pid in self._ignore:
+                continue
+            if pid not in self._kind:
+                kind = self._classify(pid)
+                if kind is None:
+                    continue
+                self._kind[pid] = kind
+            cpu = process_cpu(pid)
+            if pid not in self._first:
+                self._first[pid] = cpu if initial else 0.0
+            self._last[pid] = max(cpu, self._last.get(pid, 0.0))
+
+    def run(self) -> None:
+        while not self._halt.wait(self._interval):
+            self._poll(initial=False)
+
+    def begin(self) -> None:
+        self._poll(initial=True)
+        self.start()
+
+    def finish(self) -> dict[str, float]:
+        self._halt.set()
+        self.join(10)
+        self._poll(initial=False)
+        spent: Counter[str] = Counter()
+        for pid, last in self._last.items():
+            spent[self._kind[pid]] += last - self._first[pid]
+        return dict(spent)
+
+
+@dataclass
+class RelationWrites:
+    """What one relation received in a window, from its WAL records."""
+
+    inserted: int = 0
+    updated: int = 0
+    hot_updated: int = 0
+    deleted: int = 0
+    locked: int = 0
+    index_entries: int = 0
+    records: int = 0
+    wal_bytes: int = 0
+    fpi_bytes: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.inserted + self.updated + self.hot_updated + self.deleted
+
+
+@dataclass
+class Statement:
+    query: str
+    calls: int
+    dirtied: int
+    wal_bytes: int
+    exec_ms: float
+
+
+@dataclass
+class Usage:
+    """A window's cost. ``cpu`` is CPU seconds per part (server process classes and any named
+    processes); everything else is a count over the window."""
+
+    seconds: float
+    cpu: dict[str, float]
+    wal_bytes: int
+    fpi_bytes: int
+    records: Counter[str]
+    relations: dict[str, RelationWrites]
+    statements: list[Statement]
+    commits: int
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.statements)
+
+    @property
+    def dirtied(self) -> int:
+        return sum(s.dirtied for s in self.statements)
+
+    @property
+    def rows(self) -> int:
+        return sum(r.rows for r in self.relations.values())
+
+    @property
+    def hot_updates(self) -> int:
+        return sum(r.hot_updated for r in self.relations.values())
+
+    @property
+    def locks(self) -> int:
+        return sum(r.locked for r in self.relations.values())
+
+    @property
+    def index_entries(self) -> int:
+        return sum(r.index_entries for r in self.relations.values())
+
+    @property
+    def postgres_cpu(self) -> float:
+        return sum(v for k, v in self.cpu.items() if k in self.server_parts)
+
+    server_parts: frozenset[str] = field(default_factory=frozenset)
+
+
+class UsageMeter:
+    """``start()`` then ``stop()`` around a window of work on ``database`` of a server of our own.
+
+    ``processes`` names other processes whose CPU counts (the service, a relay). Statements whose
+    text contains ``ignore_marker`` (the bench's own probes) are left out of the statement figures,
+    and the backends named in ``ignore_pids`` out of the CPU.
+    """
+
+    def __init__(
+        self,
+        admin_url: str,
+        database_url: str,
+        database: str,
+        postmaster: int,
+        processes: Mapping[str, int] | None = None,
+        ignore_marker: str = "bench-probe",
+        ignore_pids: frozenset[int] = frozenset(),
+    ) -> None:
+        self._admin_url = admin_url
+        self._database_url = database_url
+        self._database = database
+        self._postmaster = postmaster
+        self._processes = dict(processes or {})
+        self._marker = ignore_marker
+        self._ignore_pids = ignore_pids
+        self._admin: psycopg.Connection[Any] | None = None
+        self._cpu: ServerCpu | None = None
+        self._named: dict[str, float] = {}
+        self._lsn = ""
+        self._began = 0.0
+        self._names: dict[int, str] = {}
+
+    def _relation_names(self) -> dict[int, str]:
+        """relfilenode -> relation name; an index is named ``table.index``, a TOAST table
+        ``table (toast)``."""
+        with psycopg.connect(self._database_url, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT c.relfilenode, c.relname, t.relname, o.relname "
+                "FROM pg_class c "
+                "LEFT JOIN pg_index i ON i.indexrelid = c.oid "
+                "LEFT JOIN pg_class t ON t.oid = i.indrelid "
+                "LEFT JOIN pg_class o ON o.reltoastrelid = c.oid "
+                "WHERE c.relfilenode <> 0 AND c.relnamespace = 'public'::regnamespace "
+                "   OR o.oid IS NOT NULL AND o.relnamespace = 'public'::regnamespace "
+                f"/* {self._marker} */"
+            ).fetchall()
+        names: dict[int, str] = {}
+        for node, name, table, owner in rows:
+            names[int(node)] = f"{owner} (toast)" if owner else (f"{table}.{name}" if table else name)
+        return names
+
+    def start(self) -> None:
+        self._names = self._relation_names()
+        self._admin = psycopg.connect(self._admin_url, autocommit=True)
+        self._admin.execute("SELECT pg_stat_statements_reset()")
+        self._cpu = ServerCpu(self._postmaster, self._database, self._ignore_pids)
+        self._named = {name: process_cpu(pid) for name, pid in self._processes.items()}
+        self._cpu.begin()
+        row = self._admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+        assert row is not None
+        self._lsn = str(row[0])
+        self._began = time.perf_counter()
+
+    def stop(self) -> Usage:
+        assert self._admin is not None
+        assert self._cpu is not None
+        admin = self._admin
+        seconds = time.perf_counter() - self._began
+        row = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+        assert row is not None
+        end = str(row[0])
+        cpu = self._cpu.finish()
+        for name, pid in self._processes.items():
+            cpu[name] = process_cpu(pid) - self._named[name]
+        statements = self._statements(admin)
+        self._wait_flushed(admin, end)
+        usage = self._wal(admin, self._lsn, end, seconds, cpu, statements)
+        admin.close()
+        self._admin = None
+        return usage
+
+    def _statements(self, admin: psycopg.Connection[Any]) -> list[Statement]:
+        rows = admin.execute(
+            "SELECT query, calls, shared_blks_dirtied + local_blks_dirtied, wal_bytes, total_exec_time "
+            "FROM pg_stat_statements "
+            "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = %s) AND query NOT LIKE %s",
+            (self._database, f"%{self._marker}%"),
+        ).fetchall()
+        found = [Statement(str(q), int(c), int(d), int(w), float(t)) for q, c, d, w, t in rows]
+        return sorted(found, key=lambda s: -s.calls)
+
+    @staticmethod
+    def _wait_flushed(admin: psycopg.Connection[Any], lsn: str) -> None:
+        """pg_walinspect reads only flushed WAL; the walwriter flushes within wal_writer_delay."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            row = admin.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (lsn,)).fetchone()
+            if row and row[0]:
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"WAL up to {lsn} was not flushed within 10 s")
+
+    def _wal(
+        self,
+        admin: psycopg.Connection[Any],
+        start: str,
+        end: str,
+        seconds: float,
+        cpu: dict[str, float],
+        statements: list[Statement],
+    ) -> Usage:
+        size = admin.execute("SELECT %s::pg_lsn - %s::pg_lsn", (end, start)).fetchone()
+        written = int(size[0]) if size else 0
+        rows = (
+            []
+            if written <= 0
+            else admin.execute(
+                "SELECT resource_manager, record_type, substring(block_ref from 'rel [0-9/]+') AS rel, "
+                "       count(*), sum(record_length), sum(fpi_length) "
+                "FROM pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn) GROUP BY 1, 2, 3",
+                (start, end),
+            ).fetchall()
+        )
+        database_oid = admin.execute(
+            "SELECT oid FROM pg_database WHERE datname = %s", (self._database,)
+        ).fetchone()
+        records: Counter[str] = Counter()
+        relations: dict[str, RelationWrites] = {}
+        fpi = 0
+        commits = 0
+        for manager, kind, rel, count, length, fpi_length in rows:
+            kind = str(kind)
+            records[f"{manager}/{kind}"] += int(count)
+            fpi += int(fpi_length or 0)
+            if manager == "Transaction" and kind.startswith("COMMIT"):
+                commits += int(count)
+            name = self._relation(rel, database_oid[0] if database_oid else None)
+            if name is None:
+                continue
+            writes = relations.setdefault(name, RelationWrites())
+            writes.records += int(count)
+            writes.wal_bytes += int(length or 0)
+            writes.fpi_bytes += int(fpi_length or 0)
+            base = kind.split("+")[0]
+            if manager == "Heap":
+                if base == "INSERT":
+                    writes.inserted += int(count)
+                elif base == "UPDATE":
+                    writes.updated += int(count)
+                elif base == "HOT_UPDATE":
+                    writes.hot_updated += int(count)
+                elif base == "DELETE":
+                    writes.deleted += int(count)
+                elif base == "LOCK":
+                    writes.locked += int(count)
+            elif manager == "Heap2" and base == "MULTI_INSERT":
+                writes.inserted += int(count)
+            elif manager == "Btree" and base in INDEX_ENTRY_RECORDS:
+                writes.index_entries += int(count)
+        return Usage(
+            seconds=seconds,
+            cpu=cpu,
+            wal_bytes=max(written, 0),
+            fpi_bytes=fpi,
+            records=records,
+            relations=relations,
+            statements=statements,
+            commits=commits,
+            server_parts=frozenset(k for k in cpu if k not in self._processes and k != "other databases"),
+        )
+
+    def _relation(self, rel: str | None, database_oid: int | None) -> str | None:
+        if not rel:
+            return None
+        match = _REL.search(rel)
+        if match is None or database_oid is None or int(match.group(1)) != int(database_oid):
+            return None
+        return self._names.get(int(match.group(2)), f"relfilenode {match.group(2)}")
