@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,11 +44,13 @@ if str(ROOT) not in sys.path:
 
 import psycopg  # noqa: E402
 
+from bench.common import with_database  # noqa: E402
 from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid  # noqa: E402
 from bench.tool_cycles import INTERRUPT_SQL, PGBENCH, START_SQL  # noqa: E402
 from relay.claims import CLAIM, RECORD_OUTCOMES  # noqa: E402
 
 DATABASE = "schema_cost"
+VARIANT = "schema_cost_variant"
 # The tables a cycle writes; every other table is left alone.
 CYCLE_TABLES = (
     "workspaces",
@@ -274,80 +277,145 @@ _PROCESSED = re.compile(r"number of transactions actually processed: (\d+)")
 
 
 class Harness:
+    """Two copies of the migrated database on one server, the baseline and the variant, whose
+    cycles run at the same time: whatever else loads the machine loads both alike."""
+
     def __init__(self, server: Any, url: str, args: argparse.Namespace, work: Path) -> None:
         self.server = server
-        self.url = url
         self.args = args
+        self.work = work
         self.script = work / "cycle.sql"
         self.script.write_text(cycle_script())
         self.prime = work / "prime.sql"
         self.prime.write_text(prime_script())
         self.postmaster = postmaster_pid(server.data)
-        self.conn = psycopg.connect(url, autocommit=True)
+        with psycopg.connect(server.admin_url, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {VARIANT} TEMPLATE {DATABASE}")
+        self.urls = {DATABASE: url, VARIANT: with_database(url, VARIANT)}
+        self.conns = {name: psycopg.connect(u, autocommit=True) for name, u in self.urls.items()}
+        self.conn = self.conns[VARIANT]
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
 
     def apply(self, statements: Sequence[str]) -> None:
+        """Changes the variant's schema."""
         with self.conn.transaction():
             for statement in statements:
                 self.conn.execute(statement)
 
-    def _pgbench(self, script: Path, *args: str) -> str:
-        done = subprocess.run(
-            [
-                PGBENCH,
-                "-n",
-                "-M",
-                "prepared",
-                "-c",
-                str(self.args.clients),
-                "-j",
-                "2",
-                *args,
-                "-f",
-                str(script),
-                self.url,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        output = done.stdout + done.stderr
-        if done.returncode != 0:
-            raise RuntimeError(f"pgbench failed ({done.returncode}):\n{output[-2000:]}")
-        return output
+    def _start_pgbench(self, script: Path, *args: str) -> dict[str, subprocess.Popen[str]]:
+        """The script on both databases at once, ``--clients`` each."""
+        return {
+            name: subprocess.Popen(
+                [PGBENCH, "-n", "-M", "prepared", "-c", str(self.args.clients), "-j", "1", *args]
+                + ["-f", str(script), url],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for name, url in self.urls.items()
+        }
 
-    def run(self, name: str, kind: str) -> Result:
-        self.conn.execute(TRUNCATE)
-        self._pgbench(self.prime, "-t", str(SLOTS), "-D", "n=-1")
+    @staticmethod
+    def _finish_pgbench(running: dict[str, subprocess.Popen[str]]) -> dict[str, str]:
+        outputs = {}
+        for name, process in running.items():
+            output, _ = process.communicate()
+            if process.returncode != 0:
+                raise RuntimeError(f"pgbench on {name} failed ({process.returncode}):\n{output[-2000:]}")
+            outputs[name] = output
+        return outputs
+
+    def run(self, name: str, kind: str) -> tuple[Result, Result]:
+        """The baseline's result and the variant's, measured side by side.
+
+        pgbench runs a second longer than the window and logs each cycle's end: the window opens
+        after its connections are up and closes before they go, so each backend's CPU is read
+        from /proc while it lives, and the cycles counted are those that ended inside it."""
+        for conn in self.conns.values():
+            conn.execute(TRUNCATE)
+        self._finish_pgbench(self._start_pgbench(self.prime, "-t", str(SLOTS), "-D", "n=-1"))
         # Statistics as autovacuum keeps them in production (TRUNCATE left none), then a
         # checkpoint: every window starts as long after one as the others.
-        self.conn.execute("ANALYZE")
-        self.conn.execute("CHECKPOINT")
-        meter = UsageMeter(self.server.admin_url, self.url, DATABASE, self.postmaster)
-        meter.start()
-        began = time.perf_counter()
-        output = self._pgbench(self.script, "-T", str(self.args.seconds), "-D", f"n={SLOTS - 1}")
-        seconds = time.perf_counter() - began
-        usage = meter.stop()
-        processed = _PROCESSED.search(output)
-        if processed is None:
-            raise RuntimeError(f"cannot read pgbench's output for {name}:\n{output[-2000:]}")
-        cycles = int(processed.group(1))
-        delivered = self.conn.execute("SELECT count(*) FROM outbox WHERE status = 'delivered'").fetchone()
-        if delivered is None or int(delivered[0]) != cycles:
-            raise RuntimeError(f"{name}: {delivered} results delivered after {cycles} cycles")
-        result = Result(name, kind, cycles, seconds, usage)
-        n = max(cycles, 1)
-        result.per_cycle = {
-            "cpu_us": usage.postgres_cpu / n * 1e6,
-            "backends_us": usage.cpu.get("backends", 0.0) / n * 1e6,
-            "wal": usage.wal_bytes / n,
-            "fpi": usage.fpi_bytes / n,
-            "rows": usage.rows / n,
-            "index": usage.index_entries / n,
-            "dirtied": usage.dirtied / n,
-            "rate": cycles / seconds,
+        for conn in self.conns.values():
+            conn.execute("ANALYZE")
+        self.conns[DATABASE].execute("CHECKPOINT")
+        logs = self.work / "logs"
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir()
+        meters = {
+            db: UsageMeter(self.server.admin_url, url, db, self.postmaster, reset_statements=db == DATABASE)
+            for db, url in self.urls.items()
         }
-        return result
+        seconds = self.args.seconds
+        running = {
+            db: process
+            for db, process in self._start_pgbench(
+                self.script,
+                "-T",
+                str(seconds + 2),
+                "-D",
+                f"n={SLOTS - 1}",
+                "-l",
+                "--log-prefix",
+                str(logs / "x"),
+            ).items()
+        }
+        for meter in meters.values():
+            meter.prepare()
+        time.sleep(0.7)
+        for meter in meters.values():
+            meter.begin()
+        opened = time.time()
+        time.sleep(seconds)
+        closed = time.time()
+        for meter in meters.values():
+            meter.end()
+        usages = {db: meter.report() for db, meter in meters.items()}
+        self._finish_pgbench(running)
+        ended = self._cycle_ends(logs, running)
+        results = []
+        for db in (DATABASE, VARIANT):
+            total = len(ended[db])
+            delivered = (
+                self.conns[db].execute("SELECT count(*) FROM outbox WHERE status = 'delivered'").fetchone()
+            )
+            if delivered is None or int(delivered[0]) != total:
+                raise RuntimeError(f"{name}: {delivered} results delivered after {total} cycles")
+            cycles = sum(1 for t in ended[db] if opened <= t <= closed)
+            usage = usages[db]
+            n = max(cycles, 1)
+            result = Result(name if db == VARIANT else "baseline", kind, cycles, closed - opened, usage)
+            result.per_cycle = {
+                # The server's background processes (walwriter, checkpointer) serve both
+                # databases: each one's figure is its own backends.
+                "cpu_us": usage.cpu.get("backends", 0.0) / n * 1e6,
+                # WAL records of its relations (commit records name no relation).
+                "wal": sum(r.wal_bytes for r in usage.relations.values()) / n,
+                "fpi": sum(r.fpi_bytes for r in usage.relations.values()) / n,
+                "rows": usage.rows / n,
+                "index": usage.index_entries / n,
+                "dirtied": usage.dirtied / n,
+                "rate": cycles / (closed - opened),
+            }
+            results.append(result)
+        return results[0], results[1]
+
+    @staticmethod
+    def _cycle_ends(logs: Path, running: dict[str, subprocess.Popen[str]]) -> dict[str, list[float]]:
+        """When each cycle ended (unix time), per database, from pgbench's transaction logs
+        (``client transaction latency script epoch microseconds``), named by pgbench's pid."""
+        ended: dict[str, list[float]] = {}
+        for db, process in running.items():
+            times = ended.setdefault(db, [])
+            for log in logs.glob(f"x.{process.pid}*"):
+                for line in log.read_text().splitlines():
+                    fields = line.split()
+                    if len(fields) >= 6:
+                        times.append(int(fields[4]) + int(fields[5]) / 1e6)
+        return ended
 
 
 def _saved(result: Result, around: dict[str, float], key: str) -> float:
@@ -374,9 +442,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seconds", type=int, default=3, help="pgbench seconds per variant")
-    parser.add_argument("--clients", type=int, default=4, help="pgbench clients")
+    parser.add_argument("--seconds", type=int, default=5, help="pgbench seconds per variant")
+    parser.add_argument("--clients", type=int, default=2, help="pgbench clients on each copy")
     parser.add_argument("--only", nargs="*", default=None, help="variants whose name contains one of these")
+    parser.add_argument("--calibrations", type=int, default=2, help="runs of the two copies alike first")
     args = parser.parse_args(argv)
     print(
         f"schema_cost: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start, "
@@ -393,39 +462,42 @@ def main(argv: list[str] | None = None) -> int:
         variants = [*parts, *groups(parts), *reshapes(harness.conn)]
         if args.only:
             variants = [v for v in variants if any(word in v.name for word in args.only)]
-        # Baseline, variant, baseline, variant, ...: each variant is compared with the baselines
-        # run just before and just after it, so that drifting load on the machine cancels out.
-        baselines: list[Result] = [harness.run("baseline", "baseline")]
+        # First the two copies as they are: their difference is the noise floor.
+        calibration = [
+            harness.run("nothing (the two copies alike)", "calibration") for _ in range(args.calibrations)
+        ]
         results: list[tuple[Result, dict[str, float]]] = []
+        for base_result, same in calibration:
+            results.append((same, base_result.per_cycle))
+            print(_progress(same, base_result.per_cycle), flush=True)
+        baselines = [b for b, _ in calibration]
         for part in variants:
             harness.apply(part.drop)
             try:
-                result = harness.run(part.name, part.kind)
+                base_result, result = harness.run(part.name, part.kind)
             finally:
                 harness.conn.execute(TRUNCATE)
                 harness.apply(part.restore)
-            baselines.append(harness.run("baseline", "baseline"))
-            around = {
-                key: (baselines[-2].per_cycle[key] + baselines[-1].per_cycle[key]) / 2
-                for key in result.per_cycle
-            }
-            results.append((result, around))
-            print(_progress(result, around), flush=True)
-        harness.conn.close()
+            baselines.append(base_result)
+            results.append((result, base_result.per_cycle))
+            print(_progress(result, base_result.per_cycle), flush=True)
+        harness.close()
 
     base = {key: statistics.median(b.per_cycle[key] for b in baselines) for key in baselines[0].per_cycle}
     spread = {
         key: (min(b.per_cycle[key] for b in baselines), max(b.per_cycle[key] for b in baselines))
         for key in ("cpu_us", "wal", "rate")
     }
+    noise = max((abs(_saved(r, around, "cpu_us")) for r, around in results[: args.calibrations]), default=0.0)
     print(
-        f"\nbaseline (median of {len(baselines)}): {base['cpu_us']:,.0f} us Postgres CPU per cycle "
-        f"({spread['cpu_us'][0]:,.0f}-{spread['cpu_us'][1]:,.0f}; backends {base['backends_us']:,.0f}), "
+        f"\nbaseline (median of {len(baselines)}): {base['cpu_us']:,.0f} us CPU of Postgres backends per cycle "
+        f"({spread['cpu_us'][0]:,.0f}-{spread['cpu_us'][1]:,.0f}; the two copies alike differed by up to "
+        f"{noise:,.0f}), "
         f"{base['wal']:,.0f} B WAL ({spread['wal'][0]:,.0f}-{spread['wal'][1]:,.0f}), {base['rows']:.1f} rows, "
         f"{base['index']:.1f} index entries, {base['dirtied']:.1f} buffers dirtied, "
         f"{base['rate']:,.0f} cycles/s ({spread['rate'][0]:,.0f}-{spread['rate'][1]:,.0f})\n"
     )
-    print("Each part against the baselines run just before and after it (saved = baseline - variant):\n")
+    print("Each variant against the baseline run beside it (saved = baseline - variant):\n")
     print(
         "| dropped | Postgres CPU us/cycle saved | WAL B/cycle saved | index entries saved "
         "| rows saved | cycles/s x baseline |"

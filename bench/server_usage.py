@@ -236,6 +236,7 @@ class UsageMeter:
         processes: Mapping[str, int] | None = None,
         ignore_marker: str = "bench-probe",
         ignore_pids: frozenset[int] = frozenset(),
+        reset_statements: bool = True,
     ) -> None:
         self._admin_url = admin_url
         self._database_url = database_url
@@ -244,11 +245,15 @@ class UsageMeter:
         self._processes = dict(processes or {})
         self._marker = ignore_marker
         self._ignore_pids = ignore_pids
+        self._reset = reset_statements
         self._admin: psycopg.Connection[Any] | None = None
         self._cpu: ServerCpu | None = None
         self._named: dict[str, float] = {}
         self._lsn = ""
+        self._end = ""
         self._began = 0.0
+        self._seconds = 0.0
+        self._spent: dict[str, float] = {}
         self._names: dict[int, str] = {}
 
     def _relation_names(self) -> dict[int, str]:
@@ -271,10 +276,27 @@ class UsageMeter:
         return names
 
     def start(self) -> None:
+        self.prepare()
+        self.begin()
+
+    def stop(self) -> Usage:
+        self.end()
+        return self.report()
+
+    # Two meters side by side (one per database of a server) take their marks at the same moments:
+    # prepare both, begin both; end both, then report both.
+
+    def prepare(self) -> None:
+        """What takes time before the window: the relation names, the connection, the reset."""
         self._names = self._relation_names()
         self._admin = psycopg.connect(self._admin_url, autocommit=True)
-        self._admin.execute("SELECT pg_stat_statements_reset()")
+        if self._reset:  # two meters of one server side by side: the first one resets
+            self._admin.execute("SELECT pg_stat_statements_reset()")
         self._cpu = ServerCpu(self._postmaster, self._database, self._ignore_pids)
+
+    def begin(self) -> None:
+        assert self._admin is not None
+        assert self._cpu is not None
         self._named = {name: process_cpu(pid) for name, pid in self._processes.items()}
         self._cpu.begin()
         row = self._admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
@@ -282,20 +304,24 @@ class UsageMeter:
         self._lsn = str(row[0])
         self._began = time.perf_counter()
 
-    def stop(self) -> Usage:
+    def end(self) -> None:
         assert self._admin is not None
         assert self._cpu is not None
-        admin = self._admin
-        seconds = time.perf_counter() - self._began
-        row = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+        self._seconds = time.perf_counter() - self._began
+        row = self._admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
         assert row is not None
-        end = str(row[0])
-        cpu = self._cpu.finish()
+        self._end = str(row[0])
+        self._spent = self._cpu.finish()
         for name, pid in self._processes.items():
-            cpu[name] = process_cpu(pid) - self._named[name]
+            self._spent[name] = process_cpu(pid) - self._named[name]
+
+    def report(self) -> Usage:
+        """The window's figures, read after it closed."""
+        assert self._admin is not None
+        admin = self._admin
         statements = self._statements(admin)
-        self._wait_flushed(admin, end)
-        usage = self._wal(admin, self._lsn, end, seconds, cpu, statements)
+        self._wait_flushed(admin, self._end)
+        usage = self._wal(admin, self._lsn, self._end, self._seconds, self._spent, statements)
         admin.close()
         self._admin = None
         return usage
