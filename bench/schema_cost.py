@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +63,6 @@ CYCLE_TABLES = (
     "outbox_attempts",
     "projection_events",
 )
-TRUNCATE = f"TRUNCATE {', '.join(CYCLE_TABLES)} CASCADE"
 
 # --- the cycle: each client keeps SLOTS conversations focusing and, per cycle, interrupts the one
 # it started SLOTS cycles ago, delivers that result, and starts a new period there. So a row is
@@ -72,7 +71,8 @@ TRUNCATE = f"TRUNCATE {', '.join(CYCLE_TABLES)} CASCADE"
 
 SLOTS = 100
 CONVERSATION = "'pgb-' || :client_id::text"
-SLOT_CONVERSATION = "('pgb-' || :client_id::text || '-' || :slot::text)"
+# Each run names its conversations afresh (-D run=N): the tables keep the history of every run.
+SLOT_CONVERSATION = "('pgb-' || :run::text || '-' || :client_id::text || '-' || :slot::text)"
 NEXT_SLOT = "\\set n :n + 1\n\\set slot :n % " + str(SLOTS) + "\n"
 
 
@@ -155,6 +155,8 @@ class Part:
     kind: str
     drop: list[str]
     restore: list[str]
+    # A change of the cycle's own SQL for the variant (a reshape that is not only DDL).
+    script: Callable[[str], str] | None = None
 
 
 @dataclass
@@ -278,17 +280,24 @@ _PROCESSED = re.compile(r"number of transactions actually processed: (\d+)")
 
 class Harness:
     """Two copies of the migrated database on one server, the baseline and the variant, whose
-    cycles run at the same time: whatever else loads the machine loads both alike."""
+    cycles run at the same time: whatever else loads the machine loads both alike. Both start
+    with the same history (``--history`` finished Pomodoros), and every run adds to it."""
 
     def __init__(self, server: Any, url: str, args: argparse.Namespace, work: Path) -> None:
         self.server = server
         self.args = args
         self.work = work
-        self.script = work / "cycle.sql"
-        self.script.write_text(cycle_script())
-        self.prime = work / "prime.sql"
-        self.prime.write_text(prime_script())
         self.postmaster = postmaster_pid(server.data)
+        self.runs = 0
+        if args.history:
+            began = time.perf_counter()
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(HISTORY, {"pomodoros": args.history})
+                conn.execute("VACUUM ANALYZE")
+            print(
+                f"    history: {args.history:,} finished Pomodoros in {time.perf_counter() - began:.0f} s",
+                flush=True,
+            )
         with psycopg.connect(server.admin_url, autocommit=True) as admin:
             admin.execute(f"CREATE DATABASE {VARIANT} TEMPLATE {DATABASE}")
         self.urls = {DATABASE: url, VARIANT: with_database(url, VARIANT)}
@@ -305,12 +314,23 @@ class Harness:
             for statement in statements:
                 self.conn.execute(statement)
 
-    def _start_pgbench(self, script: Path, *args: str) -> dict[str, subprocess.Popen[str]]:
-        """The script on both databases at once, ``--clients`` each."""
+    def _scripts(self, name: str, part: Part | None) -> dict[str, tuple[Path, Path]]:
+        """Each database's prime and cycle scripts: the variant's changed by its part, if at all."""
+        scripts = {}
+        for db in self.urls:
+            change = part.script if (part is not None and db == VARIANT and part.script) else (lambda t: t)
+            prime, cycle = self.work / f"{db}-prime.sql", self.work / f"{db}-cycle.sql"
+            prime.write_text(change(prime_script()))
+            cycle.write_text(change(cycle_script()))
+            scripts[db] = (prime, cycle)
+        return scripts
+
+    def _start_pgbench(self, scripts: dict[str, Path], *args: str) -> dict[str, subprocess.Popen[str]]:
+        """Each database's script at once, ``--clients`` each."""
         return {
             name: subprocess.Popen(
                 [PGBENCH, "-n", "-M", "prepared", "-c", str(self.args.clients), "-j", "1", *args]
-                + ["-f", str(script), url],
+                + ["-D", f"run={self.runs}", "-f", str(scripts[name]), url],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -328,17 +348,19 @@ class Harness:
             outputs[name] = output
         return outputs
 
-    def run(self, name: str, kind: str) -> tuple[Result, Result]:
+    def run(self, name: str, kind: str, part: Part | None = None) -> tuple[Result, Result]:
         """The baseline's result and the variant's, measured side by side.
 
         pgbench runs a second longer than the window and logs each cycle's end: the window opens
         after its connections are up and closes before they go, so each backend's CPU is read
         from /proc while it lives, and the cycles counted are those that ended inside it."""
-        for conn in self.conns.values():
-            conn.execute(TRUNCATE)
-        self._finish_pgbench(self._start_pgbench(self.prime, "-t", str(SLOTS), "-D", "n=-1"))
-        # Statistics as autovacuum keeps them in production (TRUNCATE left none), then a
-        # checkpoint: every window starts as long after one as the others.
+        self.runs += 1
+        scripts = self._scripts(name, part)
+        primes = {db: pair[0] for db, pair in scripts.items()}
+        cycles_scripts = {db: pair[1] for db, pair in scripts.items()}
+        self._finish_pgbench(self._start_pgbench(primes, "-t", str(SLOTS), "-D", "n=-1"))
+        # Statistics as autovacuum keeps them, then a checkpoint: every window starts as long
+        # after one as the others, and its first touch of a page writes a full-page image.
         for conn in self.conns.values():
             conn.execute("ANALYZE")
         self.conns[DATABASE].execute("CHECKPOINT")
@@ -350,19 +372,16 @@ class Harness:
             for db, url in self.urls.items()
         }
         seconds = self.args.seconds
-        running = {
-            db: process
-            for db, process in self._start_pgbench(
-                self.script,
-                "-T",
-                str(seconds + 2),
-                "-D",
-                f"n={SLOTS - 1}",
-                "-l",
-                "--log-prefix",
-                str(logs / "x"),
-            ).items()
-        }
+        running = self._start_pgbench(
+            cycles_scripts,
+            "-T",
+            str(seconds + 2),
+            "-D",
+            f"n={SLOTS - 1}",
+            "-l",
+            "--log-prefix",
+            str(logs / "x"),
+        )
         for meter in meters.values():
             meter.prepare()
         time.sleep(0.7)
@@ -373,6 +392,7 @@ class Harness:
         closed = time.time()
         for meter in meters.values():
             meter.end()
+        meters[VARIANT].align(meters[DATABASE])
         usages = {db: meter.report() for db, meter in meters.items()}
         self._finish_pgbench(running)
         ended = self._cycle_ends(logs, running)
@@ -380,7 +400,12 @@ class Harness:
         for db in (DATABASE, VARIANT):
             total = len(ended[db])
             delivered = (
-                self.conns[db].execute("SELECT count(*) FROM outbox WHERE status = 'delivered'").fetchone()
+                self.conns[db]
+                .execute(
+                    "SELECT count(*) FROM outbox WHERE status = 'delivered' AND conversation_id LIKE %s",
+                    (f"pgb-{self.runs}-%",),
+                )
+                .fetchone()
             )
             if delivered is None or int(delivered[0]) != total:
                 raise RuntimeError(f"{name}: {delivered} results delivered after {total} cycles")
@@ -418,6 +443,66 @@ class Harness:
         return ended
 
 
+# Finished Pomodoros as weeks of use leave them, eight per conversation: each with its instance,
+# sub-session, snapshot, operation, two recorded tool calls, its delivered outbox row and attempt.
+# Ids are random, as the service makes them; delivered rows are the relay's retention window.
+HISTORY = """
+WITH r AS (
+    SELECT g, 'old-' || (g / 8) AS conversation_id, gen_random_uuid() AS instance_id,
+           gen_random_uuid() AS sub_session_id, gen_random_uuid() AS operation_id,
+           gen_random_uuid() AS event_id, 'call-' || gen_random_uuid() AS start_id,
+           'call-' || gen_random_uuid() AS interrupt_id,
+           now() - make_interval(secs => g * 3) - interval '1 hour' AS started_at
+    FROM generate_series(1, %(pomodoros)s) g
+),
+ws AS (
+    INSERT INTO workspaces (conversation_id, outbox_sequence)
+    SELECT conversation_id, count(*) FROM r GROUP BY conversation_id
+),
+inst AS (
+    INSERT INTO app_instances (instance_id, conversation_id, app_scope, status, opened_at, closed_at)
+    SELECT instance_id, conversation_id, 'pomodoro', 'closed', started_at, started_at + interval '10 minutes'
+    FROM r
+),
+sub AS (
+    INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id, status, started_at, ended_at)
+    SELECT sub_session_id, instance_id, conversation_id, 'ended', started_at, started_at + interval '10 minutes'
+    FROM r
+),
+snap AS (
+    INSERT INTO instance_states (instance_id, app_scope, schema_version, readonly)
+    SELECT instance_id, 'pomodoro', 1, true FROM r
+),
+ops AS (
+    INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
+                            state, reason, duration_seconds, activity, started_at, ends_at,
+                            finalized_at, result)
+    SELECT operation_id, 'pomodoro.start', start_id, conversation_id, 'pomodoro', instance_id,
+           'interrupted', 'agent_interrupt', 1500, 'history', started_at,
+           started_at + interval '1500 seconds', started_at + interval '10 minutes',
+           jsonb_build_object('state', 'interrupted', 'reason', 'agent_interrupt', 'focused_seconds', 600)
+    FROM r
+),
+calls AS (
+    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response, created_at)
+    SELECT id, conversation_id, tool, md5(id) || md5(id), code, '{"status": "accepted"}'::json, started_at
+    FROM r, LATERAL (VALUES (start_id, 'pomodoro.start', 202), (interrupt_id, 'pomodoro.interrupt', 200))
+         AS c(id, tool, code)
+),
+box AS (
+    INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, status,
+                        attempts, created_at, delivered_at, payload)
+    SELECT event_id, operation_id, 'pomodoro.start', start_id, conversation_id,
+           row_number() OVER (PARTITION BY conversation_id ORDER BY g), 'delivered', 1,
+           started_at + interval '10 minutes', started_at + interval '10 minutes 1 second',
+           jsonb_build_object('type', 'tool.result', 'tool_call_id', start_id)
+    FROM r
+)
+INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code, outcome)
+SELECT event_id, 1, 'history', started_at + interval '10 minutes', 3, 204, 'delivered' FROM r
+"""
+
+
 def _saved(result: Result, around: dict[str, float], key: str) -> float:
     return around[key] - result.per_cycle[key]
 
@@ -446,6 +531,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=2, help="pgbench clients on each copy")
     parser.add_argument("--only", nargs="*", default=None, help="variants whose name contains one of these")
     parser.add_argument("--calibrations", type=int, default=2, help="runs of the two copies alike first")
+    parser.add_argument(
+        "--history", type=int, default=200000, help="finished Pomodoros in the tables before the first run"
+    )
     args = parser.parse_args(argv)
     print(
         f"schema_cost: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start, "
@@ -474,9 +562,8 @@ def main(argv: list[str] | None = None) -> int:
         for part in variants:
             harness.apply(part.drop)
             try:
-                base_result, result = harness.run(part.name, part.kind)
+                base_result, result = harness.run(part.name, part.kind, part)
             finally:
-                harness.conn.execute(TRUNCATE)
                 harness.apply(part.restore)
             baselines.append(base_result)
             results.append((result, base_result.per_cycle))
@@ -540,7 +627,38 @@ def reshapes(conn: psycopg.Connection[Any]) -> list[Part]:
         "CREATE TRIGGER bench_noop AFTER INSERT OR UPDATE ON operations FOR EACH ROW EXECUTE FUNCTION bench_noop()",
         "CREATE TRIGGER bench_noop AFTER UPDATE ON workspaces FOR EACH ROW EXECUTE FUNCTION bench_noop()",
     ]
+    # Time-ordered ids for what the Runtime names (instances, sub-sessions, operations, outbox
+    # events): a UUID whose first 48 bits are the time in milliseconds (version 7), so new keys go
+    # to the right edge of their indexes instead of a random leaf page each. Tool call ids stay
+    # random: the Agent makes them.
+    uuid_v7 = [
+        "CREATE FUNCTION bench_uuid_v7() RETURNS uuid LANGUAGE sql VOLATILE AS $$ "
+        "SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING "
+        "substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) "
+        "FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid $$"
+    ]
+
+    def time_ordered(script: str) -> str:
+        changed = script
+        for name in ("instance_id", "sub_session_id", "operation_id", "event_id"):
+            changed = changed.replace(f"gen_random_uuid() AS {name}", f"bench_uuid_v7() AS {name}")
+        assert changed.count("bench_uuid_v7()") >= (4 if "AS event_id" in script else 3), "ids not found"
+        return changed
+
     return [
+        Part(
+            "server: wal_compression = lz4 (full-page images compressed)",
+            "setting",
+            [f"ALTER DATABASE {VARIANT} SET wal_compression = 'lz4'"],
+            [f"ALTER DATABASE {VARIANT} RESET wal_compression"],
+        ),
+        Part(
+            "reshape: time-ordered ids (UUID version 7) for instances, sub-sessions, operations, events",
+            "reshape",
+            uuid_v7,
+            ["DROP FUNCTION bench_uuid_v7()"],
+            script=time_ordered,
+        ),
         Part(
             "reshape: outbox fillfactor 90 (a claim can stay on its page)",
             "reshape",

@@ -227,6 +227,9 @@ class UsageMeter:
     and the backends named in ``ignore_pids`` out of the CPU.
     """
 
+    # The last range of WAL records read, and what was read (see ``align``).
+    _last_read: tuple[tuple[str, str], list[Any]] = (("", ""), [])
+
     def __init__(
         self,
         admin_url: str,
@@ -304,6 +307,11 @@ class UsageMeter:
         self._lsn = str(row[0])
         self._began = time.perf_counter()
 
+    def align(self, other: UsageMeter) -> None:
+        """Take ``other``'s WAL marks (a meter of another database of the same server, begun and
+        ended just before this one): both windows then read one range of WAL, once."""
+        self._lsn, self._end = other._lsn, other._end
+
     def end(self) -> None:
         assert self._admin is not None
         assert self._cpu is not None
@@ -358,16 +366,18 @@ class UsageMeter:
     ) -> Usage:
         size = admin.execute("SELECT %s::pg_lsn - %s::pg_lsn", (end, start)).fetchone()
         written = int(size[0]) if size else 0
-        rows = (
-            []
-            if written <= 0
-            else admin.execute(
+        if written <= 0:
+            rows: list[Any] = []
+        elif UsageMeter._last_read[0] == (start, end):
+            rows = UsageMeter._last_read[1]  # the same range, read for another database just now
+        else:
+            rows = admin.execute(
                 "SELECT resource_manager, record_type, substring(block_ref from 'rel [0-9/]+') AS rel, "
                 "       count(*), sum(record_length), sum(fpi_length) "
                 "FROM pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn) GROUP BY 1, 2, 3",
                 (start, end),
             ).fetchall()
-        )
+            UsageMeter._last_read = ((start, end), rows)
         database_oid = admin.execute(
             "SELECT oid FROM pg_database WHERE datname = %s", (self._database,)
         ).fetchone()
