@@ -54,6 +54,7 @@ bench: install ## the benchmarks (they print numbers; see bench/README.md)
 	$(PY) bench/relay_drain.py
 	$(PY) bench/deadline_lateness.py
 	$(PY) bench/deadline_lateness.py --due 5000 --focusing 100000
+	$(PY) bench/capacity.py
 
 failover: install ## Patroni + etcd on this machine under load: a switchover, a crashed primary, the checks
 	@command -v patroni >/dev/null && command -v etcd >/dev/null && test -x /usr/lib/postgresql/15/bin/initdb || { \

@@ -1,5 +1,6 @@
-"""The relay benches' SQL: a backlog as the service would leave it, and one result committed as a
-deciding transaction commits it. (The throwaway database itself comes from ``bench.common``.)"""
+"""SQL the benches share: a history of finished Pomodoros (``HISTORY``), a relay backlog as the
+service would leave it, and one result committed as a deciding transaction commits it. (The
+throwaway database itself comes from ``bench.common``.)"""
 
 from __future__ import annotations
 
@@ -50,3 +51,66 @@ FROM ws, (SELECT gen_random_uuid() AS event_id, 'call-' || gen_random_uuid() AS 
 """
 
 RESET = "TRUNCATE outbox_attempts, outbox, workspaces CASCADE"
+
+
+# Finished Pomodoros as weeks of use leave them, eight per conversation: each with its instance,
+# sub-session, snapshot, operation, two recorded tool calls, its delivered outbox row and attempt.
+# Ids are random, as the service makes them; delivered rows are the relay's retention window.
+HISTORY = """
+WITH r AS (
+    SELECT g, 'old-' || (g / 8) AS conversation_id, gen_random_uuid() AS instance_id,
+           gen_random_uuid() AS sub_session_id, gen_random_uuid() AS operation_id,
+           gen_random_uuid() AS event_id, 'call-' || gen_random_uuid() AS start_id,
+           'call-' || gen_random_uuid() AS interrupt_id,
+           now() - make_interval(secs => g * 3) - interval '1 hour' AS started_at
+    FROM generate_series(1, %(pomodoros)s) g
+),
+ws AS (
+    INSERT INTO workspaces (conversation_id, outbox_sequence)
+    SELECT conversation_id, count(*) FROM r GROUP BY conversation_id
+),
+inst AS (
+    INSERT INTO app_instances (instance_id, conversation_id, app_scope, status, opened_at, closed_at)
+    SELECT instance_id, conversation_id, 'pomodoro', 'closed', started_at,
+           started_at + interval '10 minutes'
+    FROM r
+),
+sub AS (
+    INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id, status, started_at, ended_at)
+    SELECT sub_session_id, instance_id, conversation_id, 'ended', started_at,
+           started_at + interval '10 minutes'
+    FROM r
+),
+snap AS (
+    INSERT INTO instance_states (instance_id, app_scope, schema_version, readonly)
+    SELECT instance_id, 'pomodoro', 1, true FROM r
+),
+ops AS (
+    INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
+                            state, reason, duration_seconds, activity, started_at, ends_at,
+                            finalized_at, result)
+    SELECT operation_id, 'pomodoro.start', start_id, conversation_id, 'pomodoro', instance_id,
+           'interrupted', 'agent_interrupt', 1500, 'history', started_at,
+           started_at + interval '1500 seconds', started_at + interval '10 minutes',
+           jsonb_build_object('state', 'interrupted', 'reason', 'agent_interrupt', 'focused_seconds', 600)
+    FROM r
+),
+calls AS (
+    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response,
+                            created_at)
+    SELECT id, conversation_id, tool, md5(id) || md5(id), code, '{"status": "accepted"}'::json, started_at
+    FROM r, LATERAL (VALUES (start_id, 'pomodoro.start', 202), (interrupt_id, 'pomodoro.interrupt', 200))
+         AS c(id, tool, code)
+),
+box AS (
+    INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, status,
+                        attempts, created_at, delivered_at, payload)
+    SELECT event_id, operation_id, 'pomodoro.start', start_id, conversation_id,
+           row_number() OVER (PARTITION BY conversation_id ORDER BY g), 'delivered', 1,
+           started_at + interval '10 minutes', started_at + interval '10 minutes 1 second',
+           jsonb_build_object('type', 'tool.result', 'tool_call_id', start_id)
+    FROM r
+)
+INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code, outcome)
+SELECT event_id, 1, 'history', started_at + interval '10 minutes', 3, 204, 'delivered' FROM r
+"""

@@ -55,6 +55,7 @@ if str(ROOT) not in sys.path:
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
+from bench._db import HISTORY  # noqa: E402
 from bench.common import running_service  # noqa: E402
 from bench.failover_postgres import Postgres  # noqa: E402
 from bench.relay_drain import Receiver, Relays  # noqa: E402
@@ -411,7 +412,9 @@ class Bench:
             nonlocal received
             headers = {"Authorization": f"Bearer {self.tokens['host']}"}
             async with (
-                httpx.AsyncClient(base_url=self.service.base_url, timeout=None) as client,
+                httpx.AsyncClient(
+                    base_url=self.service.base_url, timeout=httpx.Timeout(30.0, read=None)
+                ) as client,
                 client.stream("GET", f"/v1/host/conversations/{watched}/events", headers=headers) as answer,
             ):
                 async for line in answer.aiter_lines():
@@ -438,17 +441,40 @@ class Bench:
         watched_row = per_unit("cycle, watched", usage, cycles)
         if received < 4 * cycles:
             self.failures.append(f"the stream received {received} events of {4 * cycles}")
+        # The stream only reads: its database cost is its own statements (the feed's reads of
+        # projection_events), timed by pg_stat_statements; the service's CPU is the difference.
+        reads = [s for s in usage.statements if "FROM projection_events" in s.query]
+        row = difference(
+            "event stream, one conversation watched (per cycle)",
+            watched_row,
+            unwatched,
+            f"{received / cycles:.1f} events per start+interrupt cycle reached the stream; Postgres: the "
+            "stream's reads (execution time), service: watched minus unwatched",
+        )
+        zero = dict.fromkeys(
+            ("commits", "wal_bytes", "fpi_bytes", "rows", "hot_updates", "locks", "index_entries"), 0.0
+        )
+        calls = sum(s.calls for s in reads)
         self.rows.append(
-            difference(
-                "event stream, watched (per cycle)",
-                watched_row,
-                unwatched,
-                f"{received / cycles:.1f} events per start+interrupt cycle reached the stream",
+            Row(
+                **{
+                    **asdict(row),
+                    **zero,
+                    "statements": calls / cycles,
+                    "postgres_us": sum(s.exec_ms for s in reads) * 1e3 / cycles,
+                    "backends_us": sum(s.exec_ms for s in reads) * 1e3 / cycles,
+                    "background_us": 0.0,
+                    "dirtied": sum(s.dirtied for s in reads) / cycles,
+                    "top_statements": [
+                        (" ".join(s.query.split())[:80], s.calls / cycles, s.exec_ms / max(s.calls, 1))
+                        for s in reads
+                    ],
+                }
             )
         )
 
     def console(self, refreshes: int, pad: int) -> None:
-        for label in ("at the run's size", f"+{pad:,} operations and outbox rows"):
+        for label in ("at the run's size", f"+{pad:,} finished Pomodoros"):
             if label.startswith("+"):
                 self._pad(pad)
             sizes = self.query(
@@ -471,50 +497,9 @@ class Bench:
                 usage = meter.stop()
             self.rows.append(per_unit(f"gauge sample, {label}", usage, refreshes, str(sizes)))
 
-    def _pad(self, rows: int) -> None:
-        """Finished history as weeks of use leave it: settled operations, delivered outbox rows,
-        one attempt each, eight per conversation."""
-        self.probe.execute(
-            f"""
-            WITH r AS (
-                SELECT g, 'pad-' || (g / 8) AS conversation_id, gen_random_uuid() AS instance_id,
-                       gen_random_uuid() AS operation_id, gen_random_uuid() AS event_id,
-                       now() - make_interval(secs => g * 10) - interval '1 hour' AS started_at
-                FROM generate_series(1, %(rows)s) g
-            ),
-            ws AS (
-                INSERT INTO workspaces (conversation_id, outbox_sequence)
-                SELECT DISTINCT conversation_id, 8 FROM r
-            ),
-            inst AS (
-                INSERT INTO app_instances (instance_id, conversation_id, app_scope, status, opened_at, closed_at)
-                SELECT instance_id, conversation_id, 'pomodoro', 'closed', started_at, started_at + interval '25 minutes'
-                FROM r
-            ),
-            ops AS (
-                INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
-                                        state, reason, duration_seconds, activity, started_at, ends_at,
-                                        finalized_at, result)
-                SELECT operation_id, 'pomodoro.start', 'pad-start-' || g, conversation_id, 'pomodoro', instance_id,
-                       'completed', 'deadline_reached', 1500, 'padding', started_at,
-                       started_at + interval '1500 seconds', started_at + interval '1500.002 seconds',
-                       '{{"state": "completed"}}'::jsonb
-                FROM r
-            ),
-            box AS (
-                INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, status,
-                                    attempts, created_at, delivered_at, payload)
-                SELECT event_id, operation_id, 'pomodoro.start', 'pad-start-' || g, conversation_id, g %% 8 + 1,
-                       'delivered', 1, started_at + interval '1500 seconds', started_at + interval '1501 seconds',
-                       '{{"type": "tool.result"}}'::jsonb
-                FROM r
-            )
-            INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code, outcome)
-            SELECT event_id, 1, 'padding', started_at + interval '1500 seconds', 3, 204, 'delivered' FROM r
-            /* {PROBE} */
-            """,
-            {"rows": rows},
-        )
+    def _pad(self, pomodoros: int) -> None:
+        """Finished history as weeks of use leave it (``bench._db.HISTORY``)."""
+        self.probe.execute(f"{HISTORY} /* {PROBE} */", {"pomodoros": pomodoros})
         # Vacuumed now, so that autovacuum does not run inside the window that follows.
         self.probe.execute(f"VACUUM ANALYZE /* {PROBE} */")
 

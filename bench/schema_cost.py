@@ -44,6 +44,7 @@ if str(ROOT) not in sys.path:
 
 import psycopg  # noqa: E402
 
+from bench._db import HISTORY  # noqa: E402
 from bench.common import with_database  # noqa: E402
 from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid  # noqa: E402
 from bench.tool_cycles import INTERRUPT_SQL, PGBENCH, START_SQL  # noqa: E402
@@ -298,6 +299,15 @@ class Harness:
                 f"    history: {args.history:,} finished Pomodoros in {time.perf_counter() - began:.0f} s",
                 flush=True,
             )
+            with psycopg.connect(url, autocommit=True) as conn:
+                sizes = conn.execute(SIZES).fetchall()
+            total = sum(int(heap) + int(indexes) for _, heap, indexes in sizes)
+            print(f"    on disk per finished Pomodoro: {total / args.history:,.0f} B (table, its indexes):")
+            for table, heap, indexes in sizes:
+                print(
+                    f"      {table:<18} {int(heap) / args.history:6,.0f} B  "
+                    f"{int(indexes) / args.history:6,.0f} B"
+                )
         with psycopg.connect(server.admin_url, autocommit=True) as admin:
             admin.execute(f"CREATE DATABASE {VARIANT} TEMPLATE {DATABASE}")
         self.urls = {DATABASE: url, VARIANT: with_database(url, VARIANT)}
@@ -329,8 +339,22 @@ class Harness:
         """Each database's script at once, ``--clients`` each."""
         return {
             name: subprocess.Popen(
-                [PGBENCH, "-n", "-M", "prepared", "-c", str(self.args.clients), "-j", "1", *args]
-                + ["-D", f"run={self.runs}", "-f", str(scripts[name]), url],
+                [
+                    PGBENCH,
+                    "-n",
+                    "-M",
+                    "prepared",
+                    "-c",
+                    str(self.args.clients),
+                    "-j",
+                    "1",
+                    *args,
+                    "-D",
+                    f"run={self.runs}",
+                    "-f",
+                    str(scripts[name]),
+                    url,
+                ],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -443,63 +467,11 @@ class Harness:
         return ended
 
 
-# Finished Pomodoros as weeks of use leave them, eight per conversation: each with its instance,
-# sub-session, snapshot, operation, two recorded tool calls, its delivered outbox row and attempt.
-# Ids are random, as the service makes them; delivered rows are the relay's retention window.
-HISTORY = """
-WITH r AS (
-    SELECT g, 'old-' || (g / 8) AS conversation_id, gen_random_uuid() AS instance_id,
-           gen_random_uuid() AS sub_session_id, gen_random_uuid() AS operation_id,
-           gen_random_uuid() AS event_id, 'call-' || gen_random_uuid() AS start_id,
-           'call-' || gen_random_uuid() AS interrupt_id,
-           now() - make_interval(secs => g * 3) - interval '1 hour' AS started_at
-    FROM generate_series(1, %(pomodoros)s) g
-),
-ws AS (
-    INSERT INTO workspaces (conversation_id, outbox_sequence)
-    SELECT conversation_id, count(*) FROM r GROUP BY conversation_id
-),
-inst AS (
-    INSERT INTO app_instances (instance_id, conversation_id, app_scope, status, opened_at, closed_at)
-    SELECT instance_id, conversation_id, 'pomodoro', 'closed', started_at, started_at + interval '10 minutes'
-    FROM r
-),
-sub AS (
-    INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id, status, started_at, ended_at)
-    SELECT sub_session_id, instance_id, conversation_id, 'ended', started_at, started_at + interval '10 minutes'
-    FROM r
-),
-snap AS (
-    INSERT INTO instance_states (instance_id, app_scope, schema_version, readonly)
-    SELECT instance_id, 'pomodoro', 1, true FROM r
-),
-ops AS (
-    INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
-                            state, reason, duration_seconds, activity, started_at, ends_at,
-                            finalized_at, result)
-    SELECT operation_id, 'pomodoro.start', start_id, conversation_id, 'pomodoro', instance_id,
-           'interrupted', 'agent_interrupt', 1500, 'history', started_at,
-           started_at + interval '1500 seconds', started_at + interval '10 minutes',
-           jsonb_build_object('state', 'interrupted', 'reason', 'agent_interrupt', 'focused_seconds', 600)
-    FROM r
-),
-calls AS (
-    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response, created_at)
-    SELECT id, conversation_id, tool, md5(id) || md5(id), code, '{"status": "accepted"}'::json, started_at
-    FROM r, LATERAL (VALUES (start_id, 'pomodoro.start', 202), (interrupt_id, 'pomodoro.interrupt', 200))
-         AS c(id, tool, code)
-),
-box AS (
-    INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, status,
-                        attempts, created_at, delivered_at, payload)
-    SELECT event_id, operation_id, 'pomodoro.start', start_id, conversation_id,
-           row_number() OVER (PARTITION BY conversation_id ORDER BY g), 'delivered', 1,
-           started_at + interval '10 minutes', started_at + interval '10 minutes 1 second',
-           jsonb_build_object('type', 'tool.result', 'tool_call_id', start_id)
-    FROM r
-)
-INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code, outcome)
-SELECT event_id, 1, 'history', started_at + interval '10 minutes', 3, 204, 'delivered' FROM r
+SIZES = f"""
+SELECT c.relname, pg_table_size(c.oid), pg_indexes_size(c.oid)
+FROM pg_class c
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname IN {_tables_sql()}
+ORDER BY pg_total_relation_size(c.oid) DESC
 """
 
 
@@ -509,7 +481,8 @@ def _saved(result: Result, around: dict[str, float], key: str) -> float:
 
 def _progress(result: Result, around: dict[str, float]) -> str:
     return (
-        f"    {result.name:<58} CPU {result.per_cycle['cpu_us']:6,.0f} us ({_saved(result, around, 'cpu_us'):+5,.0f})"
+        f"    {result.name:<58} CPU {result.per_cycle['cpu_us']:6,.0f} us "
+        f"({_saved(result, around, 'cpu_us'):+5,.0f})"
         f"  WAL {result.per_cycle['wal']:6,.0f} B ({_saved(result, around, 'wal'):+5,.0f})"
     )
 
@@ -517,7 +490,8 @@ def _progress(result: Result, around: dict[str, float]) -> str:
 def _line(result: Result, around: dict[str, float]) -> str:
     cpu = _saved(result, around, "cpu_us")
     return (
-        f"| {result.name} | {cpu:+,.0f} ({cpu / around['cpu_us']:+.0%}) | {_saved(result, around, 'wal'):+,.0f} "
+        f"| {result.name} | {cpu:+,.0f} ({cpu / around['cpu_us']:+.0%}) "
+        f"| {_saved(result, around, 'wal'):+,.0f} "
         f"| {_saved(result, around, 'index'):+.1f} | {_saved(result, around, 'rows'):+.1f} "
         f"| {result.per_cycle['rate'] / around['rate']:.2f} |"
     )
@@ -577,10 +551,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     noise = max((abs(_saved(r, around, "cpu_us")) for r, around in results[: args.calibrations]), default=0.0)
     print(
-        f"\nbaseline (median of {len(baselines)}): {base['cpu_us']:,.0f} us CPU of Postgres backends per cycle "
+        f"\nbaseline (median of {len(baselines)}): {base['cpu_us']:,.0f} us CPU of Postgres backends "
+        "per cycle "
         f"({spread['cpu_us'][0]:,.0f}-{spread['cpu_us'][1]:,.0f}; the two copies alike differed by up to "
         f"{noise:,.0f}), "
-        f"{base['wal']:,.0f} B WAL ({spread['wal'][0]:,.0f}-{spread['wal'][1]:,.0f}), {base['rows']:.1f} rows, "
+        f"{base['wal']:,.0f} B WAL ({spread['wal'][0]:,.0f}-{spread['wal'][1]:,.0f}), "
+        f"{base['rows']:.1f} rows, "
         f"{base['index']:.1f} index entries, {base['dirtied']:.1f} buffers dirtied, "
         f"{base['rate']:,.0f} cycles/s ({spread['rate'][0]:,.0f}-{spread['rate'][1]:,.0f})\n"
     )
@@ -624,7 +600,8 @@ def reshapes(conn: psycopg.Connection[Any]) -> list[Part]:
     ]
     noop = [
         "CREATE FUNCTION bench_noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
-        "CREATE TRIGGER bench_noop AFTER INSERT OR UPDATE ON operations FOR EACH ROW EXECUTE FUNCTION bench_noop()",
+        "CREATE TRIGGER bench_noop AFTER INSERT OR UPDATE ON operations FOR EACH ROW "
+        "EXECUTE FUNCTION bench_noop()",
         "CREATE TRIGGER bench_noop AFTER UPDATE ON workspaces FOR EACH ROW EXECUTE FUNCTION bench_noop()",
     ]
     # Time-ordered ids for what the Runtime names (instances, sub-sessions, operations, outbox
