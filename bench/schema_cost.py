@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,8 +156,6 @@ class Part:
     kind: str
     drop: list[str]
     restore: list[str]
-    # A change of the cycle's own SQL for the variant (a reshape that is not only DDL).
-    script: Callable[[str], str] | None = None
 
 
 @dataclass
@@ -290,6 +288,10 @@ class Harness:
         self.work = work
         self.postmaster = postmaster_pid(server.data)
         self.runs = 0
+        self.script = work / "cycle.sql"
+        self.script.write_text(cycle_script())
+        self.prime = work / "prime.sql"
+        self.prime.write_text(prime_script())
         if args.history:
             began = time.perf_counter()
             with psycopg.connect(url, autocommit=True) as conn:
@@ -324,19 +326,8 @@ class Harness:
             for statement in statements:
                 self.conn.execute(statement)
 
-    def _scripts(self, name: str, part: Part | None) -> dict[str, tuple[Path, Path]]:
-        """Each database's prime and cycle scripts: the variant's changed by its part, if at all."""
-        scripts = {}
-        for db in self.urls:
-            change = part.script if (part is not None and db == VARIANT and part.script) else (lambda t: t)
-            prime, cycle = self.work / f"{db}-prime.sql", self.work / f"{db}-cycle.sql"
-            prime.write_text(change(prime_script()))
-            cycle.write_text(change(cycle_script()))
-            scripts[db] = (prime, cycle)
-        return scripts
-
-    def _start_pgbench(self, scripts: dict[str, Path], *args: str) -> dict[str, subprocess.Popen[str]]:
-        """Each database's script at once, ``--clients`` each."""
+    def _start_pgbench(self, script: Path, *args: str) -> dict[str, subprocess.Popen[str]]:
+        """The script on both databases at once, ``--clients`` each."""
         return {
             name: subprocess.Popen(
                 [
@@ -352,7 +343,7 @@ class Harness:
                     "-D",
                     f"run={self.runs}",
                     "-f",
-                    str(scripts[name]),
+                    str(script),
                     url,
                 ],
                 stdout=subprocess.PIPE,
@@ -372,17 +363,14 @@ class Harness:
             outputs[name] = output
         return outputs
 
-    def run(self, name: str, kind: str, part: Part | None = None) -> tuple[Result, Result]:
+    def run(self, name: str, kind: str) -> tuple[Result, Result]:
         """The baseline's result and the variant's, measured side by side.
 
         pgbench runs a second longer than the window and logs each cycle's end: the window opens
         after its connections are up and closes before they go, so each backend's CPU is read
         from /proc while it lives, and the cycles counted are those that ended inside it."""
         self.runs += 1
-        scripts = self._scripts(name, part)
-        primes = {db: pair[0] for db, pair in scripts.items()}
-        cycles_scripts = {db: pair[1] for db, pair in scripts.items()}
-        self._finish_pgbench(self._start_pgbench(primes, "-t", str(SLOTS), "-D", "n=-1"))
+        self._finish_pgbench(self._start_pgbench(self.prime, "-t", str(SLOTS), "-D", "n=-1"))
         # Statistics as autovacuum keeps them, then a checkpoint: every window starts as long
         # after one as the others, and its first touch of a page writes a full-page image.
         for conn in self.conns.values():
@@ -397,7 +385,7 @@ class Harness:
         }
         seconds = self.args.seconds
         running = self._start_pgbench(
-            cycles_scripts,
+            self.script,
             "-T",
             str(seconds + 2),
             "-D",
@@ -536,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         for part in variants:
             harness.apply(part.drop)
             try:
-                base_result, result = harness.run(part.name, part.kind, part)
+                base_result, result = harness.run(part.name, part.kind)
             finally:
                 harness.apply(part.restore)
             baselines.append(base_result)
@@ -604,23 +592,16 @@ def reshapes(conn: psycopg.Connection[Any]) -> list[Part]:
         "EXECUTE FUNCTION bench_noop()",
         "CREATE TRIGGER bench_noop AFTER UPDATE ON workspaces FOR EACH ROW EXECUTE FUNCTION bench_noop()",
     ]
-    # Time-ordered ids for what the Runtime names (instances, sub-sessions, operations, outbox
-    # events): a UUID whose first 48 bits are the time in milliseconds (version 7), so new keys go
-    # to the right edge of their indexes instead of a random leaf page each. Tool call ids stay
-    # random: the Agent makes them.
-    uuid_v7 = [
-        "CREATE FUNCTION bench_uuid_v7() RETURNS uuid LANGUAGE sql VOLATILE AS $$ "
-        "SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING "
-        "substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) "
-        "FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid $$"
-    ]
-
-    def time_ordered(script: str) -> str:
-        changed = script
-        for name in ("instance_id", "sub_session_id", "operation_id", "event_id"):
-            changed = changed.replace(f"gen_random_uuid() AS {name}", f"bench_uuid_v7() AS {name}")
-        assert changed.count("bench_uuid_v7()") >= (4 if "AS event_id" in script else 3), "ids not found"
-        return changed
+    # The ids the Runtime makes as they were before 15_ids.sql: random UUIDs (version 4) instead
+    # of time-ordered ones, in every function that makes one.
+    makers = conn.execute(
+        "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p "
+        "WHERE p.pronamespace = 'public'::regnamespace AND p.proname <> 'uuid_v7' "
+        "AND p.prosrc LIKE '%uuid_v7()%' ORDER BY 1"
+    ).fetchall()
+    assert makers, "no function makes a time-ordered id"
+    random_ids = [str(definition).replace("uuid_v7()", "gen_random_uuid()") for _, definition in makers]
+    time_ordered = [str(definition) for _, definition in makers]
 
     return [
         Part(
@@ -630,11 +611,10 @@ def reshapes(conn: psycopg.Connection[Any]) -> list[Part]:
             [f"ALTER DATABASE {VARIANT} RESET wal_compression"],
         ),
         Part(
-            "reshape: time-ordered ids (UUID version 7) for instances, sub-sessions, operations, events",
+            "before: random ids (UUID version 4) for instances, sub-sessions, operations, events",
             "reshape",
-            uuid_v7,
-            ["DROP FUNCTION bench_uuid_v7()"],
-            script=time_ordered,
+            random_ids,
+            time_ordered,
         ),
         Part(
             "reshape: outbox fillfactor 90 (a claim can stay on its page)",

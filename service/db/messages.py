@@ -17,7 +17,7 @@ WHERE sub_session_id = %(sub_session_id)s
 # The trigger messages_sub_session_open refuses a message into an ended sub-session.
 INSERT = """
 INSERT INTO messages (message_id, conversation_id, sub_session_id, role, text, created_at)
-VALUES (gen_random_uuid(), %(conversation_id)s, %(sub_session_id)s, %(role)s, %(text)s,
+VALUES (uuid_v7(), %(conversation_id)s, %(sub_session_id)s, %(role)s, %(text)s,
         statement_timestamp())
 RETURNING message_id, conversation_id, sub_session_id, role, text, created_at
 """

@@ -19,7 +19,8 @@ SCALING = ROOT / "docs" / "scaling.md"
 
 DISTRIBUTED = "distributed by conversation_id"
 OWN_KEY = "distributed by its own key, co-located with nothing"
-REFERENCE = "reference table"
+REFERENCE = "reference table (small, copied to every node)"
+COORDINATOR = "kept on the coordinator (the schema's own bookkeeping)"
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,8 @@ PLAN: dict[str, Place] = {
     ),
     "projection_events": _place(DISTRIBUTED, keys=("pk_projection_events",)),
     "host_sessions": _place(OWN_KEY),
+    "console_sessions": _place(REFERENCE),
+    "database_code": _place(COORDINATOR),
 }
 
 TABLES = """

@@ -9,8 +9,8 @@ CREATE OR REPLACE FUNCTION open_instance(
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    new_instance uuid := gen_random_uuid();
-    new_sub_session uuid := gen_random_uuid();
+    new_instance uuid := uuid_v7();
+    new_sub_session uuid := uuid_v7();
 BEGIN
     WITH instance AS (
         INSERT INTO app_instances (instance_id, conversation_id, app_scope, opened_at)

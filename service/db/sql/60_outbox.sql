@@ -20,7 +20,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     RETURN QUERY
     WITH entries AS (
-        SELECT e.*, gen_random_uuid() AS event_id FROM unnest(p_entries) e
+        SELECT e.*, uuid_v7() AS event_id FROM unnest(p_entries) e
     ),
     sequenced AS (
         UPDATE workspaces w SET outbox_sequence = w.outbox_sequence + 1

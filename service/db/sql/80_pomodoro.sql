@@ -51,7 +51,7 @@ BEGIN
     FROM open_instance(p_conversation_id, 'pomodoro', (p_context ->> 'state_schema_version')::integer);
     INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
                             duration_seconds, activity, started_at, ends_at)
-    VALUES (gen_random_uuid(), 'pomodoro.start', p_tool_call_id, p_conversation_id, 'pomodoro',
+    VALUES (uuid_v7(), 'pomodoro.start', p_tool_call_id, p_conversation_id, 'pomodoro',
             opened.instance_id, duration, p_arguments ->> 'activity', statement_timestamp(),
             statement_timestamp() + make_interval(secs => duration))
     RETURNING * INTO started;

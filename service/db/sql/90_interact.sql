@@ -55,7 +55,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     answered interactions;
     queued_event uuid;
-    posted_message uuid := gen_random_uuid();
+    posted_message uuid := uuid_v7();
 BEGIN
     UPDATE interactions i SET status = 'answered', answer = p_answer, answered_at = statement_timestamp()
     WHERE i.tool_call_id = p_tool_call_id AND i.status = 'pending'
