@@ -16,18 +16,35 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from relay.policy import Verdict
+from service.domain.delivery import AGENT_ENDPOINT
 
 Conn = AsyncConnection[TupleRow]
+
+
+def claim_columns(alias: str) -> str:
+    """What a claim answers per row, in ``Claim``'s order."""
+    names = "event_id, tool_call_id, conversation_id, sequence, attempts, created_at, lease_expires_at"
+    return ", ".join(f"{alias}.{name}" for name in names.split(", ")) + f", {alias}.payload::text"
+
 
 # Only the head of each conversation's pending queue (its lowest sequence) is claimable, and only
 # when it is due and not under a live lease: a row waiting for its retry holds back its own
 # conversation and nothing else, and a dead row (no longer pending) holds back nothing. SKIP LOCKED
 # lets any number of relays claim at once; of two racing for one row, one skips it.
-CLAIM = """
-WITH due AS (
+# Nothing is claimable while the endpoint is paused or its circuit is not closed (relay.circuit):
+# the gate is read once per statement (its primary key), so held rows spend no attempts. A
+# missing endpoint row holds nothing back. Each row also carries since when the circuit is closed.
+CLAIM = f"""
+WITH gate AS (
+    SELECT e.paused_at IS NULL AND e.circuit = 'closed' AS open, e.circuit_since
+    FROM delivery_endpoints e
+    WHERE e.endpoint = %(endpoint)s
+),
+due AS (
     SELECT o.event_id
     FROM outbox o
-    WHERE o.status = 'pending'
+    WHERE (SELECT open FROM gate) IS NOT FALSE
+      AND o.status = 'pending'
       AND o.next_attempt_at <= now()
       AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
       AND NOT (o.event_id = ANY(%(busy)s::uuid[]))
@@ -46,24 +63,25 @@ SET lease_owner = %(relay_id)s,
     attempts = o.attempts + 1
 FROM due
 WHERE o.event_id = due.event_id
-RETURNING o.event_id, o.tool_call_id, o.conversation_id, o.sequence, o.attempts, o.created_at,
-          o.lease_expires_at, o.payload::text
+RETURNING {claim_columns("o")}, (SELECT circuit_since FROM gate)
 """
 
 # The outcome lands only where this relay still holds the very lease it claimed; every attempt is
-# appended to outbox_attempts either way. One statement, its own transaction. Rows are locked in one
-# order (``locked``, sorted by event_id, read before any row is updated) by every writer, so two
-# writers recording overlapping batches (one of them late) cannot deadlock, and the attempt numbers
-# below are computed under the lock. Re-running the statement after a lost commit reply is
+# appended to outbox_attempts either way. A failed probe gives its attempt back (``refund``);
+# delivered rows are added to ``outbox_tallies``. One statement, its own transaction. Rows are
+# locked in one order (``locked``, sorted by event_id, read before any row is updated) by every
+# writer, so two writers recording overlapping batches (one of them late) cannot deadlock, and the
+# attempt numbers below are computed under the lock. Re-running the statement after a lost commit reply is
 # harmless: the attempt row (same relay, same start) exists and the lease is already gone.
 RECORD_OUTCOMES = """
 WITH v AS (
     SELECT * FROM unnest(
         %(event_ids)s::uuid[], %(leases)s::timestamptz[], %(verdicts)s::text[], %(delays)s::float8[],
         %(errors)s::text[], %(started_ats)s::timestamptz[], %(durations)s::int[],
-        %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[])
+        %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[],
+        %(refunds)s::int[])
         AS v(event_id, lease, verdict, delay, error, started_at, duration_ms, status_code, error_class,
-             excerpt)
+             excerpt, refund)
 ),
 locked AS MATERIALIZED (
     SELECT o.event_id FROM outbox o
@@ -79,6 +97,7 @@ held AS (
                                THEN now() + make_interval(secs => v.delay)
                                ELSE o.next_attempt_at END,
         last_error = CASE WHEN v.verdict = 'delivered' THEN o.last_error ELSE v.error END,
+        attempts = o.attempts - v.refund,
         lease_owner = NULL,
         lease_expires_at = NULL
     FROM v JOIN locked l USING (event_id)
@@ -87,7 +106,12 @@ held AS (
       AND o.lease_owner = %(relay_id)s
       AND o.lease_expires_at = v.lease
       AND o.lease_expires_at > now()
-    RETURNING o.event_id
+    RETURNING o.event_id, v.verdict
+),
+tally AS (
+    INSERT INTO outbox_tallies AS t (shard, delivered)
+    SELECT pg_backend_pid() %% 64, count(*) FROM held WHERE verdict = 'delivered' HAVING count(*) > 0
+    ON CONFLICT (shard) DO UPDATE SET delivered = t.delivered + excluded.delivered
 )
 INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code,
                              error_class, response_excerpt, outcome)
@@ -113,12 +137,6 @@ WHERE lease_owner = %(relay_id)s
 RETURNING event_id
 """
 
-SECONDS_UNTIL_NEXT_DUE = """
-SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - now())::float8
-FROM outbox
-WHERE status = 'pending' AND next_attempt_at > now()
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class Claim:
@@ -130,6 +148,8 @@ class Claim:
     created_at: datetime
     lease: datetime
     body: str
+    #: The one row sent to test an open circuit (``relay.circuit``).
+    probe: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,19 +163,40 @@ class Outcome:
     status_code: int | None
     error_class: str | None
     excerpt: str | None
+    #: 1 when a failed probe gives back the attempt its claim counted.
+    refund: int = 0
+
+
+class Claimed(list[Claim]):
+    """The rows claimed, oldest first; and since when the endpoint's circuit is closed, as the
+    claim read it (None with no rows, or with no endpoint row)."""
+
+    circuit_closed_since: datetime | None = None
 
 
 async def claim(
-    conn: Conn, relay_id: str, limit: int, lease_seconds: float, busy: Sequence[UUID] = ()
-) -> list[Claim]:
+    conn: Conn,
+    relay_id: str,
+    limit: int,
+    lease_seconds: float,
+    busy: Sequence[UUID] = (),
+    *,
+    endpoint: str = AGENT_ENDPOINT,
+) -> Claimed:
     cursor = await conn.execute(
         CLAIM,
-        {"relay_id": relay_id, "limit": limit, "lease_seconds": lease_seconds, "busy": list(busy)},
+        {
+            "relay_id": relay_id,
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "busy": list(busy),
+            "endpoint": endpoint,
+        },
     )
     rows = await cursor.fetchall()
-    claims = [Claim(*row) for row in rows]
-    claims.sort(key=lambda c: c.created_at)
-    return claims
+    claimed = Claimed(sorted((Claim(*row[:-1]) for row in rows), key=lambda c: c.created_at))
+    claimed.circuit_closed_since = rows[0][-1] if rows else None
+    return claimed
 
 
 async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]) -> dict[UUID, str]:
@@ -172,6 +213,7 @@ async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]
         "status_codes": [o.status_code for o in outcomes],
         "error_classes": [o.error_class for o in outcomes],
         "excerpts": [o.excerpt for o in outcomes],
+        "refunds": [o.refund for o in outcomes],
     }
     # Planned afresh each time (never a cached generic plan): the best way to look up earlier
     # attempts depends on how big outbox_attempts has grown, and its statistics may be stale.
@@ -183,9 +225,3 @@ async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]
 async def release(conn: Conn, relay_id: str, *, keep: Sequence[UUID] = (), uncount: int = 0) -> list[UUID]:
     cursor = await conn.execute(RELEASE, {"relay_id": relay_id, "keep": list(keep), "uncount": uncount})
     return [row[0] for row in await cursor.fetchall()]
-
-
-async def seconds_until_next_due(conn: Conn) -> float | None:
-    cursor = await conn.execute(SECONDS_UNTIL_NEXT_DUE)
-    row = await cursor.fetchone()
-    return None if row is None or row[0] is None else float(row[0])

@@ -12,6 +12,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from service.domain.delivery import AGENT_ENDPOINT
 from service.settings import Settings
 
 
@@ -33,7 +34,11 @@ class RelayConfig:
     metrics_host: str
     metrics_port: int
     retention_days: int
+    dead_retention_days: int
+    circuit_failures: int
+    circuit_probe_seconds: float
     shutdown_grace: float
+    endpoint: str = AGENT_ENDPOINT
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RelayConfig:
@@ -54,6 +59,9 @@ class RelayConfig:
             metrics_host=settings.relay_metrics_host,
             metrics_port=settings.relay_metrics_port or 0,
             retention_days=settings.relay_retention_days,
+            dead_retention_days=settings.relay_dead_retention_days,
+            circuit_failures=settings.relay_circuit_failures,
+            circuit_probe_seconds=settings.relay_circuit_probe_seconds,
             shutdown_grace=settings.relay_shutdown_grace_seconds,
         )
 

@@ -7,10 +7,10 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from relay.claims import Conn
-from service.db.gauges import OUTBOX_BY_STATUS
+from service.outbox_gauges import OutboxGauges
 
-# Run on scrape only, and at most every STATS_MAX_AGE seconds, so that frequent scrapes of several
-# relays do not keep scanning a large outbox.
+# Sampled on scrape only, and at most every STATS_MAX_AGE seconds, so that frequent scrapes of
+# several relays do not keep the database busy.
 STATS_MAX_AGE = 5.0
 
 
@@ -18,13 +18,7 @@ class RelayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.outbox_rows = Gauge("lineup_outbox_rows", "Outbox rows by status.", ["status"], registry=r)
-        self.oldest_pending_age = Gauge(
-            "lineup_outbox_oldest_pending_age_seconds",
-            "Age of the oldest pending outbox row (0 when none).",
-            registry=r,
-        )
-        self.dead_rows = Gauge("lineup_outbox_dead_rows", "Outbox rows that are dead.", registry=r)
+        self.outbox = OutboxGauges(r)
         self.attempts = Counter(
             "lineup_relay_delivery_attempts",
             "Delivery attempts by recorded outcome (delivered, retry, dead, lease_lost).",
@@ -47,7 +41,16 @@ class RelayMetrics:
         self.database_errors = Counter(
             "lineup_relay_database_errors", "Database operations that failed and were retried.", registry=r
         )
-        self.pruned = Counter("lineup_relay_pruned_rows", "Delivered rows pruned by retention.", registry=r)
+        self.pruned = Counter(
+            "lineup_relay_pruned_rows", "Rows pruned by retention, by status.", ["status"], registry=r
+        )
+        self.circuit_transitions = Counter(
+            "lineup_relay_circuit_transitions",
+            "Changes of the endpoint's circuit this relay made: to open (failures, a Retry-After, a "
+            "failed probe), half_open (it took the probe), closed (its probe was answered).",
+            ["to"],
+            registry=r,
+        )
         self.database_reachable = Gauge(
             "lineup_database_reachable",
             "1 when this relay's last look at the database (at a scrape) succeeded, else 0.",
@@ -58,10 +61,5 @@ class RelayMetrics:
     async def refresh_outbox(self, conn: Conn) -> None:
         if time.monotonic() - self._stats_at < STATS_MAX_AGE:
             return
-        cursor = await conn.execute(OUTBOX_BY_STATUS)
-        seen = {status: (count, age) for status, count, age in await cursor.fetchall()}
-        for status, (count, _) in seen.items():
-            self.outbox_rows.labels(status).set(count)
-        self.oldest_pending_age.set(seen.get("pending", (0, 0.0))[1])
-        self.dead_rows.set(seen.get("dead", (0, 0.0))[0])
+        await self.outbox.sample(conn)
         self._stats_at = time.monotonic()

@@ -1,13 +1,18 @@
-"""Retention: delivered rows (their attempts go with them) are pruned after a while; dead rows never are.
+"""Retention: delivered rows are pruned after ``RELAY_RETENTION_DAYS``, dead ones after
+``RELAY_DEAD_RETENTION_DAYS`` (longer by default; 0 keeps them); their attempts go with them.
+Pending rows never are.
 
 Pruning runs in small batches so that no statement holds many row locks or writes a large WAL burst
-at once; SKIP LOCKED keeps several relays pruning at the same time out of each other's way.
+at once; SKIP LOCKED keeps several relays pruning at the same time out of each other's way. After
+each round the relay reports its settings and what it pruned in ``outbox_retention``, which the
+operator console shows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import dataclass
 
 import psycopg
 import structlog
@@ -35,30 +40,95 @@ WHERE event_id IN (
     FOR UPDATE SKIP LOCKED)
 """
 
+# A dead row's age is its created_at: the retry schedule ends within days of it.
+PRUNE_DEAD = """
+DELETE FROM outbox
+WHERE event_id IN (
+    SELECT event_id
+    FROM outbox
+    WHERE status = 'dead'
+      AND created_at < now() - make_interval(days => %(days)s)
+    ORDER BY created_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+"""
 
-async def prune_delivered(
-    conn: Conn, retention_days: int, *, batch: int = PRUNE_BATCH, pause: float = 0.05
-) -> int:
-    """Delete delivered rows older than ``retention_days`` until none are left; returns how many."""
+REPORT = """
+INSERT INTO outbox_retention AS r (id, delivered_days, dead_days, reported_by, reported_at,
+                                   last_pruned_at, last_pruned_rows)
+VALUES (true, %(delivered_days)s, %(dead_days)s, %(relay_id)s, now(), now(), %(pruned)s)
+ON CONFLICT (id) DO UPDATE
+SET delivered_days = excluded.delivered_days, dead_days = excluded.dead_days,
+    reported_by = excluded.reported_by, reported_at = excluded.reported_at,
+    last_pruned_at = excluded.last_pruned_at, last_pruned_rows = excluded.last_pruned_rows
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    delivered_days: int
+    #: 0: dead rows are kept.
+    dead_days: int
+    relay_id: str
+
+
+async def _prune(conn: Conn, statement: str, days: int, batch: int, pause: float) -> int:
     total = 0
     while True:
-        cursor = await conn.execute(PRUNE_DELIVERED, {"days": retention_days, "limit": batch})
+        cursor = await conn.execute(statement, {"days": days, "limit": batch})
         total += cursor.rowcount
         if cursor.rowcount < batch:
             return total
         await asyncio.sleep(pause)
 
 
-async def keep_pruning(pool: RelayPool, retention_days: int, metrics: RelayMetrics) -> None:
+async def prune_delivered(
+    conn: Conn, retention_days: int, *, batch: int = PRUNE_BATCH, pause: float = 0.05
+) -> int:
+    """Delete delivered rows older than ``retention_days`` until none are left; returns how many."""
+    return await _prune(conn, PRUNE_DELIVERED, retention_days, batch, pause)
+
+
+async def prune_dead(
+    conn: Conn, retention_days: int, *, batch: int = PRUNE_BATCH, pause: float = 0.05
+) -> int:
+    """Delete dead rows created more than ``retention_days`` ago; returns how many."""
+    return await _prune(conn, PRUNE_DEAD, retention_days, batch, pause)
+
+
+async def prune_and_report(conn: Conn, retention: Retention) -> dict[str, int]:
+    """One round: both statuses pruned, then the settings and the total reported."""
+    pruned = {"delivered": await prune_delivered(conn, retention.delivered_days)}
+    if retention.dead_days:
+        pruned["dead"] = await prune_dead(conn, retention.dead_days)
+    await conn.execute(
+        REPORT,
+        {
+            "delivered_days": retention.delivered_days,
+            "dead_days": retention.dead_days,
+            "relay_id": retention.relay_id,
+            "pruned": sum(pruned.values()),
+        },
+    )
+    return pruned
+
+
+async def keep_pruning(pool: RelayPool, retention: Retention, metrics: RelayMetrics) -> None:
     """Prune now and then, forever; several relays doing it at once stay out of each other's way."""
     await asyncio.sleep(random.uniform(1.0, 10.0))
     while True:
         try:
             async with pool.connection() as conn:
-                pruned = await prune_delivered(conn, retention_days)
-            if pruned:
-                metrics.pruned.inc(pruned)
-                log.info("relay_pruned", rows=pruned, retention_days=retention_days)
+                pruned = await prune_and_report(conn, retention)
+            for status, rows in pruned.items():
+                metrics.pruned.labels(status).inc(rows)
+            if any(pruned.values()):
+                log.info(
+                    "relay_pruned",
+                    rows=pruned,
+                    retention_days=retention.delivered_days,
+                    dead_retention_days=retention.dead_days,
+                )
         except psycopg.Error as exc:
             log.warning("relay_prune_failed", error=str(exc).strip())
         await asyncio.sleep(PRUNE_EVERY * random.uniform(0.8, 1.2))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -20,8 +21,10 @@ from uuid import UUID
 import psycopg
 import structlog
 
+from relay import circuit
 from relay import claims as claims_db
-from relay.backoff import retry_delay
+from relay.backoff import parse_retry_after, retry_delay
+from relay.circuit import FailureStreak, is_endpoint_failure
 from relay.claims import Claim, Outcome
 from relay.config import RelayConfig, redacted
 from relay.database import RelayPool, relay_pool
@@ -29,7 +32,7 @@ from relay.delivery import Attempt, Deliverer
 from relay.metrics import RelayMetrics
 from relay.policy import AttemptResult, describe, verdict
 from relay.probes import ProbeServer
-from relay.retention import keep_pruning
+from relay.retention import Retention, keep_pruning
 from relay.signing import Signer
 from relay.wakeup import listen
 
@@ -52,6 +55,10 @@ class Relay:
         self._deliveries: set[asyncio.Task[None]] = set()
         self._orphans_possible = False
         self._broken = False
+        self._streak = FailureStreak(config.circuit_failures)
+        self._opening = False
+        self._hold_asked_until = 0.0
+        self._side_tasks: set[asyncio.Task[None]] = set()
         self._pool: RelayPool
         self._deliverer: Deliverer
         # Below this much free capacity the claimer waits rather than claim a handful of rows.
@@ -80,6 +87,7 @@ class Relay:
                 probe_port=self.probe_port,
             )
             await self._release(uncount=0)  # leases an earlier process with this relay id left behind
+            await self._ensure_endpoint()
             await self._claim_loop(stop)
             await self._drain()
         log.info("relay_stopped", relay_id=cfg.relay_id, unrecorded=len(self._held))
@@ -104,7 +112,7 @@ class Relay:
     def _start_helpers(self, stop: asyncio.Event, failures: list[BaseException]) -> list[asyncio.Task[None]]:
         helpers = [
             *(_spawn(self._write_loop(), f"relay-writer-{n}") for n in range(WRITERS)),
-            _spawn(keep_pruning(self._pool, self.config.retention_days, self.metrics), "relay-retention"),
+            _spawn(keep_pruning(self._pool, self._retention(), self.metrics), "relay-retention"),
         ]
         if not self.config.poll_only:
             helpers.append(_spawn(listen(self.config.database_url, self.wake, stop), "relay-listen"))
@@ -121,6 +129,17 @@ class Relay:
         for task in helpers:
             task.add_done_callback(fail_fast)
         return helpers
+
+    def _retention(self) -> Retention:
+        cfg = self.config
+        return Retention(cfg.retention_days, cfg.dead_retention_days, cfg.relay_id)
+
+    async def _ensure_endpoint(self) -> None:
+        try:
+            async with self._pool.connection() as conn:
+                await circuit.ensure(conn, self.config.endpoint)
+        except psycopg.Error as exc:
+            log.warning("relay_endpoint_check_failed", error=str(exc).strip())
 
     # -- claiming -------------------------------------------------------------------------------
 
@@ -152,23 +171,34 @@ class Relay:
                 await self._sleep(stop, min(MAX_ERROR_PAUSE, 0.05 * 2**errors))
                 continue
             errors = 0
+            if claimed.circuit_closed_since is not None:
+                self._streak.circuit_closed_at(claimed.circuit_closed_since)
             for row in claimed:
                 self._start_delivery(row)
             if len(claimed) == limit:
                 continue
-            await self._sleep(stop, await self._idle_wait())
+            await self._sleep(stop, await self._idle())
 
-    async def _idle_wait(self) -> float:
-        """Until the next retry falls due, at most the poll interval."""
-        wait = self.config.poll_interval
+    async def _idle(self) -> float:
+        """Nothing (more) to claim: probe an open circuit if it is time, else how long to wait —
+        until the next retry or probe falls due, at most the poll interval."""
+        cfg = self.config
         try:
             async with self._pool.connection() as conn:
-                next_due = await claims_db.seconds_until_next_due(conn)
+                seen = await circuit.look(conn, cfg.endpoint)
+                if not seen.probe_due:
+                    return seen.wait(cfg.poll_interval)
+                won, probe = await circuit.take_probe(conn, cfg.endpoint, cfg.relay_id, cfg.lease_seconds)
+                if won and probe is None:
+                    await circuit.release_probe(conn, cfg.endpoint, cfg.relay_id)
         except psycopg.Error:
-            return wait
-        if next_due is not None:
-            wait = min(wait, max(next_due, 0.005))
-        return wait
+            return cfg.poll_interval
+        if probe is None:
+            return cfg.poll_interval
+        self.metrics.circuit_transitions.labels("half_open").inc()
+        log.info("delivery_circuit_probe", relay_id=cfg.relay_id, event_id=str(probe.event_id))
+        self._start_delivery(probe)
+        return 0.0
 
     async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
         waiters = [_spawn(self._wake.wait(), "wake"), _spawn(stop.wait(), "stop")]
@@ -209,6 +239,8 @@ class Relay:
         started_at = datetime.now(UTC)
         try:
             attempt = await self._deliverer.attempt(claim)
+            if claim.probe:
+                await self._probed(attempt.result)
         except asyncio.CancelledError:
             # Stopped mid-attempt: the Agent may or may not have it. Record the attempt and make
             # the row due at once for any relay.
@@ -228,12 +260,20 @@ class Relay:
         cfg = self.config
         result = attempt.result
         decided = verdict(result, claim.attempts, cfg.max_attempts)
-        if delay is not None:
+        refund = 0
+        if claim.probe and (delay is not None or is_endpoint_failure(result)):
+            # The endpoint failed, not the row: the attempt is given back, and the row waits
+            # behind the circuit like the others (due whenever it closes).
+            decided, delay, refund = "retry", 0.0, 1
+        elif delay is not None:
             decided = "retry"
-        elif decided == "retry":
-            delay = retry_delay(
-                claim.attempts, base=cfg.backoff_base, cap=cfg.backoff_max, retry_after=result.retry_after
-            )
+        else:
+            if not claim.probe:
+                self._observe(claim, attempt)
+            if decided == "retry":
+                delay = retry_delay(
+                    claim.attempts, base=cfg.backoff_base, cap=cfg.backoff_max, retry_after=result.retry_after
+                )
         self.metrics.attempt_seconds.observe(attempt.duration_ms / 1000)
         if decided == "delivered":
             self.metrics.commit_to_delivery.observe((datetime.now(UTC) - claim.created_at).total_seconds())
@@ -247,7 +287,105 @@ class Relay:
             status_code=result.status_code,
             error_class=result.error_class,
             excerpt=result.excerpt,
+            refund=refund,
         )
+
+    # -- the endpoint's circuit -----------------------------------------------------------------
+
+    def _observe(self, claim: Claim, attempt: Attempt) -> None:
+        """Open the circuit when the endpoint fails as a whole, or hold it as a Retry-After asks."""
+        result = attempt.result
+        opens = self._streak.observe(claim.event_id, attempt.started_at, result)
+        asked = parse_retry_after(result.retry_after) if is_endpoint_failure(result) else None
+        if asked is not None and asked > 0:
+            hold = min(asked, self.config.backoff_max)
+            until = time.monotonic() + hold
+            if until > self._hold_asked_until + 1.0:  # answers in flight together ask once
+                self._hold_asked_until = until
+                self._side_task(self._open_circuit(hold, describe(result), retry_after=hold), "circuit-hold")
+        elif opens and not self._opening:
+            self._opening = True
+            hold = self.config.circuit_probe_seconds
+            self._side_task(self._open_circuit(hold, describe(result)), "circuit-open")
+
+    async def _open_circuit(self, hold: float, error: str, *, retry_after: float | None = None) -> None:
+        cfg = self.config
+        try:
+            async with self._pool.connection() as conn:
+                changed = await circuit.open_circuit(
+                    conn, cfg.endpoint, hold=hold, error=error, extend=retry_after is not None
+                )
+        except psycopg.Error as exc:
+            log.warning("relay_circuit_open_failed", error=str(exc).strip())
+            return
+        finally:
+            self._opening = False
+        if changed is not None and changed[0] == "closed":
+            self.metrics.circuit_transitions.labels("open").inc()
+            log.warning(
+                "delivery_circuit_opened",
+                relay_id=cfg.relay_id,
+                endpoint=cfg.endpoint,
+                failures=self._streak.failures,
+                rows=len(self._streak.rows),
+                retry_after=retry_after,
+                probe_in=round(hold, 3),
+                error=error,
+            )
+        self._streak.reset()
+
+    async def _probed(self, result: AttemptResult) -> None:
+        """Close the circuit if the probe was answered, else open it again until the next probe."""
+        try:
+            if is_endpoint_failure(result):
+                await self._probe_failed(result)
+            else:
+                await self._probe_answered(result)
+        except psycopg.Error as exc:
+            # The probe's lease runs out and another probe goes then.
+            log.warning("relay_circuit_probe_unrecorded", error=str(exc).strip())
+
+    async def _probe_answered(self, result: AttemptResult) -> None:
+        cfg = self.config
+        async with self._pool.connection() as conn:
+            closed = await circuit.close(conn, cfg.endpoint, cfg.relay_id)
+        if closed is None:
+            return
+        open_seconds, since, made_due = closed
+        self._streak.circuit_closed_at(since)
+        self.metrics.circuit_transitions.labels("closed").inc()
+        log.info(
+            "delivery_circuit_closed",
+            relay_id=cfg.relay_id,
+            endpoint=cfg.endpoint,
+            open_seconds=round(open_seconds, 3),
+            made_due=made_due,
+            status_code=result.status_code,
+        )
+        self.wake()
+
+    async def _probe_failed(self, result: AttemptResult) -> None:
+        cfg = self.config
+        asked = parse_retry_after(result.retry_after) or 0.0
+        hold = max(cfg.circuit_probe_seconds, min(asked, cfg.backoff_max))
+        async with self._pool.connection() as conn:
+            reopened = await circuit.reopen(
+                conn, cfg.endpoint, cfg.relay_id, hold=hold, error=describe(result)
+            )
+        if reopened:
+            self.metrics.circuit_transitions.labels("open").inc()
+            log.warning(
+                "delivery_circuit_probe_failed",
+                relay_id=cfg.relay_id,
+                endpoint=cfg.endpoint,
+                probe_in=round(hold, 3),
+                error=describe(result),
+            )
+
+    def _side_task(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = _spawn(coro, name)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
 
     # -- recording ------------------------------------------------------------------------------
 
@@ -307,6 +445,8 @@ class Relay:
             await asyncio.gather(*unfinished, return_exceptions=True)
         if self._broken:
             return
+        if self._side_tasks:
+            await asyncio.wait(set(self._side_tasks), timeout=max(deadline - loop.time(), 1.0))
         try:
             async with asyncio.timeout(max(deadline - loop.time(), 2.0)):
                 await self._outcomes.join()

@@ -10,6 +10,8 @@ from typing import Any
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
+from service.outbox_gauges import OutboxGauges
+
 log = structlog.get_logger("service.decisions")
 
 TOOL_CALLS = Counter(
@@ -27,10 +29,7 @@ DEADLINE_LATENESS = Histogram(
     "finalized_at - ends_at of every deadline decision.",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 300, 3600),
 )
-OUTBOX_ROWS = Gauge("lineup_outbox_rows", "Outbox rows by status (sampled).", ["status"])
-OUTBOX_OLDEST_PENDING = Gauge(
-    "lineup_outbox_oldest_pending_age_seconds", "Age of the oldest pending outbox row (sampled)."
-)
+OUTBOX = OutboxGauges()
 FOCUSING_OPERATIONS = Gauge("lineup_focusing_operations", "Operations now focusing (sampled).")
 SWEEPS = Counter("lineup_sweeper_batches_total", "Sweeper batches that settled at least one row.")
 TOOL_CALL_SECONDS = Histogram(

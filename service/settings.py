@@ -65,9 +65,11 @@ class Settings(BaseSettings):
     operator_token: str | None = None
     agent_webhook_url: str | None = None
     webhook_secret: str | None = None
-    relay_max_attempts: int = Field(25, ge=1, le=1000)
+    # With these three, a row whose every attempt fails is retried for 24 to 48 hours before it is
+    # dead (relay.backoff.retry_span); time held by a pause or an open circuit comes on top.
+    relay_max_attempts: int = Field(60, ge=1, le=1000)
     relay_backoff_base_seconds: float = Field(1.0, gt=0, le=3600)
-    relay_backoff_max_seconds: float = Field(600.0, gt=0, le=86400)
+    relay_backoff_max_seconds: float = Field(3600.0, gt=0, le=86400)
     relay_timeout_seconds: float = Field(10.0, gt=0, le=300)
     manifests_dir: Path = _REPO_ROOT / "manifests"
     interrupt_late_window_seconds: int = Field(300, ge=0, le=86400)
@@ -113,6 +115,12 @@ class Settings(BaseSettings):
     # Off unless set: relays on one host must never collide on a default port. 0 is off too.
     relay_metrics_port: int | None = Field(None, ge=0, le=65535)
     relay_retention_days: int = Field(7, ge=1, le=3650)
+    # Dead rows are kept longer than delivered ones: each is a result the Agent never got. 0: kept.
+    relay_dead_retention_days: int = Field(30, ge=0, le=3650)
+    # The endpoint's circuit (relay.circuit): endpoint failures in a row that open it, and the
+    # time between probes while it is open (a Retry-After may ask for longer).
+    relay_circuit_failures: int = Field(10, ge=1, le=10000)
+    relay_circuit_probe_seconds: float = Field(5.0, ge=0.05, le=3600)
     relay_shutdown_grace_seconds: float = Field(5.0, ge=0, le=300)
     relay_id: str | None = Field(None, min_length=1, max_length=200)
     # Set by `python -m service dev` for the processes it starts: its secrets are made at random

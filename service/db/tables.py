@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, UUID
 
+from service.domain.delivery import Circuit
 from service.domain.operations import Reason, State
 from service.domain.outbox import AttemptOutcome, OutboxStatus
 
@@ -45,6 +46,7 @@ OPERATION_STATES = tuple(state.value for state in State)
 OPERATION_REASONS = tuple(reason.value for reason in Reason)
 OUTBOX_STATUSES = tuple(status.value for status in OutboxStatus)
 ATTEMPT_OUTCOMES = tuple(outcome.value for outcome in AttemptOutcome)
+CIRCUIT_STATES = tuple(state.value for state in Circuit)
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -249,6 +251,13 @@ outbox = Table(
         "sequence",
         postgresql_where=text("status = 'pending'"),
     ),
+    # Dead rows in their conversations' order, for a bulk recovery in batches (migration 0012).
+    Index(
+        "ix_outbox_dead_conversation_sequence",
+        "conversation_id",
+        "sequence",
+        postgresql_where=text("status = 'dead'"),
+    ),
 )
 
 outbox_attempts = Table(
@@ -273,6 +282,8 @@ outbox_attempts = Table(
     CheckConstraint(_in("outcome", ATTEMPT_OUTCOMES), name="outcome"),
     CheckConstraint("status_code IS NOT NULL OR error_class IS NOT NULL", name="has_result"),
     UniqueConstraint("event_id", "attempt"),
+    # The console's last hour, by minute (built CONCURRENTLY by migration 0012).
+    Index("ix_outbox_attempts_started_at", "started_at"),
 )
 
 # SDK capabilities: random tokens, stored only as SHA-256 digests, bound to one instance.
@@ -424,4 +435,62 @@ console_sessions = Table(
     _ts("revoked_at", nullable=True),
     CheckConstraint("expires_at > created_at", name="expires_after_created"),
     Index("ix_console_sessions_expires_at", "expires_at"),
+)
+
+# Delivery control: one row per endpoint the relays deliver to (today only ``agent``). An
+# operator's pause and the endpoint's circuit live here, so every relay and the console see them.
+delivery_endpoints = Table(
+    "delivery_endpoints",
+    metadata,
+    Column("endpoint", Text, primary_key=True),
+    _ts("paused_at", nullable=True),
+    Column("paused_by", Text, nullable=True),
+    Column("pause_reason", Text, nullable=True),
+    Column("circuit", Text, nullable=False, server_default=text("'closed'")),
+    _ts("circuit_since", default=True),
+    # While not closed: the earliest moment of the next probe (a Retry-After pushes it out).
+    _ts("next_probe_at", nullable=True),
+    # The relay whose probe is in flight, until its lease expires.
+    Column("probe_owner", Text, nullable=True),
+    _ts("probe_expires_at", nullable=True),
+    _ts("last_probe_at", nullable=True),
+    Column("last_error", Text, nullable=True),
+    _ts("updated_at", default=True),
+    CheckConstraint(_in("circuit", CIRCUIT_STATES), name="circuit"),
+    CheckConstraint("char_length(endpoint) BETWEEN 1 AND 100", name="endpoint_length"),
+    CheckConstraint("(paused_at IS NULL) = (paused_by IS NULL)", name="paused_pair"),
+    CheckConstraint("paused_at IS NOT NULL OR pause_reason IS NULL", name="reason_while_paused"),
+    CheckConstraint("char_length(pause_reason) <= 500", name="pause_reason_length"),
+    CheckConstraint("(circuit = 'closed') = (next_probe_at IS NULL)", name="probe_while_not_closed"),
+    CheckConstraint("(probe_owner IS NULL) = (probe_expires_at IS NULL)", name="probe_pair"),
+    CheckConstraint("probe_owner IS NULL OR circuit = 'half_open'", name="probe_half_open"),
+)
+
+# Delivered rows counted as the relays record them (``lineup_relay_delivery_attempts_total`` is the
+# same count per relay), so no reader has to count the delivered history. Several rows (``shard``,
+# chosen by the writing backend) keep concurrent writers off one row; the total is their sum.
+outbox_tallies = Table(
+    "outbox_tallies",
+    metadata,
+    Column("shard", Integer, primary_key=True),
+    Column("delivered", BigInteger, nullable=False, server_default=text("0")),
+    CheckConstraint("shard BETWEEN 0 AND 63", name="shard_range"),
+    CheckConstraint("delivered >= 0", name="delivered_nonnegative"),
+)
+
+# What the relays prune, as the last one to prune reported it (the settings are each relay's
+# own environment): one row.
+outbox_retention = Table(
+    "outbox_retention",
+    metadata,
+    Column("id", Boolean, primary_key=True, server_default=text("true")),
+    Column("delivered_days", Integer, nullable=False),
+    Column("dead_days", Integer, nullable=False),
+    Column("reported_by", Text, nullable=False),
+    _ts("reported_at", default=True),
+    _ts("last_pruned_at", nullable=True),
+    Column("last_pruned_rows", BigInteger, nullable=False, server_default=text("0")),
+    CheckConstraint("id", name="one_row"),
+    CheckConstraint("delivered_days >= 1", name="delivered_days_positive"),
+    CheckConstraint("dead_days >= 0", name="dead_days_nonnegative"),
 )

@@ -14,8 +14,7 @@ from service.db import gauges
 from service.db import host_sessions as host_sessions_db
 from service.db import projections as proj_db
 from service.db.pool import Pool
-from service.domain.outbox import OutboxStatus
-from service.metrics import DATABASE_REACHABLE, FOCUSING_OPERATIONS, OUTBOX_OLDEST_PENDING, OUTBOX_ROWS
+from service.metrics import DATABASE_REACHABLE, FOCUSING_OPERATIONS, OUTBOX
 from service.outbox_history import OutboxHistory
 
 log = structlog.get_logger("service.maintenance")
@@ -47,18 +46,11 @@ async def sample_gauges(pool: Pool, history: OutboxHistory | None = None) -> Non
     """Refresh the sampled gauges of /metrics from the database (and keep the outbox's depth in
     ``history``, for the operator console)."""
     async with pool.connection() as conn:
-        by_status = {
-            row["status"]: row for row in await (await conn.execute(gauges.OUTBOX_BY_STATUS)).fetchall()
-        }
+        backlog = await OUTBOX.sample(conn)
         focusing = await (await conn.execute(gauges.FOCUSING_OPERATIONS)).fetchone()
     DATABASE_REACHABLE.set(1)
-    for status, row in by_status.items():
-        OUTBOX_ROWS.labels(status).set(row["rows"])
-    pending, dead = by_status.get(OutboxStatus.PENDING), by_status.get(OutboxStatus.DEAD)
-    if pending is not None:
-        OUTBOX_OLDEST_PENDING.set(pending["oldest_age_seconds"])
-    if history is not None and pending is not None and dead is not None:
-        history.add(pending["rows"], dead["rows"], pending["oldest_age_seconds"])
+    if history is not None:
+        history.add(backlog.pending, backlog.dead, backlog.oldest_pending_age_seconds)
     if focusing is not None:
         FOCUSING_OPERATIONS.set(focusing["focusing"])
 

@@ -12,9 +12,10 @@ import psycopg
 import pytest
 from psycopg.rows import TupleRow
 
-from relay import claims
+from relay import circuit, claims
 from relay.claims import Claim, Outcome
 from relay.policy import Verdict
+from service.domain.delivery import AGENT_ENDPOINT
 from tests.support.outbox import attempt_rows, outbox_rows, queue_across, queue_results
 
 Db = psycopg.Connection[dict[str, Any]]
@@ -63,7 +64,7 @@ async def test_a_row_waiting_for_its_retry_holds_back_only_its_conversation(conn
     assert [str(c.event_id) for c in claimed] == [b[0].event_id]
     row = outbox_rows(db)[a[0].event_id]
     assert row["status"] == "pending" and row["lease_owner"] is None
-    assert 0 < await claims.seconds_until_next_due(conn) <= 60  # type: ignore[operator]
+    assert 0 < (await circuit.look(conn, AGENT_ENDPOINT)).next_due_in <= 60  # type: ignore[operator]
 
 
 async def test_a_live_lease_is_not_claimable_and_an_expired_one_is_by_any_relay(conn: Conn, db: Db) -> None:

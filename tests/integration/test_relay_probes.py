@@ -35,8 +35,11 @@ def test_probes_report_health_readiness_and_outbox_metrics(database_url: str, db
     assert metrics.status_code == 200
     assert metrics.headers["content-type"].startswith("text/plain")
     text = metrics.text
-    assert 'lineup_outbox_rows{status="delivered"} 1.0' in text
+    # Delivered rows are counted by the counter below, never sampled from the table.
+    assert 'lineup_outbox_rows{status="delivered"}' not in text
     assert 'lineup_outbox_rows{status="pending"} 0.0' in text
+    assert 'lineup_delivery_paused{endpoint="agent"} 0.0' in text
+    assert 'lineup_delivery_circuit_open{endpoint="agent"} 0.0' in text
     assert "lineup_outbox_oldest_pending_age_seconds 0.0" in text
     assert "lineup_outbox_dead_rows 0.0" in text
     assert 'lineup_relay_delivery_attempts_total{outcome="delivered"} 1.0' in text

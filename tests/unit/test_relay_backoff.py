@@ -1,4 +1,4 @@
-"""The retry policy: exponential backoff with full jitter, Retry-After, and what each answer means."""
+"""The retry policy: exponential backoff with jitter, Retry-After, and what each answer means."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.backoff import full_jitter, parse_retry_after, retry_delay
+from relay.backoff import jittered, parse_retry_after, retry_delay, retry_span
 from relay.policy import AttemptResult, describe, verdict
+from service.settings import Settings
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -22,11 +23,11 @@ NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
     cap=st.floats(min_value=0.01, max_value=86_400),
     seed=st.integers(),
 )
-def test_full_jitter_stays_between_zero_and_the_capped_exponential(
+def test_a_wait_stays_between_half_and_all_of_the_capped_exponential(
     attempt: int, base: float, cap: float, seed: int
 ) -> None:
-    delay = full_jitter(attempt, base, cap, random.Random(seed))
-    assert 0.0 <= delay <= min(cap, base * 2.0 ** min(attempt - 1, 60))
+    ceiling = min(cap, base * 2.0 ** min(attempt - 1, 60))
+    assert ceiling / 2 <= jittered(attempt, base, cap, random.Random(seed)) <= ceiling
 
 
 class AlwaysHighest(random.Random):
@@ -34,15 +35,35 @@ class AlwaysHighest(random.Random):
         return b
 
 
-def test_full_jitter_ceiling_doubles_per_attempt_until_the_cap() -> None:
+class AlwaysLowest(random.Random):
+    def uniform(self, a: float, b: float) -> float:
+        return a
+
+
+def test_the_longest_wait_doubles_per_attempt_until_the_cap() -> None:
     top = AlwaysHighest()
-    assert [full_jitter(n, 1.0, 10.0, top) for n in range(1, 7)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert [jittered(n, 1.0, 10.0, top) for n in range(1, 7)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
 
 
-def test_full_jitter_spreads_delays_rather_than_synchronising_them() -> None:
+def test_waits_are_spread_rather_than_synchronised() -> None:
     rng = random.Random(42)
-    delays = {round(full_jitter(5, 1.0, 600.0, rng), 3) for _ in range(50)}
+    delays = {round(jittered(5, 1.0, 600.0, rng), 3) for _ in range(50)}
     assert len(delays) > 40
+
+
+def test_the_default_schedule_retries_a_row_for_a_day_to_two_before_it_dies() -> None:
+    settings = Settings()
+    shortest, longest = retry_span(
+        settings.relay_max_attempts, settings.relay_backoff_base_seconds, settings.relay_backoff_max_seconds
+    )
+    assert 24 * 3600 <= shortest and longest <= 49 * 3600
+    # Drawn as the relay draws them, every wait at its lowest or highest, the span is the same.
+    for rng in (AlwaysLowest(), AlwaysHighest()):
+        waits = [
+            jittered(n, settings.relay_backoff_base_seconds, settings.relay_backoff_max_seconds, rng)
+            for n in range(1, settings.relay_max_attempts)
+        ]
+        assert sum(waits) in (shortest, longest)
 
 
 @pytest.mark.parametrize(
@@ -72,7 +93,7 @@ def test_retry_after_is_honoured_only_up_to_the_backoff_maximum() -> None:
 
 
 def test_without_retry_after_the_delay_is_the_jittered_backoff() -> None:
-    assert 0 <= retry_delay(3, base=1, cap=600, rng=random.Random(3)) <= 4
+    assert 2 <= retry_delay(3, base=1, cap=600, rng=random.Random(3)) <= 4
 
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204, 299])

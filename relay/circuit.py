@@ -1,0 +1,267 @@
+"""The endpoint's circuit: stop sending row by row when the Agent's endpoint fails as a whole.
+
+The circuit is a row of ``delivery_endpoints``, so every relay and the console see one state, and
+every change of it is a conditional UPDATE that one relay wins:
+
+* **open**: a relay that sees ``failures`` endpoint failures in a row (connection errors, timeouts,
+  408/429/3xx/5xx, with no 2xx or 4xx in between), or any answer with a ``Retry-After``, opens it.
+  The claim (``relay.claims.CLAIM``) then hands out nothing, so rows wait without spending
+  attempts;
+* **half_open**: once ``next_probe_at`` has come, one relay (``TAKE_PROBE``) claims one pending row
+  as the probe; its attempt is given back if it fails;
+* **closed** again when the probe is answered (2xx, or a 4xx: the endpoint is up, the row is what
+  it rejects); every pending row waiting for its own retry is made due at once, and the other
+  relays are woken. A failed probe opens it again until the next probe interval (or the
+  ``Retry-After``) has passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from uuid import UUID
+
+from relay.claims import Claim, Conn, claim_columns
+from relay.policy import AttemptResult, is_retryable_status
+
+# Nothing for this relay to act on: only the age of the states matters to it.
+LOOK = """
+SELECT (SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - now())::float8
+        FROM outbox WHERE status = 'pending' AND next_attempt_at > now()) AS next_due_in,
+       e.paused_at IS NOT NULL AS paused,
+       coalesce(e.circuit, 'closed') AS circuit,
+       EXTRACT(EPOCH FROM e.next_probe_at - now())::float8 AS probe_in,
+       coalesce(e.probe_owner IS NOT NULL AND e.probe_expires_at > now(), false) AS probing
+FROM (VALUES (1)) AS one(x)
+LEFT JOIN delivery_endpoints e ON e.endpoint = %(endpoint)s
+"""
+
+# Marks the endpoint's row as known, whichever release migrated the database.
+ENSURE = "INSERT INTO delivery_endpoints (endpoint) VALUES (%(endpoint)s) ON CONFLICT DO NOTHING"
+
+# Closed -> open (the failures seen, or a Retry-After); an open circuit only has its next probe
+# pushed out by a Retry-After. Answers the state before, so the relay that opened it knows.
+OPEN = """
+WITH before AS (
+    SELECT circuit FROM delivery_endpoints WHERE endpoint = %(endpoint)s FOR UPDATE
+)
+UPDATE delivery_endpoints e
+SET circuit = CASE WHEN b.circuit = 'closed' THEN 'open' ELSE e.circuit END,
+    circuit_since = CASE WHEN b.circuit = 'closed' THEN now() ELSE e.circuit_since END,
+    next_probe_at = greatest(e.next_probe_at, now() + make_interval(secs => %(hold)s)),
+    last_error = %(error)s,
+    updated_at = now()
+FROM before b
+WHERE e.endpoint = %(endpoint)s AND (b.circuit = 'closed' OR %(extend)s)
+RETURNING b.circuit AS was, e.circuit_since
+"""
+
+# One relay wins the probe: the circuit not closed, not paused, its next probe due, no live probe,
+# and a row to probe with. The probe is the claimable row waiting longest (its own retry time does
+# not matter: the circuit holds every row), in its conversation's order, under the usual lease.
+TAKE_PROBE = f"""
+WITH won AS (
+    UPDATE delivery_endpoints
+    SET circuit = 'half_open', probe_owner = %(relay_id)s,
+        probe_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+        last_probe_at = now(), updated_at = now()
+    WHERE endpoint = %(endpoint)s
+      AND paused_at IS NULL
+      AND circuit <> 'closed'
+      AND next_probe_at <= now()
+      AND (probe_owner IS NULL OR probe_expires_at <= now())
+      AND EXISTS (SELECT 1 FROM outbox
+                  WHERE status = 'pending' AND (lease_expires_at IS NULL OR lease_expires_at <= now()))
+    RETURNING endpoint
+),
+probe AS (
+    SELECT o.event_id
+    FROM outbox o
+    WHERE EXISTS (SELECT 1 FROM won)
+      AND o.status = 'pending'
+      AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox earlier
+          WHERE earlier.conversation_id = o.conversation_id
+            AND earlier.status = 'pending'
+            AND earlier.sequence < o.sequence)
+    ORDER BY o.next_attempt_at
+    LIMIT 1
+    FOR UPDATE OF o SKIP LOCKED
+),
+claimed AS (
+    UPDATE outbox o
+    SET lease_owner = %(relay_id)s,
+        lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+        attempts = o.attempts + 1
+    FROM probe
+    WHERE o.event_id = probe.event_id
+    RETURNING {claim_columns("o")}
+)
+SELECT (SELECT count(*) FROM won) AS won, c.*
+FROM (VALUES (1)) AS one(x) LEFT JOIN claimed c ON true
+"""
+
+# Won the probe but found no row to send (another relay took it): hand the probe back.
+RELEASE_PROBE = """
+UPDATE delivery_endpoints
+SET circuit = 'open', probe_owner = NULL, probe_expires_at = NULL, updated_at = now()
+WHERE endpoint = %(endpoint)s AND probe_owner = %(relay_id)s
+"""
+
+# The probe was answered: closed, and every row waiting for its own retry is due now.
+CLOSE = """
+WITH before AS (
+    SELECT circuit_since FROM delivery_endpoints
+    WHERE endpoint = %(endpoint)s AND probe_owner = %(relay_id)s
+    FOR UPDATE
+),
+closed AS (
+    UPDATE delivery_endpoints e
+    SET circuit = 'closed', circuit_since = now(), next_probe_at = NULL, probe_owner = NULL,
+        probe_expires_at = NULL, last_error = NULL, updated_at = now()
+    FROM before
+    WHERE e.endpoint = %(endpoint)s
+    RETURNING EXTRACT(EPOCH FROM now() - before.circuit_since)::float8 AS open_seconds, e.circuit_since
+),
+due AS (
+    UPDATE outbox SET next_attempt_at = now()
+    WHERE status = 'pending' AND next_attempt_at > now() AND EXISTS (SELECT 1 FROM closed)
+    RETURNING 1
+)
+SELECT c.open_seconds, c.circuit_since, (SELECT count(*) FROM due) AS made_due FROM closed c
+"""
+
+# The probe failed: open again until the next probe.
+REOPEN = """
+UPDATE delivery_endpoints
+SET circuit = 'open', next_probe_at = now() + make_interval(secs => %(hold)s), probe_owner = NULL,
+    probe_expires_at = NULL, last_error = %(error)s, updated_at = now()
+WHERE endpoint = %(endpoint)s AND probe_owner = %(relay_id)s
+RETURNING circuit_since
+"""
+
+# After the close commits, so that idle relays start at once (never inside a transaction).
+WAKE_RELAYS = "SELECT pg_notify('lineup_outbox', '')"
+
+
+def is_endpoint_failure(result: AttemptResult) -> bool:
+    """No answer, or an answer that says the endpoint (not the row) is in trouble."""
+    return result.status_code is None or is_retryable_status(result.status_code)
+
+
+@dataclass
+class FailureStreak:
+    """Endpoint failures seen in a row by this relay, since the circuit last closed."""
+
+    threshold: int
+    failures: int = 0
+    rows: set[UUID] = field(default_factory=set)
+    closed_since: datetime | None = None
+
+    def circuit_closed_at(self, since: datetime) -> None:
+        """Failures of attempts started before the circuit last closed no longer count."""
+        if self.closed_since is None or since > self.closed_since:
+            self.closed_since = since
+            self.reset()
+
+    def reset(self) -> None:
+        self.failures = 0
+        self.rows.clear()
+
+    def observe(self, event_id: UUID, started_at: datetime, result: AttemptResult) -> bool:
+        """Count one answered or failed attempt; True when the streak is long enough to open."""
+        if self.closed_since is not None and started_at < self.closed_since:
+            return False
+        if not is_endpoint_failure(result):
+            self.reset()
+            return False
+        self.failures += 1
+        self.rows.add(event_id)
+        return self.failures >= self.threshold
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    next_due_in: float | None
+    paused: bool
+    circuit: str
+    probe_in: float | None
+    probing: bool
+
+    @property
+    def probe_due(self) -> bool:
+        return (
+            not self.paused
+            and self.circuit != "closed"
+            and not self.probing
+            and self.probe_in is not None
+            and self.probe_in <= 0
+        )
+
+    def wait(self, poll_interval: float) -> float:
+        """How long to sleep before looking again (a NOTIFY may wake the relay sooner)."""
+        if self.paused or self.probing:
+            return poll_interval
+        if self.circuit != "closed":
+            return poll_interval if self.probe_in is None else min(poll_interval, max(self.probe_in, 0.005))
+        if self.next_due_in is None:
+            return poll_interval
+        return min(poll_interval, max(self.next_due_in, 0.005))
+
+
+async def look(conn: Conn, endpoint: str) -> Look:
+    cursor = await conn.execute(LOOK, {"endpoint": endpoint})
+    row = await cursor.fetchone()
+    assert row is not None
+    return Look(*row)
+
+
+async def ensure(conn: Conn, endpoint: str) -> None:
+    await conn.execute(ENSURE, {"endpoint": endpoint})
+
+
+async def open_circuit(
+    conn: Conn, endpoint: str, *, hold: float, error: str, extend: bool
+) -> tuple[str, datetime] | None:
+    """Open (or, with ``extend``, hold an open circuit for ``hold`` more seconds); returns the
+    state it was in and since when it is open, or None when nothing changed."""
+    cursor = await conn.execute(OPEN, {"endpoint": endpoint, "hold": hold, "error": error, "extend": extend})
+    row = await cursor.fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+async def take_probe(
+    conn: Conn, endpoint: str, relay_id: str, lease_seconds: float
+) -> tuple[bool, Claim | None]:
+    """(whether this relay won the probe, the row it claimed for it)."""
+    cursor = await conn.execute(
+        TAKE_PROBE, {"endpoint": endpoint, "relay_id": relay_id, "lease_seconds": lease_seconds}
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    won, *columns = row
+    if not won or columns[0] is None:
+        return bool(won), None
+    return True, replace(Claim(*columns), probe=True)
+
+
+async def release_probe(conn: Conn, endpoint: str, relay_id: str) -> None:
+    await conn.execute(RELEASE_PROBE, {"endpoint": endpoint, "relay_id": relay_id})
+
+
+async def close(conn: Conn, endpoint: str, relay_id: str) -> tuple[float, datetime, int] | None:
+    """(seconds it was open, since when it is closed, rows made due) — None if the probe was lost."""
+    cursor = await conn.execute(CLOSE, {"endpoint": endpoint, "relay_id": relay_id})
+    row = await cursor.fetchone()
+    if row is None:
+        return None
+    await conn.execute(WAKE_RELAYS)
+    return float(row[0]), row[1], int(row[2])
+
+
+async def reopen(conn: Conn, endpoint: str, relay_id: str, *, hold: float, error: str) -> bool:
+    cursor = await conn.execute(
+        REOPEN, {"endpoint": endpoint, "relay_id": relay_id, "hold": hold, "error": error}
+    )
+    return await cursor.fetchone() is not None
