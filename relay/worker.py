@@ -59,6 +59,8 @@ class Relay:
         self._opening = False
         self._hold_asked_until = 0.0
         self._side_tasks: set[asyncio.Task[None]] = set()
+        # An open (or a Retry-After hold) on its way to the database: no claims until it lands.
+        self._gate_change: asyncio.Task[None] | None = None
         self._pool: RelayPool
         self._deliverer: Deliverer
         # Below this much free capacity the claimer waits rather than claim a handful of rows.
@@ -153,6 +155,8 @@ class Relay:
                 await self._sleep(stop, cfg.poll_interval)
                 continue
             limit = min(cfg.batch_size, free)
+            if self._gate_change is not None and not self._gate_change.done():
+                await asyncio.wait({self._gate_change}, timeout=MAX_ERROR_PAUSE)
             try:
                 if self._orphans_possible:
                     await self._release(uncount=1, keep=list(self._held))
@@ -302,11 +306,12 @@ class Relay:
             until = time.monotonic() + hold
             if until > self._hold_asked_until + 1.0:  # answers in flight together ask once
                 self._hold_asked_until = until
-                self._side_task(self._open_circuit(hold, describe(result), retry_after=hold), "circuit-hold")
+                opening = self._open_circuit(hold, describe(result), retry_after=hold)
+                self._gate_change = self._side_task(opening, "circuit-hold")
         elif opens and not self._opening:
             self._opening = True
             hold = self.config.circuit_probe_seconds
-            self._side_task(self._open_circuit(hold, describe(result)), "circuit-open")
+            self._gate_change = self._side_task(self._open_circuit(hold, describe(result)), "circuit-open")
 
     async def _open_circuit(self, hold: float, error: str, *, retry_after: float | None = None) -> None:
         cfg = self.config
@@ -382,10 +387,11 @@ class Relay:
                 error=describe(result),
             )
 
-    def _side_task(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+    def _side_task(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = _spawn(coro, name)
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
+        return task
 
     # -- recording ------------------------------------------------------------------------------
 
