@@ -36,7 +36,9 @@ def upgrade() -> None:
         sa.Column("paused_by", sa.Text(), nullable=True),
         sa.Column("pause_reason", sa.Text(), nullable=True),
         sa.Column("circuit", sa.Text(), server_default=sa.text("'closed'"), nullable=False),
-        sa.Column("circuit_since", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
+        sa.Column(
+            "circuit_since", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False
+        ),
         sa.Column("next_probe_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("probe_owner", sa.Text(), nullable=True),
         sa.Column("probe_expires_at", sa.DateTime(timezone=True), nullable=True),
@@ -64,7 +66,8 @@ def upgrade() -> None:
             name=op.f("ck_delivery_endpoints_probe_while_not_closed"),
         ),
         sa.CheckConstraint(
-            "(probe_owner IS NULL) = (probe_expires_at IS NULL)", name=op.f("ck_delivery_endpoints_probe_pair")
+            "(probe_owner IS NULL) = (probe_expires_at IS NULL)",
+            name=op.f("ck_delivery_endpoints_probe_pair"),
         ),
         sa.CheckConstraint(
             "probe_owner IS NULL OR circuit = 'half_open'", name=op.f("ck_delivery_endpoints_probe_half_open")

@@ -21,9 +21,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 INDEXES = {
-    "ix_outbox_dead_conversation_sequence": (
-        "ON outbox (conversation_id, sequence) WHERE status = 'dead'"
-    ),
+    "ix_outbox_dead_conversation_sequence": ("ON outbox (conversation_id, sequence) WHERE status = 'dead'"),
     "ix_outbox_attempts_started_at": "ON outbox_attempts (started_at)",
 }
 

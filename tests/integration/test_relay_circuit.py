@@ -117,7 +117,8 @@ def test_a_retry_after_holds_the_whole_endpoint_for_as_long_as_it_asks(database_
     secret = new_secret()
     answers = iter([Reply(429, headers={"Retry-After": "2"})])
     with Receiver([secret], responder=lambda _d, _earlier: next(answers, Reply(204))) as agent:
-        with running_relay(relay_config(database_url, agent.url, [secret], concurrency=1, backoff_max=5.0)):
+        config = relay_config(database_url, agent.url, [secret], concurrency=1, backoff_max=5.0)
+        with running_relay(config):
             queued = queue_across(db, conversations=5, per_conversation=1)
             agent.wait_for_accepted({q.event_id for q in queued}, timeout=15)
     arrivals = [d.arrived_at for d in agent.snapshot()]
