@@ -111,15 +111,16 @@ ORDER BY o.started_at DESC, o.operation_id
 LIMIT %(limit)s
 """
 
+# Pending and dead rows counted through the indexes that hold them (the backlog, never the
+# history); delivered ones from the tally the relays keep as they record deliveries.
 STATS_OUTBOX = """
-SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
-       count(*) FILTER (WHERE status = 'delivered') AS delivered,
-       count(*) FILTER (WHERE status = 'dead') AS dead,
-       count(*) FILTER (WHERE status = 'pending' AND next_attempt_at <= now()) AS due_now,
-       round(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE status = 'pending')), 3)::float8
-           AS oldest_pending_age_seconds,
+SELECT (SELECT count(*) FROM outbox WHERE status = 'pending') AS pending,
+       (SELECT coalesce(sum(delivered), 0) FROM outbox_tallies)::bigint AS delivered,
+       (SELECT count(*) FROM outbox WHERE status = 'dead') AS dead,
+       (SELECT count(*) FROM outbox WHERE status = 'pending' AND next_attempt_at <= now()) AS due_now,
+       round(EXTRACT(EPOCH FROM now() - (SELECT min(created_at) FROM outbox WHERE status = 'pending')),
+             3)::float8 AS oldest_pending_age_seconds,
        now() AS server_time
-FROM outbox
 """
 
 # lateness_ms is kept for every deadline decision, i.e. for every completed operation.

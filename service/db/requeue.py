@@ -1,5 +1,5 @@
-"""The one write operators make: dead outbox rows back to the queue (``ops outbox requeue``, the
-console's requeue button through ``POST /v1/ops/outbox/{event_id}/requeue``).
+"""Dead outbox rows back to the queue one at a time (``ops outbox requeue``, the console's requeue
+button through ``POST /v1/ops/outbox/{event_id}/requeue``); by filter, ``service.db.recovery``.
 
 A requeued row is as it was first written — same event_id (the Agent's dedup key), attempts 0, due
 now, no lease. The relays are woken after the commit, never by a NOTIFY inside the transaction.
@@ -12,6 +12,7 @@ from uuid import UUID
 from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
+from service.db import recovery
 from service.db.operator_queries import OUTBOX_COLUMNS, Json, jsonable
 
 # last_error is kept: it says why the row died until the next attempt replaces it; every earlier
@@ -20,13 +21,6 @@ REQUEUE_DEAD_EVENT = f"""
 UPDATE outbox b
 SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL, lease_expires_at = NULL
 WHERE b.event_id = %(event_id)s AND b.status = 'dead'
-RETURNING {OUTBOX_COLUMNS}
-"""
-
-REQUEUE_ALL_DEAD = f"""
-UPDATE outbox b
-SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL, lease_expires_at = NULL
-WHERE b.status = 'dead'
 RETURNING {OUTBOX_COLUMNS}
 """
 
@@ -72,10 +66,8 @@ async def requeue_dead_async(conn: AsyncConnection[DictRow], event_id: UUID) -> 
 
 
 def requeue_all_dead(conn: Connection[DictRow]) -> list[Json]:
-    """Put every dead row back in the queue; the rows requeued, oldest first."""
-    with conn.transaction():
-        rows = conn.execute(REQUEUE_ALL_DEAD).fetchall()
-    if rows:
-        conn.execute(WAKE_RELAYS)
+    """Put every dead row back in the queue, in bounded batches (``service.db.recovery``); the rows
+    requeued, oldest first."""
+    rows = recovery.recover(conn, recovery.DeadFilter(), keep_rows=True).rows
     rows.sort(key=lambda row: (row["created_at"], row["conversation_id"], row["sequence"]))
-    return [jsonable(row) for row in rows]
+    return rows

@@ -54,6 +54,12 @@ def add_outbox_row(
             "lease_owner": lease_owner,
         },
     )
+    if status == "delivered":
+        # As a relay records a delivery: the tally the delivered counts are read from.
+        db.execute(
+            "INSERT INTO outbox_tallies (shard, delivered) VALUES (0, 1)"
+            " ON CONFLICT (shard) DO UPDATE SET delivered = outbox_tallies.delivered + 1"
+        )
     return event_id
 
 
