@@ -15,7 +15,15 @@ from uuid import UUID
 
 import msgspec
 from litestar import Request
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from service.domain.errors import InvalidRequest, Malformed
@@ -77,6 +85,33 @@ class SessionRequest(StrictBody):
 class StateWrite(StrictBody):
     expected_revision: Annotated[int, Field(ge=0, le=MAX_REVISION)]
     data: dict[str, Any]
+
+
+class PauseBody(StrictBody):
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=500)] | None = None
+
+
+# RFC 3339 with an offset (a time without one names no instant).
+Instant = Annotated[AwareDatetime, Field(strict=False)]
+
+
+class RecoverBody(StrictBody):
+    """Which dead rows to requeue: created in [since, until), of one conversation, of one tool,
+    whose last error begins with a prefix; nothing set: every dead row."""
+
+    since: Instant | None = None
+    until: Instant | None = None
+    # A filter reaches ids recorded under the earlier id rule too (service.domain.ids).
+    conversation_id: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)] | None = None
+    tool: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    last_error_prefix: Annotated[str, StringConstraints(min_length=1, max_length=500)] | None = None
+    dry_run: bool = False
+
+    @model_validator(mode="after")
+    def _since_before_until(self) -> RecoverBody:
+        if self.since is not None and self.until is not None and self.since >= self.until:
+            raise ValueError("since must be before until")
+        return self
 
 
 def _path(location: tuple[int | str, ...]) -> str:

@@ -181,7 +181,43 @@ class DepthSample(TypedDict):
     oldest_pending_age_seconds: Seconds
 
 
+class DeliveryState(TypedDict):
+    endpoint: str
+    paused: bool
+    paused_at: Time | None
+    paused_by: str | None
+    reason: str | None
+    circuit: Literal["closed", "open", "half_open"]
+    circuit_since: Time | None
+    #: While the circuit is not closed: the earliest moment of the next probe.
+    next_probe_at: Time | None
+    last_probe_at: Time | None
+    #: What opened the circuit (or failed its last probe).
+    last_error: str | None
+
+
+class Recovered(TypedDict):
+    #: Dead rows that matched the filter when the recovery started.
+    matched: Count
+    #: Rows requeued (0 on a dry run).
+    requeued: Count
+
+
+class Retention(TypedDict):
+    #: As the relay that last pruned reported them (null before any did).
+    delivered_days: int | None
+    dead_days: int | None
+    reported_by: str | None
+    reported_at: Time | None
+    last_pruned_at: Time | None
+    last_pruned_rows: int | None
+    oldest_delivered_at: Time | None
+    oldest_dead_at: Time | None
+
+
 class Overview(TypedDict):
     stats: Stats
     last_hour: LastHour
     depth: list[DepthSample]
+    delivery: DeliveryState
+    retention: Retention

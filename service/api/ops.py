@@ -1,15 +1,18 @@
 """The ops API (``Bearer $OPERATOR_TOKEN``, or the operator console's cookie): the same answers as
-``python -m service ops``, the console's overview, and the one write, the requeue of a dead row."""
+``python -m service ops``, the console's overview, and the writes: requeue a dead row, recover dead
+rows by filter, pause and resume delivery."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar, cast
 
 from litestar import Controller, Request, get, post
-from litestar.params import QueryParameter
+from litestar.params import JSONBody, QueryParameter
 
 from service.api import inputs
 from service.api.answers import refusals
+from service.api.auth import bearer_token
+from service.api.bodies import PauseBody, RecoverBody
 from service.api.console import OPERATOR_CONSOLE_SECURITY, require_operator
 from service.api.inputs import (
     ConversationQuery,
@@ -21,22 +24,28 @@ from service.api.inputs import (
     documented_as,
 )
 from service.api.operator_answers import (
+    DeliveryState,
     OperationList,
     OutboxList,
     OutboxRow,
     OutboxRowDetail,
     Overview,
+    Recovered,
+    Retention,
     Stats,
     ToolCallList,
     ToolCallTrace,
 )
 from service.api.state import runtime_of
 from service.db import console_queries
+from service.db import delivery as delivery_db
 from service.db import operator_queries as operator_db
+from service.db.recovery import DeadFilter
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.errors import not_found
 from service.outbox_history import OutboxHistory
-from service.use_cases.outbox_requeue import requeue_dead
+from service.use_cases import delivery_control
+from service.use_cases.outbox_requeue import recover_dead, requeue_dead
 
 T = TypeVar("T")
 QUERY_ERRORS = {422: ("invalid_request",)}
@@ -60,6 +69,11 @@ StateQuery = Annotated[
 async def _read(request: Request[Any, Any, Any], lookup: operator_db.Lookup[T]) -> T:
     async with runtime_of(request).pool.connection() as conn:
         return await operator_db.read_async(conn, lookup)
+
+
+def _operator(request: Request[Any, Any, Any]) -> str:
+    """Who made a write, as far as the credential tells: the API's token or the console."""
+    return "ops API" if bearer_token(request) else "console"
 
 
 class OpsController(Controller):
@@ -106,9 +120,71 @@ class OpsController(Controller):
         row = await requeue_dead(runtime_of(request), inputs.uuid_naming(event_id, "event"))
         return cast(OutboxRow, row)
 
+    @post(
+        "/outbox/recover",
+        status_code=200,
+        summary="Put dead outbox rows back in the queue by filter, or count them (dry_run)",
+        description="Dead rows only, each by the single requeue's rule (the same event_id, attempts "
+        "0, due now), in batches of 1,000 in each conversation's order; the relays are woken after "
+        "each batch. since/until bound created_at (since included, until not).",
+        response_description="How many rows matched, and how many were requeued",
+        responses=refusals(body=True),
+    )
+    async def recover(self, data: JSONBody[RecoverBody], request: Request[Any, Any, Any]) -> Recovered:
+        which = DeadFilter(
+            since=data.since,
+            until=data.until,
+            conversation_id=data.conversation_id,
+            tool=data.tool,
+            last_error_prefix=data.last_error_prefix,
+        )
+        return cast(Recovered, await recover_dead(runtime_of(request), which, dry_run=data.dry_run))
+
+    @get(
+        "/delivery",
+        summary="Whether delivery is paused, and the state of the endpoint's circuit",
+        response_description="The delivery state",
+        responses=refusals(),
+    )
+    async def delivery(self, request: Request[Any, Any, Any]) -> DeliveryState:
+        return cast(DeliveryState, await delivery_control.delivery_state(runtime_of(request)))
+
+    @post(
+        "/delivery/pause",
+        status_code=200,
+        summary="Pause delivery: every relay stops sending within a second; held rows spend no attempts",
+        description="Pausing a paused endpoint keeps when and by whom; a reason given replaces the old one.",
+        response_description="The delivery state",
+        responses=refusals(body=True),
+    )
+    async def pause(self, data: JSONBody[PauseBody], request: Request[Any, Any, Any]) -> DeliveryState:
+        state = await delivery_control.pause(runtime_of(request), by=_operator(request), reason=data.reason)
+        return cast(DeliveryState, state)
+
+    @post(
+        "/delivery/resume",
+        status_code=200,
+        summary="Resume delivery: the relays are woken and the held rows go at once",
+        response_description="The delivery state",
+        responses=refusals(),
+    )
+    async def resume(self, request: Request[Any, Any, Any]) -> DeliveryState:
+        state = await delivery_control.resume(runtime_of(request), by=_operator(request))
+        return cast(DeliveryState, state)
+
+    @get(
+        "/retention",
+        summary="What retention keeps, as the relays report it, and the oldest rows it will remove",
+        response_description="The retention settings and the oldest rows",
+        responses=refusals(),
+    )
+    async def retention(self, request: Request[Any, Any, Any]) -> Retention:
+        return cast(Retention, await _read(request, delivery_db.retention_lookup()))
+
     @get(
         "/overview",
-        summary="The console's overview: the stats, the last hour by minute, the outbox's depth",
+        summary="The console's overview: the stats, the last hour by minute, the outbox's depth, "
+        "the delivery state and retention",
         description="depth: the outbox as this process sampled it every 15 s over the last hour.",
         response_description="The numbers",
         responses=refusals(),

@@ -10,9 +10,12 @@ success, 1 when the thing asked for is unknown, ambiguous or refused, 2 for bad 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import socket
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TextIO
 from uuid import UUID
 
@@ -21,6 +24,7 @@ from psycopg.rows import DictRow, dict_row
 
 from service.cli.ops_text import (
     cell,
+    delivery_text,
     flat,
     outbox_block,
     pairs,
@@ -29,9 +33,12 @@ from service.cli.ops_text import (
     trace_text,
     when,
 )
+from service.db import delivery as delivery_db
 from service.db import operator_queries as operator_db
+from service.db import recovery as recovery_db
 from service.db import requeue as requeue_db
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
+from service.domain.cursors import MAX_CURSOR_LENGTH, OutboxCursor
 from service.settings import load_settings
 
 Conn = psycopg.Connection[DictRow]
@@ -39,7 +46,8 @@ Json = dict[str, Any]
 Command = Callable[[Conn, argparse.Namespace, TextIO], int]
 
 DESCRIPTION = (
-    "The operator CLI: the outbox, the operations, delivery stats, and what happened to a tool call."
+    "The operator CLI: the outbox, the operations, delivery stats and control, and what happened to "
+    "a tool call."
 )
 #: Lists fit a terminal this wide unless ``--wide`` is given.
 LIST_WIDTH = 100
@@ -64,7 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shape.add_argument(
         "--wide", action="store_true", help=f"every column, ids and times in full (default: fit {LIST_WIDTH})"
     )
-    areas = parser.add_subparsers(dest="ops_area", required=True, metavar="{outbox,operations,stats,trace}")
+    areas = parser.add_subparsers(
+        dest="ops_area", required=True, metavar="{outbox,delivery,operations,stats,trace}"
+    )
 
     outbox = areas.add_parser("outbox", help="the results waiting for, or done with, delivery")
     actions = outbox.add_subparsers(dest="ops_action", required=True)
@@ -76,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     listing.add_argument(
         "--limit", type=_limit, default=operator_db.DEFAULT_LIMIT, help="1..1000 (default 100)"
+    )
+    listing.add_argument(
+        "--cursor", type=_cursor, help="the next page: the cursor the previous page printed (same filters)"
     )
     listing.set_defaults(ops_command=outbox_list)
     event_help = f"the row's event_id (the webhook-id), or its first {MIN_EVENT_PREFIX}+ hex digits"
@@ -89,6 +102,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("event_id", metavar="EVENT_ID", nargs="?", help=f"one dead row: {event_help}")
     target.add_argument("--all-dead", action="store_true", help="every dead row")
     requeue.set_defaults(ops_command=outbox_requeue)
+    recover = actions.add_parser(
+        "recover",
+        parents=[output],
+        help="dead rows back to pending by filter, in batches (the requeue's rule for each)",
+        description="Requeue the dead rows that match every filter given (none: every dead row), "
+        "each as `requeue` would, in batches of 1,000 in each conversation's order.",
+    )
+    recover.add_argument("--since", type=_instant, metavar="TIME", help="created at or after (RFC 3339)")
+    recover.add_argument("--until", type=_instant, metavar="TIME", help="created before (RFC 3339)")
+    recover.add_argument("--conversation", metavar="CONVERSATION_ID", type=_text)
+    recover.add_argument("--tool", type=_text, help="e.g. pomodoro.start")
+    recover.add_argument(
+        "--last-error", metavar="PREFIX", type=_text, help="only rows whose last error begins with PREFIX"
+    )
+    recover.add_argument("--dry-run", action="store_true", help="count the rows, change nothing")
+    recover.set_defaults(ops_command=outbox_recover)
+
+    delivery = areas.add_parser("delivery", help="pause and resume delivery; the endpoint's circuit")
+    delivery_actions = delivery.add_subparsers(dest="ops_action", required=True)
+    status = delivery_actions.add_parser(
+        "status", parents=[output], help="paused or not, the circuit, retention, the oldest rows"
+    )
+    status.set_defaults(ops_command=delivery_status)
+    pause = delivery_actions.add_parser(
+        "pause", parents=[output], help="every relay stops sending within a second; rows wait for free"
+    )
+    pause.add_argument("--reason", type=_reason, help="shown wherever the pause is (up to 500 characters)")
+    pause.set_defaults(ops_command=delivery_pause)
+    resume = delivery_actions.add_parser("resume", parents=[output], help="the relays send again at once")
+    resume.set_defaults(ops_command=delivery_resume)
 
     operations = areas.add_parser("operations", help="focus periods and how they ended")
     op_actions = operations.add_subparsers(dest="ops_action", required=True)
@@ -146,6 +189,34 @@ def _text(value: str) -> str:
     return value
 
 
+def _reason(value: str) -> str:
+    if not 1 <= len(value) <= 500 or "\x00" in value:
+        raise argparse.ArgumentTypeError("1-500 characters, no U+0000")
+    return value
+
+
+def _instant(value: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{value!r} has no offset (add Z for UTC)")
+    return moment
+
+
+def _cursor(value: str) -> OutboxCursor:
+    cursor = OutboxCursor.decode(value) if len(value) <= MAX_CURSOR_LENGTH else None
+    if cursor is None:
+        raise argparse.ArgumentTypeError("not a cursor a previous page printed")
+    return cursor
+
+
+def _operator() -> str:
+    """Who paused, as ``delivery_endpoints.paused_by`` records it."""
+    return f"cli:{getpass.getuser()}@{socket.gethostname()}"
+
+
 def resolve_event(conn: Conn, value: str) -> UUID | str:
     """The event id that ``value`` names — in full, or by its first hex digits when they are
     unique — or the message saying why none is."""
@@ -179,11 +250,19 @@ def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
         conversation_id=args.conversation,
         tool_call_prefix=args.tool_call,
         limit=args.limit,
+        after=args.cursor,
     )
     data = operator_db.read(conn, lookup)
     if args.json:
         return emit_json(data, out)
-    if args.wide:
+    _print_outbox(data, args.wide, out)
+    if data["next_cursor"]:
+        print(f"more: --cursor {data['next_cursor']}", file=out)
+    return 0
+
+
+def _print_outbox(data: Json, wide: bool, out: TextIO) -> None:
+    if wide:
         rows = [
             [
                 row["event_id"],
@@ -201,7 +280,7 @@ def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
         ]
         headers = ["EVENT_ID", "STATUS", "ATT", "CONVERSATION", "SEQ", "TOOL", "TOOL_CALL_ID", "CREATED"]
         print(table([*headers, "DELIVERED/NEXT", "LAST_ERROR"], rows), file=out)
-        return 0
+        return
     rows = [
         [
             row["event_id"][:SHORT_ID],
@@ -226,7 +305,6 @@ def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
         "LAST_ERROR",
     ]
     print(table(headers, rows, width=LIST_WIDTH, flexible=[(5, 16), (3, 12), (7, 10)]), file=out)
-    return 0
 
 
 def _next_or_delivered(row: Json) -> str | None:
@@ -269,6 +347,52 @@ def outbox_requeue(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     print(f"{len(rows)} row(s) requeued", file=out)
+    return 0
+
+
+def outbox_recover(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    which = recovery_db.DeadFilter(
+        since=args.since,
+        until=args.until,
+        conversation_id=args.conversation,
+        tool=args.tool,
+        last_error_prefix=args.last_error,
+    )
+    if which.since is not None and which.until is not None and which.since >= which.until:
+        print("error: --since must be before --until", file=sys.stderr)
+        return 2
+    done = recovery_db.recover(conn, which, dry_run=args.dry_run)
+    if args.json:
+        return emit_json(done.answer(), out)
+    if args.dry_run:
+        print(f"{done.matched} dead row(s) match: nothing requeued (dry run)", file=out)
+    else:
+        print(f"{done.requeued} of {done.matched} matching dead row(s) requeued", file=out)
+    return 0
+
+
+def delivery_status(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    state = operator_db.read(conn, delivery_db.state_lookup())
+    retention = operator_db.read(conn, delivery_db.retention_lookup())
+    if args.json:
+        return emit_json({"delivery": state, "retention": retention}, out)
+    print(delivery_text(state, retention), file=out)
+    return 0
+
+
+def delivery_pause(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    state = delivery_db.pause(conn, _operator(), args.reason)
+    if args.json:
+        return emit_json(state, out)
+    print(f"delivery paused since {when(state['paused_at'])} by {state['paused_by']}", file=out)
+    return 0
+
+
+def delivery_resume(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+    state = delivery_db.resume(conn)
+    if args.json:
+        return emit_json(state, out)
+    print(f"delivery running (circuit {state['circuit']})", file=out)
     return 0
 
 

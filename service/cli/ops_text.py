@@ -191,3 +191,33 @@ def summary(trace: Json) -> str:
                 f"result {row['event_id']}: pending, {tries}, next attempt at {row['next_attempt_at']}"
             )
     return "\n".join(lines)
+
+
+def delivery_text(state: Json, retention: Json) -> str:
+    """``ops delivery status``: paused or not, the circuit, and what retention keeps."""
+    if state["paused"]:
+        reason = f" ({flat(state['reason'])})" if state["reason"] else ""
+        paused = f"paused since {when(state['paused_at'])} by {state['paused_by']}{reason}"
+    else:
+        paused = "running"
+    circuit = f"{state['circuit']} since {when(state['circuit_since'])}"
+    if state["circuit"] != "closed":
+        circuit += f", next probe {when(state['next_probe_at'])}; last error: {clip(state['last_error'])}"
+    if retention["delivered_days"] is None:
+        kept = "not reported yet (no relay has pruned)"
+    else:
+        dead = "kept" if retention["dead_days"] == 0 else f"{retention['dead_days']} days"
+        kept = (
+            f"delivered rows {retention['delivered_days']} days, dead rows {dead} "
+            f"(reported by {retention['reported_by']} at {when(retention['reported_at'])}; "
+            f"last pruned {retention['last_pruned_rows']} row(s))"
+        )
+    lines = [
+        f"delivery      {paused}",
+        f"circuit       {circuit}",
+        f"last probe    {when(state['last_probe_at'])}",
+        f"retention     {kept}",
+        f"oldest rows   delivered {when(retention['oldest_delivered_at'])}, "
+        f"dead {when(retention['oldest_dead_at'])}",
+    ]
+    return "\n".join(lines)

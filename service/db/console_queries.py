@@ -3,11 +3,13 @@ minute by minute, read in one snapshot (``service.db.operator_queries.Lookup``).
 
 Per minute: outbox rows created, and delivery attempts by outcome. Deadline lateness over the
 operations completed in the last hour. Both bounded to the hour: rows are found through
-``ix_outbox_status_created`` (every status named, so the index's leading column is fixed).
+``ix_outbox_status_created`` (every status named, so the index's leading column is fixed) and
+attempts through ``ix_outbox_attempts_started_at``.
 """
 
 from __future__ import annotations
 
+from service.db import delivery as delivery_db
 from service.db import operator_queries as operator_db
 from service.db.operator_queries import Json, Lookup, Rows
 from service.domain.timefmt import rfc3339
@@ -57,9 +59,12 @@ WHERE state = 'completed' AND finalized_at > now() - interval '1 hour'
 
 
 def overview() -> Lookup[Json]:
-    """``stats`` and the last hour: ``{"stats", "last_hour": {"minutes", "deliveries", "failures",
-    "lateness_ms"}}``. A failure is an attempt that did not deliver (retried or dead)."""
+    """``stats``, the last hour, the delivery state and retention: ``{"stats", "last_hour":
+    {"minutes", "deliveries", "failures", "lateness_ms"}, "delivery", "retention"}``. A failure is
+    an attempt that did not deliver (retried or dead)."""
     stats = operator_db.stats()
+    delivery = delivery_db.state_lookup()
+    retention = delivery_db.retention_lookup()
 
     def shape(rows: Rows) -> Json:
         minutes = [
@@ -80,11 +85,15 @@ def overview() -> Lookup[Json]:
                 "failures": sum(m["failed"] for m in minutes),
                 "lateness_ms": dict(rows["lateness"][0]),
             },
+            "delivery": delivery.shape(rows),
+            "retention": retention.shape(rows),
         }
 
     statements = (
         *stats.statements,
         ("minutes", LAST_HOUR_BY_MINUTE),
         ("lateness", LATENESS_LAST_HOUR),
+        *delivery.statements,
+        *retention.statements,
     )
-    return Lookup(statements, {"minutes": MINUTES}, shape)
+    return Lookup(statements, {"minutes": MINUTES, **delivery.params}, shape)

@@ -1,4 +1,5 @@
-"""Requeue one dead outbox row for the ops API, then wake the relays (after the commit)."""
+"""Dead outbox rows back to the queue for the ops API — one, or by filter — then the relays woken
+(after each commit)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from uuid import UUID
 
 import structlog
 
+from service.db import recovery as recovery_db
 from service.db import requeue as requeue_db
 from service.domain.errors import NotDead, NotFound
 from service.use_cases.runtime import Runtime
@@ -34,3 +36,18 @@ async def requeue_dead(rt: Runtime, event_id: UUID) -> dict[str, Any]:
         conversation_id=row["conversation_id"],
     )
     return row
+
+
+async def recover_dead(rt: Runtime, which: recovery_db.DeadFilter, *, dry_run: bool) -> dict[str, int]:
+    """Requeue the dead rows ``which`` names, each by the single requeue's rule, in bounded
+    batches; the relays are woken after each batch. A dry run only counts them."""
+    async with rt.pool.connection() as conn:
+        done = await recovery_db.recover_async(
+            conn, which, dry_run=dry_run, committed=lambda: rt.wakeups.committed(outbox=True)
+        )
+    log.info("outbox_recovered", dry_run=dry_run, **done.answer(), **_described(which))
+    return done.answer()
+
+
+def _described(which: recovery_db.DeadFilter) -> dict[str, str]:
+    return {name: str(value) for name, value in which.params().items() if value is not None}

@@ -102,6 +102,8 @@ OPS_PATHS = [
     "/v1/ops/stats",
     "/v1/ops/tool-calls",
     "/v1/ops/tool-calls/some-call",
+    "/v1/ops/delivery",
+    "/v1/ops/retention",
 ]
 
 

@@ -376,3 +376,72 @@ def test_python_m_service_ops_without_database_url_uses_the_dev_stacks_settings(
     assert done.returncode == 0, done.stderr
     assert [row["event_id"] for row in json.loads(done.stdout)["outbox"]] == [event_id]
     assert "using the dev stack's settings from .dev/env" in done.stderr
+
+
+def test_delivery_pause_status_and_resume(ops: Any, db: Any) -> None:
+    code, out, _ = ops("delivery", "status")
+    assert code == 0 and "delivery      running" in out and "circuit       closed" in out
+    assert "not reported yet" in out
+
+    code, out, _ = ops("delivery", "pause", "--reason", "Agent deploy")
+    assert code == 0 and out.startswith("delivery paused since ")
+    row = db.execute("SELECT paused_by, pause_reason FROM delivery_endpoints").fetchone()
+    assert row["paused_by"].startswith("cli:") and row["pause_reason"] == "Agent deploy"
+    code, out, _ = ops("delivery", "status", "--json")
+    assert json.loads(out)["delivery"]["paused"] is True
+    assert set(json.loads(out)["retention"]) >= {"delivered_days", "oldest_dead_at"}
+
+    db.execute("LISTEN lineup_outbox")
+    code, out, _ = ops("delivery", "resume")
+    assert (code, out) == (0, "delivery running (circuit closed)\n")
+    assert [note.channel for note in db.notifies(timeout=0.5, stop_after=1)] == ["lineup_outbox"]
+
+
+def test_outbox_recover_with_a_dry_run_then_for_real(ops: Any, db: Any) -> None:
+    busy = add_outbox_row(db, "conv-a", 1, "dead", attempts=60, last_error="HTTP 503: busy")
+    rejected = add_outbox_row(db, "conv-a", 2, "dead", attempts=1, last_error="HTTP 400")
+
+    assert ops("outbox", "recover", "--last-error", "HTTP 503", "--dry-run") == (
+        0,
+        "1 dead row(s) match: nothing requeued (dry run)\n",
+        "",
+    )
+    assert outbox_row(db, busy)["status"] == "dead"
+    code, out, _ = ops("outbox", "recover", "--last-error", "HTTP 503", "--json")
+    assert (code, json.loads(out)) == (0, {"matched": 1, "requeued": 1})
+    assert outbox_row(db, busy)["status"] == "pending" and outbox_row(db, rejected)["status"] == "dead"
+    assert ops("outbox", "recover", "--conversation", "conv-a", "--since", "2020-01-01T00:00:00Z")[1] == (
+        "1 of 1 matching dead row(s) requeued\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--since", "yesterday"],
+        ["--since", "2026-12-01T10:00:00"],
+        ["--since", "2026-12-02T00:00:00Z", "--until", "2026-12-01T00:00:00Z"],
+    ],
+)
+def test_outbox_recover_refuses_times_it_cannot_read_with_exit_2(ops: Any, args: list[str]) -> None:
+    try:
+        code = ops("outbox", "recover", *args)[0]
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+
+
+def test_outbox_list_pages_with_the_cursor_it_prints(ops: Any, db: Any) -> None:
+    rows = [add_outbox_row(db, "conv-p", n, "pending", age_seconds=100 - n) for n in range(1, 6)]
+    code, out, _ = ops("outbox", "list", "--limit", "2", "--wide")
+    assert code == 0
+    shown = [line.split()[0] for line in out.splitlines()[1:3]]
+    assert shown == rows[::-1][:2]
+    cursor = out.splitlines()[-1].removeprefix("more: --cursor ")
+    code, out, _ = ops("outbox", "list", "--limit", "2", "--json", "--cursor", cursor)
+    page = json.loads(out)
+    assert [row["event_id"] for row in page["outbox"]] == rows[::-1][2:4]
+    assert page["next_cursor"]
+    with pytest.raises(SystemExit) as bad:
+        ops("outbox", "list", "--cursor", "not-a-cursor")
+    assert bad.value.code == 2

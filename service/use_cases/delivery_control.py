@@ -1,0 +1,37 @@
+"""An operator's pause and resume of delivery for the ops API; the relays obey within a second.
+
+A pause needs nothing more: every relay's next claim reads it. A resume wakes the relays after its
+commit (``service.wakeups``), so the rows held by the pause go at once, not at the next poll.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from service.db import delivery as delivery_db
+from service.db import operator_queries as operator_db
+from service.use_cases.runtime import Runtime
+
+log = structlog.get_logger("service.ops")
+
+
+async def delivery_state(rt: Runtime) -> dict[str, Any]:
+    async with rt.pool.connection() as conn:
+        return await operator_db.read_async(conn, delivery_db.state_lookup())
+
+
+async def pause(rt: Runtime, *, by: str, reason: str | None) -> dict[str, Any]:
+    async with rt.pool.connection() as conn:
+        state = await delivery_db.pause_async(conn, by, reason)
+    log.warning("delivery_paused", endpoint=state["endpoint"], paused_by=state["paused_by"], reason=reason)
+    return state
+
+
+async def resume(rt: Runtime, *, by: str) -> dict[str, Any]:
+    async with rt.pool.connection() as conn:
+        state = await delivery_db.resume_async(conn)
+    rt.wakeups.committed(outbox=True)
+    log.warning("delivery_resumed", endpoint=state["endpoint"], resumed_by=by)
+    return state
