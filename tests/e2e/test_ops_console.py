@@ -54,6 +54,8 @@ def _answer(refuse: dict[str, bool]) -> Any:
             return Reply(400, body=b'{"error":"unknown_conversation"}')
         if call.startswith("flaky-") and earlier < 2:
             return Reply(503, body=b"upstream unavailable")
+        if call.startswith("gone-"):
+            return Reply(410, body=b"gone")
         return Reply(204)
 
     return responder
@@ -325,6 +327,67 @@ def test_a_trace_address_that_is_not_percent_encoding_says_so_and_a_dot_id_is_no
     page.goto(f"{stack.base_url}/ops/tool-calls?conversation=ops-legacy")
     page.wait_for_selector('[data-testid="tool-call-row"][data-tool-call-id=".."]')
     assert page.locator('[data-testid="tool-call-row"] a[href]').count() == 0
+
+
+def delivery_state(base_url: str) -> dict[str, Any]:
+    state: dict[str, Any] = httpx.get(f"{base_url}/v1/ops/delivery", headers=OPERATOR, timeout=10).json()
+    return state
+
+
+def test_delivery_is_paused_and_resumed_from_the_overview_each_after_a_confirmation(
+    page: Any, stack: Stack
+) -> None:
+    panel = '[data-testid="delivery"]'
+    page.wait_for_selector(f'{panel}[data-paused="false"] [data-testid="running"]')
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click('[data-testid="pause"]')
+    assert delivery_state(stack.base_url)["paused"] is False  # not confirmed: nothing changed
+
+    page.fill(f'{panel} input[name="reason"]', "Agent deploy")
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.click('[data-testid="pause"]')
+    page.wait_for_selector(f'{panel}[data-paused="true"] [data-testid="paused"]')
+    assert "Agent deploy" in asked[0] and "Agent deploy" in text(page, "paused")
+    state = delivery_state(stack.base_url)
+    assert (state["paused"], state["paused_by"], state["reason"]) == (True, "console", "Agent deploy")
+
+    # Held while paused, delivered once resumed.
+    call_id = f"call-held-{uuid.uuid4().hex[:6]}"
+    start_and_stop(stack.base_url, call_id, "ops-held")
+    [held] = outbox(stack.base_url, tool_call_id_prefix=call_id)
+    eventually(lambda: page.locator('[data-testid="resume"]').is_visible(), 5)
+    assert all(d.event_id != held["event_id"] for d in stack.receiver.snapshot())
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click('[data-testid="resume"]')
+    page.wait_for_selector(f'{panel}[data-paused="false"]')
+    stack.receiver.wait_for_accepted([held["event_id"]], timeout=10)
+    assert delivery_state(stack.base_url)["paused"] is False
+
+
+def test_dead_rows_are_recovered_from_the_overview_after_a_dry_run(page: Any, stack: Stack) -> None:
+    start_and_stop(stack.base_url, "gone-1", "ops-gone")
+    eventually(lambda: outbox(stack.base_url, status="dead", tool_call_id_prefix="gone-"), 15)
+    [dead] = outbox(stack.base_url, tool_call_id_prefix="gone-")
+    recover = '[data-testid="recover-panel"]'
+    page.fill(f'{recover} input[name="last_error_prefix"]', "HTTP 410")
+    page.click('[data-testid="recover-dry-run"]')
+    eventually(lambda: "1 dead row(s) match" in text(page, "recover-result"), 5)
+    assert outbox(stack.base_url, tool_call_id_prefix="gone-")[0]["status"] == "dead"
+
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.click('[data-testid="recover"]')
+    eventually(lambda: "Requeued 1 of 1" in text(page, "recover-result"), 5)
+    assert asked and "Requeue 1 dead row(s)" in asked[0]
+    # Sent again under the same webhook-id (the Agent answers 410 again, so it dies again).
+    eventually(lambda: sum(d.event_id == dead["event_id"] for d in stack.receiver.snapshot()) == 2, 10)
+
+
+def test_the_overview_shows_what_retention_keeps_and_the_oldest_rows(page: Any) -> None:
+    retention = text(page, "retention")
+    assert "Oldest delivered row" in retention
+    assert text(page, "oldest-delivered") != "none"
 
 
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x800", "phone"])

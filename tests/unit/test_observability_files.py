@@ -41,6 +41,9 @@ REQUIRED_ALERTS = {
     "LineupDeadlineLatenessP99High",
     "LineupToolCallServerErrors",
     "LineupDatabaseUnreachable",
+    # Issue 20: the endpoint's circuit, and a pause left on.
+    "LineupDeliveryCircuitOpen",
+    "LineupDeliveryPausedTooLong",
 }
 
 

@@ -46,4 +46,8 @@ export const ops = {
   toolCalls: (filters) => call("GET", `/v1/ops/tool-calls${query(filters)}`),
   trace: (toolCallId) => call("GET", `/v1/ops/tool-calls/${encodeURIComponent(toolCallId)}`),
   requeue: (eventId) => call("POST", `/v1/ops/outbox/${encodeURIComponent(eventId)}/requeue`, {}),
+  delivery: () => call("GET", "/v1/ops/delivery"),
+  pause: (reason) => call("POST", "/v1/ops/delivery/pause", reason ? { reason } : {}),
+  resume: () => call("POST", "/v1/ops/delivery/resume", {}),
+  recover: (filters) => call("POST", "/v1/ops/outbox/recover", filters),
 };

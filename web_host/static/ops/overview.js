@@ -2,6 +2,7 @@
 // lateness — numbers first, then small charts.
 import { ops } from "./api.js";
 import { hbars, lines, stackedBars } from "./charts.js";
+import { deliveryPanel, recoverPanel, retentionPanel } from "./delivery.js";
 import { age, count, h, plural, replace } from "./dom.js";
 
 function stat(label, value, testid, { cls = "", href, hint } = {}) {
@@ -17,10 +18,20 @@ function panel(title, ...children) {
 }
 
 export function overviewView() {
-  const element = h("div", { class: "overview", "data-testid": "ops-overview" }, h("p", { class: "muted" }, "Loading…"));
+  let refresh = () => {};
+  const numbers = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  const delivery = deliveryPanel(() => refresh());
+  const retention = retentionPanel();
+  const recover = recoverPanel(() => refresh());
+  // The delivery controls and forms stay put across refreshes; the numbers are redrawn.
+  const element = h("div", { class: "overview", "data-testid": "ops-overview" },
+    h("h1", {}, "Overview"), delivery.element, numbers,
+    h("div", { class: "panels" }, retention.element, recover.element));
 
   function draw(data) {
     const { stats, last_hour: hour, depth } = data;
+    delivery.update(data.delivery, stats.server_time);
+    retention.update(data.retention, stats.server_time);
     const box = stats.outbox;
     const dead = box.by_status.dead;
     const late = hour.lateness_ms;
@@ -30,14 +41,13 @@ export function overviewView() {
     const now = { at: stats.server_time, pending: box.by_status.pending, dead, oldest_pending_age_seconds: box.oldest_pending_age_seconds || 0 };
     const points = [...depth, now];
     replace(
-      element,
-      h("h1", {}, "Overview"),
+      numbers,
       h("div", { class: "stats", "data-testid": "outbox-stats" },
         stat("Pending", count(box.by_status.pending), "count-pending", { href: "/ops/outbox?status=pending", hint: `${count(box.due_now)} due now` }),
         stat("Oldest pending", age(box.oldest_pending_age_seconds), "oldest-pending",
           { cls: box.oldest_pending_age_seconds > 120 ? "warn" : "" }),
         stat("Dead", count(dead), "count-dead", { cls: dead ? "bad" : "", href: "/ops/outbox?status=dead", hint: dead ? "need an operator" : "none" }),
-        stat("Delivered", count(box.by_status.delivered), "count-delivered", { href: "/ops/outbox?status=delivered" }),
+        stat("Delivered", count(box.by_status.delivered), "count-delivered", { href: "/ops/outbox?status=delivered", hint: "in total" }),
         stat("Deliveries, last hour", count(hour.deliveries), "deliveries-hour"),
         stat("Failed attempts, last hour", count(hour.failures), "failures-hour", { cls: hour.failures ? "warn" : "" }),
         stat("Focusing now", count(stats.operations.focusing), "count-focusing", { href: "/ops/operations?state=focusing" }),
@@ -72,11 +82,13 @@ export function overviewView() {
     );
   }
 
-  return {
+  const view = {
     element,
     title: "Overview",
     async refresh() {
       draw(await ops.overview());
     },
   };
+  refresh = () => view.refresh().catch(() => {});
+  return view;
 }
