@@ -2,7 +2,7 @@
 // confirmed), what retention keeps, and the recovery of dead rows by filter with a dry run. The
 // forms are built once and kept across refreshes; only the state they show is redrawn.
 import { ApiError, ops } from "./api.js";
-import { age, count, h, notice, replace, timeEl } from "./dom.js";
+import { age, count, h, notice, replace, timeEl, when } from "./dom.js";
 
 function failure(error) {
   return error instanceof ApiError ? error.message : String(error);
@@ -43,7 +43,7 @@ export function deliveryPanel(onChange) {
       `Pause delivery to the Agent${why ? ` (${why})` : ""}?\n\nEvery relay stops sending within a second. Results wait, spending no attempts, until you resume.`,
     );
     if (!ok) return;
-    act(pause, "pause", () => ops.pause(why || undefined), (s) => `Paused at ${new Date(s.paused_at).toLocaleTimeString()}.`);
+    act(pause, "pause", () => ops.pause(why || undefined), (s) => `Paused at ${when(s.paused_at)}.`);
   });
   resume.addEventListener("click", () => {
     if (!window.confirm("Resume delivery?\n\nThe relays are woken and the waiting results go at once.")) return;
