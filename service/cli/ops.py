@@ -442,12 +442,14 @@ def show_stats(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     data = operator_db.read(conn, operator_db.stats())
     if args.json:
         return emit_json(data, out)
+    delivery = operator_db.read(conn, delivery_db.state_lookup())
     box, ops, late = data["outbox"], data["operations"], data["deadline_lateness_ms"]
     attempts = data["attempts_last_hour"]
     age = box["oldest_pending_age_seconds"]
     lines = [
         f"server time         {data['server_time']}",
         "outbox              " + pairs(box["by_status"]) + f"  (due now {box['due_now']})",
+        f"delivery            {'paused' if delivery['paused'] else 'running'}, circuit {delivery['circuit']}",
         f"oldest pending      {'-' if age is None else f'{age:.1f} s'}",
         "operations          " + pairs(ops["by_state"]),
         f"deadline lateness   p50 {cell(late['p50'])} ms  p99 {cell(late['p99'])} ms  "

@@ -351,6 +351,11 @@ def test_delivery_is_paused_and_resumed_from_the_overview_each_after_a_confirmat
     assert "Agent deploy" in asked[0] and "Agent deploy" in text(page, "paused")
     state = delivery_state(stack.base_url)
     assert (state["paused"], state["paused_by"], state["reason"]) == (True, "console", "Agent deploy")
+    # Every page says so.
+    page.click('.nav a[data-view="outbox"]')
+    page.wait_for_selector('[data-testid="delivery-flag"][data-paused="true"]:visible')
+    assert text(page, "delivery-flag") == "Delivery paused"
+    page.click('.nav a[data-view="overview"]')
 
     # Held while paused, delivered once resumed.
     call_id = f"call-held-{uuid.uuid4().hex[:6]}"

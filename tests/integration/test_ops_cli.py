@@ -389,6 +389,7 @@ def test_delivery_pause_status_and_resume(ops: Any, db: Any) -> None:
     assert row["paused_by"].startswith("cli:") and row["pause_reason"] == "Agent deploy"
     code, out, _ = ops("delivery", "status", "--json")
     assert json.loads(out)["delivery"]["paused"] is True
+    assert "delivery            paused, circuit closed" in ops("stats")[1]
     assert set(json.loads(out)["retention"]) >= {"delivered_days", "oldest_dead_at"}
 
     db.execute("LISTEN lineup_outbox")

@@ -1,6 +1,6 @@
 // The console's one page: draws the view the address names, follows links inside the console
 // without reloading, and refreshes the view every few seconds while the tab is visible.
-import { ApiError } from "./api.js";
+import { ApiError, ops } from "./api.js";
 import { clock, h, notice, replace, traceHref } from "./dom.js";
 import { operationsView } from "./operations.js";
 import { outboxView } from "./outbox.js";
@@ -31,6 +31,18 @@ function decoded(segment) {
   }
 }
 
+const flag = document.querySelector('[data-testid="delivery-flag"]');
+
+/** On every page: whether delivery is paused or the Agent's endpoint is failing (its circuit open). */
+async function flagDelivery() {
+  const delivery = await ops.delivery();
+  const held = delivery.paused ? "Delivery paused" : delivery.circuit !== "closed" ? "Agent endpoint failing: circuit open" : "";
+  flag.hidden = !held;
+  flag.textContent = held;
+  flag.dataset.paused = String(delivery.paused);
+  flag.dataset.circuit = delivery.circuit;
+}
+
 function setLive(state, text) {
   live.dataset.state = state;
   live.textContent = text;
@@ -41,7 +53,7 @@ async function tick(current) {
   current.busy = true;
   if (!document.hidden) {
     try {
-      await current.view.refresh();
+      await Promise.all([current.view.refresh(), flagDelivery()]);
       setLive("live", `live · updated ${clock(new Date().toISOString(), true)} UTC`);
     } catch (error) {
       if (error instanceof ApiError && error.status === 401) {
