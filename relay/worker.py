@@ -110,6 +110,7 @@ class Relay:
         self._deliverer = Deliverer(cfg.webhook_url, signer, timeout=cfg.timeout, concurrency=cfg.concurrency)
         resources.push_async_callback(self._deliverer.aclose)
         resources.push_async_callback(self._release, uncount=0)
+        resources.push_async_callback(self._release_probe)
 
     def _start_helpers(self, stop: asyncio.Event, failures: list[BaseException]) -> list[asyncio.Task[None]]:
         helpers = [
@@ -135,6 +136,14 @@ class Relay:
     def _retention(self) -> Retention:
         cfg = self.config
         return Retention(cfg.retention_days, cfg.dead_retention_days, cfg.relay_id)
+
+    async def _release_probe(self) -> None:
+        """A probe this relay still holds goes back at once, not when its lease runs out."""
+        try:
+            async with self._pool.connection() as conn:
+                await circuit.release_probe(conn, self.config.endpoint, self.config.relay_id)
+        except psycopg.Error as exc:
+            log.warning("relay_probe_release_failed", error=str(exc).strip())
 
     async def _ensure_endpoint(self) -> None:
         try:

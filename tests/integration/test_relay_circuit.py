@@ -157,3 +157,19 @@ def test_probes_go_one_at_a_time_across_relays(database_url: str, db: Db) -> Non
             time.sleep(3.0)
             probes = len(agent.snapshot()) - before
     assert 1 <= probes <= 3.0 / 0.5 + 1
+
+
+def test_a_relay_that_stops_hands_its_probe_back(database_url: str, db: Db) -> None:
+    secret = new_secret()
+    queue_across(db, conversations=5, per_conversation=1)
+    slow = Reply(503, delay=1.5)
+    with Receiver([secret], responder=lambda _d, _e: slow) as agent:
+        config = relay_config(
+            database_url, agent.url, [secret], circuit_failures=2, circuit_probe_seconds=0.2, timeout=5.0
+        )
+        with running_relay(config) as run:
+            opened(db)
+            wait_until(lambda: endpoint(db)["probe_owner"] == config.relay_id)
+            run.stop()  # while the probe waits for its answer
+    state = endpoint(db)
+    assert (state["circuit"], state["probe_owner"], state["probe_expires_at"]) == ("open", None, None)
