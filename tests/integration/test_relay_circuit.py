@@ -162,7 +162,7 @@ def test_probes_go_one_at_a_time_across_relays(database_url: str, db: Db) -> Non
 def test_a_relay_that_stops_hands_its_probe_back(database_url: str, db: Db) -> None:
     secret = new_secret()
     queue_across(db, conversations=5, per_conversation=1)
-    slow = Reply(503, delay=1.5)
+    slow = Reply(503, delay=4.0)  # longer than the shutdown grace (2 s): the probe is cut
     with Receiver([secret], responder=lambda _d, _e: slow) as agent:
         config = relay_config(
             database_url, agent.url, [secret], circuit_failures=2, circuit_probe_seconds=0.2, timeout=5.0
