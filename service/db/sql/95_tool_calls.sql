@@ -43,8 +43,10 @@ BEGIN
     EXECUTE format('SELECT * FROM %s($1, $2, $3, $4)', p_decide) INTO answer
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
     body := answer.response::text;
-    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, response)
-    VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, body::json);
+    -- status_code: for interface 1's readers only (99_compat.sql), dropped with it.
+    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
+    VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, legacy_http_status(answer.outcome),
+            body::json);
     RETURN QUERY SELECT answer.outcome, body, false, answer.deadline,
         (answer.settled).operation_id, (answer.settled).state, (answer.settled).reason,
         (answer.settled).lateness_ms, (answer.settled).event_id;

@@ -8,9 +8,10 @@ CREATE OR REPLACE FUNCTION database_interfaces() RETURNS integer[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN ARRAY[1, 2];
 
--- Interface 1 recorded an HTTP status with every answer and answered with it: the status the
--- contract gives each outcome, for the previous release only (this release names statuses in its
--- API layer, service/api/statuses.py; a test keeps the two equal).
+-- Interface 1 recorded an HTTP status with every answer (tool_calls.status_code, which its operator
+-- trace still reads) and answered with it: the status the contract gives each outcome, for the
+-- previous release only. This release names statuses in its API layer (service/api/errors.py); a
+-- test keeps the two equal. call_tool_v2 records it too, while interface 1 is served.
 CREATE OR REPLACE FUNCTION legacy_http_status(p_outcome text) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE p_outcome
@@ -21,18 +22,6 @@ RETURN CASE p_outcome
     WHEN 'operation_already_focusing' THEN 409
     WHEN 'idempotency_key_reused' THEN 409
 END;
-
--- tool_calls.status_code is still read by the previous release (its operator trace): answers
--- recorded by call_tool_v2 get theirs here.
-CREATE OR REPLACE FUNCTION tool_calls_legacy_status() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    NEW.status_code := legacy_http_status(coalesce(NEW.response ->> 'status', NEW.response ->> 'error'));
-    RETURN NEW;
-END $$;
-
-CREATE OR REPLACE TRIGGER tool_calls_legacy_status BEFORE INSERT ON tool_calls
-FOR EACH ROW WHEN (NEW.status_code IS NULL) EXECUTE FUNCTION tool_calls_legacy_status();
 
 -- Interface 1's tool call: call_tool_v2 with the Tool's function and settings as the previous
 -- release named them, and the status it expects.
