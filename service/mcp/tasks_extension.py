@@ -5,10 +5,10 @@ of a tool result: ``pomodoro.start`` and ``interact.ask``, when their call opens
 refusal or a replayed refusal is the tool's result as ever). The call has committed before the
 ``CreateTaskResult`` is sent, so ``tasks/get`` on any replica finds it at once.
 
-* the task id: an operation's ``operation_id``; an interaction's random ``interaction_tasks``
-  id — both random UUIDs, never the caller's ``tool_call_id``. A task request that names a
-  conversation (``_meta["io.lineup/conversation_id"]``) sees a task of another conversation exactly
-  as an unknown one.
+* the task id: an operation's ``operation_id`` (a version 7 UUID: 74 random bits); an
+  interaction's random ``interaction_tasks`` id (v4) — never the caller's ``tool_call_id``. A task
+  request that names a conversation (``_meta["io.lineup/conversation_id"]``) sees a task of another
+  conversation exactly as an unknown one.
 * ``working`` while focusing (or waiting for the person's answer), then ``completed`` with the
   tool's result: a ``CallToolResult`` whose ``structuredContent`` is the result object the relay
   delivers, whichever way it ended. At this revision only a completed task carries a result, and
