@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -64,46 +62,21 @@ def count_server_error(path: str, status: int) -> None:
         SERVER_ERRORS.labels(api_of(path), str(status)).inc()
 
 
-# Decisions made inside a transaction are counted and logged only once it commits.
-_UNCOMMITTED: ContextVar[list[Mapping[str, Any]] | None] = ContextVar("uncommitted", default=None)
-
-
-def observe_settled(rows: Iterable[Mapping[str, Any]]) -> None:
-    pending = _UNCOMMITTED.get()
-    if pending is not None:
-        pending.extend(rows)
-        return
+def emit_settled(rows: Iterable[Mapping[str, Any]]) -> None:
+    """Count and log operations settled by a committed transaction (``UnitOfWork.release``)."""
     for row in rows:
-        _emit(row)
-
-
-def _emit(row: Mapping[str, Any]) -> None:
-    TERMINAL_DECISIONS.labels(str(row["state"]), str(row["reason"])).inc()
-    lateness = row.get("lateness_ms")
-    if isinstance(lateness, int):
-        DEADLINE_LATENESS.observe(max(lateness, 0) / 1000)
-    log.info(
-        "operation_settled",
-        operation_id=str(row["operation_id"]),
-        conversation_id=row["conversation_id"],
-        state=row["state"],
-        reason=row["reason"],
-        event_id=str(row["event_id"]),
-        lateness_ms=lateness,
-    )
-
-
-@contextmanager
-def deferred_until_commit() -> Iterator[list[Mapping[str, Any]]]:
-    """Collect decisions; the caller emits them with ``emit_committed`` after COMMIT."""
-    pending: list[Mapping[str, Any]] = []
-    token = _UNCOMMITTED.set(pending)
-    try:
-        yield pending
-    finally:
-        _UNCOMMITTED.reset(token)
-
-
-def emit_committed(rows: Iterable[Mapping[str, Any]]) -> None:
-    for row in rows:
-        _emit(row)
+        TERMINAL_DECISIONS.labels(str(row["state"]), str(row["reason"])).inc()
+        lateness = row.get("lateness_ms")
+        if isinstance(lateness, int):
+            DEADLINE_LATENESS.observe(max(lateness, 0) / 1000)
+        by_call = {"tool_call_id": row["tool_call_id"]} if row.get("tool_call_id") else {}
+        log.info(
+            "operation_settled",
+            **by_call,
+            operation_id=str(row["operation_id"]),
+            conversation_id=row["conversation_id"],
+            state=row["state"],
+            reason=row["reason"],
+            event_id=str(row["event_id"]),
+            lateness_ms=lateness,
+        )

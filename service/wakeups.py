@@ -19,9 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 import psycopg
@@ -36,36 +34,6 @@ ALL_CONVERSATIONS = "*"
 # NOTIFY payloads must stay under 8000 bytes.
 MAX_PAYLOAD_BYTES = 7900
 MAX_PROJECTION_PAYLOADS = 4
-
-
-@dataclass
-class Changes:
-    """What one transaction changed, announced only if it commits."""
-
-    conversations: set[str] = field(default_factory=set)
-    outbox: bool = False
-
-
-_UNCOMMITTED: ContextVar[Changes | None] = ContextVar("uncommitted_changes", default=None)
-
-
-def changed(conversation_id: str, *, outbox: bool = False) -> None:
-    """Note that the current transaction changed a conversation (and queued an outbox row)."""
-    pending = _UNCOMMITTED.get()
-    if pending is not None:
-        pending.conversations.add(conversation_id)
-        pending.outbox = pending.outbox or outbox
-
-
-@contextlib.contextmanager
-def collecting() -> Iterator[Changes]:
-    """Collect the changes of one transaction; the caller announces them after COMMIT."""
-    pending = Changes()
-    token = _UNCOMMITTED.set(pending)
-    try:
-        yield pending
-    finally:
-        _UNCOMMITTED.reset(token)
 
 
 def projection_payloads(conversations: Iterable[str]) -> list[str]:

@@ -7,13 +7,10 @@ from uuid import UUID
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from service import wakeups
-
 Conn = AsyncConnection[DictRow]
 
 # Every use case that changes a conversation takes this lock first (one lock order, no deadlocks):
-# lock_workspace, service/db/sql/40_workspaces.sql, the lock the decision functions take too. Taking
-# it also marks the conversation as changed, announced to its event streams after commit.
+# lock_workspace, service/db/sql/40_workspaces.sql, the lock the decision functions take too.
 LOCK = "SELECT lock_workspace(%(conversation_id)s, %(create)s) AS locked"
 
 GET = """
@@ -50,13 +47,11 @@ SERVER_TIME = "SELECT statement_timestamp() AS now"
 
 
 async def lock_or_create(conn: Conn, conversation_id: str) -> None:
-    wakeups.changed(conversation_id)
     await conn.execute(LOCK, {"conversation_id": conversation_id, "create": True})
 
 
 async def lock_existing(conn: Conn, conversation_id: str) -> bool:
     """False: the conversation was never seen."""
-    wakeups.changed(conversation_id)
     cursor = await conn.execute(LOCK, {"conversation_id": conversation_id, "create": False})
     row = await cursor.fetchone()
     return row is not None and bool(row["locked"])

@@ -37,7 +37,8 @@ async def mint_capability(
     instances get one too, to show their history."""
     token = secrets.token_urlsafe(32)
     limit = rt.settings.capabilities_per_session
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         if host_session_id is not None:
             minted = await caps_db.minted_under_session(conn, host_session_id)
             if minted is None:
@@ -50,7 +51,8 @@ async def mint_capability(
 
 
 async def resolve_capability(rt: Runtime, token: str) -> Capability | None:
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         row = await caps_db.lookup(conn, token_digest(token))
     if row is None:
         return None

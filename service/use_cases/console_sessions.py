@@ -12,7 +12,8 @@ from service.use_cases.runtime import Runtime
 
 async def open_session(rt: Runtime, seconds: int) -> UUID:
     session_id = uuid.uuid4()
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         await console_db.open_session(conn, session_id, seconds)
     return session_id
 

@@ -22,7 +22,8 @@ import structlog
 
 from service.db import operations as operations_db
 from service.db.pool import Pool
-from service.metrics import SWEEPS, observe_settled
+from service.metrics import SWEEPS
+from service.use_cases.unit_of_work import unit_of_work
 from service.wakeups import Wakeups
 
 log = structlog.get_logger("service.sweeper")
@@ -68,13 +69,12 @@ class DeadlineSweeper:
 
     async def sweep_once(self) -> list[dict[str, Any]]:
         """Settle one batch of due operations (one statement); returns the settled rows."""
-        async with self._pool.connection() as conn:
-            rows = await operations_db.settle_due(conn, self._batch_size)
-        if rows:
-            observe_settled(rows)
-            SWEEPS.inc()
-            self.settled_total += len(rows)
-            self._wakeups.committed({str(row["conversation_id"]) for row in rows}, outbox=True)
+        async with unit_of_work(self._pool, self._wakeups, transaction=False) as work:
+            rows = await operations_db.settle_due(work.conn, self._batch_size)
+            if rows:
+                work.observed(rows)
+                work.then(SWEEPS.inc)
+        self.settled_total += len(rows)
         return rows
 
     async def _seconds_until_next(self) -> float | None:

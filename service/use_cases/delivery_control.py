@@ -30,8 +30,8 @@ async def pause(rt: Runtime, *, by: str, reason: str | None) -> dict[str, Any]:
 
 
 async def resume(rt: Runtime, *, by: str) -> dict[str, Any]:
-    async with rt.pool.connection() as conn:
-        state = await delivery_db.resume_async(conn)
-    rt.wakeups.committed(outbox=True)
+    async with rt.unit_of_work(transaction=False) as work:
+        state = await delivery_db.resume_async(work.conn)
+        work.made_due()
     log.warning("delivery_resumed", endpoint=state["endpoint"], resumed_by=by)
     return state

@@ -84,7 +84,8 @@ async def mint(
     session_id = uuid.uuid4()
     token = tokens.token(session_id)  # refuses before writing anything when sessions are off
     distinct = None if conversation_ids is None else list(dict.fromkeys(conversation_ids))
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         row = await sessions_db.create(
             conn, session_id=session_id, subject=subject, conversation_ids=distinct, ttl_seconds=ttl_seconds
         )

@@ -28,6 +28,7 @@ from service.manifests import INSTANCE_STATE_FEATURE, InstanceStateFeature
 from service.use_cases.capabilities import Capability
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
+from service.use_cases.unit_of_work import UnitOfWork
 
 Conn = AsyncConnection[DictRow]
 
@@ -72,13 +73,14 @@ def _writable(row: DictRow) -> bool:
     return row["status"] == "open" and row["revision"] is not None and not row["readonly"]
 
 
-async def _snapshot(conn: Conn, capability: Capability) -> DictRow:
+async def _snapshot(work: UnitOfWork, capability: Capability) -> DictRow:
+    conn = work.conn
     row = await states_db.snapshot(conn, capability.instance_id)
     assert row is not None  # a capability references its instance (foreign key)
     if row["overdue_operation_id"] is not None:
         # Its deadline has passed: settling closes the instance and freezes the snapshot first.
         await ws_db.lock_existing(conn, capability.conversation_id)
-        await settle_overdue(conn, capability.conversation_id)
+        await settle_overdue(work, capability.conversation_id)
         row = await states_db.snapshot(conn, capability.instance_id)
         assert row is not None
     return row
@@ -86,8 +88,8 @@ async def _snapshot(conn: Conn, capability: Capability) -> DictRow:
 
 async def get_state(rt: Runtime, capability: Capability) -> dict[str, Any]:
     feature = declared_feature(rt, capability)
-    async with rt.transaction() as conn:
-        row = await _snapshot(conn, capability)
+    async with rt.unit_of_work() as work:
+        row = await _snapshot(work, capability)
     if row["revision"] is None:
         # No snapshot: deleted at close (delete_on_close), or never made (the instance opened
         # before its manifest declared the feature). Either way there is nothing to write to.
@@ -109,13 +111,14 @@ async def get_state(rt: Runtime, capability: Capability) -> dict[str, Any]:
 
 
 async def _write(
-    conn: Conn,
+    work: UnitOfWork,
     capability: Capability,
     expected_revision: int,
     data: dict[str, Any],
     content_error: Refusal | None,
 ) -> int | Refusal:
-    row = await _snapshot(conn, capability)
+    conn = work.conn
+    row = await _snapshot(work, capability)
     if not _writable(row):
         return StateReadonly()
     if content_error is not None:
@@ -144,9 +147,9 @@ async def put_state(
     # after the read-only check, which the contract puts first.
     content_error = _content_error(feature, data)
     try:
-        async with rt.transaction() as conn:
+        async with rt.unit_of_work() as work:
             # Refusals are returned, not raised, so that a deadline settled on the way commits.
-            outcome = await _write(conn, capability, expected_revision, data, content_error)
+            outcome = await _write(work, capability, expected_revision, data, content_error)
     except pg_errors.CheckViolation as exc:
         if exc.diag.constraint_name != READONLY_CONSTRAINT:
             raise

@@ -11,7 +11,6 @@ from typing import Any
 
 from psycopg.rows import DictRow
 
-from service import wakeups
 from service.db import interactions as inter_db
 from service.db import workspaces as ws_db
 from service.domain.errors import InvalidAnswer, not_found
@@ -31,7 +30,8 @@ def _receipt(row: DictRow) -> dict[str, Any]:
 
 async def answer(rt: Runtime, tool_call_id: str, answer_text: str) -> dict[str, Any]:
     """Decide the interaction once; answering again returns the first receipt."""
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         interaction = await inter_db.get(conn, tool_call_id)
         if interaction is None:
             raise not_found("interaction")
@@ -48,5 +48,5 @@ async def answer(rt: Runtime, tool_call_id: str, answer_text: str) -> dict[str, 
             )
         decided = await inter_db.answer(conn, tool_call_id, answer_text)
         assert decided is not None  # the workspace lock keeps anyone else from deciding it
-        wakeups.changed(decided["conversation_id"], outbox=True)
+        work.changed(decided["conversation_id"], outbox=True)
         return _receipt(decided)

@@ -19,7 +19,6 @@ from service.db import workspaces as ws_db
 from service.domain.errors import AppNotResumable, UnknownApp, not_found
 from service.domain.operations import APP_CLOSED, POMODORO_SCOPE, USER_LEFT
 from service.domain.timefmt import rfc3339
-from service.metrics import observe_settled
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
 from service.use_cases.serializers import interaction_view, operation_brief, operation_view
@@ -72,11 +71,12 @@ async def _workspace(conn: Conn, conversation_id: str) -> dict[str, Any]:
 
 
 async def get_workspace(rt: Runtime, conversation_id: str) -> dict[str, Any]:
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
         if focusing is not None and focusing["overdue"]:
             await ws_db.lock_existing(conn, conversation_id)
-            await settle_overdue(conn, conversation_id)
+            await settle_overdue(work, conversation_id)
         return await _workspace(conn, conversation_id)
 
 
@@ -85,9 +85,11 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
     app = rt.registry.app(target_scope)
     if app is None:
         raise UnknownApp(f"no app with scope {target_scope!r}")
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         await ws_db.lock_or_create(conn, conversation_id)
-        await settle_overdue(conn, conversation_id)
+        work.changed(conversation_id)
+        await settle_overdue(work, conversation_id)
         target: UUID | None = None
         if app.surface_kind != "builtin":
             existing = await ws_db.open_instance_of_scope(conn, conversation_id, target_scope)
@@ -98,7 +100,7 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
         focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
         if focusing is not None and target_scope != POMODORO_SCOPE:
             # Leaving the focusing Pomodoro interrupts it (completed if its deadline passed).
-            observe_settled(await operations_db.settle_focusing(conn, [focusing["operation_id"]], USER_LEFT))
+            work.observed(await operations_db.settle_focusing(conn, [focusing["operation_id"]], USER_LEFT))
         if app.surface_kind != "builtin" and target is None:
             feature = app.instance_state
             await inst_db.open_app(  # in the foreground
@@ -114,14 +116,16 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
 
 async def close_instance(rt: Runtime, instance_id: UUID) -> dict[str, Any]:
     """AppLifecycleManager.close: cancels a focusing operation, never rewrites a final one."""
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         instance = await ws_db.instance(conn, instance_id)
         if instance is None:
             raise not_found("instance")
         await ws_db.lock_existing(conn, instance["conversation_id"])
+        work.changed(instance["conversation_id"])
         focusing = await operations_db.focusing_for_instance(conn, instance_id)
         if focusing is not None:
-            observe_settled(await operations_db.settle_focusing(conn, [focusing["operation_id"]], APP_CLOSED))
+            work.observed(await operations_db.settle_focusing(conn, [focusing["operation_id"]], APP_CLOSED))
         app = rt.registry.app(instance["app_scope"])
         feature = app.instance_state if app else None
         await inst_db.close_instance(
@@ -143,7 +147,8 @@ SURFACE_EVENTS = ("dimmed", "undimmed", "locked", "unlocked", "reloaded")
 
 async def record_surface_event(rt: Runtime, instance_id: UUID, event: str) -> dict[str, Any]:
     """Dimming, locking and reloading are recorded and never interrupt anything."""
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         if await ws_db.instance(conn, instance_id) is None:
             raise not_found("instance")
         await inst_db.record_surface_event(conn, instance_id, event)

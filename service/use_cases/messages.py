@@ -19,10 +19,12 @@ async def post_message(
     rt: Runtime, conversation_id: str, role: str, text: str, sub_session_id: UUID | None
 ) -> dict[str, Any]:
     try:
-        async with rt.transaction() as conn:
+        async with rt.unit_of_work() as work:
+            conn = work.conn
             await ws_db.lock_or_create(conn, conversation_id)
+            work.changed(conversation_id)
             if sub_session_id is not None:
-                await settle_overdue(conn, conversation_id)
+                await settle_overdue(work, conversation_id)
                 sub = await msg_db.sub_session(conn, sub_session_id)
                 if sub is None or sub["conversation_id"] != conversation_id:
                     raise not_found("sub_session")
@@ -46,7 +48,8 @@ async def post_message(
 async def list_messages(
     rt: Runtime, conversation_id: str, sub_session_id: UUID | None, limit: int
 ) -> dict[str, Any]:
-    async with rt.transaction() as conn:
+    async with rt.unit_of_work() as work:
+        conn = work.conn
         if sub_session_id is not None:
             sub = await msg_db.sub_session(conn, sub_session_id)
             if sub is None or sub["conversation_id"] != conversation_id:

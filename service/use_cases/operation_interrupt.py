@@ -17,7 +17,6 @@ from uuid import UUID
 from service.db import operations as operations_db
 from service.domain.errors import not_found
 from service.domain.operations import State
-from service.metrics import observe_settled
 from service.use_cases.runtime import Runtime
 
 
@@ -35,11 +34,10 @@ async def interrupt_operation(
     rt: Runtime, operation_id: UUID, *, conversation_id: str | None = None
 ) -> InterruptOutcome:
     """``conversation_id``: when given, an operation of another conversation is not found."""
-    async with rt.pool.connection() as conn:
-        row = await operations_db.interrupt_one(conn, operation_id, conversation_id)
-    if row is None:
-        raise not_found("operation")
-    if row["event_id"] is not None:  # committed: count, log and wake only now
-        observe_settled([row])
-        rt.wakeups.committed((row["conversation_id"],), outbox=True)
+    async with rt.unit_of_work(transaction=False) as work:
+        row = await operations_db.interrupt_one(work.conn, operation_id, conversation_id)
+        if row is None:
+            raise not_found("operation")
+        if row["event_id"] is not None:
+            work.observed([row])
     return InterruptOutcome(row["conversation_id"], row["state"])

@@ -22,19 +22,21 @@ async def requeue_dead(rt: Runtime, event_id: UUID) -> dict[str, Any]:
     Unknown → ``unknown_event``; a row in any other status → ``not_dead``, and nothing changes.
     """
     try:
-        async with rt.pool.connection() as conn:
-            row = await requeue_db.requeue_dead_async(conn, event_id)
+        async with rt.unit_of_work(transaction=False) as work:
+            row = await requeue_db.requeue_dead_async(work.conn, event_id)
+            work.made_due()
+            work.then(
+                lambda: log.info(
+                    "outbox_requeued",
+                    event_id=row["event_id"],
+                    tool_call_id=row["tool_call_id"],
+                    conversation_id=row["conversation_id"],
+                )
+            )
     except requeue_db.NotRequeueableError as exc:
         if exc.status is None:
             raise NotFound.of("event") from None
         raise NotDead(str(exc)) from None
-    rt.wakeups.committed(outbox=True)
-    log.info(
-        "outbox_requeued",
-        event_id=row["event_id"],
-        tool_call_id=row["tool_call_id"],
-        conversation_id=row["conversation_id"],
-    )
     return row
 
 

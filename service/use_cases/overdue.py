@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from psycopg import AsyncConnection
-from psycopg.rows import DictRow
-
 from service.db import operations as operations_db
-from service.metrics import observe_settled
+from service.use_cases.unit_of_work import UnitOfWork
 
 
-async def settle_overdue(conn: AsyncConnection[DictRow], conversation_id: str) -> None:
+async def settle_overdue(work: UnitOfWork, conversation_id: str) -> None:
     """Settle the conversation's focusing Pomodoro ``completed`` if its ``ends_at`` has passed.
 
     The caller holds the conversation's workspace lock.
     """
-    observe_settled(await operations_db.settle_if_overdue(conn, conversation_id))
+    work.observed(await operations_db.settle_if_overdue(work.conn, conversation_id))

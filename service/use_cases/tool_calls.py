@@ -1,8 +1,8 @@
 """``POST /v1/tool-calls``: route a call to its tool, exactly once per ``tool_call_id``.
 
 The whole call — idempotency lookup, workspace lock, decision, recorded answer, outbox row — is
-one statement (``service.db.tool_calls``), so one round trip and one implicit transaction. Only
-after it returns, committed, are the decision counted and logged and the waiters woken. The answer
+one statement (``service.db.tool_calls``), so one round trip and one implicit transaction; what it
+makes known — counts, log lines, wake-ups — is released by its unit of work once it committed. The answer
 is an outcome word and its body; the faces name the status.
 """
 
@@ -19,8 +19,9 @@ from psycopg import OperationalError, errors
 from service.db import tool_calls as tc_db
 from service.domain.operations import POMODORO_SCOPE
 from service.domain.outcomes import Outcome
-from service.metrics import TOOL_CALL_SECONDS, TOOL_CALLS, observe_settled
+from service.metrics import TOOL_CALL_SECONDS, TOOL_CALLS
 from service.use_cases.runtime import Runtime
+from service.use_cases.unit_of_work import UnitOfWork
 
 log = structlog.get_logger("service.tool_calls")
 
@@ -80,9 +81,9 @@ async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer
     arguments = msgspec.json.encode(call.arguments).decode()
     for attempt in range(ATTEMPTS):
         try:
-            async with rt.pool.connection() as conn:
+            async with rt.unit_of_work(transaction=False) as work:
                 result = await tc_db.call(
-                    conn,
+                    work.conn,
                     tool_call_id=call.tool_call_id,
                     conversation_id=call.conversation_id,
                     tool=call.tool,
@@ -91,38 +92,49 @@ async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer
                     decide=DECISIONS[call.tool],
                     context=_context(rt),
                 )
+                answer = _noted(work, call, result, began)
         except _RETRYABLE:
             if attempt == ATTEMPTS - 1:
                 raise
             continue
-        break
-    # Committed: count, log and wake only now.
-    settled = result.settled_event_id is not None
-    if settled:
-        with structlog.contextvars.bound_contextvars(tool_call_id=call.tool_call_id):
-            observe_settled(
-                [
-                    {
-                        "operation_id": result.settled_operation_id,
-                        "conversation_id": call.conversation_id,
-                        "state": result.settled_state,
-                        "reason": result.settled_reason,
-                        "lateness_ms": result.settled_lateness_ms,
-                        "event_id": result.settled_event_id,
-                    }
-                ]
-            )
+        return answer
+    raise AssertionError("unreachable")
+
+
+def _noted(work: UnitOfWork, call: ToolCall, result: tc_db.CallResult, began: float) -> ToolAnswer:
+    """What the call makes known once committed: the operation it settled, the conversation it
+    changed, the deadline it opened; its count, duration and log line."""
     outcome = Outcome(result.outcome)
-    if not result.replayed and (settled or result.deadline is not None or outcome is Outcome.ACCEPTED):
-        rt.wakeups.committed((call.conversation_id,), outbox=settled, deadline=result.deadline)
-    TOOL_CALLS.labels(call.tool, "replayed" if result.replayed else result.outcome).inc()
-    TOOL_CALL_SECONDS.labels(call.tool).observe(time.perf_counter() - began)
-    log.info(
-        "tool_call",
-        tool_call_id=call.tool_call_id,
-        conversation_id=call.conversation_id,
-        tool=call.tool,
-        outcome=result.outcome,
-        replayed=result.replayed,
-    )
+    if result.settled_event_id is not None:
+        work.observed(
+            [
+                {
+                    "operation_id": result.settled_operation_id,
+                    "conversation_id": call.conversation_id,
+                    "tool_call_id": call.tool_call_id,
+                    "state": result.settled_state,
+                    "reason": result.settled_reason,
+                    "lateness_ms": result.settled_lateness_ms,
+                    "event_id": result.settled_event_id,
+                }
+            ]
+        )
+    if not result.replayed and outcome is Outcome.ACCEPTED:
+        work.changed(call.conversation_id)
+    if result.deadline is not None:
+        work.opened(result.deadline)
+
+    def report() -> None:
+        TOOL_CALLS.labels(call.tool, "replayed" if result.replayed else outcome).inc()
+        TOOL_CALL_SECONDS.labels(call.tool).observe(time.perf_counter() - began)
+        log.info(
+            "tool_call",
+            tool_call_id=call.tool_call_id,
+            conversation_id=call.conversation_id,
+            tool=call.tool,
+            outcome=outcome,
+            replayed=result.replayed,
+        )
+
+    work.then(report)
     return ToolAnswer(outcome, result.response.encode(), result.replayed)

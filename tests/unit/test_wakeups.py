@@ -9,8 +9,6 @@ from service.wakeups import (
     ALL_CONVERSATIONS,
     MAX_PAYLOAD_BYTES,
     Wakeups,
-    changed,
-    collecting,
     parse_projection_payload,
     projection_payloads,
 )
@@ -34,15 +32,6 @@ def test_payloads_stay_under_the_notify_limit_and_too_many_mean_all() -> None:
 
 def test_a_payload_of_the_triggers_before_0005_names_its_conversation() -> None:
     assert parse_projection_payload("41 conv with spaces") == ["conv with spaces"]
-
-
-def test_changes_are_collected_per_transaction_and_ignored_outside_one() -> None:
-    changed("nowhere")  # outside a transaction: nothing to announce later, nothing raised
-    with collecting() as changes:
-        changed("a")
-        changed("b", outbox=True)
-    assert changes.conversations == {"a", "b"}
-    assert changes.outbox
 
 
 def test_local_waiters_are_woken_at_once() -> None:
