@@ -50,12 +50,16 @@ async def test_what_a_rolled_back_unit_noted_is_dropped(pool: Pool, db: Any) -> 
     wakeups = Wakeups()
     heard = Listener(wakeups)
     done: list[str] = []
-    with pytest.raises(RuntimeError, match="refused"):
+
+    async def refused() -> None:
         async with unit_of_work(pool, wakeups) as work:
             await work.conn.execute("INSERT INTO workspaces (conversation_id) VALUES ('w-2')")
             work.changed("w-2", outbox=True)
             work.then(lambda: done.append("counted"))
             raise RuntimeError("refused")
+
+    with pytest.raises(RuntimeError, match="refused"):
+        await refused()
     assert (heard.conversations, done) == ([], [])
     assert db.execute("SELECT count(*) AS n FROM workspaces").fetchone()["n"] == 0
 
