@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from uuid import UUID
 
-from relay.claims import Claim, Conn, claim_columns
+from relay.claims import CLAIMABLE, LEASE, Claim, Conn, claim_columns
 from relay.policy import AttemptResult, is_retryable_status
 
 # Nothing for this relay to act on: only the age of the states matters to it.
@@ -78,22 +78,14 @@ probe AS (
     SELECT o.event_id
     FROM outbox o
     WHERE EXISTS (SELECT 1 FROM won)
-      AND o.status = 'pending'
-      AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
-      AND NOT EXISTS (
-          SELECT 1 FROM outbox earlier
-          WHERE earlier.conversation_id = o.conversation_id
-            AND earlier.status = 'pending'
-            AND earlier.sequence < o.sequence)
+      AND {CLAIMABLE}
     ORDER BY o.next_attempt_at
     LIMIT 1
     FOR UPDATE OF o SKIP LOCKED
 ),
 claimed AS (
     UPDATE outbox o
-    SET lease_owner = %(relay_id)s,
-        lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
-        attempts = o.attempts + 1
+    SET {LEASE}
     FROM probe
     WHERE o.event_id = probe.event_id
     RETURNING {claim_columns("o")}

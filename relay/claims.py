@@ -27,6 +27,20 @@ def claim_columns(alias: str) -> str:
     return ", ".join(f"{alias}.{name}" for name in names.split(", ")) + f", {alias}.payload::text"
 
 
+# A pending row under no live lease that heads its conversation's queue (its lowest sequence).
+CLAIMABLE = """o.status = 'pending'
+      AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox earlier
+          WHERE earlier.conversation_id = o.conversation_id
+            AND earlier.status = 'pending'
+            AND earlier.sequence < o.sequence)"""
+
+# A claim: a fresh lease (its expiry fences the outcome), and one more attempt counted.
+LEASE = """lease_owner = %(relay_id)s,
+    lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+    attempts = o.attempts + 1"""
+
 # Only the head of each conversation's pending queue (its lowest sequence) is claimable, and only
 # when it is due and not under a live lease: a row waiting for its retry holds back its own
 # conversation and nothing else, and a dead row (no longer pending) holds back nothing. SKIP LOCKED
@@ -44,23 +58,15 @@ due AS (
     SELECT o.event_id
     FROM outbox o
     WHERE (SELECT open FROM gate) IS NOT FALSE
-      AND o.status = 'pending'
+      AND {CLAIMABLE}
       AND o.next_attempt_at <= now()
-      AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
       AND NOT (o.event_id = ANY(%(busy)s::uuid[]))
-      AND NOT EXISTS (
-          SELECT 1 FROM outbox earlier
-          WHERE earlier.conversation_id = o.conversation_id
-            AND earlier.status = 'pending'
-            AND earlier.sequence < o.sequence)
     ORDER BY o.next_attempt_at
     LIMIT %(limit)s
     FOR UPDATE OF o SKIP LOCKED
 )
 UPDATE outbox o
-SET lease_owner = %(relay_id)s,
-    lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
-    attempts = o.attempts + 1
+SET {LEASE}
 FROM due
 WHERE o.event_id = due.event_id
 RETURNING {claim_columns("o")}, (SELECT circuit_since FROM gate)
