@@ -17,9 +17,11 @@ from psycopg import pq
 
 from service.api.errors import status_of_outcome
 from service.db.pool import Pool, open_pool
+from service.domain.errors import NotFound
 from service.domain.idempotency import fingerprint
 from service.manifests import Registry
 from service.settings import Settings
+from service.use_cases.operation_interrupt import interrupt_operation
 from service.use_cases.runtime import Runtime
 from service.use_cases.tool_calls import ToolCall, call_tool
 from tests.support.calls import expire
@@ -113,6 +115,28 @@ async def test_an_overdue_start_settles_and_starts_in_the_same_round_trip(
         ("completed", "deadline_reached"),
         ("focusing", None),
     ]
+
+
+async def test_a_task_cancel_is_one_round_trip_whoever_wins(
+    runtime: Runtime, pool: Pool, tmp_path: Path, db: Any
+) -> None:
+    for n in range(6):
+        await _run(runtime, _call("pomodoro.interrupt", f"warm-{n}", {}))
+    assert await _run(runtime, _call("pomodoro.start", "conv-cancel", {"duration_seconds": 60})) == 202
+    with pytest.raises(NotFound):  # prepares the statement on the connection
+        await interrupt_operation(runtime, uuid.uuid4())
+    operation_id = db.execute(
+        "SELECT operation_id FROM operations WHERE conversation_id = 'conv-cancel'"
+    ).fetchone()["operation_id"]
+    async with pool.connection() as conn:
+        pass
+    outcomes = []
+    for _ in range(2):  # the winner, then one that finds it final
+        with traced(conn, tmp_path / "trace") as messages:
+            outcomes.append((await interrupt_operation(runtime, operation_id)).settled_state)
+        assert round_trips(messages) == 1, messages
+        assert "Query" not in messages
+    assert outcomes == ["interrupted", None]
 
 
 def test_no_function_or_trigger_of_the_schema_sends_a_notify(db: Any) -> None:
