@@ -9,9 +9,9 @@ from psycopg.rows import DictRow
 
 Conn = AsyncConnection[DictRow]
 
-# Opens an instance of an app in the foreground, with its sub-session and, when the app declares
-# app.instance-state.v1, its empty snapshot (schema_version NULL = no feature): open_instance,
-# service/db/sql/50_instances.sql.
+# Opens an instance of an app with its sub-session and, when the app declares app.instance-state.v1,
+# its empty snapshot (schema_version NULL = no feature): open_instance, service/db/sql/50_instances.sql.
+# The caller brings it to the foreground.
 OPEN_APP = "SELECT * FROM open_instance(%(conversation_id)s, %(app_scope)s, %(schema_version)s)"
 
 # Closes an open instance that has no focusing operation (those close through settle_focusing):

@@ -103,14 +103,14 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
             work.observed(await operations_db.settle_focusing(conn, [focusing["operation_id"]], USER_LEFT))
         if app.surface_kind != "builtin" and target is None:
             feature = app.instance_state
-            await inst_db.open_app(  # in the foreground
+            opened = await inst_db.open_app(
                 conn,
                 conversation_id=conversation_id,
                 app_scope=target_scope,
                 schema_version=feature.state_schema_version if feature else None,
             )
-        else:
-            await ws_db.set_foreground(conn, conversation_id, target)
+            target = opened["instance_id"]
+        await ws_db.set_foreground(conn, conversation_id, target)
         return await _workspace(conn, conversation_id)
 
 

@@ -1,8 +1,9 @@
 -- App instances: the one way an instance opens and the one way it closes. The caller holds the
 -- conversation's lock (lock_workspace).
 
--- open_instance: an instance of p_app_scope in the foreground of the conversation, with its
--- sub-session and — when the app keeps state (p_schema_version is not null) — its empty snapshot.
+-- open_instance: an instance of p_app_scope in the conversation, with its sub-session and — when
+-- the app keeps state (p_schema_version is not null) — its empty snapshot. The caller brings it to
+-- the foreground once what it opens it for exists (the event stream shows that first).
 CREATE OR REPLACE FUNCTION open_instance(
     p_conversation_id text, p_app_scope text, p_schema_version integer,
     OUT instance_id uuid, OUT sub_session_id uuid)
@@ -11,6 +12,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     new_instance uuid := uuid_v7();
     new_sub_session uuid := uuid_v7();
+    opened_count integer;
 BEGIN
     WITH instance AS (
         INSERT INTO app_instances (instance_id, conversation_id, app_scope, opened_at)
@@ -26,9 +28,7 @@ BEGIN
         SELECT i.instance_id, p_app_scope, p_schema_version FROM instance i
         WHERE p_schema_version IS NOT NULL
     )
-    UPDATE workspaces w SET foreground_instance_id = i.instance_id, updated_at = statement_timestamp()
-    FROM instance i
-    WHERE w.conversation_id = p_conversation_id;
+    SELECT count(*) FROM instance INTO STRICT opened_count;
     instance_id := new_instance;
     sub_session_id := new_sub_session;
 END $$;

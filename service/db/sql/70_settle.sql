@@ -19,15 +19,16 @@ CREATE TYPE settled_operation AS (
 -- p_state (p_reason) — or `completed` (deadline_reached) for any whose ends_at has passed: the
 -- deadline is a fact of the database clock, whatever the caller asked for (p_only_due settles only
 -- those). Only rows still focusing are touched, so of several concurrent callers exactly one gets a
--- row back. In the same statement the winner closes the instance (close_instances: its sub-session
--- ends, its snapshot freezes, Interact is back in front) and queues the one outbox row of the Tool
--- call (queue_outbox). The caller holds the conversations' locks.
+-- row back. In the same transaction the winner closes the instance (close_instances: its
+-- sub-session ends, its snapshot freezes, Interact is back in front) and queues the one outbox row
+-- of the Tool call (queue_outbox). The caller holds the conversations' locks.
 CREATE OR REPLACE FUNCTION settle_focusing(
     p_operation_ids uuid[], p_state text, p_reason text, p_only_due boolean DEFAULT false)
 RETURNS SETOF settled_operation
 LANGUAGE plpgsql AS $$
+DECLARE
+    settled operations[];
 BEGIN
-    RETURN QUERY
     WITH decision AS (
         SELECT o.operation_id,
                CASE WHEN o.ends_at <= statement_timestamp() THEN 'completed' ELSE p_state END AS state,
@@ -38,7 +39,7 @@ BEGIN
           AND o.state = 'focusing'
           AND (NOT p_only_due OR o.ends_at <= statement_timestamp())
     ),
-    settled AS (
+    decided AS (
         UPDATE operations o
         SET state = d.state,
             reason = d.reason,
@@ -56,19 +57,21 @@ BEGIN
                     floor(EXTRACT(EPOCH FROM statement_timestamp() - o.started_at))::integer))
         FROM decision d
         WHERE o.operation_id = d.operation_id AND o.state = 'focusing'
-        RETURNING o.*
-    ),
-    closed AS (
-        SELECT close_instances(array_agg(s.instance_id), statement_timestamp()) AS count FROM settled s
-    ),
-    queued AS (
-        SELECT q.* FROM queue_outbox(ARRAY(
-            SELECT ROW(s.conversation_id, s.tool, s.tool_call_id, s.operation_id, s.result)::outbox_entry
-            FROM settled s)) q
+        RETURNING o AS operation
     )
+    SELECT array_agg(d.operation) INTO settled FROM decided d;
+    IF settled IS NULL THEN
+        RETURN;
+    END IF;
+    -- After the decision's own statement, so its event comes first in the conversation's stream.
+    PERFORM close_instances(ARRAY(SELECT s.instance_id FROM unnest(settled) s), statement_timestamp());
+    RETURN QUERY
     SELECT s.operation_id, s.conversation_id, s.instance_id, s.state, s.reason, s.ends_at,
            s.finalized_at, s.lateness_ms, q.event_id
-    FROM settled s JOIN queued q USING (tool_call_id) CROSS JOIN closed c;
+    FROM unnest(settled) s
+    JOIN queue_outbox(ARRAY(
+        SELECT ROW(s.conversation_id, s.tool, s.tool_call_id, s.operation_id, s.result)::outbox_entry
+        FROM unnest(settled) s)) q USING (tool_call_id);
 END $$;
 
 -- settle_due: the sweeper's batch — due operations whose conversation nobody else is changing right

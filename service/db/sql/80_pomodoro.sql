@@ -55,6 +55,8 @@ BEGIN
             opened.instance_id, duration, p_arguments ->> 'activity', statement_timestamp(),
             statement_timestamp() + make_interval(secs => duration))
     RETURNING * INTO started;
+    UPDATE workspaces SET foreground_instance_id = opened.instance_id, updated_at = statement_timestamp()
+    WHERE conversation_id = p_conversation_id;
     outcome := 'accepted';
     deadline := started.ends_at;
     response := jsonb_build_object(
