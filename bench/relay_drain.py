@@ -280,9 +280,9 @@ async def _queue_at_rate(url: str, rate: int, total: int, wake: bool) -> float:
     service does (coalesced NOTIFY on another connection) unless ``wake`` is false."""
     from service.wakeups import Wakeups
 
-    wakeups = Wakeups()
+    wakeups = Wakeups(url)
     stop = asyncio.Event()
-    notifier = asyncio.create_task(wakeups.run(url, stop))
+    notifier = asyncio.create_task(wakeups.run(stop))
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         started = time.perf_counter()
         for index in range(total):

@@ -24,6 +24,11 @@ from service.wakeups import PROJECTION_CHANNEL, Wakeups, parse_projection_payloa
 
 
 class ProjectionHub:
+    """A background loop (``service.background``): LISTEN for other processes' projection changes;
+    a round is a connection made."""
+
+    name = "projection-hub"
+
     def __init__(self, listen_url: str, wakeups: Wakeups) -> None:
         self._wakeups = wakeups
         wakeups.on_conversation(self._notify)
@@ -62,6 +67,10 @@ class ProjectionHub:
         for waiters in self._waiters.values():
             for event in waiters:
                 event.set()
+
+    @property
+    def rounds(self) -> int:
+        return self._listener.connects
 
     async def run(self, stop: asyncio.Event) -> None:
         """LISTEN until ``stop``, reconnecting after any loss (``service.listen``)."""

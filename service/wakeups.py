@@ -71,7 +71,10 @@ def parse_projection_payload(payload: str) -> list[str] | None:
 class Wakeups:
     """One per process: local waiters are woken at once, other processes by a coalesced NOTIFY."""
 
-    def __init__(self, *, interval: float = 0.005) -> None:
+    name = "wakeups"
+
+    def __init__(self, url: str | None = None, *, interval: float = 0.005) -> None:
+        self.url = url  # where the NOTIFYs go; a Wakeups without one only wakes this process
         self.interval = interval
         self._conversation_waiters: list[Callable[[str], None]] = []
         self._deadline_waiters: list[Callable[[datetime], None]] = []
@@ -79,7 +82,7 @@ class Wakeups:
         self._outbox = False
         self._pending = asyncio.Event()
         self.notifier_pid: int | None = None
-        self.notifies_sent = 0
+        self.rounds = 0  # NOTIFY statements sent
 
     def on_conversation(self, callback: Callable[[str], None]) -> None:
         self._conversation_waiters.append(callback)
@@ -112,8 +115,11 @@ class Wakeups:
         self._pending.clear()
         return notes
 
-    async def run(self, url: str, stop: asyncio.Event) -> None:
-        """Send the coalesced NOTIFYs until ``stop``; a failed send is logged and dropped."""
+    async def run(self, stop: asyncio.Event) -> None:
+        """Send the coalesced NOTIFYs to ``url`` until ``stop``; a failed send is logged and dropped."""
+        if self.url is None:
+            raise ValueError("a Wakeups without a database URL wakes only this process")
+        url = self.url
         loop = asyncio.get_running_loop()
         conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
         last_sent = -self.interval
@@ -141,7 +147,7 @@ class Wakeups:
                         f"SELECT {selects}",
                         [value for note in notes for value in note],
                     )
-                    self.notifies_sent += 1
+                    self.rounds += 1
                 except (psycopg.Error, OSError) as exc:
                     # The listeners' polling covers what this wake-up would have hastened.
                     log.warning("wakeup_notify_failed", error=str(exc).strip())

@@ -38,6 +38,7 @@ from service.api.ops import OpsController
 from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
 from service.api.web import WebHostController
+from service.background import Background, Loop
 from service.db.pool import open_pool
 from service.domain.errors import Refusal
 from service.event_feeds import EventFeeds
@@ -48,7 +49,7 @@ from service.projections import ProjectionHub
 from service.settings import Settings
 from service.use_cases.deadlines import DeadlineSweeper
 from service.use_cases.host_sessions import SessionTokens
-from service.use_cases.maintenance import run_maintenance
+from service.use_cases.maintenance import Maintenance
 from service.use_cases.runtime import Runtime
 from service.wakeups import Wakeups
 
@@ -59,10 +60,9 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         pool = await open_pool(settings.psycopg_url, size=settings.db_pool_size, name="lineup-service")
-        wakeups = Wakeups(interval=settings.wakeup_interval_seconds)
+        wakeups = Wakeups(settings.psycopg_url, interval=settings.wakeup_interval_seconds)
         runtime = Runtime(pool=pool, settings=settings, registry=registry, wakeups=wakeups)
         app.state.runtime = runtime
-        stop: asyncio.Event = app.state.stopping
         app.state.projections = ProjectionHub(settings.psycopg_url, wakeups)
         app.state.event_feeds = EventFeeds(
             pool,
@@ -71,11 +71,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             total=settings.sse_streams_total,
             session_check_seconds=settings.sse_session_check_seconds,
         )
-        tasks = [
-            asyncio.create_task(wakeups.run(settings.psycopg_url, stop), name="wakeups"),
-            asyncio.create_task(app.state.projections.run(stop), name="projection-hub"),
-            asyncio.create_task(run_maintenance(pool, stop, app.state.outbox_history), name="maintenance"),
-        ]
+        loops: list[Loop] = [wakeups, app.state.projections, Maintenance(pool, app.state.outbox_history)]
         if sweeper:
             app.state.sweeper = DeadlineSweeper(
                 pool,
@@ -84,12 +80,12 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 batch_size=settings.sweeper_batch_size,
                 max_sleep=settings.sweeper_poll_seconds,
             )
-            tasks.append(asyncio.create_task(app.state.sweeper.run(stop), name="deadline-sweeper"))
+            loops.append(app.state.sweeper)
         try:
-            yield
+            # Stopped on SIGTERM before connections drain (app.state.stopping), so streams end promptly.
+            async with Background(loops, app.state.stopping):
+                yield
         finally:
-            stop.set()
-            await asyncio.gather(*tasks, return_exceptions=True)
             await pool.close()
 
     app = Litestar(

@@ -30,6 +30,11 @@ log = structlog.get_logger("service.sweeper")
 
 
 class DeadlineSweeper:
+    """A background loop (``service.background``) of ``claimers`` claimers; a round is one look
+    for the next deadline."""
+
+    name = "deadline-sweeper"
+
     def __init__(
         self,
         pool: Pool,
@@ -54,7 +59,7 @@ class DeadlineSweeper:
         self._next_due: float | None = None
         self.settled_total = 0
         # How many times a claimer has looked for the next deadline (and then gone to sleep).
-        self.looks = 0
+        self.rounds = 0
         wakeups.on_deadline(self.consider)
 
     def wake(self) -> None:
@@ -102,7 +107,7 @@ class DeadlineSweeper:
                 if len(settled) >= self._batch_size:
                     continue
                 wait = await self._seconds_until_next()
-                self.looks += 1
+                self.rounds += 1
             except (psycopg.OperationalError, psycopg.errors.AdminShutdown) as exc:
                 log.warning("sweeper_database_error", error=str(exc))
                 wait = self._max_sleep

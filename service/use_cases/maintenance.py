@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import psycopg
-import structlog
 
+from service.background import Periodic
 from service.db import capabilities as cap_db
 from service.db import console_sessions as console_db
 from service.db import gauges
@@ -16,8 +15,6 @@ from service.db import projections as proj_db
 from service.db.pool import Pool
 from service.metrics import DATABASE_REACHABLE, FOCUSING_OPERATIONS, OUTBOX
 from service.outbox_history import OutboxHistory
-
-log = structlog.get_logger("service.maintenance")
 
 PROJECTION_RETENTION_SECONDS = 24 * 3600
 CLOSED_CAPABILITY_RETENTION_SECONDS = 24 * 3600
@@ -55,19 +52,25 @@ async def sample_gauges(pool: Pool, history: OutboxHistory | None = None) -> Non
         FOCUSING_OPERATIONS.set(focusing["focusing"])
 
 
-async def run_maintenance(pool: Pool, stop: asyncio.Event, history: OutboxHistory | None = None) -> None:
-    last_prune = float("-inf")
-    loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        try:
-            await sample_gauges(pool, history)
-            if loop.time() - last_prune >= PRUNE_INTERVAL_SECONDS:
-                await prune_projections(pool)
-                last_prune = loop.time()
-        except (psycopg.Error, OSError) as exc:
+class Maintenance(Periodic):
+    """Samples the gauges every ``SAMPLE_INTERVAL_SECONDS``, prunes every ``PRUNE_INTERVAL_SECONDS``."""
+
+    name = "maintenance"
+
+    def __init__(self, pool: Pool, history: OutboxHistory | None = None) -> None:
+        super().__init__(SAMPLE_INTERVAL_SECONDS)
+        self._pool = pool
+        self._history = history
+        self._last_prune = float("-inf")
+
+    async def run_once(self) -> None:
+        loop = asyncio.get_running_loop()
+        await sample_gauges(self._pool, self._history)
+        if loop.time() - self._last_prune >= PRUNE_INTERVAL_SECONDS:
+            await prune_projections(self._pool)
+            self._last_prune = loop.time()
+
+    def failed(self, error: Exception) -> None:
+        if isinstance(error, psycopg.Error | OSError):
             DATABASE_REACHABLE.set(0)
-            log.warning("maintenance_error", error=str(exc))
-        except Exception as exc:
-            log.warning("maintenance_error", error=str(exc))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), SAMPLE_INTERVAL_SECONDS)
+        super().failed(error)

@@ -37,9 +37,9 @@ async def _notes(
 async def test_many_commits_make_few_notifies_naming_every_conversation(
     database_url: str, listener: psycopg.AsyncConnection[Any]
 ) -> None:
-    wakeups = Wakeups(interval=0.05)
+    wakeups = Wakeups(database_url, interval=0.05)
     stop = asyncio.Event()
-    sender = asyncio.create_task(wakeups.run(database_url, stop))
+    sender = asyncio.create_task(wakeups.run(stop))
     began = time.monotonic()
     for n in range(200):
         wakeups.committed([f"conv-{n}"], outbox=n % 2 == 0)
@@ -90,10 +90,10 @@ async def test_the_sweeper_is_woken_in_process_by_a_start_it_did_not_poll_for(
         # Every claimer has looked once and found nothing due: each now sleeps the poll interval.
         sweeper = app.state.sweeper
         for _ in range(200):
-            if sweeper.looks >= settings.sweeper_claimers:
+            if sweeper.rounds >= settings.sweeper_claimers:
                 break
             await asyncio.sleep(0.05)
-        assert sweeper.looks >= settings.sweeper_claimers
+        assert sweeper.rounds >= settings.sweeper_claimers
         answer = await client.post(
             "/v1/tool-calls", json=start_body("conv-s", duration_seconds=1), headers=AGENT
         )

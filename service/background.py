@@ -1,0 +1,115 @@
+"""Background work, in one shape: loops that go round until their process stops.
+
+Every loop of a process — the deadline sweeper, the maintenance samples and pruning, the wake-up
+sender, the LISTEN loops, the relay's retention — is a ``Loop``: a ``name``, ``run(stop)`` that goes
+round until ``stop`` is set, and ``rounds``, how many rounds it has finished (a test waits on it to
+know the loop came round, instead of sleeping). A loop that works at an interval is a ``Periodic``:
+``run_once()`` is one round, which is also what a test calls directly. ``Background`` starts a
+process's loops as tasks and stops them; the HTTP app (so ``serve`` and the tests' in-process
+service alike) and the relay start theirs through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Protocol
+
+import structlog
+
+log = structlog.get_logger("service.background")
+
+
+class Loop(Protocol):
+    name: str
+
+    @property
+    def rounds(self) -> int: ...
+
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+class Periodic(ABC):
+    """A loop of one round every ``interval`` seconds (give or take ``jitter``, a fraction), and at
+    once when woken; a round that fails is logged and the loop goes on."""
+
+    name = "periodic"
+
+    def __init__(self, interval: float, *, jitter: float = 0.0, first_delay: float = 0.0) -> None:
+        self.interval = interval
+        self.jitter = jitter
+        self.first_delay = first_delay
+        self._rounds = 0
+        self._woken = asyncio.Event()
+
+    @property
+    def rounds(self) -> int:
+        return self._rounds
+
+    @abstractmethod
+    async def run_once(self) -> None:
+        """One round."""
+
+    def failed(self, error: Exception) -> None:
+        """A round raised ``error``: logged; the next round comes at the usual time."""
+        log.warning(f"{self.name.replace('-', '_')}_failed", error=str(error).strip() or repr(error))
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self._wait(stop, self.first_delay)
+        while not stop.is_set():
+            self._woken.clear()
+            try:
+                await self.run_once()
+            except Exception as exc:
+                self.failed(exc)
+            self._rounds += 1
+            await self._wait(stop, self.interval * random.uniform(1 - self.jitter, 1 + self.jitter))
+
+    async def _wait(self, stop: asyncio.Event, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._woken.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            for waiter in waiters:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
+
+
+class Background:
+    """A process's loops, each run as a task from ``start`` until ``stop``."""
+
+    def __init__(self, loops: Iterable[Loop], stop: asyncio.Event | None = None) -> None:
+        self.loops = list(loops)
+        self.stopping = stop or asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(loop.run(self.stopping), name=loop.name) for loop in self.loops]
+
+    async def stop(self) -> None:
+        self.stopping.set()
+        results = await asyncio.gather(*self._tasks, return_exceptions=True)
+        for loop, result in zip(self.loops, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                log.error("background_loop_failed", loop=loop.name, error=repr(result))
+        self._tasks = []
+
+    async def __aenter__(self) -> Background:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.stop()

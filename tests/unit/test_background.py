@@ -1,0 +1,60 @@
+"""Background loops share one shape: rounds counted, failures logged and survived, woken early,
+stopped together."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from service.background import Background, Periodic
+
+
+class Counting(Periodic):
+    name = "counting"
+
+    def __init__(self, fail_on: set[int] | None = None, interval: float = 60.0) -> None:
+        super().__init__(interval)
+        self.calls = 0
+        self.fail_on = fail_on or set()
+        self.failures: list[str] = []
+
+    async def run_once(self) -> None:
+        self.calls += 1
+        if self.calls in self.fail_on:
+            raise RuntimeError(f"round {self.calls}")
+
+    def failed(self, error: Exception) -> None:
+        self.failures.append(str(error))
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    """Poll ``predicate`` (the loops' round counters) for up to five seconds."""
+    async with asyncio.timeout(5.0):
+        while not predicate():  # noqa: ASYNC110 - polling a plain counter
+            await asyncio.sleep(0.001)
+
+
+async def test_a_loop_runs_a_round_at_once_then_waits_for_its_interval_or_a_wake() -> None:
+    loop = Counting()
+    async with Background([loop]):
+        await _until(lambda: loop.rounds == 1)
+        await asyncio.sleep(0.05)
+        assert loop.rounds == 1  # a minute to the next round
+        loop.wake()
+        await _until(lambda: loop.rounds == 2)
+
+
+async def test_a_failed_round_is_reported_and_the_loop_goes_on() -> None:
+    loop = Counting(fail_on={1}, interval=0.01)
+    async with Background([loop]):
+        await _until(lambda: loop.rounds >= 3)
+    assert loop.failures == ["round 1"]
+
+
+async def test_stopping_ends_every_loop() -> None:
+    loops = [Counting(), Counting()]
+    background = Background(loops)
+    background.start()
+    await _until(lambda: all(loop.rounds for loop in loops))
+    await asyncio.wait_for(background.stop(), timeout=1.0)
+    assert background.stopping.is_set()
