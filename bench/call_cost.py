@@ -185,13 +185,14 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
 
     from service.api.app import create_app
     from service.api.bodies import ToolCallBody, parse_json, validate
+    from service.api.errors import status_of_outcome
     from service.db import tool_calls as tc_db
     from service.domain.idempotency import fingerprint
     from service.logging import configure_logging
     from service.manifests import load_registry
     from service.metrics import TOOL_CALLS
     from service.settings import load_settings
-    from service.use_cases.tool_calls import ToolCall, call_tool
+    from service.use_cases.tool_calls import DECISIONS, ToolCall, call_tool
 
     settings = load_settings(
         "serve",
@@ -234,7 +235,7 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
                     payload["tool_call_id"], payload["conversation_id"], payload["tool"], payload["arguments"]
                 )
                 answer = await call_tool(runtime, call, fingerprint(payload))
-                return answer.status, None
+                return status_of_outcome(answer.outcome), None
 
             await timed("use_case", use_case)
 
@@ -247,10 +248,10 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
                         tool=payload["tool"],
                         fingerprint="x",
                         arguments=json.dumps(payload["arguments"]),
-                        late_window_seconds=300.0,
-                        state_schema_version=1,
+                        decide=DECISIONS[payload["tool"]],
+                        context=json.dumps({"late_window_seconds": 300.0, "state_schema_version": 1}),
                     )
-                return result.status_code, None
+                return status_of_outcome(result.outcome), None
 
             await timed("statement", statement)
         finally:

@@ -181,6 +181,26 @@ def discover(conn: psycopg.Connection[Any]) -> list[Part]:
         "SELECT t.tgname, t.tgrelid::regclass::text, pg_get_triggerdef(t.oid) FROM pg_trigger t "
         f"WHERE NOT t.tgisinternal AND t.tgrelid::regclass::text IN {tables} ORDER BY 2, 1"
     ).fetchall():
+        if name == "tool_calls_legacy_status":
+            # The previous release's HTTP status, filled for it until the next contract step;
+            # without the trigger the column must take NULL, and the rows get theirs back after.
+            parts.append(
+                Part(
+                    f"trigger {name} (for the previous release)",
+                    "trigger",
+                    [
+                        f"DROP TRIGGER {name} ON {table}",
+                        f"ALTER TABLE {table} ALTER COLUMN status_code DROP NOT NULL",
+                    ],
+                    [
+                        f"UPDATE {table} SET status_code = legacy_http_status("
+                        "coalesce(response ->> 'status', response ->> 'error')) WHERE status_code IS NULL",
+                        f"ALTER TABLE {table} ALTER COLUMN status_code SET NOT NULL",
+                        definition,
+                    ],
+                )
+            )
+            continue
         parts.append(Part(f"trigger {name}", "trigger", [f"DROP TRIGGER {name} ON {table}"], [definition]))
     for index, table, definition, constraint, constraint_def in conn.execute(
         "SELECT i.indexrelid::regclass::text, i.indrelid::regclass::text, pg_get_indexdef(i.indexrelid), "
@@ -603,7 +623,24 @@ def reshapes(conn: psycopg.Connection[Any]) -> list[Part]:
     random_ids = [str(definition).replace("uuid_v7()", "gen_random_uuid()") for _, definition in makers]
     time_ordered = [str(definition) for _, definition in makers]
 
+    settle = conn.execute("SELECT pg_get_functiondef('settle_focusing'::regproc)").fetchone()
+    assert settle is not None
+    one_statement = _settle_in_one_statement()
+    earlier = (
+        [
+            Part(
+                "before: settle_focusing in one statement (the form of release 747472a)",
+                "reshape",
+                [one_statement],
+                [str(settle[0])],
+            )
+        ]
+        if one_statement
+        else []
+    )
+
     return [
+        *earlier,
         Part(
             "server: wal_compression = lz4 (full-page images compressed)",
             "setting",
@@ -649,6 +686,38 @@ def reshapes(conn: psycopg.Connection[Any]) -> list[Part]:
             ],
         ),
     ]
+
+
+PREVIOUS_RELEASE = "747472aefc1f1acb27e84a2033d3034bc9c60819"
+_PREVIOUS_SETTLE = "migrations/versions/2026_12_01_0100_0005_tool_calls_in_one_round_trip.py"
+
+
+def _settle_in_one_statement() -> str | None:
+    """settle_focusing as release 747472a wrote it — the operation, the instance's closing, the
+    foreground, the sequence and the outbox row in one statement of data-modifying CTEs — read from
+    git at that commit (None without it), with today's id function."""
+    shown = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{PREVIOUS_RELEASE}:{_PREVIOUS_SETTLE}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = re.search(r'SETTLE_CTES = """(.*?)"""', shown.stdout, re.DOTALL)
+    if shown.returncode != 0 or found is None:
+        return None
+    ctes = found.group(1).replace("gen_random_uuid()", "uuid_v7()")
+    return f"""
+CREATE OR REPLACE FUNCTION settle_focusing(
+    p_operation_ids uuid[], p_state text, p_reason text, p_only_due boolean DEFAULT false)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY
+    WITH {ctes}
+    SELECT s.operation_id, s.conversation_id, s.instance_id, s.state, s.reason, s.ends_at,
+           s.finalized_at, s.lateness_ms, q.event_id
+    FROM settled s JOIN queued q USING (operation_id);
+END $$"""
 
 
 if __name__ == "__main__":
