@@ -16,7 +16,7 @@ function decoded(text) {
 
 function when(iso) {
   const at = new Date(iso);
-  return Number.isNaN(at.getTime()) ? iso : at.toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+  return Number.isNaN(at.getTime()) ? iso : at.toLocaleString([], { dateStyle: "medium", timeStyle: "long" });
 }
 
 async function preview(token) {
