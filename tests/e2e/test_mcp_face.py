@@ -22,20 +22,10 @@ from psycopg.rows import dict_row
 
 from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ROOT, ServiceProcess, service_on_own_database
 from tests.support.database import DatabaseFactory
-from tests.support.mcp import bound, mcp_session
+from tests.support.mcp import INITIALIZE, bound, mcp_session
 
 pytestmark = pytest.mark.e2e
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 

@@ -21,19 +21,10 @@ from service.api.host_scope import KEY
 from service.manifests import Registry
 from tests.conftest import AGENT, HOST, make_settings
 from tests.support.calls import start_body
+from tests.support.mcp import INITIALIZE
 
 Client = AsyncTestClient[Any]
 JSON = {"Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
 
 
 async def mint(client: Client, *conversation_ids: str, ttl: int = 3600) -> dict[str, Any]:

@@ -26,6 +26,17 @@ from pydantic import Field
 
 from tests.conftest import AGENT_TOKEN
 
+#: A handshake-era client's first request, as plain JSON-RPC.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 CONVERSATION = "io.lineup/conversation_id"
 TOOL_CALL = "io.lineup/tool_call_id"
 
