@@ -185,14 +185,14 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
 
     from service.api.app import create_app
     from service.api.bodies import ToolCallBody, parse_json, validate
-    from service.api.errors import status_of_outcome
     from service.db import tool_calls as tc_db
     from service.domain.idempotency import fingerprint
+    from service.http import status_of_kind
     from service.logging import configure_logging
     from service.manifests import load_registry
     from service.metrics import TOOL_CALLS
     from service.settings import load_settings
-    from service.use_cases.tool_calls import DECISIONS, ToolCall, call_tool
+    from service.use_cases.tool_calls import ToolCallRequest, call_tool
 
     settings = load_settings(
         "serve",
@@ -231,11 +231,8 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
             await timed("driver", AsgiDriver(_answer_at_once))
 
             async def use_case(payload: dict[str, Any]) -> tuple[int, Any]:
-                call = ToolCall(
-                    payload["tool_call_id"], payload["conversation_id"], payload["tool"], payload["arguments"]
-                )
-                answer = await call_tool(runtime, call, fingerprint(payload))
-                return status_of_outcome(answer.outcome), None
+                answer = await call_tool(runtime, ToolCallRequest(**payload))
+                return status_of_kind(answer.kind), None
 
             await timed("use_case", use_case)
 
@@ -248,10 +245,10 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
                         tool=payload["tool"],
                         fingerprint="x",
                         arguments=json.dumps(payload["arguments"]),
-                        decide=DECISIONS[payload["tool"]],
-                        context=json.dumps({"late_window_seconds": 300.0, "state_schema_version": 1}),
+                        decide=runtime.registry.runner(payload["tool"]).decide,
+                        context=runtime.context_of(payload["tool"]),
                     )
-                return status_of_outcome(result.outcome), None
+                return status_of_kind(runtime.registry.kind_of(result.outcome)), None
 
             await timed("statement", statement)
         finally:

@@ -55,7 +55,7 @@ from bench.common import (  # noqa: E402
     throwaway_database,
 )
 from service.db.tool_calls import CALL_TOOL  # noqa: E402
-from service.use_cases.tool_calls import DECISIONS  # noqa: E402
+from service.tools import builtin  # noqa: E402
 
 PGBENCH = "/usr/bin/pgbench"
 DURATION_SECONDS = 1500  # far beyond the run: the sweeper never settles one of these
@@ -68,6 +68,9 @@ ACTIVITY = "bench"
 # database: Python, HTTP, the driver, the pool. (What the database code itself costs against the
 # leanest SQL of the same writes is bench/capacity.py's question.) Written for pgbench: the only
 # variable is the built-in client_id; a fixed fingerprint stands for the one Python computes.
+
+
+DECIDE = {registration.name: registration.decide for registration in builtin()}
 
 
 def _pgbench_call(tool: str, arguments: dict[str, Any]) -> str:
@@ -83,7 +86,7 @@ def _pgbench_call(tool: str, arguments: dict[str, Any]) -> str:
             "tool": literal(tool),
             "fingerprint": literal("0" * 64),
             "arguments": literal(json.dumps(arguments)) + "::jsonb",
-            "decide": literal(DECISIONS[tool]),
+            "decide": literal(DECIDE[tool]),
             "context": literal(json.dumps(context)) + "::jsonb",
         }
         + ";"
@@ -338,13 +341,12 @@ def run_http(
 
 def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
     """The same tool calls through the service's own use case (call_tool), without HTTP or sweeper."""
-    from service.api.errors import status_of_outcome
     from service.db.pool import open_pool
-    from service.domain.idempotency import fingerprint
+    from service.http import status_of_kind
     from service.manifests import load_registry
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
-    from service.use_cases.tool_calls import ToolCall, call_tool
+    from service.use_cases.tool_calls import ToolCallRequest, call_tool
 
     with throwaway_database("inproc") as url:
         settings = load_settings(
@@ -361,17 +363,8 @@ def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
             runtime = Runtime(pool=pool, settings=settings, registry=registry)
 
             async def call(payload: dict[str, Any]) -> Answer:
-                spec = registry.tool(payload["tool"])
-                if spec is None or spec.validate_arguments(payload["arguments"]):
-                    return 422, {"error": "invalid_arguments"}
-                tool_call = ToolCall(
-                    payload["tool_call_id"],
-                    payload["conversation_id"],
-                    payload["tool"],
-                    dict(payload["arguments"]),
-                )
-                answer = await call_tool(runtime, tool_call, fingerprint(payload))
-                return status_of_outcome(answer.outcome), json.loads(answer.body)
+                answer = await call_tool(runtime, ToolCallRequest(**payload))
+                return status_of_kind(answer.kind), json.loads(answer.body)
 
             try:
                 return await _drive([call] * concurrency, seconds, warmup, url, None)

@@ -20,6 +20,9 @@ from typing import Any, NoReturn
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
+from service.domain.outcomes import SHARED_OUTCOMES
+from service.tools import Registration, builtin
+
 SCHEMA_FILE_NAME = "manifest.schema.json"
 INSTANCE_STATE_FEATURE = "app.instance-state.v1"
 REQUIRED_APP = "interact"
@@ -81,6 +84,17 @@ class ToolSpec:
     def validate_arguments(self, arguments: object, prefix: str = "arguments") -> list[ErrorDetail]:
         return _validate(self._validator, arguments, prefix)
 
+    def normalized(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Valid arguments as the decision takes them: a number the schema says is an integer, sent
+        as ``1500.0`` (which JSON Schema counts as an integer), becomes ``1500``."""
+        properties = self.input_schema.get("properties", {})
+        return {
+            name: int(value)
+            if isinstance(value, float) and properties.get(name, {}).get("type") == "integer"
+            else value
+            for name, value in arguments.items()
+        }
+
     def public(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -122,11 +136,25 @@ class AppManifest:
 
 @dataclass(frozen=True)
 class Registry:
+    """The apps and Tools of the manifests, each Tool with its registration (``service.tools``)."""
+
     apps: Mapping[str, AppManifest]
     tools: Mapping[str, ToolSpec]
+    runners: Mapping[str, Registration] = field(default_factory=dict)
+    kinds: Mapping[str, type] = field(default_factory=dict)  # every outcome word -> its kind
 
     def tool(self, name: str) -> ToolSpec | None:
         return self.tools.get(name)
+
+    def runner(self, name: str) -> Registration:
+        return self.runners[name]
+
+    def kind_of(self, outcome: str) -> type:
+        return self.kinds[outcome]
+
+    def unregistered(self) -> list[str]:
+        """Tools the manifests declare that nothing here can run (``serve`` refuses to start)."""
+        return sorted(set(self.tools) - set(self.runners))
 
     def app(self, scope: str) -> AppManifest | None:
         return self.apps.get(scope)
@@ -135,8 +163,9 @@ class Registry:
         return [self.tools[name].public() for name in sorted(self.tools)]
 
 
-def load_registry(directory: Path) -> Registry:
-    """Load and check every `*.json` manifest in `directory` (the schema file excepted)."""
+def load_registry(directory: Path, registrations: Iterable[Registration] | None = None) -> Registry:
+    """Load and check every `*.json` manifest in `directory` (the schema file excepted), each Tool
+    with its registration (the shipped ones, unless ``registrations`` are given)."""
     if not directory.is_dir():
         raise ManifestError(str(directory), "$", "manifest directory does not exist")
     manifest_schema = _load_manifest_schema(directory)
@@ -162,7 +191,23 @@ def load_registry(directory: Path) -> Registry:
 
     if REQUIRED_APP not in apps:
         raise ManifestError(str(directory), "$", f"the {REQUIRED_APP!r} app manifest is required but missing")
-    return Registry(apps=MappingProxyType(apps), tools=MappingProxyType(tools))
+    known = {r.name: r for r in (builtin() if registrations is None else registrations)}
+    runners = {name: known[name] for name in tools if name in known}
+    return Registry(
+        apps=MappingProxyType(apps),
+        tools=MappingProxyType(tools),
+        runners=MappingProxyType(runners),
+        kinds=MappingProxyType(_outcome_kinds(runners.values())),
+    )
+
+
+def _outcome_kinds(registrations: Iterable[Registration]) -> dict[str, type]:
+    kinds = dict(SHARED_OUTCOMES)
+    for registration in registrations:
+        for outcome, kind in registration.outcomes.items():
+            if kinds.setdefault(outcome, kind) is not kind:
+                raise ValueError(f"{registration.name}: the outcome {outcome!r} is another kind elsewhere")
+    return kinds
 
 
 # --- loading ---------------------------------------------------------------------------------

@@ -14,39 +14,17 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from litestar.openapi import ResponseSpec
-from litestar.openapi.spec import OpenAPIFormat
 from litestar.params import KwargDefinition
 
-from service.domain.operations import Reason, State
-from service.domain.outbox import AttemptOutcome as DomainAttemptOutcome
-from service.domain.outbox import OutboxStatus as DomainOutboxStatus
-
-Uuid = Annotated[str, KwargDefinition(format=OpenAPIFormat.UUID)]
-Time = Annotated[str, KwargDefinition(format=OpenAPIFormat.DATE_TIME)]
-
-
-class SchemaKeywords(dict[str, Any]):
-    """Schema keywords for ``KwargDefinition(schema_extra=...)`` that can sit in a union: typing
-    hashes the metadata of ``Annotated[...] | None``."""
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return hash(tuple(sorted(self.items())))
-
-
-# (ge=0 would be dropped from the document as a falsy value.)
-Count = Annotated[int, KwargDefinition(schema_extra=SchemaKeywords(minimum=0))]
-
-OperationState = Literal["focusing", "completed", "interrupted", "cancelled"]
-FinalState = Literal["completed", "interrupted", "cancelled"]
-OperationReason = Literal["deadline_reached", "agent_interrupt", "user_left_workspace", "app_closed"]
-OutboxStatus = Literal["pending", "delivered", "dead"]
-AttemptOutcome = Literal["delivered", "retry", "dead", "lease_lost"]
-# The same words as the domain's enums (Literal types are what the document can show).
-assert set(OperationState.__args__) == {s.value for s in State}  # type: ignore[attr-defined]
-assert set(OperationReason.__args__) == {r.value for r in Reason}  # type: ignore[attr-defined]
-assert set(OutboxStatus.__args__) == {s.value for s in DomainOutboxStatus}  # type: ignore[attr-defined]
-assert set(AttemptOutcome.__args__) == {o.value for o in DomainAttemptOutcome}  # type: ignore[attr-defined]
-
+from service.documented import (
+    Count,
+    FinalState,
+    OperationReason,
+    OperationState,
+    Time,
+    Uuid,
+)
+from service.tools.answers import Interaction
 
 # --- errors ---------------------------------------------------------------------------------
 
@@ -147,62 +125,6 @@ class Tool(TypedDict):
 
 class ToolList(TypedDict):
     tools: list[Tool]
-
-
-class StartedOperation(TypedDict):
-    operation_id: Uuid
-    state: OperationState
-    started_at: Time
-    ends_at: Time
-    duration_seconds: Annotated[int, KwargDefinition(ge=1, le=14400)]
-    activity: str | None
-
-
-class PomodoroStartAccepted(TypedDict):
-    tool_call_id: str
-    status: Literal["accepted"]
-    operation: StartedOperation
-    instance_id: Uuid
-    sub_session_id: Uuid
-
-
-class Interaction(TypedDict):
-    tool_call_id: str
-    conversation_id: str
-    prompt: str
-    choices: list[str]
-    status: Literal["pending", "answered"]
-    asked_in_sub_session_id: Uuid | None
-    answer: NotRequired[str | None]
-    answered_at: NotRequired[Time | None]
-
-
-class InteractAskAccepted(TypedDict):
-    tool_call_id: str
-    status: Literal["accepted"]
-    interaction: Interaction
-
-
-class Interrupted(TypedDict):
-    tool_call_id: str
-    status: Literal["interrupted"]
-    operation_id: Uuid
-
-
-class AlreadyFinal(TypedDict):
-    tool_call_id: str
-    status: Literal["operation_already_final"]
-    operation_id: Uuid
-    final_state: FinalState
-
-
-class NoActiveOperation(TypedDict):
-    tool_call_id: str
-    status: Literal["no_active_focusing_operation"]
-
-
-PomodoroInterruptReceipt = Interrupted | AlreadyFinal | NoActiveOperation
-ToolCallAccepted = PomodoroStartAccepted | InteractAskAccepted
 
 
 class PomodoroResult(TypedDict):

@@ -13,7 +13,6 @@ from litestar.exceptions import HTTPException, ValidationException
 from psycopg import OperationalError
 
 from service.api import probes
-from service.api.auth import TokenBook
 from service.api.bodies import ContractRequest
 from service.api.console import ConsoleController
 from service.api.console_session import ConsoleSessions
@@ -42,6 +41,7 @@ from service.background import Background, Loop
 from service.db.pool import open_pool
 from service.domain.errors import Refusal
 from service.event_feeds import EventFeeds
+from service.http import TokenBook
 from service.manifests import Registry
 from service.mcp.endpoint import mcp_endpoint, mcp_lifespan
 from service.outbox_history import OutboxHistory

@@ -1,19 +1,16 @@
-"""Bearer tokens per audience, compared in constant time; on the Host API, persons' sessions too."""
+"""The REST API's credential checks: bearer tokens per audience (``service.http``), compared in
+constant time; on the Host API, persons' sessions too."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-from collections.abc import Iterable
 from typing import Any
 
 from litestar import Request
-from litestar.connection import ASGIConnection
 
 from service.api import host_scope
 from service.api.host_session import cookie_session
 from service.api.state import runtime_of
-from service.domain.errors import Unauthenticated
+from service.http import TokenBook, bearer_token, refused
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import BACKEND, HostPrincipal, SessionTokens
 
@@ -25,61 +22,6 @@ CAPABILITY_SECURITY: list[dict[str, list[str]]] = [{"capability": []}]
 
 # Credentials are checked in a controller's ``before_request`` hook rather than in a Litestar guard:
 # Litestar copies the route handler object for every guard call, about 60 us of CPU per request.
-
-
-def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
-
-
-class TokenBook:
-    """The accepted tokens of each audience, kept as digests; several per audience for rotation."""
-
-    def __init__(self, tokens: dict[str, Iterable[str]]) -> None:
-        self._digests = {audience: [_digest(t) for t in values] for audience, values in tokens.items()}
-
-    def accepts(self, audience: str, token: str) -> bool:
-        presented = _digest(token)
-        accepted = False
-        # Compare against every token of the audience: the time taken says nothing about which.
-        for digest in self._digests.get(audience, []):
-            accepted |= hmac.compare_digest(presented, digest)
-        return accepted
-
-
-#: What each audience's endpoints take, as a refusal names it.
-NEEDS = {
-    "agent": "AGENT_TOKEN",
-    "host": "HOST_TOKEN or a person's session",
-    "operator": "OPERATOR_TOKEN (or the console's sign-in)",
-    "capability": "an instance capability",
-}
-
-
-def refused(connection: ASGIConnection, audience: str) -> Unauthenticated:  # type: ignore[type-arg]
-    """The 401 of a request without an accepted credential, saying what is wrong with it: none
-    sent, a header that is not ``Bearer <token>``, or a token this API does not take (whether it
-    is another audience's or no one's, it does not say)."""
-    return Unauthenticated(unauthorized_message(connection.headers.get("authorization"), audience))
-
-
-def unauthorized_message(header: str | None, audience: str) -> str:
-    needs = NEEDS[audience]
-    if not header:
-        return f"no credentials: send Authorization: Bearer <{needs}>"
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return f'the Authorization header must read "Bearer <token>"; this API takes {needs}'
-    return f"this token is not accepted here: this API takes {needs}"
-
-
-def bearer_token(connection: ASGIConnection) -> str | None:  # type: ignore[type-arg]
-    header = connection.headers.get("authorization")
-    if not header:
-        return None
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
 
 
 class require:  # noqa: N801 - reads as a verb where controllers use it

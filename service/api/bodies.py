@@ -28,6 +28,7 @@ from pydantic_core import ErrorDetails
 
 from service.domain.errors import InvalidRequest, Malformed
 from service.domain.ids import ID_PATTERN, ID_RULE, MAX_ID_LENGTH
+from service.domain.text import nul_paths
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -121,22 +122,6 @@ def _path(location: tuple[int | str, ...]) -> str:
     return path or "$"
 
 
-def _nul_paths(value: Any, path: str = "") -> list[str]:
-    if isinstance(value, str):
-        return [path or "$"] if "\x00" in value else []
-    if isinstance(value, dict):
-        found = []
-        for key, item in value.items():
-            key_path = f"{path}.{key}" if path else str(key)
-            if "\x00" in key:
-                found.append(key_path)
-            found += _nul_paths(item, key_path)
-        return found
-    if isinstance(value, list):
-        return [p for i, item in enumerate(value) for p in _nul_paths(item, f"{path}[{i}]")]
-    return []
-
-
 def parse_json(raw: bytes) -> Any:
     """Decode a body; not JSON → 400 ``malformed_json``; a U+0000 in any string → 422."""
     try:
@@ -147,7 +132,7 @@ def parse_json(raw: bytes) -> Any:
         raise Malformed("the request body is nested too deeply") from None
     if b"\\u0000" in raw:
         try:
-            paths = _nul_paths(data)
+            paths = nul_paths(data)
         except RecursionError:
             raise Malformed("the request body is nested too deeply") from None
         if paths:

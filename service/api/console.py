@@ -20,11 +20,11 @@ from litestar.datastructures import Cookie
 from litestar.params import FromPath
 from litestar.response import Redirect
 
-from service.api.auth import TokenBook, bearer_token, refused
 from service.api.console_session import ConsoleSessions, cookie_name
 from service.api.host_session import same_site
 from service.api.state import runtime_of
 from service.api.web import asset_response
+from service.http import TokenBook, bearer_token, refused
 from service.use_cases import console_sessions
 from web_host.assets import catalogue
 from web_host.console_pages import console_path, page_headers, signin_page

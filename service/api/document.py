@@ -23,9 +23,9 @@ from litestar.params import FromPath
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.console_session import SECURE_COOKIE_NAME as CONSOLE_COOKIE_NAME
-from service.api.errors import API_HEADERS
 from service.api.host_session import COOKIE_NAME
 from service.domain.errors import NotFound
+from service.http import API_HEADERS
 
 SECURITY_SCHEMES = {
     "agent": SecurityScheme(type="http", scheme="bearer", description="AGENT_TOKEN: the Agent Tool API."),

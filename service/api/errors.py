@@ -11,73 +11,11 @@ from litestar.types import Empty
 from litestar.utils.scope.state import ScopeState
 from psycopg import OperationalError
 
-from service.domain.errors import (
-    Conflict,
-    Forbidden,
-    Invalid,
-    InvalidRequest,
-    Malformed,
-    NotFound,
-    Refusal,
-    TooLarge,
-    TooMany,
-    Unauthenticated,
-    Unavailable,
-)
-from service.domain.outcomes import KIND_OF_OUTCOME, Accepted, Answered, Outcome
+from service.domain.errors import InvalidRequest, Malformed, Refusal, Unavailable
+from service.http import API_HEADERS, error_code, status_of
 from service.metrics import count_server_error
 
 log = structlog.get_logger("service.api")
-
-_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "request_too_large",
-    415: "unsupported_media_type",
-    422: "invalid_request",
-    429: "too_many_requests",
-    503: "unavailable",
-}
-
-
-def error_code(status: int) -> str:
-    """The code of an HTTP refusal that no handler worded (a wrong method, a wrong media type)."""
-    return _CODES.get(status, "error")
-
-
-# What every API answer carries, error answers included (Litestar's exception handling does not add
-# the app's default response headers to them).
-API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
-
-# The one place where a kind of answer — a refusal, or a tool call's outcome — becomes an HTTP status.
-STATUS_OF_KIND: dict[type, int] = {
-    Answered: 200,
-    Accepted: 202,
-    Malformed: 400,
-    Unauthenticated: 401,
-    Forbidden: 403,
-    NotFound: 404,
-    Conflict: 409,
-    TooLarge: 413,
-    Invalid: 422,
-    TooMany: 429,
-    Unavailable: 503,
-}
-
-
-def status_of_outcome(outcome: Outcome) -> int:
-    """A tool call's answer: its outcome's kind's status."""
-    return STATUS_OF_KIND[KIND_OF_OUTCOME[outcome]]
-
-
-def status_of(refusal: Refusal) -> int:
-    for kind in type(refusal).__mro__:
-        if kind in STATUS_OF_KIND:
-            return STATUS_OF_KIND[kind]
-    raise TypeError(f"{type(refusal).__name__} has no kind with a status")
 
 
 def refusal(request: Request[Any, Any, Any], exc: Refusal) -> Response[dict[str, Any]]:

@@ -7,14 +7,12 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from litestar.params import KwargDefinition
 
-from service.api.answers import (
+from service.api.answers import InteractResult, OperationRow, PomodoroResult
+from service.documented import (
     AttemptOutcome,
     Count,
-    InteractResult,
-    OperationRow,
     OperationState,
     OutboxStatus,
-    PomodoroResult,
     SchemaKeywords,
     Time,
     Uuid,

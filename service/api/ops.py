@@ -11,7 +11,6 @@ from litestar.params import JSONBody, QueryParameter
 
 from service.api import inputs
 from service.api.answers import refusals
-from service.api.auth import bearer_token
 from service.api.bodies import PauseBody, RecoverBody
 from service.api.console import OPERATOR_CONSOLE_SECURITY, require_operator
 from service.api.inputs import (
@@ -43,6 +42,7 @@ from service.db import operator_queries as operator_db
 from service.db.recovery import DeadFilter
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.errors import not_found
+from service.http import bearer_token
 from service.outbox_history import OutboxHistory
 from service.use_cases import delivery_control
 from service.use_cases.outbox_requeue import recover_dead, requeue_dead

@@ -13,9 +13,10 @@ from litestar import Controller, Request, get, post, put
 from litestar.params import JSONBody
 
 from service.api.answers import CloseResult, InstanceState, SdkContext, StateRevision, refusals
-from service.api.auth import CAPABILITY_SECURITY, bearer_token, refused
+from service.api.auth import CAPABILITY_SECURITY
 from service.api.bodies import StateWrite
 from service.api.state import runtime_of
+from service.http import bearer_token, refused
 from service.use_cases import instance_state, lifecycle, sdk_context
 from service.use_cases.capabilities import Capability, resolve_capability
 

@@ -2,30 +2,42 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any, cast
 
 from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.params import JSONBody
 
 from service.api import inputs
-from service.api.answers import (
-    Operation,
-    PomodoroInterruptReceipt,
-    ToolCallAccepted,
-    ToolList,
-    answer,
-    refusals,
-)
+from service.api.answers import Operation, ToolList, answer, refusals
 from service.api.auth import AGENT_SECURITY, require
 from service.api.bodies import ToolCallBody
-from service.api.errors import status_of_outcome
 from service.api.inputs import UuidPath
 from service.api.state import runtime_of
-from service.domain.errors import InvalidArguments, UnknownTool
-from service.domain.idempotency import fingerprint
-from service.metrics import TOOL_CALLS
+from service.domain.errors import Conflict
+from service.domain.outcomes import SHARED_OUTCOMES
+from service.http import status_of_kind
+from service.tools import builtin
 from service.use_cases.operation_status import get_operation
-from service.use_cases.tool_calls import ToolCall, call_tool
+from service.use_cases.tool_calls import ToolCallRequest, call_tool
+
+
+def _answers(status: int) -> Any:
+    """The answer types the shipped Tools give with ``status``, as one union (in their order)."""
+    return functools.reduce(operator.or_, [r.answers[status] for r in builtin() if status in r.answers])
+
+
+def _names(status: int) -> str:
+    return ", ".join(r.name for r in builtin() if status in r.answers)
+
+
+_CONFLICTS = tuple(
+    outcome
+    for registration in builtin()
+    for outcome, kind in registration.outcomes.items()
+    if issubclass(kind, Conflict)
+) + tuple(outcome for outcome, kind in SHARED_OUTCOMES.items() if issubclass(kind, Conflict))
 
 
 class AgentToolController(Controller):
@@ -47,43 +59,18 @@ class AgentToolController(Controller):
         "nothing, so the call may be corrected and retried under the same id.",
         responses={
             202: answer(
-                ToolCallAccepted,
-                "An operation tool accepted the call; its result comes through the outbox",
+                _answers(202), "An operation tool accepted the call; its result comes through the outbox"
             ),
-            200: answer(PomodoroInterruptReceipt, "A direct tool's answer (pomodoro.interrupt)"),
-            **refusals(
-                {
-                    404: ("unknown_tool",),
-                    409: ("operation_already_focusing", "idempotency_key_reused"),
-                    422: ("invalid_arguments",),
-                },
-                body=True,
-            ),
+            200: answer(_answers(200), f"A direct tool's answer ({_names(200)})"),
+            **refusals({404: ("unknown_tool",), 409: _CONFLICTS, 422: ("invalid_arguments",)}, body=True),
         },
     )
     async def tool_call(
         self, data: JSONBody[ToolCallBody], request: Request[Any, Any, Any]
     ) -> Response[bytes]:
-        tool = runtime_of(request).registry.tool(data.tool)
-        if tool is None:
-            TOOL_CALLS.labels("unknown", "unknown_tool").inc()
-            raise UnknownTool(f"no tool named {data.tool!r}")
-        details = tool.validate_arguments(data.arguments)
-        if details:
-            TOOL_CALLS.labels(data.tool, "invalid_arguments").inc()
-            raise InvalidArguments(
-                f"the arguments do not match the input schema of {data.tool}",
-                details=[d.as_dict() for d in details],
-            )
-        arguments = dict(data.arguments)
-        if isinstance(arguments.get("duration_seconds"), float):
-            arguments["duration_seconds"] = int(arguments["duration_seconds"])
-        call = ToolCall(data.tool_call_id, data.conversation_id, data.tool, arguments)
-        # The body as decoded JSON (read once, kept by the request): the idempotency fingerprint.
-        answered = await call_tool(runtime_of(request), call, fingerprint(await request.json()))
-        return Response(
-            answered.body, status_code=status_of_outcome(answered.outcome), media_type=MediaType.JSON
-        )
+        call = ToolCallRequest(data.tool_call_id, data.conversation_id, data.tool, data.arguments)
+        answered = await call_tool(runtime_of(request), call)
+        return Response(answered.body, status_code=status_of_kind(answered.kind), media_type=MediaType.JSON)
 
     @get(
         "/operations/{operation_id:str}",

@@ -9,13 +9,12 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import FromPath
 from litestar.response import Redirect
 
-from service.api.auth import TokenBook
-from service.api.errors import API_HEADERS
 from service.api.host_session import cleared_cookie, cookie_name, same_site, session_cookie
 from service.api.state import runtime_of
 from service.domain.errors import Forbidden, not_found, unauthorized
 from service.domain.timefmt import rfc3339
 from service.event_feeds import EventFeeds
+from service.http import API_HEADERS, TokenBook
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import (
     HOST_TOKEN_SESSION_SECONDS,

@@ -12,7 +12,6 @@ from service.api.app import create_app
 from service.logging import configure_logging
 from service.manifests import ManifestError, load_registry
 from service.settings import load_settings
-from service.use_cases.tool_calls import RUNNABLE_TOOLS
 
 
 def run(host: str, port: int, *, sweeper: bool = True) -> int:
@@ -23,8 +22,7 @@ def run(host: str, port: int, *, sweeper: bool = True) -> int:
     except ManifestError as exc:
         print(f"error: bad manifest: {exc}", file=sys.stderr)
         return 2
-    missing = sorted(set(registry.tools) - RUNNABLE_TOOLS)
-    if missing:
+    if missing := registry.unregistered():
         print(f"error: manifests declare tools this runtime cannot run: {missing}", file=sys.stderr)
         return 2
     app = create_app(settings, registry, sweeper=sweeper)

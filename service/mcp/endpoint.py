@@ -17,8 +17,7 @@ from litestar.connection import ASGIConnection
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Message, Receive, Scope, Send
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from service.api.auth import TokenBook, bearer_token, refused
-from service.api.errors import API_HEADERS, error_code
+from service.http import API_HEADERS, TokenBook, bearer_token, error_code, refused
 from service.mcp.server import RuntimeMcpServer
 
 log = structlog.get_logger("service.mcp")

@@ -23,14 +23,14 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from psycopg import OperationalError
 
-from service.api.errors import status_of
 from service.domain.errors import Refusal
+from service.http import status_of
 from service.mcp import tasks_extension
 from service.mcp.binding import bind
 from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
 from service.mcp.tasks import cancel_task, read_task, settled, task_result, task_view
-from service.mcp.tools import TASK_TOOLS, Answer, call_result, list_tools, run_tool
+from service.mcp.tools import Answer, call_result, list_tools, run_tool, runs_as_task
 from service.projections import ProjectionHub
 from service.use_cases.runtime import Runtime
 
@@ -135,7 +135,11 @@ class RuntimeMcpServer(Server[Any]):
         raw = ctx.params or {}
         answer = await self._run(ctx, raw)
         result = call_result(answer)
-        if _modern(ctx) and raw.get("name") in tasks_extension.TASK_TOOLS and tasks_extension.declares(ctx):
+        if (
+            _modern(ctx)
+            and runs_as_task(self.rt.registry, raw.get("name"), extension=True)
+            and tasks_extension.declares(ctx)
+        ):
             with translated():
                 created = await tasks_extension.created(self.rt, answer, result["_meta"])
             if created is not None:
@@ -156,7 +160,7 @@ class RuntimeMcpServer(Server[Any]):
         if ctx.session.client_params is None:
             raise MCPError(INVALID_PARAMS, "Invalid request parameters", data="")
         types.CallToolRequestParams.model_validate(params, by_name=False)
-        if params.get("name") not in TASK_TOOLS:
+        if not runs_as_task(self.rt.registry, params.get("name"), extension=False):
             raise MCPError(METHOD_NOT_FOUND, f"{params.get('name')!r} does not run as a task")
         answer = await self._run(ctx, params, as_task=True)
         if answer.operation_id is None:

@@ -45,8 +45,6 @@ from service.use_cases.runtime import Runtime
 Ctx = ServerRequestContext[Any, Any]
 
 EXTENSION = "io.modelcontextprotocol/tasks"
-#: Tools whose accepted call is answered as a task when the request declares the extension.
-TASK_TOOLS = frozenset({"pomodoro.start", "interact.ask"})
 _WORKING = frozenset({"focusing", "pending"})
 
 
@@ -146,7 +144,7 @@ async def created(rt: Runtime, answer: Answer, meta: dict[str, Any]) -> dict[str
     """The ``CreateTaskResult`` for an accepted call, or None when it opened nothing."""
     if answer.status != 202:
         return None
-    if answer.tool == "interact.ask":
+    if answer.opens == "interaction":
         async with rt.pool.connection() as conn:
             task = await tasks_db.interaction_task_for(
                 conn, answer.binding.tool_call_id, answer.binding.conversation_id

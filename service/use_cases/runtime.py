@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import msgspec
+
 from service import wakeups
 from service.db.pool import Pool
 from service.manifests import Registry
@@ -19,6 +21,17 @@ class Runtime:
     settings: Settings
     registry: Registry
     wakeups: wakeups.Wakeups = field(default_factory=wakeups.Wakeups)
+    # Each Tool's settings as its decision function reads them (JSON), made once.
+    _contexts: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._contexts = {
+            name: msgspec.json.encode(dict(runner.context(self.settings, self.registry))).decode()
+            for name, runner in self.registry.runners.items()
+        }
+
+    def context_of(self, tool: str) -> str:
+        return self._contexts[tool]
 
     @asynccontextmanager
     async def unit_of_work(self, *, transaction: bool = True) -> AsyncIterator[UnitOfWork]:

@@ -1,9 +1,13 @@
-"""``POST /v1/tool-calls``: route a call to its tool, exactly once per ``tool_call_id``.
+"""A tool call, exactly once per ``tool_call_id``, for both faces: ``POST /v1/tool-calls`` and MCP's
+``tools/call`` build the same ``ToolCallRequest`` and this use case does everything else.
 
-The whole call — idempotency lookup, workspace lock, decision, recorded answer, outbox row — is
-one statement (``service.db.tool_calls``), so one round trip and one implicit transaction; what it
-makes known — counts, log lines, wake-ups — is released by its unit of work once it committed. The answer
-is an outcome word and its body; the faces name the status.
+The checks before the decision happen here, once: the Tool is known, the arguments hold no U+0000
+and match its input schema (integers sent as ``1500.0`` become integers); each refusal is counted
+and records nothing, so the call may be corrected and retried under the same id. The call itself —
+idempotency lookup, workspace lock, decision, recorded answer, outbox row — is one statement
+(``service.db.tool_calls``), so one round trip and one implicit transaction; what it makes known —
+counts, log lines, wake-ups — is released by its unit of work once it committed. The answer is an
+outcome word, its kind and its body; the faces name the status (``service.http``).
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ import structlog
 from psycopg import OperationalError, errors
 
 from service.db import tool_calls as tc_db
-from service.domain.operations import POMODORO_SCOPE
-from service.domain.outcomes import Outcome
+from service.domain.errors import InvalidArguments, InvalidRequest, UnknownTool
+from service.domain.idempotency import fingerprint
+from service.domain.outcomes import Accepted
+from service.domain.text import nul_paths
 from service.metrics import TOOL_CALL_SECONDS, TOOL_CALLS
 from service.use_cases.runtime import Runtime
 from service.use_cases.unit_of_work import UnitOfWork
@@ -36,63 +42,78 @@ _RETRYABLE = (
     OperationalError,
 )
 ATTEMPTS = 5
-# The database function that decides each Tool (service/db/sql/); a manifest declaring a Tool
-# without one stops ``serve``.
-DECISIONS = {
-    "pomodoro.start": "pomodoro_start",
-    "pomodoro.interrupt": "pomodoro_interrupt",
-    "interact.ask": "interact_ask",
-}
-RUNNABLE_TOOLS = frozenset(DECISIONS)
 
 
 @dataclass(frozen=True)
-class ToolCall:
-    """A validated Agent tool call (its arguments already checked against the tool's schema)."""
+class ToolCallRequest:
+    """A tool call as a face received it (REST's body; MCP's name, arguments and ``_meta``)."""
 
     tool_call_id: str
     conversation_id: str
     tool: str
-    arguments: dict[str, Any]
+    arguments: Any
+
+    def body(self) -> dict[str, Any]:
+        """The REST body it stands for: what the idempotency fingerprint is taken of, so the same
+        ``tool_call_id`` answers the same over either face."""
+        return {
+            "tool_call_id": self.tool_call_id,
+            "conversation_id": self.conversation_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+        }
 
 
 @dataclass(frozen=True, slots=True)
 class ToolAnswer:
-    outcome: Outcome  # the answer's status word or error code
+    tool: str
+    outcome: str  # the answer's status word or error code
+    kind: type  # Accepted, Answered, or the kind of refusal (service.domain)
     body: bytes  # the JSON text recorded in tool_calls: a replay sends the same bytes
     replayed: bool
 
 
-def _context(rt: Runtime) -> str:
-    """The settings the decision functions read (the late-interrupt window, the snapshot's schema)."""
-    app = rt.registry.app(POMODORO_SCOPE)
-    feature = app.instance_state if app is not None else None
-    return msgspec.json.encode(
-        {
-            "late_window_seconds": rt.settings.interrupt_late_window_seconds,
-            "state_schema_version": feature.state_schema_version if feature is not None else 1,
-        }
-    ).decode()
+def checked(rt: Runtime, request: ToolCallRequest) -> dict[str, Any]:
+    """The arguments as the decision takes them, or the refusal (counted, nothing recorded)."""
+    spec = rt.registry.tool(request.tool)
+    if spec is None:
+        TOOL_CALLS.labels("unknown", "unknown_tool").inc()
+        raise UnknownTool(f"no tool named {request.tool!r}")
+    arguments = {} if request.arguments is None else request.arguments
+    if isinstance(arguments, dict) and (nul := nul_paths(arguments, "arguments")):
+        TOOL_CALLS.labels(request.tool, "invalid_request").inc()
+        raise InvalidRequest(
+            "strings may not contain U+0000", details=[{"path": p, "message": "contains U+0000"} for p in nul]
+        )
+    if details := spec.validate_arguments(arguments):
+        TOOL_CALLS.labels(request.tool, "invalid_arguments").inc()
+        raise InvalidArguments(
+            f"the arguments do not match the input schema of {request.tool}",
+            details=[d.as_dict() for d in details],
+        )
+    return spec.normalized(arguments)
 
 
-async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer:
-    """Decide (or replay) one validated tool call; the caller has checked the tool exists."""
+async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
+    """Check, then decide (or replay) one tool call."""
     began = time.perf_counter()
-    arguments = msgspec.json.encode(call.arguments).decode()
+    arguments = msgspec.json.encode(checked(rt, request)).decode()
+    runner = rt.registry.runner(request.tool)
+    digest = fingerprint(request.body())
     for attempt in range(ATTEMPTS):
         try:
             async with rt.unit_of_work(transaction=False) as work:
                 result = await tc_db.call(
                     work.conn,
-                    tool_call_id=call.tool_call_id,
-                    conversation_id=call.conversation_id,
-                    tool=call.tool,
-                    fingerprint=fingerprint,
+                    tool_call_id=request.tool_call_id,
+                    conversation_id=request.conversation_id,
+                    tool=request.tool,
+                    fingerprint=digest,
                     arguments=arguments,
-                    decide=DECISIONS[call.tool],
-                    context=_context(rt),
+                    decide=runner.decide,
+                    context=rt.context_of(request.tool),
                 )
-                answer = _noted(work, call, result, began)
+                answer = _noted(rt, work, request, result, began)
         except _RETRYABLE:
             if attempt == ATTEMPTS - 1:
                 raise
@@ -101,17 +122,18 @@ async def call_tool(rt: Runtime, call: ToolCall, fingerprint: str) -> ToolAnswer
     raise AssertionError("unreachable")
 
 
-def _noted(work: UnitOfWork, call: ToolCall, result: tc_db.CallResult, began: float) -> ToolAnswer:
+def _noted(
+    rt: Runtime, work: UnitOfWork, request: ToolCallRequest, result: tc_db.CallResult, began: float
+) -> ToolAnswer:
     """What the call makes known once committed: the operation it settled, the conversation it
     changed, the deadline it opened; its count, duration and log line."""
-    outcome = Outcome(result.outcome)
     if result.settled_event_id is not None:
         work.observed(
             [
                 {
                     "operation_id": result.settled_operation_id,
-                    "conversation_id": call.conversation_id,
-                    "tool_call_id": call.tool_call_id,
+                    "conversation_id": request.conversation_id,
+                    "tool_call_id": request.tool_call_id,
                     "state": result.settled_state,
                     "reason": result.settled_reason,
                     "lateness_ms": result.settled_lateness_ms,
@@ -119,22 +141,23 @@ def _noted(work: UnitOfWork, call: ToolCall, result: tc_db.CallResult, began: fl
                 }
             ]
         )
-    if not result.replayed and outcome is Outcome.ACCEPTED:
-        work.changed(call.conversation_id)
+    kind = rt.registry.kind_of(result.outcome)
+    if kind is Accepted and not result.replayed:  # an operation or an interaction opened
+        work.changed(request.conversation_id)
     if result.deadline is not None:
         work.opened(result.deadline)
 
     def report() -> None:
-        TOOL_CALLS.labels(call.tool, "replayed" if result.replayed else outcome).inc()
-        TOOL_CALL_SECONDS.labels(call.tool).observe(time.perf_counter() - began)
+        TOOL_CALLS.labels(request.tool, "replayed" if result.replayed else result.outcome).inc()
+        TOOL_CALL_SECONDS.labels(request.tool).observe(time.perf_counter() - began)
         log.info(
             "tool_call",
-            tool_call_id=call.tool_call_id,
-            conversation_id=call.conversation_id,
-            tool=call.tool,
-            outcome=outcome,
+            tool_call_id=request.tool_call_id,
+            conversation_id=request.conversation_id,
+            tool=request.tool,
+            outcome=result.outcome,
             replayed=result.replayed,
         )
 
     work.then(report)
-    return ToolAnswer(outcome, result.response.encode(), result.replayed)
+    return ToolAnswer(request.tool, result.outcome, kind, result.response.encode(), result.replayed)

@@ -8,17 +8,17 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from service.api.errors import status_of_outcome
 from service.db import code
-from service.domain.outcomes import Outcome
+from service.http import status_of_kind
+from service.manifests import Registry
 
 PREVIOUS_CALL = "SELECT * FROM call_tool(%s, %s, %s, %s, %s, %s, %s)"
 
 
-def test_the_previous_release_gets_the_status_the_api_gives_each_outcome(db: Any) -> None:
-    for outcome in Outcome:
-        row = db.execute("SELECT legacy_http_status(%s) AS status", (outcome.value,)).fetchone()
-        assert row["status"] == status_of_outcome(outcome), outcome
+def test_the_previous_release_gets_the_status_the_api_gives_each_outcome(db: Any, registry: Registry) -> None:
+    for outcome, kind in registry.kinds.items():
+        row = db.execute("SELECT legacy_http_status(%s) AS status", (outcome,)).fetchone()
+        assert row["status"] == status_of_kind(kind), outcome
 
 
 def test_the_previous_releases_tool_call_answers_and_replays_as_before(db: Any) -> None:

@@ -15,15 +15,14 @@ from typing import Any
 import pytest
 from psycopg import pq
 
-from service.api.errors import status_of_outcome
 from service.db.pool import Pool, open_pool
 from service.domain.errors import NotFound
-from service.domain.idempotency import fingerprint
+from service.http import status_of_kind
 from service.manifests import Registry
 from service.settings import Settings
 from service.use_cases.operation_interrupt import interrupt_operation
 from service.use_cases.runtime import Runtime
-from service.use_cases.tool_calls import ToolCall, call_tool
+from service.use_cases.tool_calls import ToolCallRequest, call_tool
 from tests.support.calls import expire
 
 
@@ -39,18 +38,12 @@ def runtime(pool: Pool, settings: Settings, registry: Registry) -> Runtime:
     return Runtime(pool=pool, settings=settings, registry=registry)
 
 
-def _call(tool: str, conversation_id: str, arguments: dict[str, Any]) -> ToolCall:
-    return ToolCall(f"{tool}-{uuid.uuid4()}", conversation_id, tool, arguments)
+def _call(tool: str, conversation_id: str, arguments: dict[str, Any]) -> ToolCallRequest:
+    return ToolCallRequest(f"{tool}-{uuid.uuid4()}", conversation_id, tool, arguments)
 
 
-async def _run(rt: Runtime, call: ToolCall) -> int:
-    body = {
-        "tool_call_id": call.tool_call_id,
-        "conversation_id": call.conversation_id,
-        "tool": call.tool,
-        "arguments": call.arguments,
-    }
-    return status_of_outcome((await call_tool(rt, call, fingerprint(body))).outcome)
+async def _run(rt: Runtime, call: ToolCallRequest) -> int:
+    return status_of_kind((await call_tool(rt, call)).kind)
 
 
 @contextmanager

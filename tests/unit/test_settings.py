@@ -100,7 +100,7 @@ def test_serve_exits_2_naming_a_bad_manifest(
 def test_token_check_compares_against_every_token_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     import hmac
 
-    from service.api import auth
+    from service import http as auth
 
     calls: list[tuple[bytes, bytes]] = []
     original = hmac.compare_digest

@@ -1,0 +1,62 @@
+"""Every Agent Tool the service runs, declared once.
+
+A Tool is its manifest entry (``manifests/``: what the Agent sees — name, description, input
+schema), its decision function in the database code (``service/db/sql/``) and its registration
+here: how it runs. A registration names the SQL function that decides the Tool, the outcome words
+it answers with and the kind of answer each is, what an accepted call opens (an operation or an
+interaction, which an MCP client may await as a task), the settings its decision reads, its MCP
+annotations, one sentence for a person about an answer, and the types of its answers for the
+OpenAPI document. REST, MCP, ``GET /v1/tools`` and the document all read this one declaration;
+adding a Tool touches neither face.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from service.manifests import Registry
+    from service.settings import Settings
+
+Opens = Literal["operation", "interaction"]
+_SQL_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Hints:
+    """MCP's tool annotations: how the Tool behaves, for a client deciding whether to ask first."""
+
+    title: str
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = True  # per tool_call_id: a repeat replays the first answer
+
+
+def _no_settings(settings: Settings, registry: Registry) -> Mapping[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Registration:
+    name: str
+    decide: str  # the SQL function: (tool_call_id, conversation_id, arguments, context) -> decision
+    outcomes: Mapping[str, type]  # each outcome word it answers with -> its kind of answer
+    hints: Hints
+    sentence: Callable[[Mapping[str, Any]], str]  # an answer that is not a refusal, for a person
+    opens: Opens | None = None
+    context: Callable[[Settings, Registry], Mapping[str, Any]] = _no_settings
+    answers: Mapping[int, Any] = field(default_factory=dict)  # status -> answer type (the document)
+
+    def __post_init__(self) -> None:
+        if not _SQL_NAME.match(self.decide):
+            raise ValueError(f"{self.name}: {self.decide!r} is not the name of a SQL function")
+
+
+def builtin() -> tuple[Registration, ...]:
+    """The registrations of the Tools this service ships (manifests/)."""
+    from service.tools import interact, pomodoro
+
+    return (*pomodoro.REGISTRATIONS, *interact.REGISTRATIONS)
