@@ -16,9 +16,8 @@ PREVIOUS_CALL = "SELECT * FROM call_tool(%s, %s, %s, %s, %s, %s, %s)"
 
 
 def test_the_previous_release_gets_the_status_the_api_gives_each_outcome(db: Any, registry: Registry) -> None:
-    for outcome, kind in registry.kinds.items():
-        row = db.execute("SELECT legacy_http_status(%s) AS status", (outcome,)).fetchone()
-        assert row["status"] == status_of_kind(kind), outcome
+    statuses = db.execute("SELECT interface_1_statuses() AS s").fetchone()["s"]
+    assert statuses == {outcome: status_of_kind(registry.kind_of(outcome)) for outcome in statuses}
 
 
 def test_the_previous_releases_tool_call_answers_and_replays_as_before(db: Any) -> None:
@@ -42,7 +41,7 @@ def test_the_previous_releases_tool_call_answers_and_replays_as_before(db: Any) 
 def test_an_answer_recorded_by_this_release_carries_the_status_the_previous_one_reads(db: Any) -> None:
     db.execute(
         "SELECT * FROM call_tool_v2('new-1', 'conv-new', 'pomodoro.interrupt', 'fp', '{}', "
-        "'pomodoro_interrupt', '{\"late_window_seconds\": 300}')"
+        '\'pomodoro_interrupt\', \'{"late_window_seconds": 300, "statuses": {"no_active_focusing_operation": 200}}\')'
     )
     recorded = db.execute("SELECT status_code, response::text FROM tool_calls").fetchone()
     assert recorded["status_code"] == 200

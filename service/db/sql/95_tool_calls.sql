@@ -11,7 +11,9 @@
 -- jsonb) and answers (outcome text, response jsonb, deadline timestamptz, settled
 -- settled_operation): the outcome word names the answer (the HTTP status is named from it by the
 -- API), deadline is that of an operation it opened, settled the one operation it ended, if any.
--- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them.
+-- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them,
+-- and "statuses": the HTTP status the service answers each outcome with (named in its API layer),
+-- recorded with the answer for operators.
 CREATE OR REPLACE FUNCTION call_tool_v2(
     p_tool_call_id text, p_conversation_id text, p_tool text, p_fingerprint text,
     p_arguments jsonb, p_decide regproc, p_context jsonb)
@@ -43,10 +45,9 @@ BEGIN
     EXECUTE format('SELECT * FROM %s($1, $2, $3, $4)', p_decide) INTO answer
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
     body := answer.response::text;
-    -- status_code: for interface 1's readers only (99_compat.sql), dropped with it.
     INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
-    VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, legacy_http_status(answer.outcome),
-            body::json);
+    VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint,
+            (p_context -> 'statuses' ->> answer.outcome)::integer, body::json);
     RETURN QUERY SELECT answer.outcome, body, false, answer.deadline,
         (answer.settled).operation_id, (answer.settled).state, (answer.settled).reason,
         (answer.settled).lateness_ms, (answer.settled).event_id;

@@ -8,20 +8,14 @@ CREATE OR REPLACE FUNCTION database_interfaces() RETURNS integer[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN ARRAY[1, 2];
 
--- Interface 1 recorded an HTTP status with every answer (tool_calls.status_code, which its operator
--- trace still reads) and answered with it: the status the contract gives each outcome, for the
--- previous release only. This release names statuses in its API layer (service/api/errors.py); a
--- test keeps the two equal. call_tool_v2 records it too, while interface 1 is served.
-CREATE OR REPLACE FUNCTION legacy_http_status(p_outcome text) RETURNS integer
+-- Interface 1 answered with an HTTP status from the database: the status the contract gives each
+-- of its outcomes (this release names statuses in its API layer, service/http.py, and passes them in
+-- each Tool's context; a test keeps the two equal).
+CREATE OR REPLACE FUNCTION interface_1_statuses() RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN CASE p_outcome
-    WHEN 'accepted' THEN 202
-    WHEN 'interrupted' THEN 200
-    WHEN 'operation_already_final' THEN 200
-    WHEN 'no_active_focusing_operation' THEN 200
-    WHEN 'operation_already_focusing' THEN 409
-    WHEN 'idempotency_key_reused' THEN 409
-END;
+RETURN '{"accepted": 202, "interrupted": 200, "operation_already_final": 200,
+         "no_active_focusing_operation": 200, "operation_already_focusing": 409,
+         "idempotency_key_reused": 409}'::jsonb;
 
 -- Interface 1's tool call: call_tool_v2 with the Tool's function and settings as the previous
 -- release named them, and the status it expects.
@@ -43,10 +37,11 @@ BEGIN
         RAISE EXCEPTION 'no tool named %', p_tool USING ERRCODE = 'invalid_parameter_value';
     END IF;
     RETURN QUERY
-    SELECT legacy_http_status(r.outcome), r.response, r.outcome, r.replayed, r.deadline,
-           r.settled_operation_id, r.settled_state, r.settled_reason, r.settled_lateness_ms,
-           r.settled_event_id
+    SELECT (interface_1_statuses() ->> r.outcome)::integer, r.response, r.outcome, r.replayed,
+           r.deadline, r.settled_operation_id, r.settled_state, r.settled_reason,
+           r.settled_lateness_ms, r.settled_event_id
     FROM call_tool_v2(p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, p_arguments, decide,
                       jsonb_build_object('late_window_seconds', p_late_window_seconds,
-                                         'state_schema_version', p_state_schema_version)) r;
+                                         'state_schema_version', p_state_schema_version,
+                                         'statuses', interface_1_statuses())) r;
 END $$;
