@@ -16,9 +16,8 @@ from uuid import UUID
 from litestar import Request
 
 from service.api.state import runtime_of
-from service.db import interactions as inter_db
-from service.db import workspaces as ws_db
 from service.domain.errors import NotFound, unauthorized
+from service.use_cases import conversations
 from service.use_cases.host_sessions import HostPrincipal
 
 Where = Literal["path", "instance", "interaction", "backend"]
@@ -58,14 +57,10 @@ async def _of_instance(request: Request[Any, Any, Any], value: str) -> str | Non
         instance_id = UUID(value)
     except ValueError:
         return None
-    async with runtime_of(request).pool.connection() as conn:
-        row = await ws_db.instance(conn, instance_id)
-    return None if row is None else str(row["conversation_id"])
+    return await conversations.of_instance(runtime_of(request), instance_id)
 
 
 async def _of_interaction(request: Request[Any, Any, Any], tool_call_id: str) -> str | None:
     if not tool_call_id or "\x00" in tool_call_id:
         return None
-    async with runtime_of(request).pool.connection() as conn:
-        row = await inter_db.get(conn, tool_call_id)
-    return None if row is None else str(row["conversation_id"])
+    return await conversations.of_interaction(runtime_of(request), tool_call_id)

@@ -9,7 +9,8 @@ from litestar.datastructures import State
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.api.answers import Health, NotReady, Ready, answer
-from service.db.migrate import head_revision, schema_problem
+from service.db.migrate import head_revision
+from service.use_cases.readiness import not_ready
 from service.use_cases.runtime import Runtime
 
 PROBES = ["Probes"]
@@ -29,11 +30,7 @@ async def healthz() -> Health:
 )
 async def readyz(state: State) -> Response[Ready]:
     runtime: Runtime = state.runtime
-    try:
-        async with runtime.pool.connection(timeout=2) as conn:
-            problem = await schema_problem(conn)
-    except Exception as exc:
-        return _not_ready(str(exc))
+    problem = await not_ready(runtime)
     if problem is not None:
         return _not_ready(problem)
     return Response({"status": "ready", "migration": head_revision()}, status_code=200)

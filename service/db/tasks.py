@@ -14,32 +14,21 @@ from psycopg.rows import DictRow
 
 Conn = AsyncConnection[DictRow]
 
-# What a task shows, its times already in the wire format, and whether a focusing operation is past
-# its deadline (the reader then settles it first, through the use case every read goes through).
-TASK_OPERATION = """
-SELECT operation_id::text AS operation_id, conversation_id, state, reason,
-       rfc3339(started_at) AS started_at, rfc3339(ends_at) AS ends_at,
-       rfc3339(finalized_at) AS finalized_at, result,
-       ends_at <= statement_timestamp() AS overdue
-FROM operations WHERE operation_id = %s
-"""
-
-# Either kind of task, in the same columns: ``state`` is the operation's or the interaction's
-# (``pending``, ``answered``), ``result`` the object the relay delivers once final.
+# Either kind of task, in the same columns, as stored (``service.use_cases.serializers.task_view``
+# words them): ``state`` is the operation's or the interaction's (``pending``, ``answered``),
+# ``result`` the object the relay delivers once final, ``overdue`` whether a focusing operation is
+# past its deadline (the reader then settles it first, through the use case every read goes through).
 _INTERACTION_TASK = """
-SELECT 'interaction' AS kind, t.task_id::text AS task_id, i.conversation_id, i.status AS state,
-       NULL::text AS reason, rfc3339(i.created_at) AS started_at, NULL::text AS ends_at,
-       rfc3339(i.answered_at) AS finalized_at,
+SELECT 'interaction' AS kind, t.task_id, i.conversation_id, i.status AS state, NULL::text AS reason,
+       i.created_at AS started_at, NULL::timestamptz AS ends_at, i.answered_at AS finalized_at,
        CASE WHEN i.status = 'answered' THEN interaction_result(i.answer, i.answered_at) END AS result,
        false AS overdue
 FROM interaction_tasks t JOIN interactions i USING (tool_call_id)
 """
 
 TASK = f"""
-SELECT 'operation' AS kind, operation_id::text AS task_id, conversation_id, state, reason,
-       rfc3339(started_at) AS started_at, rfc3339(ends_at) AS ends_at,
-       rfc3339(finalized_at) AS finalized_at, result,
-       ends_at <= statement_timestamp() AS overdue
+SELECT 'operation' AS kind, operation_id AS task_id, conversation_id, state, reason, started_at, ends_at,
+       finalized_at, result, ends_at <= statement_timestamp() AS overdue
 FROM operations WHERE operation_id = %(task_id)s
 UNION ALL
 {_INTERACTION_TASK} WHERE t.task_id = %(task_id)s
@@ -58,11 +47,6 @@ WITH task AS (
 )
 {_INTERACTION_TASK.replace("FROM interaction_tasks t", "FROM task t")}
 """
-
-
-async def task_operation(conn: Conn, operation_id: UUID) -> DictRow | None:
-    cursor = await conn.execute(TASK_OPERATION, (operation_id,), prepare=True)
-    return await cursor.fetchone()
 
 
 async def task(conn: Conn, task_id: UUID) -> DictRow | None:

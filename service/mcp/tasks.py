@@ -21,12 +21,11 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from service.db import tasks as tasks_db
 from service.domain.errors import NotFound
 from service.mcp.tools import wire
 from service.projections import ProjectionHub
+from service.use_cases import tasks
 from service.use_cases.operation_interrupt import interrupt_operation
-from service.use_cases.operation_status import get_operation
 from service.use_cases.runtime import Runtime
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -91,19 +90,11 @@ def unknown_task(task_id: str) -> MCPError:
 
 
 async def read_task(rt: Runtime, task_id: str) -> dict[str, Any]:
-    """The operation behind a task: one statement, unless it is focusing past its deadline —
-    then it is settled first, as every read of an operation does."""
-    operation_id = operation_uuid(task_id)
-    async with rt.pool.connection() as conn:
-        row = await tasks_db.task_operation(conn, operation_id)
-    if row is None:
+    """The operation behind a task (``service.use_cases.tasks``), keyed as an operation."""
+    task = await tasks.read_task(rt, operation_uuid(task_id))
+    if task is None or task["kind"] != "operation":
         raise unknown_task(task_id)
-    if row["state"] != "focusing" or not row["overdue"]:
-        return row
-    try:
-        return await get_operation(rt, operation_id)
-    except NotFound:
-        raise unknown_task(task_id) from None
+    return {"operation_id": task["task_id"], **task}
 
 
 def _seconds_until(timestamp: str) -> float:

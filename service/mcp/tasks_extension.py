@@ -33,13 +33,12 @@ from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, RequestParams
 from pydantic import Field
 
-from service.db import tasks as tasks_db
 from service.domain.errors import NotFound
 from service.mcp.binding import bound_conversation
 from service.mcp.tasks import POLL_INTERVAL_MS, ended, unknown_task
 from service.mcp.tools import Answer
+from service.use_cases import tasks
 from service.use_cases.operation_interrupt import interrupt_operation
-from service.use_cases.operation_status import get_operation
 from service.use_cases.runtime import Runtime
 
 Ctx = ServerRequestContext[Any, Any]
@@ -90,19 +89,11 @@ def _task_uuid(task_id: str) -> UUID:
 
 
 async def read(rt: Runtime, task_id: str, conversation_id: str | None = None) -> dict[str, Any]:
-    """The task's row (``service.db.tasks.TASK``): one statement, unless it is a focusing
-    operation past its deadline — then it is settled first, as every read of an operation does."""
-    async with rt.pool.connection() as conn:
-        row = await tasks_db.task(conn, _task_uuid(task_id))
-    if row is None or conversation_id not in (None, row["conversation_id"]):
+    """The task (``service.use_cases.tasks``); another conversation's answers as an unknown one."""
+    task = await tasks.read_task(rt, _task_uuid(task_id), conversation_id)
+    if task is None:
         raise unknown_task(task_id)
-    if row["state"] != "focusing" or not row["overdue"]:
-        return row
-    try:
-        view = await get_operation(rt, UUID(task_id))
-    except NotFound:
-        raise unknown_task(task_id) from None
-    return {"kind": "operation", "task_id": task_id, **view}
+    return task
 
 
 def _status_message(task: dict[str, Any]) -> str:
@@ -145,10 +136,7 @@ async def created(rt: Runtime, answer: Answer, meta: dict[str, Any]) -> dict[str
     if answer.status != 202:
         return None
     if answer.opens == "interaction":
-        async with rt.pool.connection() as conn:
-            task = await tasks_db.interaction_task_for(
-                conn, answer.binding.tool_call_id, answer.binding.conversation_id
-            )
+        task = await tasks.interaction_task(rt, answer.binding.tool_call_id, answer.binding.conversation_id)
         if task is None:
             return None
     elif answer.operation_id is None:

@@ -59,3 +59,19 @@ def interaction_view(row: DictRow) -> dict[str, Any]:
         "answer": row["answer"],
         "answered_at": rfc3339_or_none(row["answered_at"]),
     }
+
+
+def task_view(row: DictRow) -> dict[str, Any]:
+    """A task of either kind (``service.db.tasks.TASK``): an operation or an interaction, as the MCP
+    face shows its state, times and result."""
+    return {
+        "kind": row["kind"],
+        "task_id": str(row["task_id"]),
+        "conversation_id": row["conversation_id"],
+        "state": row["state"],
+        "reason": row["reason"],
+        "started_at": rfc3339(row["started_at"]),
+        "ends_at": rfc3339_or_none(row["ends_at"]),
+        "finalized_at": rfc3339_or_none(row["finalized_at"]),
+        "result": row["result"],
+    }

@@ -1,0 +1,21 @@
+"""Which conversation a thing belongs to: what the Host API checks a person's reach against."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from service.db import interactions as inter_db
+from service.db import workspaces as ws_db
+from service.use_cases.runtime import Runtime
+
+
+async def of_instance(rt: Runtime, instance_id: UUID) -> str | None:
+    async with rt.unit_of_work(transaction=False) as work:
+        row = await ws_db.instance(work.conn, instance_id)
+    return None if row is None else str(row["conversation_id"])
+
+
+async def of_interaction(rt: Runtime, tool_call_id: str) -> str | None:
+    async with rt.unit_of_work(transaction=False) as work:
+        row = await inter_db.get(work.conn, tool_call_id)
+    return None if row is None else str(row["conversation_id"])

@@ -1,0 +1,38 @@
+"""Tasks, for the MCP face: an operation or an interaction read as a task, by its task id.
+
+A task is read in one statement (``service.db.tasks.TASK``), unless it is a focusing operation past
+its deadline: then it is settled first, as every read of an operation does, and read again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from service.db import tasks as tasks_db
+from service.db import workspaces as ws_db
+from service.use_cases.overdue import settle_overdue
+from service.use_cases.runtime import Runtime
+from service.use_cases.serializers import task_view
+
+
+async def read_task(rt: Runtime, task_id: UUID, conversation_id: str | None = None) -> dict[str, Any] | None:
+    """The task, or None when there is none — or it is of another conversation than the one named."""
+    async with rt.unit_of_work(transaction=False) as work:
+        row = await tasks_db.task(work.conn, task_id)
+    if row is None or conversation_id not in (None, row["conversation_id"]):
+        return None
+    if row["overdue"]:
+        async with rt.unit_of_work() as work:
+            await ws_db.lock_existing(work.conn, row["conversation_id"])
+            await settle_overdue(work, row["conversation_id"])
+            row = await tasks_db.task(work.conn, task_id)
+        assert row is not None
+    return task_view(row)
+
+
+async def interaction_task(rt: Runtime, tool_call_id: str, conversation_id: str) -> dict[str, Any] | None:
+    """The task of an interaction of the conversation, made on first asking: the same id ever after."""
+    async with rt.unit_of_work(transaction=False) as work:
+        row = await tasks_db.interaction_task_for(work.conn, tool_call_id, conversation_id)
+    return None if row is None else task_view(row)
