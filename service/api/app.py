@@ -15,7 +15,7 @@ from psycopg import OperationalError
 from service.api import probes
 from service.api.bodies import ContractRequest
 from service.api.console import ConsoleController
-from service.api.console_session import ConsoleSessions
+from service.api.console_cookie import ConsoleSessions
 from service.api.document import (
     openapi_config,
     schema_pages,
@@ -40,12 +40,12 @@ from service.api.web import WebHostController
 from service.background import Background, Loop
 from service.db.pool import open_pool
 from service.domain.errors import Refusal
-from service.event_feeds import EventFeeds
+from service.host_streams import HostStreams
 from service.http import TokenBook
 from service.manifests import Registry
 from service.mcp.endpoint import mcp_endpoint, mcp_lifespan
 from service.outbox_history import OutboxHistory
-from service.projections import ProjectionHub
+from service.projection_hub import ProjectionHub
 from service.settings import Settings
 from service.use_cases.deadlines import DeadlineSweeper
 from service.use_cases.host_sessions import SessionTokens
@@ -64,7 +64,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         runtime = Runtime(pool=pool, settings=settings, registry=registry, wakeups=wakeups)
         app.state.runtime = runtime
         app.state.projections = ProjectionHub(settings.psycopg_url, wakeups)
-        app.state.event_feeds = EventFeeds(
+        app.state.host_streams = HostStreams(
             pool,
             app.state.projections,
             per_session=settings.sse_streams_per_session,

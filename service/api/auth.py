@@ -8,7 +8,7 @@ from typing import Any
 from litestar import Request
 
 from service.api import host_scope
-from service.api.host_session import cookie_session
+from service.api.host_cookie import cookie_session
 from service.api.state import runtime_of
 from service.http import TokenBook, bearer_token, refused
 from service.use_cases import host_sessions

@@ -1,7 +1,7 @@
 """The operator console (``/ops/``): sign-in, its session cookie, its pages, and the operator
 credential check of ``/v1/ops/*`` (``Bearer $OPERATOR_TOKEN`` or that cookie).
 
-The cookie follows the Web Host's rules: HttpOnly, SameSite=Strict, signed (``console_session``),
+The cookie follows the Web Host's rules: HttpOnly, SameSite=Strict, signed (``console_cookie``),
 a name of its own, Secure over https; it names a server-side sign-in (``console_sessions``), which
 signing out ends on every replica. It stands for the operator token on ``/v1/ops/*`` only; a
 write with it needs ``Sec-Fetch-Site: same-origin``, an ``Origin`` (when sent) of this host and
@@ -20,8 +20,8 @@ from litestar.datastructures import Cookie
 from litestar.params import FromPath
 from litestar.response import Redirect
 
-from service.api.console_session import ConsoleSessions, cookie_name
-from service.api.host_session import same_site
+from service.api.console_cookie import ConsoleSessions, cookie_name
+from service.api.host_cookie import same_site
 from service.api.state import runtime_of
 from service.api.web import asset_response
 from service.http import TokenBook, bearer_token, refused

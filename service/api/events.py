@@ -24,13 +24,13 @@ from service.api.answers import refusals
 from service.api.auth import HOST_SECURITY, principal_of, require
 from service.api.host_scope import where
 from service.api.inputs import SEQUENCE, IdPath
-from service.event_feeds import EventFeeds, Stream
+from service.host_streams import HostStreams, Stream
 
 KEEPALIVE_SECONDS = 15.0
 
 
 async def _stream(
-    feeds: EventFeeds, stream: Stream, after: int | None, stop: asyncio.Event
+    feeds: HostStreams, stream: Stream, after: int | None, stop: asyncio.Event
 ) -> AsyncIterator[ServerSentEventMessage]:
     try:
         start = after if after is not None else await feeds.position(stream)
@@ -131,7 +131,7 @@ class HostEventsController(Controller):
     ) -> ServerSentEvent:
         conversation_id = inputs.conversation_id(conversation_id)
         after_event = inputs.event_sequence(last_event_id or after)
-        feeds: EventFeeds = request.app.state.event_feeds
+        feeds: HostStreams = request.app.state.host_streams
         stop: asyncio.Event = request.app.state.stopping
         principal = principal_of(request)
         # 429/503 past the bounds; a person's stream ends with their session.

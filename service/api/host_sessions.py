@@ -15,7 +15,7 @@ from service.api.host_scope import where
 from service.api.inputs import UuidPath
 from service.api.state import runtime_of
 from service.domain.errors import not_found
-from service.event_feeds import EventFeeds
+from service.host_streams import HostStreams
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import SessionTokens
 
@@ -57,5 +57,5 @@ class HostSessionsController(Controller):
         if not await host_sessions.revoke(runtime_of(request), ended):
             raise not_found("session")
         # Its event streams here end now; other replicas' within SSE_SESSION_CHECK_SECONDS.
-        feeds: EventFeeds = request.app.state.event_feeds
+        feeds: HostStreams = request.app.state.host_streams
         feeds.end_session(ended)

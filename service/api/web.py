@@ -9,11 +9,11 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import FromPath
 from litestar.response import Redirect
 
-from service.api.host_session import cleared_cookie, cookie_name, same_site, session_cookie
+from service.api.host_cookie import cleared_cookie, cookie_name, same_site, session_cookie
 from service.api.state import runtime_of
 from service.domain.errors import Forbidden, not_found, unauthorized
 from service.domain.timefmt import rfc3339
-from service.event_feeds import EventFeeds
+from service.host_streams import HostStreams
 from service.http import API_HEADERS, TokenBook
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import (
@@ -154,7 +154,7 @@ class WebHostController(Controller):
         signed_in = await _signed_in(request)
         if signed_in is not None and signed_in[1].session_id is not None:
             await host_sessions.revoke(runtime_of(request), signed_in[1].session_id)
-            feeds: EventFeeds = request.app.state.event_feeds
+            feeds: HostStreams = request.app.state.host_streams
             feeds.end_session(signed_in[1].session_id)
         cookie = cleared_cookie(secure=_secure(request))
         return Redirect("/host/", status_code=303, cookies=[cookie], headers={"Cache-Control": "no-store"})

@@ -30,7 +30,7 @@ from service.mcp import tasks_extension
 from service.mcp.binding import bound_conversation
 from service.mcp.push import TASK_STATUS_2026, WireNotification
 from service.mcp.tasks import until_final
-from service.projections import ProjectionHub
+from service.projection_hub import ProjectionHub
 from service.use_cases.runtime import Runtime
 
 Ctx = ServerRequestContext[Any, Any]

@@ -16,7 +16,7 @@ import structlog
 from mcp.server.session import ServerSession
 
 from service.mcp.tasks import settled, task_view
-from service.projections import ProjectionHub
+from service.projection_hub import ProjectionHub
 from service.use_cases.runtime import Runtime
 
 log = structlog.get_logger("service.mcp")

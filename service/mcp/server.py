@@ -31,7 +31,7 @@ from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
 from service.mcp.tasks import cancel_task, read_task, settled, task_result, task_view
 from service.mcp.tools import Answer, call_result, list_tools, run_tool, runs_as_task
-from service.projections import ProjectionHub
+from service.projection_hub import ProjectionHub
 from service.use_cases.runtime import Runtime
 
 log = structlog.get_logger("service.mcp")

@@ -23,7 +23,7 @@ from mcp_types import INVALID_PARAMS
 
 from service.domain.errors import NotFound
 from service.mcp.tools import wire
-from service.projections import ProjectionHub
+from service.projection_hub import ProjectionHub
 from service.use_cases import tasks
 from service.use_cases.operation_interrupt import interrupt_operation
 from service.use_cases.runtime import Runtime

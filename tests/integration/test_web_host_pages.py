@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from service.api.host_session import PLAIN_COOKIE_NAME, SECURE_COOKIE_NAME
+from service.api.host_cookie import PLAIN_COOKIE_NAME, SECURE_COOKIE_NAME
 from tests.conftest import AGENT, HOST, HOST_TOKEN, make_settings
 from tests.support.calls import start_body
 

@@ -2,7 +2,7 @@
 the number of its streams, and a bound on how many streams may be open.
 
 Each conversation with an open stream has one feed: a task that, when the conversation is woken
-(``service.projections``) or every ``POLL_SECONDS``, reads its new ``projection_events`` once and
+(``service.projection_hub``) or every ``POLL_SECONDS``, reads its new ``projection_events`` once and
 hands the rows to every stream of it. A stream that resumes from an older ``Last-Event-ID`` reads
 its own backlog first, then takes the feed's rows, dropping any it already sent; rows arrive in
 ``event_seq`` order, which within a conversation is commit order.
@@ -30,9 +30,9 @@ from service.db import host_sessions as sessions_db
 from service.db import projections as proj_db
 from service.db.pool import Pool
 from service.domain.errors import TooMany, Unavailable
-from service.projections import ProjectionHub
+from service.projection_hub import ProjectionHub
 
-log = structlog.get_logger("service.event_feeds")
+log = structlog.get_logger("service.host_streams")
 POLL_SECONDS = 15.0
 QUEUE_ROWS = 1000
 
@@ -65,7 +65,7 @@ class _Feed:
     task: asyncio.Task[None] | None = None
 
 
-class EventFeeds:
+class HostStreams:
     def __init__(
         self,
         pool: Pool,
