@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +17,10 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import best_match
 
 from service.domain.outcomes import SHARED_OUTCOMES
+from service.json_errors import ErrorDetail, json_path, validate
 from service.tools import Registration, builtin
 
 SCHEMA_FILE_NAME = "manifest.schema.json"
@@ -28,8 +28,6 @@ INSTANCE_STATE_FEATURE = "app.instance-state.v1"
 REQUIRED_APP = "interact"
 _SHIPPED_MANIFESTS_DIR = Path(__file__).resolve().parents[1] / "manifests"
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
-_MAX_ECHO = 80
-_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
 _META_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=_FORMAT_CHECKER)
 
@@ -61,15 +59,6 @@ class ManifestError(Exception):
 
 
 @dataclass(frozen=True)
-class ErrorDetail:
-    path: str
-    message: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "message": self.message}
-
-
-@dataclass(frozen=True)
 class ToolSpec:
     name: str
     app_scope: str
@@ -82,7 +71,7 @@ class ToolSpec:
         object.__setattr__(self, "_validator", Draft202012Validator(self.input_schema))
 
     def validate_arguments(self, arguments: object, prefix: str = "arguments") -> list[ErrorDetail]:
-        return _validate(self._validator, arguments, prefix)
+        return validate(self._validator, arguments, prefix)
 
     def normalized(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Valid arguments as the decision takes them: a number the schema says is an integer, sent
@@ -119,7 +108,7 @@ class InstanceStateFeature:
 
     def validate_state(self, data: object, prefix: str = "data") -> list[ErrorDetail]:
         """Validate a snapshot's `data`; `format` (uuid, date-time) is asserted."""
-        return _validate(self._validator, data, prefix)
+        return validate(self._validator, data, prefix)
 
 
 @dataclass(frozen=True)
@@ -230,7 +219,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
     except RecursionError:
         _fail(file, "$", "manifest is nested too deeply")
     if error is not None:
-        _fail(file, _json_path("$", error.absolute_path), error.message)
+        _fail(file, json_path("$", error.absolute_path), error.message)
 
     scope: str = doc["app_scope"]
     tools: list[ToolSpec] = []
@@ -257,7 +246,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
     instance_state: InstanceStateFeature | None = None
     feature = doc.get("features", {}).get(INSTANCE_STATE_FEATURE)
     if feature is not None:
-        where = _json_path("$", ["features", INSTANCE_STATE_FEATURE, "state_schema"])
+        where = json_path("$", ["features", INSTANCE_STATE_FEATURE, "state_schema"])
         instance_state = InstanceStateFeature(
             state_schema_version=feature["state_schema_version"],
             state_schema=_embedded_schema(file, where, feature["state_schema"], True),
@@ -314,11 +303,11 @@ def _embedded_schema(file: str, where: str, schema: dict[str, Any], asserts_form
     dialect = schema.get("$schema", _DIALECT)
     if dialect != _DIALECT:
         _fail(
-            file, _json_path(where, ["$schema"]), f"only JSON Schema draft 2020-12 ({_DIALECT}) is supported"
+            file, json_path(where, ["$schema"]), f"only JSON Schema draft 2020-12 ({_DIALECT}) is supported"
         )
     _check_schema(file, where, schema)
     for path, subschema in _subschemas(schema, ()):
-        here = _json_path(where, path)
+        here = json_path(where, path)
         for keyword in ("$id", "$dynamicRef", "$recursiveRef"):
             if keyword in subschema:
                 _fail(file, here, f"{keyword} is not supported in an embedded schema")
@@ -326,7 +315,7 @@ def _embedded_schema(file: str, where: str, schema: dict[str, Any], asserts_form
             _fail(file, here, "$schema is allowed only at the root of an embedded schema")
         ref = subschema.get("$ref")
         if ref is not None and not _resolves_locally(schema, ref):
-            _fail(file, _json_path(here, ["$ref"]), f"$ref {ref!r} must point inside this schema (#/...)")
+            _fail(file, json_path(here, ["$ref"]), f"$ref {ref!r} must point inside this schema (#/...)")
         fmt = subschema.get("format")
         if asserts_format and isinstance(fmt, str) and fmt not in _FORMAT_CHECKER.checkers:
             _fail(file, f"{here}.format", f"format {fmt!r} cannot be asserted by this runtime")
@@ -339,7 +328,7 @@ def _check_schema(file: str, where: str, schema: object) -> None:
     except RecursionError:
         _fail(file, where, "schema is nested too deeply")
     if error is not None:
-        _fail(file, _json_path(where, error.absolute_path), f"not a valid JSON Schema: {error.message}")
+        _fail(file, json_path(where, error.absolute_path), f"not a valid JSON Schema: {error.message}")
 
 
 def _subschemas(
@@ -380,58 +369,3 @@ def _resolves_locally(root: dict[str, Any], ref: object) -> bool:
 
 def _fail(file: str, path: str, reason: str) -> NoReturn:
     raise ManifestError(file, path, reason)
-
-
-# --- validation details ----------------------------------------------------------------------
-
-
-def _validate(validator: Draft202012Validator, instance: object, prefix: str) -> list[ErrorDetail]:
-    if not isinstance(instance, dict):
-        return [ErrorDetail(prefix, "must be an object")]
-    details: set[ErrorDetail] = set()
-    for error in validator.iter_errors(instance):
-        details.update(_details(error, prefix))
-    return sorted(details, key=lambda d: (d.path, d.message))
-
-
-def _details(error: ValidationError, prefix: str) -> Iterable[ErrorDetail]:
-    here = _json_path(prefix, error.absolute_path)
-    instance: Any = error.instance
-    schema: Any = error.schema
-    if error.validator == "additionalProperties" and error.validator_value is False:
-        declared = schema.get("properties", {})
-        patterns = schema.get("patternProperties", {})
-        return [
-            ErrorDetail(_json_path(here, [name]), "unexpected property")
-            for name in instance
-            if name not in declared and not any(re.search(p, name) for p in patterns)
-        ]
-    if error.validator == "maxProperties" and error.validator_value == 0:
-        return [ErrorDetail(_json_path(here, [name]), "unexpected property") for name in instance]
-    if error.validator == "required":
-        required: Any = error.validator_value
-        return [
-            ErrorDetail(_json_path(here, [name]), "is required") for name in required if name not in instance
-        ]
-    return [ErrorDetail(here, _shorten_instance(error.message, instance))]
-
-
-def _shorten_instance(message: str, instance: object) -> str:
-    # jsonschema messages start with repr(instance): never echo a huge argument back whole.
-    shown = repr(instance)
-    if len(shown) <= _MAX_ECHO or not message.startswith(shown):
-        return message
-    return shown[: _MAX_ECHO - 3] + "..." + message[len(shown) :]
-
-
-def _json_path(prefix: str, elements: Iterable[str | int]) -> str:
-    """`$.tools[0].kind`, `arguments.duration_seconds`; odd keys as `["app.instance-state.v1"]`."""
-    path = prefix
-    for element in elements:
-        if isinstance(element, int):
-            path += f"[{element}]"
-        elif _PLAIN_KEY.match(element):
-            path += f".{element}"
-        else:
-            path += f"[{json.dumps(element, ensure_ascii=False)}]"
-    return path
