@@ -1,0 +1,204 @@
+"""What one start+interrupt cycle costs the database, in instructions: this checkout against the
+previous release, counted by callgrind, so the figure does not depend on what else the machine does.
+
+    .venv/bin/python bench/db_instructions.py [--previous COMMIT] [--cycles 200]
+
+A throwaway cluster (Debian's PostgreSQL 15 binaries, as the OS user ``postgres`` when run as root)
+holds two databases: one migrated by the previous release (checked out into a git worktree), one by
+this checkout. Each runs the same tool calls — in the previous release's ``call_tool`` and this
+one's ``call_tool_v2``, as their services send them — in a single-user backend under
+``valgrind --tool=callgrind``, once with 40 cycles and once with ``40 + --cycles``; the difference
+divided by ``--cycles`` is the cost of one cycle without the start-up. Every call is checked to
+answer; a failed one stops the bench. Takes a few minutes (valgrind runs the backend ~50x slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path("/usr/lib/postgresql/15/bin")
+WARM = 40
+PREVIOUS_RELEASE = "747472aefc1f1acb27e84a2033d3034bc9c60819"
+
+_PREVIOUS = (
+    "SELECT status_code FROM call_tool('{id}', '{conv}', '{tool}', '{fp}', '{args}'::jsonb, 300.0, 1);"
+)
+_CURRENT = (
+    "SELECT outcome FROM call_tool_v2('{id}', '{conv}', '{tool}', '{fp}', '{args}'::jsonb, "
+    "'{decide}', '{context}'::jsonb);"
+)
+
+
+def _as_postgres() -> dict[str, object]:
+    """Run server binaries as the OS user ``postgres`` when we are root (they refuse root)."""
+    if os.geteuid() != 0:
+        return {}
+    user = pwd.getpwnam("postgres")
+    return {"user": user.pw_uid, "group": user.pw_gid}
+
+
+def _script(cycles: int, current: bool) -> str:
+    from service.manifests import load_registry
+    from service.settings import load_settings
+    from service.use_cases.runtime import Runtime
+
+    registry = load_registry(ROOT / "manifests")
+    settings = load_settings(
+        "serve",
+        database_url="postgresql://unused/unused",
+        agent_token="bench-agent-" + "a1b2c3d4e5f6",
+        host_token="bench-host-" + "f6e5d4c3b2a1",
+        operator_token="bench-operator-" + "0f1e2d3c4b5a",
+    )
+    runtime = Runtime(pool=None, settings=settings, registry=registry)  # type: ignore[arg-type]
+    run = uuid.uuid4().hex[:6]
+    lines = []
+    for n in range(cycles):
+        conversation = f"cycle-{run}-{n % 8}"
+        for tool, arguments in (("pomodoro.start", {"duration_seconds": 1500}), ("pomodoro.interrupt", {})):
+            values = {
+                "id": uuid.uuid4().hex,
+                "conv": conversation,
+                "tool": tool,
+                "fp": "0" * 64,
+                "args": json.dumps(arguments),
+                "decide": registry.runner(tool).decide,
+                "context": runtime.context_of(tool),
+            }
+            lines.append((_CURRENT if current else _PREVIOUS).format(**values))
+    return "\n".join(lines) + "\n"
+
+
+def _instructions(data: Path, database: str, script: str, work: Path) -> int:
+    out = work / f"callgrind-{uuid.uuid4().hex[:8]}.out"
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}",
+        str(BIN / "postgres"),
+        "--single",
+        "-D",
+        str(data),
+        database,
+    ]
+    done = subprocess.run(
+        command,
+        input=script,
+        capture_output=True,
+        text=True,
+        check=False,
+        **_as_postgres(),  # type: ignore[call-overload]
+    )
+    if done.returncode != 0 or "ERROR" in done.stdout + done.stderr:
+        raise RuntimeError(f"the backend failed:\n{(done.stdout + done.stderr)[-2000:]}")
+    for line in out.read_text().splitlines():
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no summary in {out}")
+
+
+def _per_cycle(data: Path, database: str, cycles: int, current: bool, work: Path) -> float:
+    short = _instructions(data, database, _script(WARM, current), work)
+    long = _instructions(data, database, _script(WARM + cycles, current), work)
+    return (long - short) / cycles
+
+
+def _migrate(tree: Path, url: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(tree), "DATABASE_URL": url}
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "migrate"], cwd=tree, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"migrate in {tree} failed:\n{done.stderr[-2000:]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--previous", default=PREVIOUS_RELEASE)
+    parser.add_argument("--cycles", type=int, default=200)
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None or not (BIN / "postgres").exists():
+        print("needs valgrind and PostgreSQL 15's server binaries (Debian: valgrind postgresql-15)")
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="lineup-instructions-"))
+    os.chmod(work, 0o777)  # noqa: S103 - the server, run as postgres, writes its profiles here
+    previous = work / "previous"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(previous), args.previous],
+        check=True,
+        capture_output=True,
+    )
+    data, socket_dir, port = work / "data", work, 55400 + os.getpid() % 500
+    try:
+        subprocess.run(
+            [str(BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+            check=True,
+            capture_output=True,
+            **_as_postgres(),
+        )  # type: ignore[call-overload]
+        server = subprocess.Popen(
+            [
+                str(BIN / "postgres"),
+                "-D",
+                str(data),
+                "-p",
+                str(port),
+                "-k",
+                str(socket_dir),
+                "-c",
+                "fsync=off",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **_as_postgres(),  # type: ignore[call-overload]
+        )
+        try:
+            time.sleep(2)
+            for name in ("previous", "current"):
+                subprocess.run(
+                    [
+                        "psql",
+                        "-h",
+                        "127.0.0.1",
+                        "-p",
+                        str(port),
+                        "-U",
+                        "postgres",
+                        "-c",
+                        f"CREATE DATABASE {name}",
+                    ],
+                    check=True,
+                    capture_output=True,
+                )
+            _migrate(previous, f"postgresql://postgres@127.0.0.1:{port}/previous")
+            _migrate(ROOT, f"postgresql://postgres@127.0.0.1:{port}/current")
+        finally:
+            server.terminate()
+            server.wait()
+        before = _per_cycle(data, "previous", args.cycles, False, work)
+        now = _per_cycle(data, "current", args.cycles, True, work)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(previous)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"database instructions per start+interrupt cycle (callgrind, {args.cycles} cycles):")
+    print(f"    previous release {args.previous[:12]}   {before:>12,.0f}")
+    print(f"    this checkout                 {now:>12,.0f}")
+    print(f"    ratio this / previous         {now / before:>12.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
