@@ -492,8 +492,12 @@ class Bench:
             with psycopg.connect(self.url, autocommit=True, application_name="gauges") as conn:
                 meter.start()
                 for _ in range(refreshes):
-                    conn.execute(gauges.OUTBOX_BY_STATUS).fetchall()
-                    conn.execute(gauges.FOCUSING_OPERATIONS).fetchall()
+                    for statement in (
+                        gauges.OUTBOX_BACKLOG,
+                        gauges.DELIVERY_STATE,
+                        gauges.FOCUSING_OPERATIONS,
+                    ):
+                        conn.execute(statement).fetchall()
                 usage = meter.stop()
             self.rows.append(per_unit(f"gauge sample, {label}", usage, refreshes, str(sizes)))
 

@@ -49,6 +49,7 @@ from bench.common import with_database  # noqa: E402
 from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid  # noqa: E402
 from bench.tool_cycles import INTERRUPT_SQL, PGBENCH, START_SQL  # noqa: E402
 from relay.claims import CLAIM, RECORD_OUTCOMES  # noqa: E402
+from service.domain.delivery import AGENT_ENDPOINT  # noqa: E402
 
 DATABASE = "schema_cost"
 VARIANT = "schema_cost_variant"
@@ -90,11 +91,13 @@ def _in_slot(statement: str) -> str:
 def _claim_sql() -> str:
     """``relay.claims.CLAIM`` for the client's conversation (its head-of-line row)."""
     bound = CLAIM.replace(
-        "WHERE o.status = 'pending'",
-        f"WHERE o.conversation_id = {CONVERSATION} AND o.status = 'pending'",
+        "AND o.next_attempt_at <= now()",
+        f"AND o.next_attempt_at <= now() AND o.conversation_id = {CONVERSATION}",
         1,
     )
+    assert CONVERSATION in bound, "the claim's due condition moved"
     for name, value in {
+        "%(endpoint)s": f"'{AGENT_ENDPOINT}'",
         "%(busy)s::uuid[]": "'{}'::uuid[]",
         "%(limit)s": "1",
         "%(relay_id)s": "'pgbench'",
@@ -119,7 +122,9 @@ def _record_sql() -> str:
         "%(status_codes)s": "ARRAY[204]",
         "%(error_classes)s": "ARRAY[NULL]",
         "%(excerpts)s": "ARRAY[NULL]",
+        "%(refunds)s": "ARRAY[0]",
         "%(relay_id)s": "'pgbench'",
+        "%%": "%",
     }.items():
         bound = bound.replace(name, value)
     assert "%(" not in bound, "RECORD_OUTCOMES has parameters this bench does not bind"
@@ -330,6 +335,12 @@ class Harness:
                     f"      {table:<18} {int(heap) / args.history:6,.0f} B  "
                     f"{int(indexes) / args.history:6,.0f} B"
                 )
+        with psycopg.connect(url, autocommit=True) as conn:
+            # The Agent's endpoint as a relay registers it: the claim reads its gate.
+            conn.execute(
+                "INSERT INTO delivery_endpoints (endpoint) VALUES (%s) ON CONFLICT DO NOTHING",
+                (AGENT_ENDPOINT,),
+            )
         with psycopg.connect(server.admin_url, autocommit=True) as admin:
             admin.execute(f"CREATE DATABASE {VARIANT} TEMPLATE {DATABASE}")
         self.urls = {DATABASE: url, VARIANT: with_database(url, VARIANT)}
