@@ -103,6 +103,9 @@ PLAN: dict[str, Place] = {
     "projection_events": _place(DISTRIBUTED, keys=("pk_projection_events",)),
     "host_sessions": _place(OWN_KEY),
     "console_sessions": _place(REFERENCE),
+    "delivery_endpoints": _place(REFERENCE),
+    "outbox_retention": _place(REFERENCE),
+    "outbox_tallies": _place(OWN_KEY),
     "database_code": _place(COORDINATOR),
 }
 
