@@ -48,6 +48,7 @@ from bench._db import HISTORY  # noqa: E402
 from bench.common import with_database  # noqa: E402
 from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid  # noqa: E402
 from bench.tool_cycles import INTERRUPT_SQL, PGBENCH, START_SQL  # noqa: E402
+from relay.circuit import ENSURE as ENSURE_ENDPOINT  # noqa: E402
 from relay.claims import CLAIM, RECORD_OUTCOMES  # noqa: E402
 from service.domain.delivery import AGENT_ENDPOINT  # noqa: E402
 
@@ -337,10 +338,7 @@ class Harness:
                 )
         with psycopg.connect(url, autocommit=True) as conn:
             # The Agent's endpoint as a relay registers it: the claim reads its gate.
-            conn.execute(
-                "INSERT INTO delivery_endpoints (endpoint) VALUES (%s) ON CONFLICT DO NOTHING",
-                (AGENT_ENDPOINT,),
-            )
+            conn.execute(ENSURE_ENDPOINT, {"endpoint": AGENT_ENDPOINT})
         with psycopg.connect(server.admin_url, autocommit=True) as admin:
             admin.execute(f"CREATE DATABASE {VARIANT} TEMPLATE {DATABASE}")
         self.urls = {DATABASE: url, VARIANT: with_database(url, VARIANT)}

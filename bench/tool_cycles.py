@@ -73,11 +73,31 @@ ACTIVITY = "bench"
 DECIDE = {registration.name: registration.decide for registration in builtin()}
 
 
+def _contexts() -> dict[str, str]:
+    """Each Tool's context exactly as the service passes it (its settings and the statuses of its
+    outcomes), made by the service's own Runtime with default settings."""
+    from service.manifests import load_registry
+    from service.settings import load_settings
+    from service.use_cases.runtime import Runtime
+
+    settings = load_settings(
+        "serve",
+        database_url="postgresql://bench@127.0.0.1/unused",
+        agent_token="bench-agent-token-000",
+        host_token="bench-host-token-0000",
+        operator_token="bench-operator-token",
+    )
+    runtime = Runtime(pool=None, settings=settings, registry=load_registry(settings.manifests_dir))  # type: ignore[arg-type]
+    return {tool: runtime.context_of(tool) for tool in DECIDE}
+
+
+CONTEXTS = _contexts()
+
+
 def _pgbench_call(tool: str, arguments: dict[str, Any]) -> str:
     def literal(value: str) -> str:
         return "'" + value.replace("'", "''") + "'"
 
-    context = {"late_window_seconds": 300.0, "state_schema_version": 1}
     return (
         CALL_TOOL.strip()
         % {
@@ -87,7 +107,7 @@ def _pgbench_call(tool: str, arguments: dict[str, Any]) -> str:
             "fingerprint": literal("0" * 64),
             "arguments": literal(json.dumps(arguments)) + "::jsonb",
             "decide": literal(DECIDE[tool]),
-            "context": literal(json.dumps(context)) + "::jsonb",
+            "context": literal(CONTEXTS[tool]) + "::jsonb",
         }
         + ";"
     )
