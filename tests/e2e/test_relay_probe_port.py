@@ -52,6 +52,12 @@ def test_relays_with_default_settings_run_side_by_side_on_one_host(
             queued = queue_across(db, conversations=12, per_conversation=2)
             agent.wait_for_accepted({q.event_id for q in queued}, timeout=30)
             wait_until(lambda: all(r["status"] == "delivered" for r in outbox_rows(db).values()), timeout=10)
+            # One relay may have delivered everything before the others were up: SIGTERM only relays
+            # that have started (and so handle it).
+            wait_until(
+                lambda: all(named((tmp_path / f"r{i}.log").read_text(), "relay_started") for i in (1, 2, 3)),
+                timeout=30,
+            )
             assert [relay.poll() for relay in relays] == [None, None, None]
         finally:
             codes = [stop(relay) for relay in relays]
