@@ -48,32 +48,32 @@ relay: install ## the outbox relay against DATABASE_URL
 	$(PY) -m relay
 
 bench: install ## the benchmarks (they print numbers; see bench/README.md)
-	$(PY) bench/tool_cycles.py
-	$(PY) bench/call_cost.py
-	$(PY) bench/mcp_cost.py
-	$(PY) bench/relay_drain.py
-	$(PY) bench/deadline_lateness.py
-	$(PY) bench/deadline_lateness.py --due 5000 --focusing 100000
-	$(PY) bench/capacity.py
+	$(PY) -m bench.tool_cycles
+	$(PY) -m bench.call_cost
+	$(PY) -m bench.mcp_cost
+	$(PY) -m bench.relay_drain
+	$(PY) -m bench.deadline_lateness
+	$(PY) -m bench.deadline_lateness --due 5000 --focusing 100000
+	$(PY) -m bench.capacity
 
 failover: install ## Patroni + etcd on this machine under load: a switchover, a crashed primary, the checks
 	@command -v patroni >/dev/null && command -v etcd >/dev/null && test -x /usr/lib/postgresql/15/bin/initdb || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 			patroni etcd-server postgresql-15; }
-	$(PY) -u bench/failover.py
+	$(PY) -u -m rigs.failover
 
 chaos: install ## minutes of load while Postgres, the service and the relays are killed; the checks
 	@test -x /usr/lib/postgresql/15/bin/initdb || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
-	$(PY) -u bench/chaos.py
+	$(PY) -u -m rigs.chaos
 
 scale-out: install ## two serve processes on one port and two relays against one of each; races checked
-	$(PY) -u bench/scale_out.py
+	$(PY) -u -m rigs.scale_out
 
 mcp-replicas: install ## two serve replicas behind nginx round-robin: 200 MCP tasks started, read and cancelled across them
 	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nginx-light; }
-	$(PY) -u rigs/mcp_replicas.py
+	$(PY) -u -m rigs.mcp_replicas
 
 upgrade: install ## the previous release and this one side by side under load while migrate runs; the checks
-	$(PY) -u rigs/upgrade.py $(UPGRADE_ARGS)
+	$(PY) -u -m rigs.upgrade $(UPGRADE_ARGS)

@@ -1,6 +1,6 @@
 """Where the CPU of one tool call goes: microseconds of Python per call, by part.
 
-    .venv/bin/python bench/call_cost.py [--cycles 3000] [--concurrency 16]
+    .venv/bin/python -m bench.call_cost [--cycles 3000] [--concurrency 16]
 
 CPU time, not wall time: each figure is the CPU the part costs per tool call (start and interrupt
 averaged), so it barely moves when other work shares the machine. All in one run, on one fresh
@@ -37,27 +37,21 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import process_cpu, running_service, server_url, throwaway_database  # noqa: E402
-from bench.tool_cycles import HttpConnection, _event_loop  # noqa: E402
+from bench.common import event_loop, process_cpu, tool_poster
+from tests.support.calls import interrupt_body, start_body
+from tests.support.database import named_server, throwaway_database
+from tests.support.http_client import HttpClient
+from tests.support.processes import running_service
 
 TOKEN = "bench-agent-token-0000000"
 Call = Callable[[dict[str, Any]], Awaitable[tuple[int, Any]]]
 
 
 def _body(conversation: str, n: int, tool: str) -> dict[str, Any]:
-    arguments: dict[str, Any] = {}
+    tool_call_id = f"{conversation}-{n}-{tool}"
     if tool == "pomodoro.start":
-        arguments = {"duration_seconds": 1500, "activity": "bench"}
-    return {
-        "tool_call_id": f"{conversation}-{n}-{tool}",
-        "conversation_id": conversation,
-        "tool": tool,
-        "arguments": arguments,
-    }
+        return start_body(conversation, 1500, "bench", tool_call_id=tool_call_id)
+    return interrupt_body(conversation, tool_call_id=tool_call_id)
 
 
 async def _cycles(calls: list[Call], cycles: int) -> int:
@@ -162,19 +156,19 @@ async def _answer_at_once(scope: dict[str, Any], receive: Any, send: Any) -> Non
 
 def measure_http(url: str, cycles: int, concurrency: int, log_dir: Path) -> tuple[float, int]:
     with running_service(url, log_dir, env={"AGENT_TOKEN": TOKEN}) as service:
-        connections = [HttpConnection(service.base_url, TOKEN) for _ in range(concurrency)]
-        calls: list[Call] = list(connections)
+        clients = [HttpClient(service.base_url, TOKEN) for _ in range(concurrency)]
+        calls = [tool_poster(client) for client in clients]
 
         async def go() -> tuple[float, int]:
             await _cycles(calls, concurrency * 4)  # warm-up: prepared statements, pools
-            before = process_cpu(service.process.pid)
+            before = process_cpu(service.pid)
             failures = await _cycles(calls, cycles)
-            spent = process_cpu(service.process.pid) - before
-            for connection in connections:
-                await connection.close()
+            spent = process_cpu(service.pid) - before
+            for client in clients:
+                await client.close()
             return spent, failures
 
-        with _event_loop() as runner:
+        with event_loop() as runner:
             return runner.run(go())
 
 
@@ -255,7 +249,7 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
             await shutdown()
         return failures
 
-    with _event_loop() as runner:
+    with event_loop() as runner:
         failures = runner.run(go())
 
     n = 20_000
@@ -311,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 100 <= args.cycles <= 100_000 or not 1 <= args.concurrency <= 64:
         parser.error("keep it bounded: --cycles 100..100000, --concurrency 1..64")
     print(
-        f"call_cost: server {server_url().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, load average "
+        f"call_cost: server {named_server().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, load average "
         f"{os.getloadavg()[0]:.2f}, {args.cycles} cycles x 2 calls per part, concurrency "
         f"{args.concurrency}, {time.strftime('%Y-%m-%d %H:%M:%S')}"
     )

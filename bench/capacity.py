@@ -55,7 +55,7 @@ if str(ROOT) not in sys.path:
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from bench._db import HISTORY  # noqa: E402
+from bench.seeds import HISTORY  # noqa: E402
 from bench.common import running_service  # noqa: E402
 from bench.failover_postgres import Postgres  # noqa: E402
 from bench.relay_drain import Receiver, Relays  # noqa: E402
@@ -502,7 +502,7 @@ class Bench:
             self.rows.append(per_unit(f"gauge sample, {label}", usage, refreshes, str(sizes)))
 
     def _pad(self, pomodoros: int) -> None:
-        """Finished history as weeks of use leave it (``bench._db.HISTORY``)."""
+        """Finished history as weeks of use leave it (``bench.seeds.HISTORY``)."""
         self.probe.execute(f"{HISTORY} /* {PROBE} */", {"pomodoros": pomodoros})
         # Vacuumed now, so that autovacuum does not run inside the window that follows.
         self.probe.execute(f"VACUUM ANALYZE /* {PROBE} */")

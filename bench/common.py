@@ -1,78 +1,24 @@
-"""Shared pieces of the benchmarks: throwaway databases, the service process, statistics, CPU.
+"""Shared pieces of the benchmarks: the database code's text, statistics, CPU.
 
-Everything here talks to 127.0.0.1 only: the Postgres server named by ``DATABASE_URL`` (or the
-local default) and the ``python -m service serve`` process the bench starts itself.
+The throwaway databases, the processes, the HTTP client and the receiving Agent are the tests'
+(``tests.support``): the benches, the rigs and the tests share one of each.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import os
-import secrets
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 import psycopg
-from psycopg import sql
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from service.db.migrate import upgrade  # noqa: E402
-
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-# Settings the service would otherwise inherit from the caller's environment; the bench runs the
-# service with its defaults unless it says otherwise.
-_SERVICE_SETTINGS = (
-    "DB_POOL_SIZE",
-    "DATABASE_URL",
-    "AGENT_TOKEN",
-    "HOST_TOKEN",
-    "OPERATOR_TOKEN",
-    "MANIFESTS_DIR",
-    "INTERRUPT_LATE_WINDOW_SECONDS",
-    "REQUEST_MAX_BODY_BYTES",
-)
-
-
-def server_url() -> str:
-    """The Postgres server to benchmark: ``DATABASE_URL`` or the local default."""
-    url = os.environ.get("DATABASE_URL") or DEFAULT_URL
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-
-
-@contextlib.contextmanager
-def throwaway_database(name: str) -> Iterator[str]:
-    """``CREATE DATABASE bench_<name>_<random>``, migrated to head; dropped ``WITH (FORCE)`` after."""
-    admin = server_url()
-    database = f"bench_{name}_{secrets.token_hex(4)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-    try:
-        url = with_database(admin, database)
-        upgrade(url)
-        yield url
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+from tests.support.http_client import HttpClient
+from tests.support.processes import ROOT
 
 
 def canonical_text(name: str) -> str:
@@ -83,106 +29,24 @@ def canonical_text(name: str) -> str:
     return next(d.sql for d in definitions() if d.name == name)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+ToolCaller = Callable[[dict[str, Any]], Awaitable[tuple[int, Any]]]
 
 
-@dataclass
-class Service:
-    """A running ``python -m service serve``."""
+def tool_poster(client: HttpClient) -> ToolCaller:
+    """Tool calls through ``POST /v1/tool-calls`` on ``client``: the status and the JSON answer."""
 
-    process: subprocess.Popen[bytes]
-    base_url: str
-    agent_token: str
-    log: Path
-    started_in: float = 0.0
+    async def post(payload: dict[str, Any]) -> tuple[int, Any]:
+        answer = await client.post("/v1/tool-calls", payload)
+        return answer.status, answer.json()
 
-    @property
-    def agent_headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.agent_token}"}
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+    return post
 
 
-def _wait_ready(service: Service, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    last = "no answer"
-    while time.monotonic() < deadline:
-        if service.process.poll() is not None:
-            raise RuntimeError(
-                f"the service exited with {service.process.returncode} before it was ready; "
-                f"log {service.log}:\n{service.log_tail()}"
-            )
-        try:
-            answer = httpx.get(f"{service.base_url}/readyz", timeout=1.0)
-            if answer.status_code == 200:
-                return
-            last = f"{answer.status_code} {answer.text[:200]}"
-        except httpx.HTTPError as exc:
-            last = repr(exc)
-        time.sleep(0.05)
-    raise TimeoutError(f"the service was not ready within {timeout}s ({last}); log {service.log}")
+def event_loop() -> asyncio.Runner:
+    """A runner on uvloop, as the service runs: the client's share of the CPU stays small."""
+    import uvloop
 
-
-def stop_service(service: Service, timeout: float = 20.0) -> int:
-    process = service.process
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
-
-
-@contextlib.contextmanager
-def running_service(
-    database_url: str,
-    log_dir: Path,
-    *,
-    env: Mapping[str, str] | None = None,
-    args: Sequence[str] = (),
-    timeout: float = 60.0,
-) -> Iterator[Service]:
-    """``python -m service serve`` on a free port of 127.0.0.1, ready (``/readyz`` 200) on entry."""
-    port = free_port()
-    agent_token = "bench-agent-" + secrets.token_hex(16)
-    full_env = {k: v for k, v in os.environ.items() if k not in _SERVICE_SETTINGS}
-    full_env.update(
-        {
-            "DATABASE_URL": database_url,
-            "AGENT_TOKEN": agent_token,
-            "HOST_TOKEN": "bench-host-" + secrets.token_hex(16),
-            "OPERATOR_TOKEN": "bench-operator-" + secrets.token_hex(16),
-            **(env or {}),
-        }
-    )
-    log = log_dir / f"service-{port}.log"
-    started = time.monotonic()
-    with log.open("ab") as handle:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "service", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
-            cwd=ROOT,
-            env=full_env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-        )
-    service = Service(process, f"http://127.0.0.1:{port}", agent_token, log)
-    try:
-        _wait_ready(service, timeout)
-        service.started_in = time.monotonic() - started
-        yield service
-    finally:
-        code = stop_service(service)
-        if code not in (0, -signal.SIGTERM):
-            print(f"warning: the service exited with {code}; log {log}", file=sys.stderr)
+    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

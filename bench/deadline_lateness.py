@@ -1,6 +1,6 @@
 """Deadline lateness: 1,000 Pomodoros falling due within one second, beside 10,000 still focusing.
 
-    .venv/bin/python bench/deadline_lateness.py [--due 1000] [--focusing 10000] [--lead 3]
+    .venv/bin/python -m bench.deadline_lateness [--due 1000] [--focusing 10000] [--lead 3]
                                                 [--window 1] [--insert-first]
 
 In a fresh database it inserts, with plain SQL, --focusing focusing operations whose ends_at is
@@ -29,21 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import psycopg
+from psycopg.rows import dict_row
 
-import psycopg  # noqa: E402
-from psycopg.rows import dict_row  # noqa: E402
-
-from bench.common import (  # noqa: E402
-    canonical_text,
-    percentile,
-    running_service,
-    server_url,
-    throwaway_database,
-)
-from service.settings import Settings  # noqa: E402
+from bench.common import canonical_text, percentile
+from service.settings import Settings
+from tests.support.database import named_server, throwaway_database
+from tests.support.processes import running_service
 
 INDEX = "ix_operations_focusing_ends_at"
 
@@ -183,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 
     batch_size = _sweeper_default("sweeper_batch_size")
     print(
-        f"deadline_lateness: server {server_url().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
+        f"deadline_lateness: server {named_server().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f} at start, {time.strftime('%Y-%m-%d %H:%M:%S')}"
     )
     print(

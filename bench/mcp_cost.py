@@ -1,6 +1,6 @@
 """CPU of one tool call over MCP beside the same call over REST, in one service process.
 
-    .venv/bin/python bench/mcp_cost.py [--cycles 1000] [--rounds 5] [--concurrency 8]
+    .venv/bin/python -m bench.mcp_cost [--cycles 1000] [--rounds 5] [--concurrency 8]
 
 One ``python -m service serve`` on a fresh database; cycles of ``pomodoro.start`` then
 ``pomodoro.interrupt`` per conversation, ``--concurrency`` workers each on its own keep-alive
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import statistics
 import sys
@@ -40,14 +39,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import process_cpu, running_service, server_url, throwaway_database  # noqa: E402
-from bench.tool_cycles import _event_loop  # noqa: E402
+from bench.common import event_loop, process_cpu
+from tests.support.database import named_server, throwaway_database
+from tests.support.http_client import HttpClient
+from tests.support.processes import running_service
 
 Call = Callable[[str, str, str, dict[str, Any]], Awaitable[int]]
 LEGACY = "2025-11-25"
@@ -56,65 +52,10 @@ CLIENT_INFO = {"name": "bench-mcp-cost", "version": "0"}
 TASKS = "io.modelcontextprotocol/tasks"
 
 
-class Connection:
-    """A minimal HTTP/1.1 keep-alive client: POST a JSON body, read the status, headers and body."""
-
-    def __init__(self, base_url: str, token: str) -> None:
-        parts = urlsplit(base_url)
-        self._host = parts.hostname or "127.0.0.1"
-        self._port = parts.port or 80
-        self._token = token
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def post(
-        self, path: str, payload: dict[str, Any] | None, headers: dict[str, str], method: str = "POST"
-    ) -> tuple[int, dict[str, str], Any]:
-        try:
-            return await self._post(path, payload, headers, method)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            # The server closes a connection idle past its keep-alive timeout; every call here is
-            # idempotent (its tool_call_id), so it is sent again on a new connection.
-            await self.close()
-            return await self._post(path, payload, headers, method)
-
-    async def _post(
-        self, path: str, payload: dict[str, Any] | None, headers: dict[str, str], method: str
-    ) -> tuple[int, dict[str, str], Any]:
-        if self._reader is None or self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
-        body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
-        head = [
-            f"{method} {path} HTTP/1.1",
-            f"Host: {self._host}:{self._port}",
-            f"Authorization: Bearer {self._token}",
-            "Content-Type: application/json",
-            "Accept: application/json, text/event-stream",
-            f"Content-Length: {len(body)}",
-            *(f"{name}: {value}" for name, value in headers.items()),
-        ]
-        self._writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        raw = await self._reader.readuntil(b"\r\n\r\n")
-        status = int(raw[9:12])
-        answer_headers: dict[str, str] = {}
-        for line in raw.decode("latin-1").split("\r\n")[1:]:
-            name, _, value = line.partition(":")
-            if name:
-                answer_headers[name.strip().lower()] = value.strip()
-        if "chunked" in answer_headers.get("transfer-encoding", ""):
-            raise RuntimeError("a streamed answer: the MCP face is expected to answer with JSON bodies")
-        data = await self._reader.readexactly(int(answer_headers.get("content-length", "0")))
-        return status, answer_headers, json.loads(data) if data else None
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(OSError):
-                await self._writer.wait_closed()
-        self._reader = self._writer = None
+ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
-def rest_call(connection: Connection) -> Call:
+def rest_call(connection: HttpClient) -> Call:
     async def call(conversation: str, tool_call_id: str, tool: str, arguments: dict[str, Any]) -> int:
         body = {
             "tool_call_id": tool_call_id,
@@ -122,8 +63,7 @@ def rest_call(connection: Connection) -> Call:
             "tool": tool,
             "arguments": arguments,
         }
-        status, _, _ = await connection.post("/v1/tool-calls", body, {})
-        return status
+        return (await connection.post("/v1/tool-calls", body, ACCEPT)).status
 
     return call
 
@@ -131,7 +71,7 @@ def rest_call(connection: Connection) -> Call:
 class McpSession:
     """JSON-RPC over the streamable HTTP transport, answers as JSON bodies."""
 
-    def __init__(self, connection: Connection, version: str, *, tasks: bool = False) -> None:
+    def __init__(self, connection: HttpClient, version: str, *, tasks: bool = False) -> None:
         self._connection = connection
         self._version = version
         self._tasks = tasks  # starts run as tasks
@@ -160,7 +100,7 @@ class McpSession:
         if not notification:
             self._next_id += 1
             message["id"] = self._next_id
-        headers: dict[str, str] = {}
+        headers = dict(ACCEPT)
         if version is not None:
             headers["MCP-Protocol-Version"] = self._version
         if self._session_id is not None:
@@ -169,13 +109,14 @@ class McpSession:
             headers["Mcp-Method"] = method
             if name is not None or "name" in params:
                 headers["Mcp-Name"] = name if name is not None else params["name"]
-        status, answer_headers, body = await self._connection.post("/mcp", message, headers)
+        status, answer_headers, data = await self._connection.post("/mcp", message, headers)
         self._session_id = answer_headers.get("mcp-session-id", self._session_id)
+        body = json.loads(data) if data else None
         if notification:
             if status != 202:
                 raise RuntimeError(f"{method}: HTTP {status}")
             return None
-        if status != 200 or "result" not in body:
+        if status != 200 or not isinstance(body, dict) or "result" not in body:
             raise RuntimeError(f"{method}: HTTP {status} {json.dumps(body)[:300]}")
         return body["result"]
 
@@ -198,7 +139,7 @@ class McpSession:
         return int(result["_meta"]["io.lineup/http_status"])
 
     def _envelope(self) -> dict[str, Any]:
-        capabilities = {"extensions": {TASKS: {}}} if self._tasks else {}
+        capabilities: dict[str, Any] = {"extensions": {TASKS: {}}} if self._tasks else {}
         return {
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
@@ -233,11 +174,11 @@ async def cycles(calls: list[Call], count: int, label: str) -> int:
 
 async def faces(
     base_url: str, token: str, concurrency: int
-) -> tuple[dict[str, list[Call]], list[Connection]]:
-    connections: list[Connection] = []
+) -> tuple[dict[str, list[Call]], list[HttpClient]]:
+    connections: list[HttpClient] = []
 
-    def connection() -> Connection:
-        connections.append(Connection(base_url, token))
+    def connection() -> HttpClient:
+        connections.append(HttpClient(base_url, token))
         return connections[-1]
 
     built: dict[str, list[Call]] = {"rest": [rest_call(connection()) for _ in range(concurrency)]}
@@ -257,7 +198,7 @@ async def read_costs(
 ) -> tuple[dict[str, list[float]], int]:
     """CPU per read of a focusing operation: REST ``GET /v1/operations/{id}`` and ``tasks/get``."""
     run = uuid.uuid4().hex[:8]
-    connections = [Connection(base_url, token) for _ in range(2 * concurrency + 1)]
+    connections = [HttpClient(base_url, token) for _ in range(2 * concurrency + 1)]
     starter = await McpSession(connections[-1], MODERN, tasks=True).open()
     task_ids = []
     for index in range(concurrency):
@@ -267,8 +208,8 @@ async def read_costs(
     sessions = [McpSession(connections[concurrency + i], MODERN, tasks=True) for i in range(concurrency)]
 
     async def rest(index: int) -> bool:
-        status, _, body = await connections[index].post(f"/v1/operations/{task_ids[index]}", None, {}, "GET")
-        return status == 200 and body["state"] == "focusing"
+        answer = await connections[index].request("GET", f"/v1/operations/{task_ids[index]}", headers=ACCEPT)
+        return answer.status == 200 and answer.json()["state"] == "focusing"
 
     async def mcp(index: int) -> bool:
         return await sessions[index].get_task(task_ids[index]) == "working"
@@ -308,23 +249,23 @@ def measure(
                 failures += await cycles(calls, concurrency * 4, name)
             for _ in range(rounds):
                 for name, calls in built.items():
-                    before = process_cpu(service.process.pid)
+                    before = process_cpu(service.pid)
                     failures += await cycles(calls, cycles_per_round, name)
-                    spent = process_cpu(service.process.pid) - before
+                    spent = process_cpu(service.pid) - before
                     per_call[name].append(spent / (2 * cycles_per_round) * 1e6)
             for connection in connections:
                 await connection.close()
             per_read, read_failures = await read_costs(
                 service.base_url,
                 service.agent_token,
-                service.process.pid,
+                service.pid,
                 concurrency,
                 2 * cycles_per_round,
                 rounds,
             )
             return per_call, per_read, failures + read_failures
 
-        with _event_loop() as runner:
+        with event_loop() as runner:
             return runner.run(go())
 
 
@@ -349,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args(argv)
-    print(f"database server: {server_url()}")
+    print(f"database server: {named_server()}")
     with tempfile.TemporaryDirectory(prefix="bench-mcp-cost-") as tmp, throwaway_database("mcp_cost") as url:
         per_call, per_read, failures = measure(url, args.cycles, args.rounds, args.concurrency, Path(tmp))
     print(

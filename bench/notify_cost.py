@@ -1,9 +1,9 @@
 """What a NOTIFY inside a deciding transaction would cost the path that commits results, with pgbench.
 
-    .venv/bin/python bench/notify_cost.py [--seconds 5] [--clients 1,8,32] [--rounds 2]
+    .venv/bin/python -m bench.notify_cost [--seconds 5] [--clients 1,8,32] [--rounds 2]
 
 Each pgbench transaction is the outbox half of a deciding transaction: take the conversation's next
-sequence under its workspace row lock and insert one outbox row (bench._db.QUEUE_ONE), then commit.
+sequence under its workspace row lock and insert one outbox row (bench.seeds.QUEUE_ONE), then commit.
 The same statement runs with a ``pg_notify('lineup_outbox', '')`` in it (what the outbox trigger
 did before migration 0005; a listener is connected, as relays are) and without, alternating, in one
 throwaway database on 127.0.0.1. NOTIFY takes a database-wide lock from pre-commit until the end of
@@ -22,14 +22,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: `python bench/notify_cost.py`
-    sys.path.insert(0, str(ROOT))
+import psycopg
 
-import psycopg  # noqa: E402
-
-from bench._db import QUEUE_ONE  # noqa: E402
-from bench.common import throwaway_database  # noqa: E402
+from bench.seeds import QUEUE_ONE
+from tests.support.database import throwaway_database
 
 CONVERSATIONS = 10_000
 SCRIPT = "\\set c random(1, {conversations})\n{statement};\n"

@@ -2,12 +2,12 @@
 ceilings of the relay's own claim-and-mark SQL and of the receiver, all in one run against a
 throwaway database on 127.0.0.1.
 
-    .venv/bin/python bench/relay_drain.py [--rows 20000] [--relays 1,2] [--rate 200] [--seconds 10]
+    .venv/bin/python -m bench.relay_drain [--rows 20000] [--relays 1,2] [--rate 200] [--seconds 10]
 
 1. SQL ceiling: the relay's CLAIM and RECORD_OUTCOMES statements (relay.claims)
    in a loop from --ceiling-workers connections, marking every row delivered, no HTTP at all.
-2. Receiver ceiling: the local receiver (bench/_receiver.py) fed pipelined requests as fast as it
-   answers them, no relay at all.
+2. Receiver ceiling: the receiving Agent (tests.support.receiver, in a process of its own, not
+   checking signatures) fed pipelined requests as fast as it answers them, no relay at all.
 3. Drain: a backlog of --rows rows (in --conversations conversations, ordered within each) delivered
    by `python -m relay` processes (1, then 2 at once) to the receiver, which answers 204 at once;
    signatures, head-of-line order, attempts rows and lease fencing as in production.
@@ -22,27 +22,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import os
-import secrets
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: `python bench/relay_drain.py`
-    sys.path.insert(0, str(ROOT))
+import httpx
+import psycopg
 
-import httpx  # noqa: E402
-import psycopg  # noqa: E402
-
-from bench._db import QUEUE_ONE, RESET, SEED_BACKLOG  # noqa: E402
-from bench.common import CpuMeter, free_port, process_cpu, throwaway_database  # noqa: E402
-from relay import claims as claims_db  # noqa: E402
-from relay.claims import Outcome  # noqa: E402
+from bench.common import CpuMeter, process_cpu
+from bench.seeds import QUEUE_ONE, RESET, SEED_BACKLOG
+from relay import claims as claims_db
+from relay.claims import Outcome
+from tests.support.database import throwaway_database
+from tests.support.processes import Child, RelayProcess, free_port
+from tests.support.receiver import new_secret
 
 
 def seed(url: str, rows: int, conversations: int) -> None:
@@ -114,9 +111,9 @@ async def _blast(port: int, connections: int, per_connection: int, pipeline: int
     await asyncio.gather(*(one(c) for c in range(connections)))
 
 
-def receiver_ceiling(requests: int) -> float:
+def receiver_ceiling(requests: int, logs: Path) -> float:
     """Requests per second the receiver answers, fed pipelined requests on 8 connections."""
-    receiver = Receiver()
+    receiver = Receiver(logs)
     try:
         per_connection = requests // 8
         asyncio.run(_blast(receiver.port, 8, per_connection // 10, 100))  # warm-up
@@ -131,22 +128,21 @@ def receiver_ceiling(requests: int) -> float:
 
 
 class Receiver:
-    def __init__(self) -> None:
+    """The receiving Agent in a process of its own (its CPU counted apart from the bench's), answering
+    204 at once without checking signatures: this measures the relay, not the receiver."""
+
+    def __init__(self, logs: Path) -> None:
         self.port = free_port()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench._receiver", str(self.port)], cwd=ROOT, stdout=subprocess.DEVNULL
+        self.process = Child(
+            ["-m", "tests.support.receiver", str(self.port)], logs / f"receiver-{self.port}.log"
         )
+        self.process.start()
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.stats()
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    self.close()
-                    raise
-                time.sleep(0.05)
+        try:
+            self.process.wait_http(f"http://127.0.0.1:{self.port}/stats", 10, status=200)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def url(self) -> str:
@@ -172,77 +168,63 @@ class Receiver:
 
     def close(self) -> None:
         self.client.close()
-        self.process.terminate()
-        self.process.wait(10)
+        self.process.stop(10)
 
 
 class Relays:
     """`python -m relay` processes, started and ready (their /readyz answers) before returning."""
 
     def __init__(
-        self, url: str, receiver: Receiver, count: int, args: argparse.Namespace, **env: str
+        self, url: str, receiver: Receiver, count: int, args: argparse.Namespace, logs: Path, **env: str
     ) -> None:
-        secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-        self.processes: list[subprocess.Popen[bytes]] = []
-        for _ in range(count):
-            port = free_port()
-            settings = {
-                **os.environ,
-                "DATABASE_URL": url,
-                "AGENT_WEBHOOK_URL": receiver.url,
-                "WEBHOOK_SECRET": secret,
-                "RELAY_METRICS_HOST": "127.0.0.1",
-                "RELAY_METRICS_PORT": str(port),
-                "RELAY_CONCURRENCY": str(args.concurrency),
-                "RELAY_BATCH_SIZE": str(args.batch),
-                **env,
-            }
-            self.processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "relay"],
-                    cwd=ROOT,
-                    env=settings,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+        secret = new_secret()
+        self.processes: list[RelayProcess] = []
+        for n in range(count):
+            relay = RelayProcess(
+                url,
+                receiver.url,
+                secret,
+                logs / f"relay-{n}-{free_port()}.log",
+                {
+                    "RELAY_METRICS_HOST": "127.0.0.1",
+                    "RELAY_METRICS_PORT": str(free_port()),
+                    "RELAY_CONCURRENCY": str(args.concurrency),
+                    "RELAY_BATCH_SIZE": str(args.batch),
+                    **env,
+                },
             )
-            self._wait_ready(port)
-
-    def _wait_ready(self, port: int) -> None:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+            self.processes.append(relay)
+            relay.start()
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise SystemExit("a relay did not become ready")
+                relay.wait_ready()
+            except BaseException:
+                self.stop()
+                raise
+
+    def cpu(self) -> float:
+        return sum(process_cpu(relay.pid) for relay in self.processes)
 
     def stop(self) -> None:
-        for relay in self.processes:
-            relay.terminate()
-        for relay in self.processes:
-            if relay.wait(30) != 0:
-                raise SystemExit(f"relay exited with {relay.returncode}")
+        codes = [relay.stop() for relay in self.processes]
+        if any(code not in (0, None) for code in codes):
+            raise SystemExit(f"relays exited with {codes}")
 
 
 # -- 3. drain -----------------------------------------------------------------------------------
 
 
-def drain(url: str, relays: int, args: argparse.Namespace) -> dict[str, Any]:
-    receiver = Receiver()
+def drain(url: str, relays: int, args: argparse.Namespace, logs: Path) -> dict[str, Any]:
+    receiver = Receiver(logs)
     try:
         # Seeded after the relays are ready, so their start-up is not part of the figure.
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(RESET)
-        processes = Relays(url, receiver, relays, args)
+        processes = Relays(url, receiver, relays, args, logs)
         started = time.time()
         seed(url, args.rows, args.conversations)
         seeded = time.time()
         meter = CpuMeter(url)
-        relay_cpu = sum(process_cpu(p.pid) for p in processes.processes)
+        relay_cpu = processes.cpu()
         receiver_cpu = process_cpu(receiver.process.pid)
         meter.start()
         stats = receiver.wait_for(args.rows, timeout=180)
@@ -250,7 +232,7 @@ def drain(url: str, relays: int, args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(0.02)
         recorded = time.time()
         cpu = meter.stop()
-        cpu["relay processes"] = sum(process_cpu(p.pid) for p in processes.processes) - relay_cpu
+        cpu["relay processes"] = processes.cpu() - relay_cpu
         cpu["receiver"] = process_cpu(receiver.process.pid) - receiver_cpu
         processes.stop()
     finally:
@@ -298,13 +280,13 @@ async def _queue_at_rate(url: str, rate: int, total: int, wake: bool) -> float:
     return achieved
 
 
-def steady(url: str, args: argparse.Namespace, **env: str) -> dict[str, float]:
+def steady(url: str, args: argparse.Namespace, logs: Path, **env: str) -> dict[str, float]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(RESET)
-    receiver = Receiver()
+    receiver = Receiver(logs)
     total = int(args.rate * args.seconds)
     try:
-        processes = Relays(url, receiver, 1, args, **env)
+        processes = Relays(url, receiver, 1, args, logs, **env)
         wake = env.get("RELAY_POLL_ONLY") != "true"
         achieved = asyncio.run(_queue_at_rate(url, args.rate, total, wake))
         receiver.wait_for(total, timeout=60)
@@ -338,16 +320,17 @@ def main() -> int:
         f"RELAY_BATCH_SIZE={args.batch}, load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    with throwaway_database("relay") as url:
+    with tempfile.TemporaryDirectory(prefix="bench-relay-drain-") as tmp, throwaway_database("relay") as url:
+        logs = Path(tmp)
         ceiling = sql_ceiling(url, args.rows, args.conversations, args.ceiling_workers, args.batch)
         print(
             f"SQL ceiling, claim + mark ({args.ceiling_workers} connections): {ceiling:,.0f} rows/s",
             flush=True,
         )
-        ingest = receiver_ceiling(max(args.rows, 80_000))
+        ingest = receiver_ceiling(max(args.rows, 80_000), logs)
         print(f"receiver ceiling, pipelined requests: {ingest:,.0f} requests/s", flush=True)
         for count in (int(n) for n in args.relays.split(",")):
-            drained = drain(url, count, args)
+            drained = drain(url, count, args, logs)
             print(
                 f"drain, {count} relay process(es): {drained['per_second']:,.0f} deliveries/s "
                 f"= {drained['per_second'] / ceiling:.2f} x the SQL ceiling, "
@@ -365,7 +348,7 @@ def main() -> int:
             ("poll only, 50 ms", {"RELAY_POLL_ONLY": "true", "RELAY_POLL_INTERVAL_SECONDS": "0.05"}),
         ]
         for label, env in variants:
-            latency = steady(url, args, **env)
+            latency = steady(url, args, logs, **env)
             print(
                 f"steady {latency['rate']:.0f}/s, {label}: commit-to-2xx p50 {latency['p50']:.1f} ms, "
                 f"p99 {latency['p99']:.1f} ms, max {latency['max']:.1f} ms",

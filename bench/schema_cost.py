@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
 
 import psycopg  # noqa: E402
 
-from bench._db import HISTORY  # noqa: E402
+from bench.seeds import HISTORY  # noqa: E402
 from bench.common import with_database  # noqa: E402
 from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid  # noqa: E402
 from bench.tool_cycles import INTERRUPT_SQL, PGBENCH, START_SQL  # noqa: E402

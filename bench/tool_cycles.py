@@ -1,6 +1,6 @@
 """Pomodoro start+interrupt cycles per second: the HTTP Tool API beside the same writes in raw SQL.
 
-    .venv/bin/python bench/tool_cycles.py [--seconds 10] [--concurrency 16] [--warmup 2]
+    .venv/bin/python -m bench.tool_cycles [--seconds 10] [--concurrency 16] [--warmup 2]
         [--client lean|httpx] [--no-breakdown] [--no-sweeper] [--with-notify]
 
 (a) HTTP: ``python -m service serve`` (default settings, so the default pool size) on a fresh
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -36,26 +35,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import httpx
+import psycopg
 
-import httpx  # noqa: E402
-import psycopg  # noqa: E402
-
-from bench.common import (  # noqa: E402
-    CpuMeter,
-    cpu_breakdown,
-    percentile,
-    running_service,
-    server_url,
-    states_line,
-    throwaway_database,
-)
-from service.db.tool_calls import CALL_TOOL  # noqa: E402
-from service.tools import builtin  # noqa: E402
+from bench.common import CpuMeter, cpu_breakdown, event_loop, percentile, states_line, tool_poster
+from service.db.tool_calls import CALL_TOOL
+from service.tools import builtin
+from tests.support.calls import interrupt_body, start_body
+from tests.support.database import named_server, throwaway_database
+from tests.support.http_client import HttpClient
+from tests.support.processes import running_service
 
 PGBENCH = "/usr/bin/pgbench"
 DURATION_SECONDS = 1500  # far beyond the run: the sweeper never settles one of these
@@ -144,69 +134,6 @@ class Phase:
         return self.cycles / self.seconds if self.seconds else 0.0
 
 
-class HttpConnection:
-    """A minimal HTTP/1.1 keep-alive client for one worker: send JSON, read status and JSON back.
-
-    The bench shares two cores with the service and Postgres, so the client is kept as cheap as
-    possible (about a tenth of httpx's CPU per request); ``--client httpx`` uses httpx instead.
-    """
-
-    def __init__(self, base_url: str, token: str) -> None:
-        parts = urlsplit(base_url)
-        self._host = parts.hostname or "127.0.0.1"
-        self._port = parts.port or 80
-        self._headers = (
-            f" HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
-            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-            "Content-Length: "
-        ).encode()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def __call__(self, payload: dict[str, Any]) -> Answer:
-        """``POST /v1/tool-calls`` with ``payload``."""
-        return await self.request("POST", "/v1/tool-calls", payload)
-
-    async def request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Answer:
-        """Any request of the same audience: ``payload`` as the JSON body (none when None)."""
-        try:
-            return await self._send(method, path, payload)
-        except BaseException:
-            await self.close()  # the stream may be mid-answer: start afresh next time
-            raise
-
-    async def _send(self, method: str, path: str, payload: dict[str, Any] | None) -> Answer:
-        if self._reader is None or self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
-        body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
-        head = f"{method} {path}".encode() + self._headers
-        self._writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
-        head = await self._reader.readuntil(b"\r\n\r\n")
-        status = int(head[9:12])
-        length = 0
-        close = False
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"connection" and value.strip().lower() == b"close":
-                close = True
-            elif name == b"transfer-encoding":
-                raise RuntimeError("chunked answers are not expected from the Tool API")
-        data = await self._reader.readexactly(length)
-        if close:
-            await self.close()
-        return status, json.loads(data) if data else None
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(OSError):
-                await self._writer.wait_closed()
-        self._reader = self._writer = None
-
-
 def _check(answer: Answer, status: int, expected: str) -> str | None:
     code, body = answer
     if code != status:
@@ -229,24 +156,12 @@ async def _worker(
         n += 1
         try:
             started = await call(
-                {
-                    "tool_call_id": f"{base}-start",
-                    "conversation_id": conversation,
-                    "tool": "pomodoro.start",
-                    "arguments": {"duration_seconds": DURATION_SECONDS, "activity": ACTIVITY},
-                }
+                start_body(conversation, DURATION_SECONDS, ACTIVITY, tool_call_id=f"{base}-start")
             )
             middle = time.perf_counter()
             problem = _check(started, 202, "accepted")
             if problem is None:
-                interrupted = await call(
-                    {
-                        "tool_call_id": f"{base}-interrupt",
-                        "conversation_id": conversation,
-                        "tool": "pomodoro.interrupt",
-                        "arguments": {},
-                    }
-                )
+                interrupted = await call(interrupt_body(conversation, tool_call_id=f"{base}-interrupt"))
                 problem = _check(interrupted, 200, "interrupted")
         except (OSError, asyncio.IncompleteReadError, httpx.HTTPError) as exc:
             problem = f"transport error {exc!r}"
@@ -312,14 +227,6 @@ def _finish(phase: Phase, url: str) -> Phase:
     return phase
 
 
-def _event_loop() -> asyncio.Runner:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
-        return asyncio.Runner()
-    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
-
-
 def _default_pool_size() -> int:
     from service.settings import Settings
 
@@ -342,18 +249,18 @@ def run_http(
                         answer = await http.post("/v1/tool-calls", json=payload)
                         return answer.status_code, answer.json()
 
-                    return await _drive([post] * concurrency, seconds, warmup, url, service.process.pid)
-            connections = [HttpConnection(service.base_url, service.agent_token) for _ in range(concurrency)]
+                    return await _drive([post] * concurrency, seconds, warmup, url, service.pid)
+            lean = [HttpClient(service.base_url, service.agent_token) for _ in range(concurrency)]
             try:
-                return await _drive(list(connections), seconds, warmup, url, service.process.pid)
+                return await _drive([tool_poster(c) for c in lean], seconds, warmup, url, service.pid)
             finally:
-                for connection in connections:
+                for connection in lean:
                     await connection.close()
 
-        with _event_loop() as runner:
+        with event_loop() as runner:
             phase = runner.run(go())
         phase.notes.append(
-            f"service ready in {service.started_in:.1f} s; default settings (DB pool size "
+            f"service ready in {service.ready_in:.1f} s; default settings (DB pool size "
             f"{_default_pool_size()}) {' '.join(serve_args)}"
         )
         return _finish(phase, url)
@@ -391,7 +298,7 @@ def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
             finally:
                 await pool.close()
 
-        with _event_loop() as runner:
+        with event_loop() as runner:
             phase = runner.run(go())
         return _finish(phase, url)
 
@@ -550,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("keep it bounded: --seconds 1..60, --concurrency 1..64, --warmup 0..10")
 
     print(
-        f"tool_cycles: server {server_url().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
+        f"tool_cycles: server {named_server().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f} at start, concurrency {args.concurrency}, "
         f"{args.seconds} s per phase, {time.strftime('%Y-%m-%d %H:%M:%S')}"
     )

@@ -1,7 +1,7 @@
 """MCP tasks at 2026-07-28 on two ``serve`` replicas behind nginx in round-robin: no affinity needed.
 
 ```
-.venv/bin/python rigs/mcp_replicas.py [--tasks 200] [--concurrency 16]
+.venv/bin/python -m rigs.mcp_replicas [--tasks 200] [--concurrency 16]
 ```
 
 Two ``python -m service serve`` on one fresh database (of the server named by ``DATABASE_URL``,
@@ -38,17 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: `python rigs/mcp_replicas.py`
-    sys.path.insert(0, str(ROOT))
+import httpx
+import psycopg
+from psycopg.rows import dict_row
 
-import httpx  # noqa: E402
-import psycopg  # noqa: E402
-from psycopg.rows import dict_row  # noqa: E402
-
-from bench.common import running_service, server_url, throwaway_database  # noqa: E402
-from tests.support.mcp import ModernWire  # noqa: E402
-from tests.support.nginx import UPSTREAM_HEADER, load_balancer  # noqa: E402
+from tests.support.database import named_server, throwaway_database
+from tests.support.mcp import ModernWire
+from tests.support.nginx import UPSTREAM_HEADER, load_balancer
+from tests.support.processes import running_service
 
 SHORT_SECONDS = 30  # long enough to be read while working, whatever the machine's load
 LONG_SECONDS = 600
@@ -207,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args(argv)
     token = "rig-agent-" + secrets.token_hex(16)
-    print(f"database server: {server_url()}")
+    print(f"database server: {named_server()}")
     with (
         tempfile.TemporaryDirectory(prefix="rig-mcp-replicas-") as tmp,
         throwaway_database("mcp_replicas") as url,

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 import pytest
@@ -18,9 +16,8 @@ from service.api.app import create_app
 from service.logging import configure_logging
 from service.manifests import Registry, load_registry
 from service.settings import Settings, load_settings
-from tests.support import database
+from tests.support import database, processes
 from tests.support.database import DatabaseFactory, migrated_template, server_url, with_database
-from tests.support.processes import free_port, spawn, stop, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_TOKEN = "agent-token-for-tests-0001"
@@ -114,39 +111,26 @@ async def swept_client(settings: Settings, registry: Registry) -> AsyncIterator[
         yield test_client
 
 
-class ServiceProcess:
-    """``python -m service serve`` as a real process on a free port."""
+class ServiceProcess(processes.ServiceProcess):
+    """``python -m service serve`` as a real process on a free port, with the tests' tokens."""
 
     def __init__(self, database_url: str, log_dir: Path, **env: str) -> None:
-        self.database_url = database_url
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log = log_dir / f"service-{self.port}.log"
-        self.env = {
-            "DATABASE_URL": database_url,
+        settings = {
             "AGENT_TOKEN": AGENT_TOKEN,
             "HOST_TOKEN": HOST_TOKEN,
             "OPERATOR_TOKEN": OPERATOR_TOKEN,
             "HOST_SESSION_SECRET": HOST_SESSION_SECRET,
             "COOKIE_SECURE": "false",
-            "PUBLIC_ORIGIN": self.base_url,
             **env,
         }
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(database_url, log_dir, env=settings)
+        self.env.setdefault("PUBLIC_ORIGIN", self.base_url)
 
-    def start(self) -> ServiceProcess:
-        self.process = spawn(["-m", "service", "serve", "--port", str(self.port)], self.env, self.log)
-        wait_http(f"{self.base_url}/healthz", process=self.process)
+    def start(self) -> Self:
+        """Started, and answering ``/healthz``."""
+        super().start()
+        self.wait_http(f"{self.base_url}/healthz", 20.0)
         return self
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self) -> int:
-        assert self.process is not None
-        return stop(self.process)
 
 
 @contextmanager

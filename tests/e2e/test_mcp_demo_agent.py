@@ -69,7 +69,7 @@ async def test_after_a_service_restart_the_demo_agent_opens_a_new_mcp_session(
         assert "25 min" in await agent.answer(cid, message("focus 25 minutes"))
         first.kill()
         second = ServiceProcess(database_url, tmp_path)
-        second.port, second.base_url = first.port, first.base_url  # the address the agent knows
+        second.port = first.port  # the address the agent knows
         second.start()
         try:
             # The first call after the restart finds the old session gone and fails (it may not have

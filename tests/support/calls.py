@@ -1,4 +1,4 @@
-"""Small builders for Agent and Host API calls used across tests."""
+"""Small builders for Agent and Host API calls used across tests, benches and rigs."""
 
 from __future__ import annotations
 
@@ -21,9 +21,11 @@ def start_body(
     }
 
 
-def interrupt_body(conversation_id: str, **arguments: Any) -> dict[str, Any]:
+def interrupt_body(
+    conversation_id: str, *, tool_call_id: str | None = None, **arguments: Any
+) -> dict[str, Any]:
     return {
-        "tool_call_id": f"interrupt-{uuid.uuid4()}",
+        "tool_call_id": tool_call_id or f"interrupt-{uuid.uuid4()}",
         "conversation_id": conversation_id,
         "tool": "pomodoro.interrupt",
         "arguments": arguments,

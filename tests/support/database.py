@@ -1,15 +1,18 @@
-"""Where the tests' Postgres comes from, and one fresh database per test.
+"""Where the tests' Postgres comes from, one fresh database per test, and the throwaway databases
+of the benches and the rigs.
 
-Order: ``TEST_DATABASE_URL`` or ``DATABASE_URL`` when set; else a testcontainers Postgres when a
-Docker engine answers; else an embedded server from the ``pgserver`` package. The schema is
-migrated once into a template database (through Alembic, never ``create_all``) and every test gets
-a clone (``CREATE DATABASE ... TEMPLATE``).
+Order for the tests: ``TEST_DATABASE_URL`` or ``DATABASE_URL`` when set; else a testcontainers
+Postgres when a Docker engine answers; else an embedded server from the ``pgserver`` package. The
+schema is migrated once into a template database (through Alembic, never ``create_all``) and every
+test gets a clone (``CREATE DATABASE ... TEMPLATE``). The benches and the rigs use the server
+``DATABASE_URL`` names, or the local one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
 import tempfile
 import uuid
@@ -19,6 +22,7 @@ from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import make_url
 
@@ -101,9 +105,9 @@ def server_url() -> Iterator[str]:
     runtime_dir = root / "run"
     runtime_dir.mkdir(mode=0o700)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
-    import pgserver  # type: ignore[import-untyped]
+    from pgserver.postgres_server import get_server
 
-    server = pgserver.get_server(root / "data", cleanup_mode="delete")
+    server = get_server(root / "data", cleanup_mode="delete")
     USED.append(f"an embedded Postgres (pgserver, a Unix socket in {root}; no TEST_DATABASE_URL set)")
     try:
         yield str(server.get_uri())
@@ -111,10 +115,22 @@ def server_url() -> Iterator[str]:
         server.cleanup()
 
 
-def admin_execute(url: str, *statements: str) -> None:
+def admin_execute(url: str, *statements: str | sql.Composable) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         for statement in statements:
             conn.execute(statement)  # type: ignore[arg-type]
+
+
+def create_database(server: str, name: str, *, template: str | None = None) -> None:
+    """``CREATE DATABASE name`` on the server ``server`` leads to (the primary, for a multi-host URL)."""
+    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+    admin_execute(server, statement)
+
+
+def drop_database(server: str, name: str) -> None:
+    admin_execute(server, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 class DatabaseFactory:
@@ -126,27 +142,51 @@ class DatabaseFactory:
 
     def create(self) -> str:
         name = f"lineup_test_{uuid.uuid4().hex[:16]}"
-        admin_execute(self.server, f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+        create_database(self.server, name, template=self.template)
         return name
 
     def create_empty(self) -> str:
         """A database with nothing in it (dropped by ``drop`` like the others)."""
         name = f"lineup_test_{uuid.uuid4().hex[:16]}"
-        admin_execute(self.server, f'CREATE DATABASE "{name}"')
+        create_database(self.server, name)
         return name
 
     def drop(self, name: str) -> None:
-        admin_execute(self.server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(self.server, name)
+
+
+@contextlib.contextmanager
+def migrated_database(server: str, name: str) -> Iterator[str]:
+    """``CREATE DATABASE name`` migrated to head (its URL), dropped ``WITH (FORCE)`` on the way out."""
+    from service.db.migrate import upgrade
+
+    create_database(server, name)
+    try:
+        url = with_database(server, name)
+        upgrade(url)
+        yield url
+    finally:
+        drop_database(server, name)
 
 
 @contextlib.contextmanager
 def migrated_template(server: str) -> Iterator[DatabaseFactory]:
-    from service.db.migrate import upgrade
-
     template = f"lineup_template_{uuid.uuid4().hex[:12]}"
-    admin_execute(server, f'CREATE DATABASE "{template}"')
-    try:
-        upgrade(with_database(server, template))
+    with migrated_database(server, template):
         yield DatabaseFactory(server, template)
-    finally:
-        admin_execute(server, f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+
+
+LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def named_server() -> str:
+    """The server the benches and the rigs make their databases on: ``DATABASE_URL``, or the local one."""
+    url = os.environ.get("DATABASE_URL") or LOCAL_SERVER
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+@contextlib.contextmanager
+def throwaway_database(kind: str) -> Iterator[str]:
+    """A database ``bench_<kind>_<random>`` on ``named_server()``, migrated; dropped after."""
+    with migrated_database(named_server(), f"bench_{kind}_{secrets.token_hex(4)}") as url:
+        yield url

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import httpx
 import httpx_sse
@@ -41,11 +41,12 @@ CONVERSATION = "io.lineup/conversation_id"
 TOOL_CALL = "io.lineup/tool_call_id"
 
 
-def bound(conversation_id: str, tool_call_id: str | None = None) -> dict[str, Any]:
+def bound(conversation_id: str, tool_call_id: str | None = None) -> types.RequestParamsMeta:
+    """The ``_meta`` that binds a call to its conversation (and names its tool call)."""
     meta: dict[str, Any] = {CONVERSATION: conversation_id}
     if tool_call_id is not None:
         meta[TOOL_CALL] = tool_call_id
-    return meta
+    return cast(types.RequestParamsMeta, meta)
 
 
 @dataclass
@@ -61,7 +62,7 @@ class McpSession:
         return await self.dispatcher.send_raw_request(method, params, {"headers": headers, "timeout": 30})
 
     async def call(self, tool: str, arguments: dict[str, Any], **meta: Any) -> types.CallToolResult:
-        return await self.session.call_tool(tool, arguments, meta=bound(**meta))  # type: ignore[arg-type]
+        return await self.session.call_tool(tool, arguments, meta=bound(**meta))
 
 
 @contextlib.asynccontextmanager

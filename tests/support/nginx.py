@@ -22,14 +22,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from tests.support.processes import free_port
+from tests.support.processes import ANY_STATUS, free_port, launch, stop, wait_http
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 UPSTREAM_HEADER = "x-upstream"
@@ -104,20 +101,15 @@ def config(replicas: Sequence[str], directory: Path, round_robin_port: int, affi
 def load_balancer(replicas: Sequence[str]) -> Iterator[Nginx]:
     """nginx in front of ``replicas`` (``host:port`` each), ready on entry, stopped on exit."""
     directory = Path(tempfile.mkdtemp(prefix="lineup-nginx-"))
-    user = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
+    user = "nobody" if os.geteuid() == 0 else None
     round_robin_port, affinity_port = free_port(), free_port()
     conf = directory / "nginx.conf"
     conf.write_text(config(replicas, directory, round_robin_port, affinity_port))
     if user is not None:
-        os.chown(directory, user.pw_uid, user.pw_gid)
-    with (directory / "nginx.out").open("ab") as out:
-        process = subprocess.Popen(
-            [NGINX, "-p", str(directory), "-c", str(conf), "-g", "daemon off;"],
-            stdout=out,
-            stderr=out,
-            user=user.pw_uid if user is not None else None,
-            group=user.pw_gid if user is not None else None,
-        )
+        account = pwd.getpwnam(user)
+        os.chown(directory, account.pw_uid, account.pw_gid)
+    out = directory / "nginx.out"
+    process = launch([NGINX, "-p", str(directory), "-c", str(conf), "-g", "daemon off;"], out, user=user)
     balancer = Nginx(
         process,
         f"http://127.0.0.1:{round_robin_port}",
@@ -125,25 +117,11 @@ def load_balancer(replicas: Sequence[str]) -> Iterator[Nginx]:
         directory / "access.log",
     )
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"nginx exited with {process.returncode}: {(directory / 'nginx.out').read_text()}"
-                )
-            try:
-                httpx.get(f"{balancer.round_robin_url}/healthz", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        try:
+            wait_http(f"{balancer.round_robin_url}/healthz", 10, process, status=ANY_STATUS)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {out.read_text()}") from None
         yield balancer
     finally:
-        process.send_signal(signal.SIGQUIT)  # graceful: finish the requests in flight
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, 10, signum=signal.SIGQUIT)  # graceful: finish the requests in flight
         shutil.rmtree(directory, ignore_errors=True)

@@ -1,21 +1,32 @@
-"""A local Agent: a real HTTP server on 127.0.0.1 that verifies Standard Webhooks signatures.
+"""The Agent's webhook endpoint, on 127.0.0.1: one HTTP/1.1 keep-alive server for the tests, the
+benches and the rigs.
 
-It records every request and answers through a ``responder`` the test chooses, which can inject
-faults per request: a status (500, 400, 429 with Retry-After, 302), a hang longer than the relay's
-timeout, or a slow answer. Stopping it and starting another on the same port gives "connection refused".
+It verifies Standard Webhooks signatures when it is given secrets (a request that none verifies is
+answered 401), records every request, and answers through a ``responder`` the caller chooses, which
+can inject faults per request: a status (500, 400, 429 with Retry-After, 302), a hang longer than
+the relay's timeout, or a slow answer. ``GET /stats`` and ``GET /arrivals`` say what arrived.
+
+It runs in a thread of its own (``with Receiver(...)``), on the caller's event loop
+(``async with Receiver(...)``), or as a process of its own: ``python -m tests.support.receiver PORT``.
+Stopping it and starting another on the same port gives "connection refused" in between.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import random
 import secrets
+import socket
+import sys
 import threading
 import time
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http import HTTPStatus
+from typing import Any, cast
 
 from standardwebhooks import Webhook, WebhookVerificationError
 
@@ -35,6 +46,19 @@ class Reply:
     @property
     def accepted(self) -> bool:
         return 200 <= self.status < 300 and not self.hang
+
+    def encode(self) -> bytes:
+        try:
+            reason = HTTPStatus(self.status).phrase
+        except ValueError:
+            reason = "Unknown"
+        head = [f"HTTP/1.1 {self.status} {reason}", f"Content-Length: {len(self.body)}"]
+        head.extend(f"{name}: {value}" for name, value in self.headers.items())
+        return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + self.body
+
+
+NO_CONTENT = Reply()
+_NO_CONTENT = NO_CONTENT.encode()
 
 
 @dataclass(frozen=True)
@@ -68,33 +92,80 @@ def fail_first(times: int, failure: Reply, then: Reply | None = None) -> Respond
     return lambda _delivery, earlier: failure if earlier < times else (then or Reply())
 
 
+def fail_share(share: float, failure: Reply | None = None, *, seed: int | None = None) -> Responder:
+    """A share of the requests, drawn at random, fails (503 unless told otherwise); the rest get 204."""
+    rng = random.Random(seed)
+    failed = failure or Reply(503)
+    return lambda _delivery, _earlier: failed if rng.random() < share else NO_CONTENT
+
+
 class Receiver:
-    def __init__(self, secrets: Sequence[str], *, port: int = 0, responder: Responder | None = None) -> None:
+    def __init__(
+        self, secrets: Sequence[str] = (), *, port: int = 0, responder: Responder | None = None
+    ) -> None:
         self.secrets = list(secrets)
         self.responder: Responder = responder or always()
         self._hooks = [Webhook(secret) for secret in self.secrets]
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self.deliveries: list[Delivery] = []
-        self._server = _Server(("127.0.0.1", port), _Handler)
-        self._server.receiver = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._earlier: Counter[str] = Counter()
+        self._first_arrival: dict[str, float] = {}
+        self._socket = socket.socket()
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", port))
+        self._socket.listen(1024)
+        self._socket.setblocking(False)
+        self._server: asyncio.Server | None = None
+        self._connections: set[_Connection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        return int(self._socket.getsockname()[1])
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/webhooks/lineup"
 
+    # -- serving: on the caller's loop, or in a thread with a loop of its own -----------------------
+
+    async def __aenter__(self) -> Receiver:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), sock=self._socket)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for connection in list(self._connections):
+            connection.close()
+        await self._server.wait_closed()
+
     def __enter__(self) -> Receiver:
+        loop = self._loop = asyncio.new_event_loop()
+        listening = threading.Event()
+
+        def run() -> None:
+            loop.run_until_complete(self.__aenter__())
+            listening.set()
+            loop.run_forever()
+            loop.run_until_complete(self.__aexit__())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="receiver", daemon=True)
         self._thread.start()
+        listening.wait(10)
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        assert self._loop is not None
+        assert self._thread is not None
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    # -- one request ------------------------------------------------------------------------------
 
     def _verify(self, body: bytes, headers: dict[str, str]) -> tuple[int, ...]:
         verified = []
@@ -106,20 +177,41 @@ class Receiver:
             verified.append(index)
         return tuple(verified)
 
-    def _take(self, headers: dict[str, str], body: bytes) -> Delivery:
-        arrived = Delivery(time.time(), headers, body, self._verify(body, headers), Reply())
+    def _take(self, headers: dict[str, str], body: bytes) -> Reply:
+        now = time.time()
+        verified = self._verify(body, headers) if self._hooks else ()
+        webhook_id = headers.get("webhook-id", "")
         with self._lock:
-            earlier = sum(
-                1 for d in self.deliveries if d.headers.get("webhook-id") == headers.get("webhook-id")
-            )
-        reply = self.responder(arrived, earlier) if arrived.verified_by else Reply(401, body=b"bad signature")
-        delivery = Delivery(arrived.arrived_at, headers, body, arrived.verified_by, reply)
+            earlier = self._earlier[webhook_id]
+        if self._hooks and not verified:
+            reply = Reply(401, body=b"bad signature")
+        else:
+            reply = self.responder(Delivery(now, headers, body, verified, NO_CONTENT), earlier)
         with self._arrived:
-            self.deliveries.append(delivery)
+            self.deliveries.append(Delivery(now, headers, body, verified, reply))
+            self._earlier[webhook_id] += 1
+            self._first_arrival.setdefault(webhook_id, now)
             self._arrived.notify_all()
-        return delivery
+        return reply
 
-    # -- what the tests read ------------------------------------------------------------------
+    def _report(self, path: str) -> Reply:
+        with self._lock:
+            if path == "/arrivals":
+                data: Any = self._first_arrival
+            elif path == "/stats":
+                arrivals = self._first_arrival.values()
+                data = {
+                    "requests": len(self.deliveries),
+                    "unique": len(self._first_arrival),
+                    "first": min(arrivals, default=0.0),
+                    "last": max(arrivals, default=0.0),
+                }
+            else:
+                return Reply(404)
+            body = json.dumps(data).encode()
+        return Reply(200, {"Content-Type": "application/json"}, body=body)
+
+    # -- what the callers read --------------------------------------------------------------------
 
     def snapshot(self) -> list[Delivery]:
         with self._lock:
@@ -128,6 +220,10 @@ class Receiver:
     def accepted(self) -> list[Delivery]:
         """Deliveries answered 2xx, in arrival order."""
         return [d for d in self.snapshot() if d.reply.accepted]
+
+    def accepted_per_event(self) -> Counter[str]:
+        """How many times each webhook-id was answered 2xx (more than once: a duplicate delivery)."""
+        return Counter(d.event_id for d in self.accepted())
 
     def wait_until(
         self, predicate: Callable[[list[Delivery]], bool], timeout: float = 15.0
@@ -151,33 +247,77 @@ class Receiver:
         return self.wait_until(done, timeout)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-    receiver: Receiver
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: requests parsed as they arrive, answered in order (a slow answer
+    holds back the ones after it, as HTTP/1.1 wants)."""
+
+    def __init__(self, receiver: Receiver) -> None:
+        self.receiver = receiver
+        self.buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[tuple[float, bytes]] = deque()  # (when to write, answer)
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio.Transport
+        self.receiver._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.receiver._connections.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+        self.pending.clear()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            lines = self.buffer[:end].decode("latin-1").split("\r\n")
+            headers = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get("content-length") or 0)
+            if len(self.buffer) < end + 4 + length:
+                return
+            body = bytes(self.buffer[end + 4 : end + 4 + length])
+            del self.buffer[: end + 4 + length]
+            method, path = [*lines[0].split(" "), "", ""][:2]
+            if method == "GET":
+                self.send(self.receiver._report(path).encode(), 0.0)
+                continue
+            reply = self.receiver._take(headers, body)
+            self.send(_NO_CONTENT if reply is NO_CONTENT else reply.encode(), reply.delay + reply.hang)
+
+    def send(self, answer: bytes, delay: float) -> None:
+        assert self.transport is not None
+        if delay <= 0 and not self.pending:
+            self.transport.write(answer)
+            return
+        loop = asyncio.get_running_loop()
+        self.pending.append((loop.time() + delay, answer))
+        if self.timer is None:
+            self.timer = loop.call_at(self.pending[0][0], self._flush)
+
+    def _flush(self) -> None:
+        assert self.transport is not None
+        loop = asyncio.get_running_loop()
+        self.timer = None
+        while self.pending and self.pending[0][0] <= loop.time():
+            self.transport.write(self.pending.popleft()[1])
+        if self.pending:
+            self.timer = loop.call_at(self.pending[0][0], self._flush)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
+async def _serve(port: int) -> None:
+    async with Receiver(port=port):
+        await asyncio.Event().wait()
 
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        delivery = self.server.receiver._take(headers, body)
-        reply = delivery.reply
-        if reply.delay or reply.hang:
-            time.sleep(reply.delay + reply.hang)
-        try:
-            self.send_response(reply.status)
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.send_header("content-length", str(len(reply.body)))
-            self.end_headers()
-            self.wfile.write(reply.body)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+if __name__ == "__main__":
+    import uvloop
+
+    uvloop.run(_serve(int(sys.argv[1])))

@@ -1,10 +1,10 @@
 """Scale-out on one machine: two ``serve`` processes behind one port and two relays, against one.
 
 ```
-.venv/bin/python bench/scale_out.py [--seconds 10] [--warmup 2] [--concurrency 16] [--races 200] [--rounds 3]
+.venv/bin/python -m rigs.scale_out [--seconds 10] [--warmup 2] [--concurrency 16] [--races 200] [--rounds 3]
 ```
 
-For 1, then 2 service processes (each ``bench/scale_out_serve.py``: the service on a port they all
+For 1, then 2 service processes (each ``python -m rigs.scale_out_serve``: the service on a port they all
 share with ``SO_REUSEPORT``, plus one port of its own) and as many relays, on a fresh database of
 the server named by ``DATABASE_URL`` (default the local one):
 
@@ -32,7 +32,6 @@ import os
 import secrets
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -41,23 +40,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: `python bench/scale_out.py`
-    sys.path.insert(0, str(ROOT))
+import psycopg
+from psycopg.rows import dict_row
 
-import psycopg  # noqa: E402
-from psycopg.rows import dict_row  # noqa: E402
-
-from bench.common import free_port, machine_busy, percentile, process_cpu, throwaway_database  # noqa: E402
-from bench.failover_load import (  # noqa: E402
-    Http,
-    ReceiverState,
-    RelayProcess,
-    ServiceProcess,
-    interrupt,
-    settle,
-    start_receiver,
-)
+from bench.common import machine_busy, percentile, process_cpu
+from rigs.checks import settle
+from rigs.stack import WEBHOOK_SECRET, relay
+from tests.support.calls import interrupt_body, start_body
+from tests.support.database import throwaway_database
+from tests.support.http_client import HttpClient
+from tests.support.processes import RelayProcess, ServiceProcess, free_port
+from tests.support.receiver import Receiver
 
 
 @dataclass
@@ -80,49 +73,33 @@ class Run:
 
 
 class Launcher(ServiceProcess):
-    """One service process on the shared port and a private one."""
+    """One service process on the shared port and on a private one (``port``), with the tokens of
+    ``tokens``."""
 
     def __init__(self, database_url: str, log_dir: Path, shared_port: int, tokens: ServiceProcess) -> None:
-        super().__init__(database_url, log_dir)
+        super().__init__(
+            database_url, log_dir, env={"AGENT_TOKEN": tokens.agent_token, "HOST_TOKEN": tokens.host_token}
+        )
         self.shared_port = shared_port
-        self.agent_token, self.host_token = tokens.agent_token, tokens.host_token
-        self.env.update({"AGENT_TOKEN": tokens.agent_token, "HOST_TOKEN": tokens.host_token})
 
-    def start(self) -> None:
-        with self.log.open("ab") as handle:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(ROOT / "bench" / "scale_out_serve.py"),
-                    str(self.shared_port),
-                    str(self.port),
-                ],
-                cwd=ROOT,
-                env=self.env,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-            )
+    def command(self) -> list[str]:
+        return ["-m", "rigs.scale_out_serve", str(self.shared_port), str(self.port)]
 
 
-async def _cycles(port: int, token: str, run: Run, measure_from: float, stop_at: float) -> None:
-    http = Http(port, token)
+async def _cycles(base_url: str, token: str, run: Run, measure_from: float, stop_at: float) -> None:
+    http = HttpClient(base_url, token)
     conversation = f"scale-{secrets.token_hex(4)}"
     n = 0
     try:
         while time.monotonic() < stop_at and len(run.failures) < 20:
             began = time.monotonic()
-            start = {
-                "tool_call_id": f"{conversation}-{n}-start",
-                "conversation_id": conversation,
-                "tool": "pomodoro.start",
-                "arguments": {"duration_seconds": 1500},
-            }
-            status, _, body = await http.request("POST", "/v1/tool-calls", json.dumps(start).encode())
+            start = start_body(conversation, activity=None, tool_call_id=f"{conversation}-{n}-start")
+            status, _, body = await http.post("/v1/tool-calls", start)
             if status != 202:
                 run.failures.append(f"start: {status} {body[:200]!r}")
                 continue
-            answer = interrupt(f"{conversation}-{n}-interrupt", conversation)
-            status, _, body = await http.request("POST", "/v1/tool-calls", json.dumps(answer).encode())
+            answer = interrupt_body(conversation, tool_call_id=f"{conversation}-{n}-interrupt")
+            status, _, body = await http.post("/v1/tool-calls", answer)
             if status != 200 or json.loads(body)["status"] != "interrupted":
                 run.failures.append(f"interrupt: {status} {body[:200]!r}")
             n += 1
@@ -134,11 +111,11 @@ async def _cycles(port: int, token: str, run: Run, measure_from: float, stop_at:
         await http.close()
 
 
-async def _post(port: int, token: str, path: str, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    http = Http(port, token)
+async def _post(base_url: str, token: str, path: str, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    http = HttpClient(base_url, token)
     try:
-        status, _, body = await http.request("POST", path, json.dumps(payload).encode())
-        return status, json.loads(body) if body else {}
+        answer = await http.post(path, payload)
+        return answer.status, answer.json() or {}
     finally:
         await http.close()
 
@@ -146,15 +123,10 @@ async def _post(port: int, token: str, path: str, payload: dict[str, Any]) -> tu
 async def _race(a: Launcher, b: Launcher, n: int, answers: dict[str, dict[str, Any]]) -> None:
     conversation = f"race-{secrets.token_hex(3)}-{n}"
     status, started = await _post(
-        a.port,
+        a.base_url,
         a.agent_token,
         "/v1/tool-calls",
-        {
-            "tool_call_id": f"{conversation}-start",
-            "conversation_id": conversation,
-            "tool": "pomodoro.start",
-            "arguments": {"duration_seconds": 2},
-        },
+        start_body(conversation, 2, None, tool_call_id=f"{conversation}-start"),
     )
     if status != 202:
         answers[conversation] = {"error": f"start {status} {started}"}
@@ -166,15 +138,25 @@ async def _race(a: Launcher, b: Launcher, n: int, answers: dict[str, dict[str, A
     await asyncio.sleep(max(0.0, ends_at - time.time() + offset))
     instance = started["instance_id"]
     results = await asyncio.gather(
-        _post(a.port, a.agent_token, "/v1/tool-calls", interrupt(f"{conversation}-int-a", conversation)),
-        _post(b.port, b.agent_token, "/v1/tool-calls", interrupt(f"{conversation}-int-b", conversation)),
         _post(
-            b.port,
+            a.base_url,
+            a.agent_token,
+            "/v1/tool-calls",
+            interrupt_body(conversation, tool_call_id=f"{conversation}-int-a"),
+        ),
+        _post(
+            b.base_url,
+            b.agent_token,
+            "/v1/tool-calls",
+            interrupt_body(conversation, tool_call_id=f"{conversation}-int-b"),
+        ),
+        _post(
+            b.base_url,
             b.host_token,
             f"/v1/host/conversations/{conversation}/workspace/foreground",
             {"target": "interact"},
         ),
-        _post(a.port, a.host_token, f"/v1/host/instances/{instance}/close", {}),
+        _post(a.base_url, a.host_token, f"/v1/host/instances/{instance}/close", {}),
     )
     answers[conversation] = {
         "operation_id": started["operation"]["operation_id"],
@@ -235,65 +217,75 @@ def _check_races(url: str, answers: dict[str, dict[str, Any]], run: Run) -> None
 
 async def _phase(processes: int, args: argparse.Namespace, log_dir: Path, races: int) -> Run:
     run = Run(processes)
-    receiver = ReceiverState()
-    server, receiver_port = await start_receiver(receiver)
     shared_port = free_port()
-    with throwaway_database(f"scale_{processes}") as url:
-        tokens = ServiceProcess(url, log_dir)
-        services = [Launcher(url, log_dir, shared_port, tokens) for _ in range(processes)]
-        relays = [
-            RelayProcess(url, f"http://127.0.0.1:{receiver_port}/", log_dir, f"scale-{processes}-relay-{n}")
-            for n in range(processes)
-        ]
-        try:
-            for service in services:
-                service.start()
-            for service in services:
-                await service.wait_ready()
-            for relay in relays:
-                relay.start()
-            began = time.monotonic()
-            measure_from, stop_at = began + args.warmup, began + args.warmup + args.seconds
-            before: int | None = None
-
-            def service_cpu() -> float:
-                return sum(process_cpu(s.process.pid) for s in services if s.process is not None)
-
-            async def count_deliveries() -> None:
-                nonlocal before
-                await asyncio.sleep(max(0.0, measure_from - time.monotonic()))
-                before = sum(receiver.deliveries.values())
-                machine, ours = machine_busy(), service_cpu()
-                await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
-                run.delivered_in_window = sum(receiver.deliveries.values()) - before
-                run.machine_cpu, run.service_cpu = machine_busy() - machine, service_cpu() - ours
-
-            await asyncio.gather(
-                count_deliveries(),
-                *(
-                    _cycles(shared_port, tokens.agent_token, run, measure_from, stop_at)
-                    for _ in range(args.concurrency)
-                ),
-            )
-            run.seconds = args.seconds
-            answers: dict[str, dict[str, Any]] = {}
-            limit = asyncio.Semaphore(25)
-
-            async def one(n: int) -> None:
-                async with limit:
-                    await _race(services[0], services[-1], n, answers)
-
-            await asyncio.gather(*(one(n) for n in range(races)))
-            left = await settle(url, within=60)
-            if left != {"focusing": 0, "undelivered": 0}:
-                run.race_problems.append(f"not settled: {left}")
-            _check_races(url, answers, run)
-        finally:
-            for process in (*relays, *services):
-                with contextlib.suppress(Exception):
-                    process.stop()
-            server.close()
+    async with Receiver([WEBHOOK_SECRET]) as receiver:
+        with throwaway_database(f"scale_{processes}") as url:
+            tokens = ServiceProcess(url, log_dir)
+            services = [Launcher(url, log_dir, shared_port, tokens) for _ in range(processes)]
+            relays = [
+                relay(url, receiver.url, log_dir, f"scale-{processes}-relay-{n}") for n in range(processes)
+            ]
+            try:
+                for service in services:
+                    service.start()
+                for service in services:
+                    await asyncio.to_thread(service.wait_ready)
+                for process in relays:
+                    process.start()
+                await _throughput(run, args, services, receiver, f"http://127.0.0.1:{shared_port}")
+                await _races(run, services, url, races)
+            finally:
+                # In a thread: the receiver on this loop answers while the relays finish.
+                await asyncio.to_thread(_stop, [*relays, *services])
     return run
+
+
+async def _throughput(
+    run: Run, args: argparse.Namespace, services: list[Launcher], receiver: Receiver, shared_url: str
+) -> None:
+    """``--concurrency`` Agents through the shared port for ``--seconds`` after ``--warmup``."""
+    began = time.monotonic()
+    measure_from, stop_at = began + args.warmup, began + args.warmup + args.seconds
+
+    def service_cpu() -> float:
+        return sum(process_cpu(s.pid) for s in services)
+
+    async def count_deliveries() -> None:
+        await asyncio.sleep(max(0.0, measure_from - time.monotonic()))
+        before = len(receiver.accepted())
+        machine, ours = machine_busy(), service_cpu()
+        await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
+        run.delivered_in_window = len(receiver.accepted()) - before
+        run.machine_cpu, run.service_cpu = machine_busy() - machine, service_cpu() - ours
+
+    token = services[0].agent_token
+    await asyncio.gather(
+        count_deliveries(),
+        *(_cycles(shared_url, token, run, measure_from, stop_at) for _ in range(args.concurrency)),
+    )
+    run.seconds = args.seconds
+
+
+async def _races(run: Run, services: list[Launcher], url: str, races: int) -> None:
+    """``races`` Pomodoros, each ended by four callers at once through the first and the last process."""
+    answers: dict[str, dict[str, Any]] = {}
+    limit = asyncio.Semaphore(25)
+
+    async def one(n: int) -> None:
+        async with limit:
+            await _race(services[0], services[-1], n, answers)
+
+    await asyncio.gather(*(one(n) for n in range(races)))
+    left = await settle(url, within=60)
+    if left != {"focusing": 0, "undelivered": 0}:
+        run.race_problems.append(f"not settled: {left}")
+    _check_races(url, answers, run)
+
+
+def _stop(processes: list[Launcher | RelayProcess]) -> None:
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.stop()
 
 
 def _report(runs: list[Run]) -> None:

@@ -1,7 +1,7 @@
 """The failover rig (``make failover``): Patroni + etcd on this machine, load, a switchover and a crash.
 
 ```
-.venv/bin/python bench/failover.py [--agents 8] [--warmup 5] [--between 5] [--asynchronous] [--keep]
+.venv/bin/python -m rigs.failover [--agents 8] [--warmup 5] [--between 5] [--asynchronous] [--keep]
 ```
 
 1. etcd and two Patroni-managed Postgres 15 (Debian's ``patroni``, ``etcd-server``, ``postgresql-15``)
@@ -30,14 +30,12 @@ import asyncio
 import signal
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: `python bench/failover.py`
-    sys.path.insert(0, str(ROOT))
-
-from bench.failover_load import migrate, print_figures, running_rig  # noqa: E402
-from bench.failover_postgres import PatroniCluster, database_on, patroni_cluster, wait_for  # noqa: E402
+from rigs.checks import print_figures
+from rigs.patroni import PatroniCluster, patroni_cluster
+from tests.support.postgres import wait_for
+from rigs.stack import migrate, running_rig
+from tests.support.database import create_database
 
 
 async def _new_leader(cluster: PatroniCluster, old: str) -> str:
@@ -45,12 +43,12 @@ async def _new_leader(cluster: PatroniCluster, old: str) -> str:
         leader = cluster.leader()
         return leader if leader not in (None, old) else None
 
-    return str(await asyncio.to_thread(wait_for, "a new leader", changed, 90, 0.05))
+    return await asyncio.to_thread(wait_for, "a new leader", changed, 90, 0.05)
 
 
 async def failover(cluster: PatroniCluster, args: argparse.Namespace) -> int:
     log_dir = cluster.root
-    await asyncio.to_thread(database_on, cluster.url(), "lineup")
+    await asyncio.to_thread(create_database, cluster.url(), "lineup")
     url = cluster.url("lineup")
     standby = "a synchronous" if cluster.synchronous else "an asynchronous"
     print(f"cluster {cluster.scope}: a primary and {standby} standby; every process gets {url}")

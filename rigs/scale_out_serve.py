@@ -1,27 +1,22 @@
-"""``python bench/scale_out_serve.py SHARED_PORT PRIVATE_PORT``: ``serve`` as ``python -m service serve``
+"""``python -m rigs.scale_out_serve SHARED_PORT PRIVATE_PORT``: ``serve`` as ``python -m service serve``
 runs it, but listening on a port any number of such processes share (``SO_REUSEPORT``: the kernel
 spreads new connections over them) and on a port of its own (so a bench can aim at one process).
 
-For ``bench/scale_out.py``; the environment is the service's (``DATABASE_URL``, the tokens, …).
+For ``rigs.scale_out``; the environment is the service's (``DATABASE_URL``, the tokens, …).
 """
 
 from __future__ import annotations
 
 import socket
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import uvicorn
 
-import uvicorn  # noqa: E402
-
-from service.api.app import create_app  # noqa: E402
-from service.cli.serve import GracefulServer  # noqa: E402
-from service.logging import configure_logging  # noqa: E402
-from service.manifests import load_registry  # noqa: E402
-from service.settings import load_settings  # noqa: E402
+from service.api.app import create_app
+from service.cli.serve import GracefulServer
+from service.logging import configure_logging
+from service.manifests import load_registry
+from service.settings import load_settings
 
 
 def listening(port: int, *, shared: bool) -> socket.socket:

@@ -2,7 +2,7 @@
 killed and restarted, then the failover rig's checks.
 
 ```
-.venv/bin/python bench/chaos.py [--seconds 180] [--agents 8] [--event-every 20] [--relay-kill-every 3]
+.venv/bin/python -m rigs.chaos [--seconds 180] [--agents 8] [--event-every 20] [--relay-kill-every 3]
                                 [--fail-share 0.1]
 ```
 
@@ -32,18 +32,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: `python bench/chaos.py`
-    sys.path.insert(0, str(ROOT))
-
-from bench.failover_load import (  # noqa: E402
-    RelayProcess,
-    ServiceProcess,
-    migrate,
-    print_figures,
-    running_rig,
-)
-from bench.failover_postgres import Postgres, database_on, own_postgres  # noqa: E402
+from rigs.checks import print_figures
+from tests.support.postgres import Postgres, own_postgres
+from rigs.stack import migrate, running_rig
+from tests.support.database import create_database
+from tests.support.processes import RelayProcess, ServiceProcess
 
 EVENTS = ("postgres restart -m fast", "service SIGKILL", "postgres restart -m immediate", "service SIGKILL")
 
@@ -82,7 +75,7 @@ async def _events(
         else:
             service.kill()
             service.start()
-            await service.wait_ready()
+            await asyncio.to_thread(service.wait_ready)
         log.append((name, began, time.monotonic()))
         print(
             f"  {time.strftime('%H:%M:%S')} {name}: back after {time.monotonic() - began:.2f} s", flush=True
@@ -90,8 +83,8 @@ async def _events(
 
 
 async def chaos(server: Postgres, args: argparse.Namespace, log_dir: Path) -> int:
-    database_on(server.admin_url, "lineup")
-    url = server.admin_url.rsplit("/", 1)[0] + "/lineup"
+    create_database(server.url(), "lineup")
+    url = server.url("lineup")
     await asyncio.to_thread(migrate, url, log_dir)
     events: list[tuple[str, float, float]] = []
     print(
@@ -99,7 +92,7 @@ async def chaos(server: Postgres, args: argparse.Namespace, log_dir: Path) -> in
         flush=True,
     )
     async with running_rig(
-        url, log_dir, agents=args.agents, relay_prefix="chaos-relay", fail_share=args.fail_share
+        url, log_dir, agents=args.agents, relay_prefix="chaos-relay", failing=args.fail_share
     ) as rig:
         began = time.monotonic()
         await asyncio.gather(

@@ -1,12 +1,6 @@
-"""Postgres servers of the failover rig and the chaos bench, each under a temp dir, never the machine's.
-
-* ``Postgres``: one server from Debian's binaries (``initdb``, ``pg_ctl``) on a free port, for the
-  chaos bench to restart fast and immediate.
-* ``PatroniCluster``: etcd and two Patroni-managed Postgres (a primary and a synchronous standby),
-  for the failover rig to switch over and to crash.
-
-Both run their processes as the ``postgres`` user when started as root (Postgres refuses root) and
-remove everything they made on exit. Nothing here touches a server it did not start.
+"""A Patroni cluster of the failover rig, under a temp dir on free ports of 127.0.0.1: etcd and two
+Patroni-managed Postgres 15 (Debian's ``patroni``, ``etcd-server``, ``postgresql-15``), a primary and
+a synchronous standby (``synchronous=False``: an asynchronous one), to switch over and to crash.
 """
 
 from __future__ import annotations
@@ -14,172 +8,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import secrets
 import shutil
 import signal
 import subprocess
-import tempfile
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
+import httpx
 
-from bench.common import free_port
-
-PG_BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
-RUN_AS = "postgres"
-
-
-def _owner() -> tuple[str | None, int | None, int | None]:
-    """Who runs the servers: ``postgres`` when we are root, else ourselves."""
-    if os.geteuid() != 0:
-        return None, None, None
-    entry = pwd.getpwnam(RUN_AS)
-    return RUN_AS, entry.pw_uid, entry.pw_gid
-
-
-def _workdir(prefix: str) -> Path:
-    root = Path(tempfile.mkdtemp(prefix=prefix))
-    user, uid, gid = _owner()
-    if user is not None:
-        assert uid is not None
-        assert gid is not None
-        os.chown(root, uid, gid)
-    root.chmod(0o700)
-    return root
-
-
-def _popen(args: list[str], log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
-    user, _, _ = _owner()
-    with log.open("ab") as handle:
-        return subprocess.Popen(
-            args,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            user=user,
-            cwd=log.parent,
-            start_new_session=True,
-        )
-
-
-def _run(args: list[str], log: Path) -> None:
-    process = _popen(args, log)
-    if process.wait() != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-        raise RuntimeError(f"{' '.join(args)} exited {process.returncode}:\n{tail}")
-
-
-def _terminate(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-def wait_for(what: str, check: Any, timeout: float, interval: float = 0.1) -> Any:
-    """Call ``check`` until it returns something true; ``TimeoutError`` naming ``what``."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-        except Exception as exc:  # the thing waited for is not up yet
-            last = exc
-        else:
-            if result:
-                return result
-        time.sleep(interval)
-    raise TimeoutError(f"{what}: not within {timeout:.0f} s (last: {last!r})")
-
-
-# --- one plain server ---------------------------------------------------------------------------
-
-
-class Postgres:
-    """``initdb`` + ``pg_ctl`` on a free port of 127.0.0.1, trust auth, fsync on."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.data = root / "data"
-        self.port = free_port()
-        self.log = root / "commands.log"  # initdb's and pg_ctl's output (written by this process)
-        self.server_log = root / "server.log"  # the server's own (written by its user)
-        self.restarts = 0
-
-    @property
-    def admin_url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def init(self, settings: Mapping[str, str] | None = None) -> Postgres:
-        """``initdb``; ``settings`` are appended to postgresql.conf as ``name = value``."""
-        _run(
-            [str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8"],
-            self.log,
-        )
-        with (self.data / "postgresql.conf").open("a") as conf:
-            conf.write(
-                f"port = {self.port}\nlisten_addresses = '127.0.0.1'\n"
-                f"unix_socket_directories = '{self.root}'\n"
-                "max_connections = 200\nshared_buffers = 128MB\n"
-            )
-            conf.writelines(f"{name} = {value}\n" for name, value in (settings or {}).items())
-        return self
-
-    def start(self) -> None:
-        _run(
-            [
-                str(PG_BIN / "pg_ctl"),
-                "-D",
-                str(self.data),
-                "-l",
-                str(self.server_log),
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-            self.log,
-        )
-
-    def restart(self, mode: str) -> None:
-        """``pg_ctl restart -m fast|immediate``: every connection is cut; immediate skips the checkpoint."""
-        _run(
-            [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "60", "restart"], self.log
-        )
-        self.restarts += 1
-
-    def stop(self) -> None:
-        with contextlib.suppress(RuntimeError):
-            _run([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"], self.log)
-
-
-@contextlib.contextmanager
-def own_postgres(
-    settings: Mapping[str, str] | None = None, prefix: str = "lineup-chaos-"
-) -> Iterator[Postgres]:
-    root = _workdir(prefix)
-    server = Postgres(root).init(settings)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-# --- a Patroni cluster --------------------------------------------------------------------------
+from tests.support.postgres import PG_BIN, launch_server, wait_for, workdir
+from tests.support.processes import free_port, stop
 
 
 @dataclass
@@ -197,17 +38,12 @@ class Node:
         return f"127.0.0.1:{self.port}"
 
     def api(self, path: str, body: dict[str, Any] | None = None, timeout: float = 30.0) -> tuple[int, str]:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.api_port}{path}",
-            data=json.dumps(body).encode() if body is not None else None,
-            method="POST" if body is not None else "GET",
-            headers={"Content-Type": "application/json"},
+        """Patroni's REST API: GET ``path``, or POST ``body`` to it."""
+        url = f"http://127.0.0.1:{self.api_port}{path}"
+        answer = (
+            httpx.get(url, timeout=timeout) if body is None else httpx.post(url, json=body, timeout=timeout)
         )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 (127.0.0.1 only)
-                return answer.status, answer.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
+        return answer.status_code, answer.text
 
     def postmaster_pid(self) -> int:
         return int((self.data / "postmaster.pid").read_text().split()[0])
@@ -236,7 +72,7 @@ class PatroniCluster:
 
     def start(self) -> None:
         self.etcd_port, peer_port = free_port(), free_port()
-        self.etcd = _popen(
+        self.etcd = launch_server(
             [
                 "etcd",
                 "--name", "rig",
@@ -251,7 +87,9 @@ class PatroniCluster:
             ],
             self.root / "etcd.log",
         )  # fmt: skip
-        wait_for("etcd", lambda: _http_ok(f"http://127.0.0.1:{self.etcd_port}/health"), 30)
+        wait_for(
+            "etcd", lambda: httpx.get(f"http://127.0.0.1:{self.etcd_port}/health").status_code == 200, 30
+        )
         for name in ("pg1", "pg2"):
             node = Node(
                 name,
@@ -270,7 +108,7 @@ class PatroniCluster:
         self.wait_healthy(120)
 
     def _start_node(self, node: Node) -> None:
-        node.process = _popen(["patroni", str(node.config)], node.log)
+        node.process = launch_server(["patroni", str(node.config)], node.log)
 
     def _config(self, node: Node) -> str:
         # JSON is YAML: no YAML library needed to write it.
@@ -334,7 +172,7 @@ class PatroniCluster:
 
     def members(self) -> list[dict[str, Any]]:
         for node in self.nodes:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(httpx.HTTPError):
                 status, text = node.api("/cluster", timeout=2)
                 if status == 200:
                     members: list[dict[str, Any]] = json.loads(text).get("members", [])
@@ -390,18 +228,13 @@ class PatroniCluster:
     def stop(self) -> None:
         for node in self.nodes:
             if node.process is not None:
-                _terminate(node.process, timeout=30)
+                stop(node.process, timeout=30, group=True)
         # A postmaster Patroni could not stop (it was killed mid-way) must not outlive the rig.
         for node in self.nodes:
             with contextlib.suppress(OSError, ValueError, IndexError):
                 os.kill(node.postmaster_pid(), signal.SIGKILL)
         if self.etcd is not None:
-            _terminate(self.etcd)
-
-
-def _http_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=2) as answer:  # noqa: S310 (127.0.0.1 only)
-        return bool(answer.status == 200)
+            stop(self.etcd, group=True)
 
 
 @contextlib.contextmanager
@@ -411,7 +244,7 @@ def patroni_cluster(*, synchronous: bool = True, keep: bool = False) -> Iterator
             raise SystemExit(
                 f"error: {tool} is not installed (`make failover` installs patroni and etcd-server)"
             )
-    cluster = PatroniCluster(_workdir("lineup-failover-"), synchronous=synchronous)
+    cluster = PatroniCluster(workdir("lineup-failover-"), synchronous=synchronous)
     try:
         cluster.start()
         yield cluster
@@ -421,9 +254,3 @@ def patroni_cluster(*, synchronous: bool = True, keep: bool = False) -> Iterator
             print(f"kept the rig's files in {cluster.root}")
         else:
             shutil.rmtree(cluster.root, ignore_errors=True)
-
-
-def database_on(url: str, name: str) -> None:
-    """CREATE DATABASE ``name`` through ``url`` (the primary, wherever it is)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')

@@ -1,6 +1,7 @@
-"""SQL the benches share: a history of finished Pomodoros (``HISTORY``), a relay backlog as the
-service would leave it, and one result committed as a deciding transaction commits it. (The
-throwaway database itself comes from ``bench.common``.)"""
+"""Rows the benches put in place with plain SQL: a history of finished Pomodoros (``HISTORY``), a
+relay backlog as the service would leave it (``SEED_BACKLOG``), and one result committed as a
+deciding transaction commits it (``QUEUE_ONE``). (The throwaway database itself comes from
+``tests.support.database``.)"""
 
 from __future__ import annotations
 
