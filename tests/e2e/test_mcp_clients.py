@@ -61,7 +61,7 @@ async def test_the_sdk_client_declaring_the_extension_gets_the_finished_periods_
         ) as client,
     ):
         assert client.protocol_version == "2026-07-28"
-        result = await client.call_tool("pomodoro.start", {"duration_seconds": 1}, meta=bound(cid))  # type: ignore[arg-type]
+        result = await client.call_tool("pomodoro.start", {"duration_seconds": 1}, meta=bound(cid))
     assert len(tasks.task_ids) == 1
     assert result.is_error is False
     assert result.structured_content is not None and result.structured_content["reason"] == "deadline_reached"
@@ -95,7 +95,7 @@ async def test_the_sdk_clients_ask_resolves_when_the_person_answers(service: Ser
             client.call_tool(
                 "interact.ask",
                 {"prompt": "Tea or coffee?", "choices": ["tea", "coffee"]},
-                meta=bound(cid, call_id),  # type: ignore[arg-type]
+                meta=bound(cid, call_id),
             ),
             answer_when_asked(),
         )
@@ -108,7 +108,7 @@ async def test_fastmcps_task_client_starts_polls_and_cancels_a_period(service: S
     cid = conversation()
     async with fastmcp.Client(f"{service.base_url}/mcp", auth=AGENT_TOKEN) as client:
         task = await fastmcp_tasks.client.call_tool_task(
-            client, "pomodoro.start", {"duration_seconds": 1500, "activity": "fastmcp"}, meta=bound(cid)
+            client, "pomodoro.start", {"duration_seconds": 1500, "activity": "fastmcp"}, meta=dict(bound(cid))
         )
         working = await task.status()
         await task.cancel()

@@ -9,9 +9,10 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
+import mcp_types as types
 import psycopg
 import pytest
 from mcp.client import Client
@@ -139,14 +140,12 @@ async def test_the_same_tool_call_id_over_mcp_and_rest_is_one_answer_one_operati
     )
     assert rest.status_code == 202
     assert first.structured_content == again.structured_content == rest.json()
-    assert (
-        db.execute("SELECT count(*) AS n FROM operations WHERE conversation_id = %s", [cid]).fetchone()["n"]
-        == 1
-    )
-    assert (
-        db.execute("SELECT count(*) AS n FROM tool_calls WHERE tool_call_id = %s", [call_id]).fetchone()["n"]
-        == 1
-    )
+    assert db.execute(
+        "SELECT count(*) AS n FROM operations WHERE conversation_id = %s", [cid]
+    ).fetchone() == {"n": 1}
+    assert db.execute(
+        "SELECT count(*) AS n FROM tool_calls WHERE tool_call_id = %s", [call_id]
+    ).fetchone() == {"n": 1}
 
 
 async def test_a_call_first_made_over_rest_replays_over_mcp(service: ServiceProcess) -> None:
@@ -217,10 +216,9 @@ async def test_invalid_arguments_are_an_error_result_with_details_and_record_not
     assert invalid.meta is not None and invalid.meta["io.lineup/http_status"] == 422
     assert nul.is_error is True and nul.structured_content["error"] == "invalid_request"
     assert corrected.is_error is False and corrected.structured_content["status"] == "accepted"
-    assert (
-        db.execute("SELECT count(*) AS n FROM operations WHERE conversation_id = %s", [cid]).fetchone()["n"]
-        == 1
-    )
+    assert db.execute(
+        "SELECT count(*) AS n FROM operations WHERE conversation_id = %s", [cid]
+    ).fetchone() == {"n": 1}
 
 
 async def test_a_call_without_its_conversation_is_invalid_params(service: ServiceProcess) -> None:
@@ -228,12 +226,14 @@ async def test_a_call_without_its_conversation_is_invalid_params(service: Servic
         with pytest.raises(MCPError) as missing:
             await mcp.session.call_tool("pomodoro.interrupt", {})
         with pytest.raises(MCPError) as empty:
-            await mcp.session.call_tool("pomodoro.interrupt", {}, meta=bound(""))  # type: ignore[arg-type]
+            await mcp.session.call_tool("pomodoro.interrupt", {}, meta=bound(""))
         with pytest.raises(MCPError) as not_a_string:
             await mcp.session.call_tool(
                 "pomodoro.interrupt",
                 {},
-                meta={"io.lineup/conversation_id": "c", "io.lineup/tool_call_id": 7},  # type: ignore[typeddict-unknown-key]
+                meta=cast(
+                    types.RequestParamsMeta, {"io.lineup/conversation_id": "c", "io.lineup/tool_call_id": 7}
+                ),
             )
     assert missing.value.code == empty.value.code == not_a_string.value.code == -32602
     assert "io.lineup/conversation_id" in missing.value.message
@@ -245,13 +245,13 @@ async def test_ids_that_cannot_travel_in_a_header_or_a_path_are_invalid_params_a
     cid = conversation()
     async with mcp_session(service.base_url) as mcp:
         with pytest.raises(MCPError) as line_break:
-            await mcp.session.call_tool("pomodoro.interrupt", {}, meta=bound(cid, "call\r\n1"))  # type: ignore[arg-type]
+            await mcp.session.call_tool("pomodoro.interrupt", {}, meta=bound(cid, "call\r\n1"))
         with pytest.raises(MCPError) as slash:
-            await mcp.session.call_tool("pomodoro.interrupt", {}, meta=bound("a/b"))  # type: ignore[arg-type]
+            await mcp.session.call_tool("pomodoro.interrupt", {}, meta=bound("a/b"))
     assert line_break.value.code == slash.value.code == -32602
     assert "printable ASCII" in line_break.value.message
     recorded = db.execute("SELECT count(*) AS n FROM tool_calls WHERE conversation_id = %s", [cid]).fetchone()
-    assert recorded["n"] == 0
+    assert recorded == {"n": 0}
 
 
 async def test_an_unknown_tool_is_an_error_result(service: ServiceProcess) -> None:
@@ -307,8 +307,8 @@ async def test_a_2026_client_calls_the_same_tools_without_a_session(service: Ser
             "pomodoro.interrupt",
             "pomodoro.start",
         ]
-        started = await client.call_tool("pomodoro.start", start_arguments(), meta=bound(cid))  # type: ignore[arg-type]
-        stopped = await client.call_tool("pomodoro.interrupt", {}, meta=bound(cid))  # type: ignore[arg-type]
+        started = await client.call_tool("pomodoro.start", start_arguments(), meta=bound(cid))
+        stopped = await client.call_tool("pomodoro.interrupt", {}, meta=bound(cid))
     assert started.structured_content["status"] == "accepted"
     assert stopped.structured_content["status"] == "interrupted"
 

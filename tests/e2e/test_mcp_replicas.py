@@ -115,7 +115,7 @@ async def test_the_sdk_client_polls_its_task_across_both_replicas(replicas: Repl
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {AGENT_TOKEN}"})
     transport = streamable_http_client(f"{replicas.balancer.round_robin_url}/mcp", http_client=http)
     async with http, Client(transport, extensions=[tasks]) as client:
-        result = await client.call_tool("pomodoro.start", {"duration_seconds": 1}, meta=bound(cid))  # type: ignore[arg-type]
+        result = await client.call_tool("pomodoro.start", {"duration_seconds": 1}, meta=bound(cid))
     assert result.structured_content is not None and result.structured_content["reason"] == "deadline_reached"
     polled_on = {
         replica for replica, method, name, _ in replicas.balancer.routed() if name == tasks.task_ids[0]

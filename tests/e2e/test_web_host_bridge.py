@@ -113,8 +113,8 @@ def test_sdk_messages_from_any_other_window_or_of_the_wrong_shape_are_ignored(
     page.evaluate(LISTEN_FOR_REPLIES)
     page.evaluate("(message) => window.postMessage(message, '*')", FORGED[0])
     app.evaluate(LISTEN_FOR_REPLIES)
-    for message in MALFORMED:
-        app.evaluate("(message) => parent.postMessage(message, '*')", message)
+    for malformed in MALFORMED:
+        app.evaluate("(message) => parent.postMessage(message, '*')", malformed)
 
     # The forger's own SDK asked for its state too: also ignored.
     expected = before + 1 + len(FORGED) + 1 + len(MALFORMED)

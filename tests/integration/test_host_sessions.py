@@ -59,7 +59,7 @@ async def seed(client: Client, conversation_id: str) -> dict[str, str]:
 
 
 def host_routes(app: Litestar) -> list[tuple[str, str, dict[str, Any]]]:
-    found = []
+    found: list[tuple[str, str, dict[str, Any]]] = []
     for route in app.routes:
         if isinstance(route, HTTPRoute) and route.path.startswith("/v1/host/"):
             for handler in route.route_handlers:
@@ -231,10 +231,10 @@ async def test_api_docs_are_the_documents_only_unless_the_page_is_turned_on(
         assert refused.headers["cache-control"] == "no-store"
     app = create_app(make_settings(database_url, api_docs_ui=True), registry, sweeper=False)
     async with AsyncTestClient(app=app) as with_ui:
-        page = await with_ui.get("/schema/swagger")
-        assert page.status_code == 200
-        assert "https://" not in page.text  # nothing from a CDN
-        csp = page.headers["content-security-policy"]
+        swagger = await with_ui.get("/schema/swagger")
+        assert swagger.status_code == 200
+        assert "https://" not in swagger.text  # nothing from a CDN
+        csp = swagger.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
         script = await with_ui.get("/schema/ui/swagger-ui-bundle.js")
         assert script.status_code == 200

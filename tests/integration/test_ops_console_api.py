@@ -114,7 +114,7 @@ async def test_outbox_pages_by_cursor_newest_first_without_repeats(client: Clien
     cursor: str | None = None
     pages = 0
     while True:
-        params = {"limit": 3, **({"cursor": cursor} if cursor else {})}
+        params: dict[str, str | int] = {"limit": 3, **({"cursor": cursor} if cursor else {})}
         page = (await client.get("/v1/ops/outbox", headers=OPERATOR, params=params)).json()
         seen += [row["event_id"] for row in page["outbox"]]
         pages += 1

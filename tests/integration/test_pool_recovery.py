@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import DictRow
+from psycopg.rows import TupleRow
 
 from service.db.pool import RecoveringPool, open_pool
 from service.db.reconnect import PatientConnection
@@ -57,6 +57,7 @@ async def test_a_statement_error_on_a_live_connection_tests_nothing(database_url
         with pytest.raises(psycopg.errors.UndefinedTable):
             async with pool.connection() as conn:
                 await conn.execute("SELECT * FROM no_such_table")
+        assert isinstance(pool, RecoveringPool)
         assert pool.sweeps == 0
     finally:
         await pool.close()
@@ -67,7 +68,7 @@ async def test_a_new_connection_waits_out_a_short_outage(database_url: str) -> N
     host, real_port = tcp_address(database_url)
     port = free_port()
     url = with_hosts(database_url, [("127.0.0.1", port)])
-    connecting = asyncio.create_task(PatientConnection[DictRow].connect(url, autocommit=True))
+    connecting = asyncio.create_task(PatientConnection[TupleRow].connect(url, autocommit=True))
     await asyncio.sleep(0.6)
     assert not connecting.done()
     proxy = await TcpProxy(host, real_port, port).start()

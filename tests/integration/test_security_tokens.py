@@ -39,7 +39,7 @@ def audience(path: str) -> str | None:
 
 
 def protected_routes(app: Litestar) -> list[tuple[str, str, str]]:
-    found = []
+    found: list[tuple[str, str, str]] = []
     for route in app.routes:
         if not isinstance(route, HTTPRoute):
             continue

@@ -153,7 +153,7 @@ def build_machine(service: Service, db: psycopg.Connection[dict[str, Any]]) -> t
                 self.capabilities[iid] = minted.json()["capability"]
             sdk = {"Authorization": f"Bearer {self.capabilities[iid]}"}
             current = self.http.get("/v1/sdk/state", headers=sdk).json()
-            payload = (
+            payload: dict[str, Any] = (
                 {"activity": activity.replace("\x00", "")}
                 if instance["app_scope"] == "pomodoro"
                 else {"strokes": []}
@@ -196,10 +196,12 @@ def build_machine(service: Service, db: psycopg.Connection[dict[str, Any]]) -> t
         # -- invariants ----------------------------------------------------------------------------
         @invariant()
         def at_most_one_focusing_operation(self) -> None:
-            count = db.execute(
+            row = db.execute(
                 "SELECT count(*) AS n FROM operations WHERE conversation_id = %s AND state = 'focusing'",
                 [self.cid],
-            ).fetchone()["n"]
+            ).fetchone()
+            assert row is not None
+            count = row["n"]
             assert count <= 1
 
         @invariant()
@@ -264,10 +266,11 @@ def build_machine(service: Service, db: psycopg.Connection[dict[str, Any]]) -> t
                 assert workspace["fg"] == open_pomodoros[0]["instance_id"]
             subs_open = {i["instance_id"]: i for i in instances.values()}
             for instance in subs_open.values():
-                status = db.execute(
+                sub_session = db.execute(
                     "SELECT status FROM sub_sessions WHERE instance_id = %s", [instance["instance_id"]]
-                ).fetchone()["status"]
-                assert (status == "open") == (instance["status"] == "open")
+                ).fetchone()
+                assert sub_session is not None
+                assert (sub_session["status"] == "open") == (instance["status"] == "open")
 
     return WorkspaceMachine
 

@@ -73,7 +73,7 @@ def test_a_bad_url_says_what_is_wrong(url: str, problem: str) -> None:
 
 
 def test_settings_accept_several_hosts_and_give_psycopg_its_form() -> None:
-    settings = Settings(database_url=MULTI)  # type: ignore[call-arg]
+    settings = Settings(database_url=MULTI)
     assert settings.psycopg_url == urls.psycopg_url(MULTI)
 
 

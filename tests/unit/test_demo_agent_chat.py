@@ -201,7 +201,7 @@ async def test_agent_and_sub_session_messages_get_no_answer() -> None:
     agent = DemoAgent(lineup)  # type: ignore[arg-type]
     await agent.on_message("demo", {**user("stop"), "role": "agent"})
     await agent.on_message("demo", user("stop", sub_session_id="s-1"))
-    assert lineup.calls == lineup.said == []
+    assert lineup.calls == [] and lineup.said == []
 
 
 async def test_refusals_and_receipts_become_replies() -> None:
