@@ -1,6 +1,6 @@
 """What one unit of work costs the database, with the service's own CPU beside it.
 
-    .venv/bin/python bench/capacity.py [--units 1000] [--concurrency 8] [--watched-cycles 200]
+    .venv/bin/python -m bench.capacity [--units 1000] [--concurrency 8] [--watched-cycles 200]
         [--refreshes 30] [--pad 50000] [--json FILE]
 
 A Postgres of its own (``initdb`` under a temp dir, fsync and synchronous commit on, with
@@ -42,26 +42,22 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import httpx
+import psycopg
 
-import httpx  # noqa: E402
-import psycopg  # noqa: E402
-
-from bench.seeds import HISTORY  # noqa: E402
-from bench.common import running_service  # noqa: E402
-from bench.failover_postgres import Postgres  # noqa: E402
-from bench.relay_drain import Receiver, Relays  # noqa: E402
-from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid  # noqa: E402
-from bench.tool_cycles import HttpConnection  # noqa: E402
-from service.db import gauges  # noqa: E402
+from bench.common import Relays
+from bench.seeds import HISTORY
+from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid
+from service.db import gauges
+from tests.support.http_client import HttpClient
+from tests.support.postgres import Postgres
+from tests.support.processes import ServiceProcess, running_service
+from tests.support.receiver import ReceiverProcess
 
 DATABASE = "capacity"
 PROBE = "bench-probe"  # marks the bench's own statements, left out of the figures
@@ -213,7 +209,9 @@ def tool(body: dict[str, Any], check: Check) -> Request:
 
 
 class Bench:
-    def __init__(self, server: Postgres, url: str, service: Any, tokens: dict[str, str], args: Any) -> None:
+    def __init__(
+        self, server: Postgres, url: str, service: ServiceProcess, tokens: dict[str, str], args: Any
+    ) -> None:
         self.server = server
         self.url = url
         self.service = service
@@ -223,7 +221,7 @@ class Bench:
         self.probe = psycopg.connect(url, autocommit=True, application_name=PROBE)
         self.probe_pid = int(self.probe.execute("SELECT pg_backend_pid()").fetchone()[0])  # type: ignore[index]
         self.runner = asyncio.Runner()
-        self.clients: dict[str, list[HttpConnection]] = {}
+        self.clients: dict[str, list[HttpClient]] = {}
         self.failures: list[str] = []
         self.rows: list[Row] = []
         self.start_seconds = 0.0
@@ -241,19 +239,19 @@ class Bench:
             self.url,
             DATABASE,
             self.postmaster,
-            {"service": self.service.process.pid, **processes},
+            {"service": self.service.pid, **processes},
             ignore_marker=PROBE,
             ignore_pids=frozenset({self.probe_pid}),
         )
 
     def query(self, statement: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
-        row = self.probe.execute(f"{statement} /* {PROBE} */", params).fetchone()  # type: ignore[arg-type]
+        row = self.probe.execute(f"{statement} /* {PROBE} */", params).fetchone()
         return row[0] if row else None
 
-    def _clients(self, audience: str, count: int) -> list[HttpConnection]:
+    def _clients(self, audience: str, count: int) -> list[HttpClient]:
         clients = self.clients.setdefault(audience, [])
         while len(clients) < count:
-            clients.append(HttpConnection(self.service.base_url, self.tokens[audience]))
+            clients.append(HttpClient(self.service.base_url, self.tokens[audience]))
         return clients[:count]
 
     def send(
@@ -264,15 +262,17 @@ class Bench:
         clients = self._clients(audience, concurrency or self.args.concurrency)
         bodies: list[Any] = [None] * len(requests)
 
-        async def worker(client: HttpConnection, index: int) -> None:
+        async def worker(client: HttpClient, index: int) -> None:
             for i in range(index, len(requests), len(clients)):
                 request = requests[i]
+                payload = b"" if request.body is None else json.dumps(request.body).encode()
                 try:
-                    code, body = await client.request(request.method, request.path, request.body)
+                    answer = await client.request(request.method, request.path, payload)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     # The server closed a keep-alive connection that sat idle; every request
                     # here may be sent twice (a tool call or an answer replays its first one).
-                    code, body = await client.request(request.method, request.path, request.body)
+                    answer = await client.request(request.method, request.path, payload)
+                code, body = answer.status, answer.json()
                 bodies[i] = body
                 problem = request.check(code, body)
                 if problem is not None and len(self.failures) < 20:
@@ -350,7 +350,7 @@ class Bench:
     def relay(self) -> None:
         """The outbox rows of the run so far, held back by a short lease until the relay is
         ready, then delivered by one ``python -m relay`` to a local receiver answering 204."""
-        receiver = Receiver()
+        receiver = ReceiverProcess()
         try:
             pending = int(
                 self.query(
@@ -359,7 +359,7 @@ class Bench:
                     "WHERE status = 'pending' RETURNING 1) SELECT count(*) FROM held"
                 )
             )
-            relays = Relays(self.url, receiver, 1, SimpleNamespace(concurrency=64, batch=100))
+            relays = Relays(self.url, receiver.url, 1)
             try:
                 if receiver.stats()["requests"]:
                     self.failures.append("the relay delivered before the window opened (slow start)")
@@ -524,7 +524,7 @@ def _rescale(row: Row, factor: float) -> Row:
     return Row(**scaled)
 
 
-async def _started(coro: Any, opened: asyncio.Event) -> asyncio.Task[Any]:
+async def _started(coro: Coroutine[Any, Any, Any], opened: asyncio.Event) -> asyncio.Task[Any]:
     task = asyncio.ensure_future(coro)
     await asyncio.wait_for(opened.wait(), 10)
     return task
@@ -619,13 +619,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run = secrets.token_hex(3)
             conversations = [f"cap-{run}-{i}" for i in range(args.units)]
-            for phase, run_phase in (
+            phases: list[tuple[str, Callable[[], None]]] = [
                 ("tool calls", lambda: bench.tool_calls(conversations)),
                 ("deadlines", lambda: bench.deadlines(conversations)),
                 ("relay", bench.relay),
                 ("event stream", lambda: bench.watched(args.watched_cycles)),
                 ("console", lambda: bench.console(args.refreshes, args.pad)),
-            ):
+            ]
+            for phase, run_phase in phases:
                 phase_began = time.perf_counter()
                 run_phase()
                 print(f"    {phase}: {time.perf_counter() - phase_began:.0f} s", flush=True)

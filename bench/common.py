@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -18,7 +19,8 @@ from typing import Any
 import psycopg
 
 from tests.support.http_client import HttpClient
-from tests.support.processes import ROOT
+from tests.support.processes import RelayProcess, free_port
+from tests.support.receiver import new_secret
 
 
 def canonical_text(name: str) -> str:
@@ -213,3 +215,54 @@ def states_line(states: Counter[str], top: int = 4) -> str:
     if not total:
         return "(no samples)"
     return ", ".join(f"{name} {count / total:.0%}" for name, count in states.most_common(top))
+
+
+class Relays:
+    """``count`` ``python -m relay`` processes delivering to ``webhook_url``, started and ready (their
+    ``/readyz`` answers) before this returns."""
+
+    def __init__(
+        self,
+        url: str,
+        webhook_url: str,
+        count: int,
+        logs: Path | None = None,
+        *,
+        concurrency: int = 64,
+        batch: int = 100,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        logs = logs or Path(tempfile.mkdtemp(prefix="bench-relays-"))
+        secret = new_secret()
+        self.processes: list[RelayProcess] = []
+        for n in range(count):
+            probe = free_port()
+            relay = RelayProcess(
+                url,
+                webhook_url,
+                secret,
+                logs / f"relay-{n}-{probe}.log",
+                {
+                    "RELAY_METRICS_HOST": "127.0.0.1",
+                    "RELAY_METRICS_PORT": str(probe),
+                    "RELAY_CONCURRENCY": str(concurrency),
+                    "RELAY_BATCH_SIZE": str(batch),
+                    **(env or {}),
+                },
+            )
+            self.processes.append(relay)
+            relay.start()
+            try:
+                relay.wait_ready()
+            except BaseException:
+                self.stop()
+                raise
+
+    def cpu(self) -> float:
+        """CPU seconds the relays have used."""
+        return sum(process_cpu(relay.pid) for relay in self.processes)
+
+    def stop(self) -> None:
+        codes = [relay.stop() for relay in self.processes]
+        if any(code not in (0, None) for code in codes):
+            raise SystemExit(f"relays exited with {codes}")

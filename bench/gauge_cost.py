@@ -1,7 +1,7 @@
 """What one sample of the outbox gauges costs as the delivered history grows, against the query the
 gauges ran before (it counted every row by status), in one run against a throwaway database.
 
-    .venv/bin/python bench/gauge_cost.py [--steps 0,1000000,10000000] [--pending 2000] [--dead 200]
+    .venv/bin/python -m bench.gauge_cost [--steps 0,1000000,10000000] [--pending 2000] [--dead 200]
                                          [--samples 50]
 
 The delivered history is inserted with plain SQL in steps (rows a week old, as retention keeps
@@ -25,17 +25,13 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: `python bench/gauge_cost.py`
-    sys.path.insert(0, str(ROOT))
+import psycopg
 
-import psycopg  # noqa: E402
-
-from bench.common import percentile, throwaway_database  # noqa: E402
-from service.db import gauges  # noqa: E402
-from service.db.operator_queries import STATS_OUTBOX  # noqa: E402
+from bench.common import percentile
+from service.db import gauges
+from service.db.operator_queries import STATS_OUTBOX
+from tests.support.database import throwaway_database
 
 # The gauges' query before issue 20, kept here as the baseline.
 BEFORE = """

@@ -30,16 +30,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 
-from bench.common import CpuMeter, process_cpu
+from bench.common import CpuMeter, Relays, process_cpu
 from bench.seeds import QUEUE_ONE, RESET, SEED_BACKLOG
 from relay import claims as claims_db
 from relay.claims import Outcome
 from tests.support.database import throwaway_database
-from tests.support.processes import Child, RelayProcess, free_port
-from tests.support.receiver import new_secret
+from tests.support.receiver import ReceiverProcess
 
 
 def seed(url: str, rows: int, conversations: int) -> None:
@@ -113,7 +111,7 @@ async def _blast(port: int, connections: int, per_connection: int, pipeline: int
 
 def receiver_ceiling(requests: int, logs: Path) -> float:
     """Requests per second the receiver answers, fed pipelined requests on 8 connections."""
-    receiver = Receiver(logs)
+    receiver = ReceiverProcess(logs)
     try:
         per_connection = requests // 8
         asyncio.run(_blast(receiver.port, 8, per_connection // 10, 100))  # warm-up
@@ -124,108 +122,22 @@ def receiver_ceiling(requests: int, logs: Path) -> float:
         receiver.close()
 
 
-# -- the receiver and the relays -----------------------------------------------------------------
-
-
-class Receiver:
-    """The receiving Agent in a process of its own (its CPU counted apart from the bench's), answering
-    204 at once without checking signatures: this measures the relay, not the receiver."""
-
-    def __init__(self, logs: Path) -> None:
-        self.port = free_port()
-        self.process = Child(
-            ["-m", "tests.support.receiver", str(self.port)], logs / f"receiver-{self.port}.log"
-        )
-        self.process.start()
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
-        try:
-            self.process.wait_http(f"http://127.0.0.1:{self.port}/stats", 10, status=200)
-        except BaseException:
-            self.close()
-            raise
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/agent/webhook"
-
-    def stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = self.client.get("/stats").json()
-        return stats
-
-    def arrivals(self) -> dict[str, float]:
-        arrivals: dict[str, float] = self.client.get("/arrivals").json()
-        return arrivals
-
-    def wait_for(self, unique: int, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            stats = self.stats()
-            if stats["unique"] >= unique:
-                return stats
-            if time.monotonic() > deadline:
-                raise SystemExit(f"timed out: {stats['unique']} of {unique} delivered")
-            time.sleep(0.02)
-
-    def close(self) -> None:
-        self.client.close()
-        self.process.stop(10)
-
-
-class Relays:
-    """`python -m relay` processes, started and ready (their /readyz answers) before returning."""
-
-    def __init__(
-        self, url: str, receiver: Receiver, count: int, args: argparse.Namespace, logs: Path, **env: str
-    ) -> None:
-        secret = new_secret()
-        self.processes: list[RelayProcess] = []
-        for n in range(count):
-            relay = RelayProcess(
-                url,
-                receiver.url,
-                secret,
-                logs / f"relay-{n}-{free_port()}.log",
-                {
-                    "RELAY_METRICS_HOST": "127.0.0.1",
-                    "RELAY_METRICS_PORT": str(free_port()),
-                    "RELAY_CONCURRENCY": str(args.concurrency),
-                    "RELAY_BATCH_SIZE": str(args.batch),
-                    **env,
-                },
-            )
-            self.processes.append(relay)
-            relay.start()
-            try:
-                relay.wait_ready()
-            except BaseException:
-                self.stop()
-                raise
-
-    def cpu(self) -> float:
-        return sum(process_cpu(relay.pid) for relay in self.processes)
-
-    def stop(self) -> None:
-        codes = [relay.stop() for relay in self.processes]
-        if any(code not in (0, None) for code in codes):
-            raise SystemExit(f"relays exited with {codes}")
-
-
 # -- 3. drain -----------------------------------------------------------------------------------
 
 
 def drain(url: str, relays: int, args: argparse.Namespace, logs: Path) -> dict[str, Any]:
-    receiver = Receiver(logs)
+    receiver = ReceiverProcess(logs)
     try:
         # Seeded after the relays are ready, so their start-up is not part of the figure.
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(RESET)
-        processes = Relays(url, receiver, relays, args, logs)
+        processes = Relays(url, receiver.url, relays, logs, concurrency=args.concurrency, batch=args.batch)
         started = time.time()
         seed(url, args.rows, args.conversations)
         seeded = time.time()
         meter = CpuMeter(url)
         relay_cpu = processes.cpu()
-        receiver_cpu = process_cpu(receiver.process.pid)
+        receiver_cpu = process_cpu(receiver.pid)
         meter.start()
         stats = receiver.wait_for(args.rows, timeout=180)
         while undelivered(url) and time.time() < seeded + 200:
@@ -233,7 +145,7 @@ def drain(url: str, relays: int, args: argparse.Namespace, logs: Path) -> dict[s
         recorded = time.time()
         cpu = meter.stop()
         cpu["relay processes"] = processes.cpu() - relay_cpu
-        cpu["receiver"] = process_cpu(receiver.process.pid) - receiver_cpu
+        cpu["receiver"] = process_cpu(receiver.pid) - receiver_cpu
         processes.stop()
     finally:
         receiver.close()
@@ -283,10 +195,12 @@ async def _queue_at_rate(url: str, rate: int, total: int, wake: bool) -> float:
 def steady(url: str, args: argparse.Namespace, logs: Path, **env: str) -> dict[str, float]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(RESET)
-    receiver = Receiver(logs)
+    receiver = ReceiverProcess(logs)
     total = int(args.rate * args.seconds)
     try:
-        processes = Relays(url, receiver, 1, args, logs, **env)
+        processes = Relays(
+            url, receiver.url, 1, logs, concurrency=args.concurrency, batch=args.batch, env=env
+        )
         wake = env.get("RELAY_POLL_ONLY") != "true"
         achieved = asyncio.run(_queue_at_rate(url, args.rate, total, wake))
         receiver.wait_for(total, timeout=60)

@@ -1,7 +1,7 @@
 """The schema's cost, part by part: what each trigger, index, foreign key and check adds to one
 Pomodoro's writes.
 
-    .venv/bin/python bench/schema_cost.py [--seconds 5] [--clients 16] [--only NAME ...] [--no-parts]
+    .venv/bin/python -m bench.schema_cost [--seconds 5] [--clients 16] [--only NAME ...] [--no-parts]
 
 A Postgres of its own (fsync and synchronous commit on, ``pg_stat_statements`` and
 ``pg_walinspect``), the schema migrated to head, and pgbench running *cycles* — the raw-SQL
@@ -38,19 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import psycopg
 
-import psycopg  # noqa: E402
-
-from bench.seeds import HISTORY  # noqa: E402
-from bench.common import with_database  # noqa: E402
-from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid  # noqa: E402
-from bench.tool_cycles import INTERRUPT_SQL, PGBENCH, START_SQL  # noqa: E402
-from relay.circuit import ENSURE as ENSURE_ENDPOINT  # noqa: E402
-from relay.claims import CLAIM, RECORD_OUTCOMES  # noqa: E402
-from service.domain.delivery import AGENT_ENDPOINT  # noqa: E402
+from bench.seeds import HISTORY
+from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid
+from bench.tool_cycles import INTERRUPT_SQL, PGBENCH, START_SQL
+from relay.circuit import ENSURE as ENSURE_ENDPOINT
+from relay.claims import CLAIM, RECORD_OUTCOMES
+from service.domain.delivery import AGENT_ENDPOINT
+from tests.support.database import with_database
 
 DATABASE = "schema_cost"
 VARIANT = "schema_cost_variant"

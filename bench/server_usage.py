@@ -26,9 +26,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench.common import process_cpu, with_database
-from bench.failover_postgres import Postgres, own_postgres
+from bench.common import process_cpu
 from service.db.migrate import upgrade
+from tests.support.database import with_database
+from tests.support.postgres import Postgres, own_postgres
 
 # The server's settings for these measurements: everything a production primary has (fsync,
 # synchronous commit, full-page writes), plus the two extensions, and no checkpoint by time or size
@@ -140,10 +141,11 @@ class ServerCpu(threading.Thread):
         self._halt.set()
         self.join(10)
         self._poll(initial=False)
-        spent: Counter[str] = Counter()
+        spent: dict[str, float] = {}
         for pid, last in self._last.items():
-            spent[self._kind[pid]] += last - self._first[pid]
-        return dict(spent)
+            kind = self._kind[pid]
+            spent[kind] = spent.get(kind, 0.0) + last - self._first[pid]
+        return spent
 
 
 @dataclass

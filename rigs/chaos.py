@@ -33,9 +33,9 @@ from collections import Counter
 from pathlib import Path
 
 from rigs.checks import print_figures
-from tests.support.postgres import Postgres, own_postgres
 from rigs.stack import migrate, running_rig
 from tests.support.database import create_database
+from tests.support.postgres import Postgres, own_postgres
 from tests.support.processes import RelayProcess, ServiceProcess
 
 EVENTS = ("postgres restart -m fast", "service SIGKILL", "postgres restart -m immediate", "service SIGKILL")

@@ -33,9 +33,9 @@ import time
 
 from rigs.checks import print_figures
 from rigs.patroni import PatroniCluster, patroni_cluster
-from tests.support.postgres import wait_for
 from rigs.stack import migrate, running_rig
 from tests.support.database import create_database
+from tests.support.postgres import wait_for
 
 
 async def _new_leader(cluster: PatroniCluster, old: str) -> str:

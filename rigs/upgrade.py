@@ -2,7 +2,7 @@
 ``migrate`` runs, and nothing fails, is lost, doubled or answered differently.
 
 ```
-.venv/bin/python rigs/upgrade.py [--conversations 16] [--phase-seconds 12] [--runs 1]
+.venv/bin/python -m rigs.upgrade [--conversations 16] [--phase-seconds 12] [--runs 1]
 ```
 
 The previous release is the commit ``PREVIOUS_RELEASE`` of this repository, checked out into a
@@ -41,7 +41,6 @@ import json
 import os
 import random
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,18 +52,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: `python rigs/upgrade.py`
-    sys.path.insert(0, str(ROOT))
+import httpx
+import psycopg
+from psycopg.rows import dict_row
 
-import httpx  # noqa: E402
-import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
-from psycopg.rows import dict_row  # noqa: E402
-
-from bench.common import server_url, with_database  # noqa: E402
-from tests.support.processes import free_port  # noqa: E402
-from tests.support.receiver import Receiver, new_secret  # noqa: E402
+from tests.support.database import named_server, scratch_database
+from tests.support.processes import ROOT, Child, ServiceProcess, log_tail
+from tests.support.receiver import Receiver, new_secret
 
 # The release before this one: the last commit before the database code moved to service/db/sql/
 # (interface 1: call_tool with an HTTP status, its SQL in migration 0005).
@@ -82,27 +76,6 @@ class Release:
 
 
 @dataclass
-class Process:
-    label: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    url: str = ""
-
-    def stop(self, timeout: float = 30.0) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
-
-    def tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-
-@dataclass
 class Stack:
     """What both releases share: the database, the tokens, the Agent's endpoint."""
 
@@ -116,9 +89,7 @@ class Stack:
     session_secret: str = field(default_factory=lambda: secrets.token_hex(32))
 
     def env(self, release: Release) -> dict[str, str]:
-        keep = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "HOST_", "RELAY_"))}
         return {
-            **keep,
             **release.env(),
             "DATABASE_URL": self.database_url,
             "AGENT_TOKEN": self.agent_token,
@@ -130,43 +101,24 @@ class Stack:
             "RELAY_BACKOFF_MAX_SECONDS": "2",
         }
 
-    def run(self, release: Release, label: str, *args: str) -> Process:
-        log = self.logs / f"{label}.log"
-        with log.open("ab") as handle:
-            process = subprocess.Popen(
-                [sys.executable, *args],
-                cwd=release.tree,
-                env=self.env(release),
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-            )
-        return Process(label, process, log)
-
     def migrate(self, release: Release) -> float:
         began = time.monotonic()
-        done = self.run(release, f"migrate-{release.name}", "-m", "service", "migrate")
+        log = self.logs / f"migrate-{release.name}.log"
+        done = Child(["-m", "service", "migrate"], log, self.env(release), cwd=release.tree).start()
+        assert done.process is not None
         if done.process.wait(timeout=300) != 0:
-            raise RuntimeError(f"{release.name}'s migrate failed:\n{done.tail()}")
+            raise RuntimeError(f"{release.name}'s migrate failed:\n{log_tail(log)}")
         return time.monotonic() - began
 
-    def serve(self, release: Release) -> Process:
-        port = free_port()
-        served = self.run(
-            release, f"serve-{release.name}-{port}", "-m", "service", "serve", "--port", str(port)
-        )
-        served.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if served.process.poll() is not None:
-                raise RuntimeError(f"{release.name}'s serve exited:\n{served.tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{served.url}/readyz", timeout=1).status_code == 200:
-                    return served
-            time.sleep(0.1)
-        raise RuntimeError(f"{release.name}'s serve was not ready in 60 s:\n{served.tail()}")
+    def serve(self, release: Release) -> ServiceProcess:
+        """``serve`` of ``release``, ready (``/readyz`` 200)."""
+        served = ServiceProcess(self.database_url, self.logs, env=self.env(release), cwd=release.tree)
+        served.start_ready()
+        return served
 
-    def relay(self, release: Release, n: int) -> Process:
-        return self.run(release, f"relay-{release.name}-{n}", "-m", "relay")
+    def relay(self, release: Release, n: int) -> Child:
+        log = self.logs / f"relay-{release.name}-{n}.log"
+        return Child(["-m", "relay"], log, self.env(release), cwd=release.tree).start()
 
 
 @contextlib.contextmanager
@@ -187,19 +139,6 @@ def previous_release(commit: str) -> Iterator[Path]:
         yield tree
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
-
-
-@contextlib.contextmanager
-def empty_database() -> Iterator[str]:
-    admin = server_url()
-    name = f"rig_upgrade_{secrets.token_hex(4)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(admin, name)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 # --- the load --------------------------------------------------------------------------------
@@ -375,10 +314,10 @@ async def drive(stack: Stack, previous: Release, current: Release, args: argpars
     phase = args.phase_seconds
     old_serve = stack.serve(previous)
     old_relays = [stack.relay(previous, n) for n in (1, 2)]
-    load = Load(stack, {previous.name: old_serve.url})
+    load = Load(stack, {previous.name: old_serve.base_url})
     conversations = [f"upgrade-{uuid.uuid4().hex[:6]}-{n}" for n in range(args.conversations)]
-    new_serve: Process | None = None
-    new_relays: list[Process] = []
+    new_serve: ServiceProcess | None = None
+    new_relays: list[Child] = []
     timeline: list[str] = []
     began = time.monotonic()
 
@@ -396,12 +335,12 @@ async def drive(stack: Stack, previous: Release, current: Release, args: argpars
         await asyncio.sleep(phase / 2)
         new_serve = await asyncio.to_thread(stack.serve, current)
         new_relays = [stack.relay(current, n) for n in (1, 2)]
-        load.targets[current.name] = new_serve.url
+        load.targets[current.name] = new_serve.base_url
         note(f"{current.name} serving beside it")
         await asyncio.sleep(phase)
         for relay in old_relays:
             await asyncio.to_thread(relay.stop)
-            note(f"{previous.name}'s {relay.label} stopped")
+            note(f"{previous.name}'s {relay.log.stem} stopped")
             await asyncio.sleep(phase / 4)
         del load.targets[previous.name]
         await asyncio.sleep(1.0)  # what was sent to it is answered
@@ -470,7 +409,10 @@ def main() -> int:
             print(f"\n=== upgrade run {run} of {args.runs}: {args.previous[:12]} -> this checkout ===")
             logs = Path(tempfile.mkdtemp(prefix="lineup-upgrade-"))
             secret = new_secret()
-            with empty_database() as url, Receiver([secret]) as receiver:
+            with (
+                scratch_database(named_server(), f"rig_upgrade_{secrets.token_hex(4)}") as url,
+                Receiver([secret]) as receiver,
+            ):
                 stack = Stack(url, logs, receiver.url, secret)
                 previous = Release("previous", tree)
                 current = Release("this", ROOT)

@@ -229,12 +229,7 @@ def test_the_outbox_filters_and_a_dead_row_is_requeued_in_place(page: Any, stack
 
     stack.refuse_dead["on"] = False
     asked: list[str] = []
-
-    def answer(dialog: Any) -> None:
-        asked.append(dialog.message)
-        dialog.accept()
-
-    page.once("dialog", answer)
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.evaluate("window.sameDocument = true")
     page.click('[data-testid="requeue"]')
     page.wait_for_selector(f'[data-event-id="{event_id}"][data-status="pending"]', timeout=3000)

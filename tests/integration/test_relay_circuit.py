@@ -25,7 +25,8 @@ ENDPOINT = "SELECT * FROM delivery_endpoints WHERE endpoint = 'agent'"
 
 
 def endpoint(db: Db) -> dict[str, Any]:
-    row: dict[str, Any] = db.execute(ENDPOINT).fetchone()
+    row = db.execute(ENDPOINT).fetchone()
+    assert row is not None
     return row
 
 

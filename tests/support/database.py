@@ -156,17 +156,23 @@ class DatabaseFactory:
 
 
 @contextlib.contextmanager
-def migrated_database(server: str, name: str) -> Iterator[str]:
-    """``CREATE DATABASE name`` migrated to head (its URL), dropped ``WITH (FORCE)`` on the way out."""
-    from service.db.migrate import upgrade
-
+def scratch_database(server: str, name: str) -> Iterator[str]:
+    """``CREATE DATABASE name`` (its URL), dropped ``WITH (FORCE)`` on the way out."""
     create_database(server, name)
     try:
-        url = with_database(server, name)
-        upgrade(url)
-        yield url
+        yield with_database(server, name)
     finally:
         drop_database(server, name)
+
+
+@contextlib.contextmanager
+def migrated_database(server: str, name: str) -> Iterator[str]:
+    """``scratch_database`` migrated to head."""
+    from service.db.migrate import upgrade
+
+    with scratch_database(server, name) as url:
+        upgrade(url)
+        yield url
 
 
 @contextlib.contextmanager

@@ -70,9 +70,12 @@ def launch(
         )
 
 
-def spawn(args: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """``python ARGS`` from the repository root with the settings in ``env`` (and no others of ours)."""
-    return launch([sys.executable, *args], log, environment(env))
+def spawn(
+    args: Sequence[str], env: Mapping[str, str], log: Path, *, cwd: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """``python ARGS`` from the repository root (or ``cwd``) with the settings in ``env`` (and no
+    others of ours)."""
+    return launch([sys.executable, *args], log, environment(env), cwd=cwd)
 
 
 ANY_STATUS = 0  # for wait_http: any answer will do
@@ -151,10 +154,13 @@ class Child:
     """A command of ours (``python ARGS``) that can be started again after a stop or a SIGKILL, with
     the same settings and the same log."""
 
-    def __init__(self, args: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, args: Sequence[str], log: Path, env: Mapping[str, str] | None = None, *, cwd: Path = ROOT
+    ) -> None:
         self.args = list(args)
         self.log = log
         self.env = dict(env or {})
+        self.cwd = cwd
         self.process: subprocess.Popen[bytes] | None = None
         self.kills = 0
 
@@ -162,7 +168,7 @@ class Child:
         return self.args
 
     def start(self) -> Self:
-        self.process = spawn(self.command(), self.env, self.log)
+        self.process = spawn(self.command(), self.env, self.log, cwd=self.cwd)
         return self
 
     @property
@@ -209,6 +215,7 @@ class ServiceProcess(Child):
         port: int | None = None,
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        cwd: Path = ROOT,
     ) -> None:
         self.port = port or free_port()
         settings = {
@@ -218,7 +225,7 @@ class ServiceProcess(Child):
             "OPERATOR_TOKEN": _token("operator"),
             **(env or {}),
         }
-        super().__init__(args, log_dir / f"service-{self.port}.log", settings)
+        super().__init__(args, log_dir / f"service-{self.port}.log", settings, cwd=cwd)
         self.database_url = database_url
         self.ready_in = 0.0
 

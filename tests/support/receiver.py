@@ -20,15 +20,20 @@ import random
 import secrets
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, cast
 
+import httpx
 from standardwebhooks import Webhook, WebhookVerificationError
+
+from tests.support.processes import Child, free_port
 
 
 def new_secret() -> str:
@@ -310,6 +315,55 @@ class _Connection(asyncio.Protocol):
             self.transport.write(self.pending.popleft()[1])
         if self.pending:
             self.timer = loop.call_at(self.pending[0][0], self._flush)
+
+
+class ReceiverProcess:
+    """The receiver in a process of its own (on uvloop; its CPU counted apart from the caller's),
+    answering 204 at once without checking signatures; read over ``GET /stats`` and ``/arrivals``."""
+
+    def __init__(self, logs: Path | None = None) -> None:
+        self.port = free_port()
+        log = (logs or Path(tempfile.mkdtemp(prefix="receiver-"))) / f"receiver-{self.port}.log"
+        self.process = Child(["-m", "tests.support.receiver", str(self.port)], log).start()
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
+        try:
+            self.process.wait_http(f"http://127.0.0.1:{self.port}/stats", 10, status=200)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/webhooks/lineup"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stats(self) -> dict[str, Any]:
+        """``requests``, ``unique`` webhook-ids, the ``first`` and ``last`` first arrivals (unix time)."""
+        stats: dict[str, Any] = self.client.get("/stats").json()
+        return stats
+
+    def arrivals(self) -> dict[str, float]:
+        """When each webhook-id first arrived (unix time)."""
+        arrivals: dict[str, float] = self.client.get("/arrivals").json()
+        return arrivals
+
+    def wait_for(self, unique: int, timeout: float) -> dict[str, Any]:
+        """Until ``unique`` webhook-ids arrived; the stats then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self.stats()
+            if stats["unique"] >= unique:
+                return stats
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{stats['unique']} of {unique} deliveries arrived within {timeout:.0f} s")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self.client.close()
+        self.process.stop(10)
 
 
 async def _serve(port: int) -> None:
