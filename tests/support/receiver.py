@@ -17,6 +17,7 @@ import asyncio
 import base64
 import json
 import random
+import re
 import secrets
 import socket
 import sys
@@ -66,17 +67,33 @@ NO_CONTENT = Reply()
 _NO_CONTENT = NO_CONTENT.encode()
 
 
-@dataclass(frozen=True)
+_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
+_WEBHOOK_ID = re.compile(rb"\r\nwebhook-id:[ \t]*([^\r]*)", re.IGNORECASE)
+
+
 class Delivery:
-    arrived_at: float
-    headers: dict[str, str]
-    body: bytes
-    verified_by: tuple[int, ...]  # indexes of the receiver's secrets whose signature checks out
-    reply: Reply
+    """One request as it arrived (its head parsed into ``headers`` only when read) and the reply."""
+
+    __slots__ = ("_headers", "arrived_at", "body", "event_id", "head", "reply", "verified_by")
+
+    def __init__(self, arrived_at: float, head: bytes, body: bytes, event_id: str) -> None:
+        self.arrived_at = arrived_at
+        self.head = head
+        self.body = body
+        self.event_id = event_id  # its webhook-id
+        self.verified_by: tuple[int, ...] = ()  # indexes of the receiver's secrets whose signature checks out
+        self.reply = NO_CONTENT
+        self._headers: dict[str, str] | None = None
 
     @property
-    def event_id(self) -> str:
-        return self.headers["webhook-id"]
+    def headers(self) -> dict[str, str]:
+        """Names in lower case."""
+        if self._headers is None:
+            self._headers = {}
+            for line in self.head.decode("latin-1").split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                self._headers[name.strip().lower()] = value.strip()
+        return self._headers
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -172,32 +189,34 @@ class Receiver:
 
     # -- one request ------------------------------------------------------------------------------
 
-    def _verify(self, body: bytes, headers: dict[str, str]) -> tuple[int, ...]:
+    def _verify(self, delivery: Delivery) -> tuple[int, ...]:
         verified = []
         for index, hook in enumerate(self._hooks):
             try:
-                hook.verify(body, headers)
+                hook.verify(delivery.body, delivery.headers)
             except (WebhookVerificationError, ValueError):
                 continue
             verified.append(index)
         return tuple(verified)
 
-    def _take(self, headers: dict[str, str], body: bytes) -> Reply:
+    def _take(self, head: bytes, body: bytes) -> Reply:
         now = time.time()
-        verified = self._verify(body, headers) if self._hooks else ()
-        webhook_id = headers.get("webhook-id", "")
+        found = _WEBHOOK_ID.search(head)
+        delivery = Delivery(now, head, body, found[1].decode("latin-1").strip() if found else "")
+        if self._hooks:
+            delivery.verified_by = self._verify(delivery)
         with self._lock:
-            earlier = self._earlier[webhook_id]
-        if self._hooks and not verified:
-            reply = Reply(401, body=b"bad signature")
+            earlier = self._earlier[delivery.event_id]
+        if self._hooks and not delivery.verified_by:
+            delivery.reply = Reply(401, body=b"bad signature")
         else:
-            reply = self.responder(Delivery(now, headers, body, verified, NO_CONTENT), earlier)
+            delivery.reply = self.responder(delivery, earlier)
         with self._arrived:
-            self.deliveries.append(Delivery(now, headers, body, verified, reply))
-            self._earlier[webhook_id] += 1
-            self._first_arrival.setdefault(webhook_id, now)
+            self.deliveries.append(delivery)
+            self._earlier[delivery.event_id] += 1
+            self._first_arrival.setdefault(delivery.event_id, now)
             self._arrived.notify_all()
-        return reply
+        return delivery.reply
 
     def _report(self, path: str) -> Reply:
         with self._lock:
@@ -278,24 +297,24 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-            lines = self.buffer[:end].decode("latin-1").split("\r\n")
-            headers = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            length = int(headers.get("content-length") or 0)
-            if len(self.buffer) < end + 4 + length:
-                return
-            body = bytes(self.buffer[end + 4 : end + 4 + length])
-            del self.buffer[: end + 4 + length]
-            method, path = [*lines[0].split(" "), "", ""][:2]
-            if method == "GET":
-                self.send(self.receiver._report(path).encode(), 0.0)
+        buffer = self.buffer
+        buffer += data
+        taken = 0  # what the requests answered below took of the buffer
+        while (end := buffer.find(b"\r\n\r\n", taken)) >= 0:
+            head = bytes(buffer[taken:end])
+            found = _LENGTH.search(head)
+            stop = end + 4 + (int(found[1]) if found else 0)
+            if len(buffer) < stop:
+                break
+            body = bytes(buffer[end + 4 : stop])
+            taken = stop
+            if head.startswith(b"GET "):
+                self.send(self.receiver._report(head.split(b" ", 2)[1].decode("latin-1")).encode(), 0.0)
                 continue
-            reply = self.receiver._take(headers, body)
+            reply = self.receiver._take(head, body)
             self.send(_NO_CONTENT if reply is NO_CONTENT else reply.encode(), reply.delay + reply.hang)
+        if taken:
+            del buffer[:taken]
 
     def send(self, answer: bytes, delay: float) -> None:
         assert self.transport is not None
