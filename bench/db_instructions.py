@@ -1,7 +1,7 @@
 """What one start+interrupt cycle costs the database, in instructions: this checkout against the
 previous release, counted by callgrind, so the figure does not depend on what else the machine does.
 
-    .venv/bin/python bench/db_instructions.py [--previous COMMIT] [--cycles 200]
+    .venv/bin/python -m bench.db_instructions [--previous COMMIT] [--cycles 200]
 
 A throwaway cluster (Debian's PostgreSQL 15 binaries, as the OS user ``postgres`` when run as root)
 holds two databases: one migrated by the previous release (checked out into a git worktree), one by

@@ -47,6 +47,7 @@ from relay.circuit import ENSURE as ENSURE_ENDPOINT
 from relay.claims import CLAIM, RECORD_OUTCOMES
 from service.domain.delivery import AGENT_ENDPOINT
 from tests.support.database import with_database
+from tests.support.processes import ROOT
 
 DATABASE = "schema_cost"
 VARIANT = "schema_cost_variant"

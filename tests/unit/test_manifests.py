@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from service.manifests import ErrorDetail, InstanceStateFeature, ManifestError, Registry, load_registry
+from service.json_errors import ErrorDetail
+from service.manifests import InstanceStateFeature, ManifestError, Registry, load_registry
 
 SHIPPED = Path(__file__).resolve().parents[2] / "manifests"
 OPERATION_ID = "0b6f3a52-9a43-4f4e-9d0a-3f7d3c1f2e10"
