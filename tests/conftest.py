@@ -9,6 +9,8 @@ from typing import Any, Self
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from litestar.testing import AsyncTestClient
 from psycopg.rows import dict_row
 
@@ -27,6 +29,11 @@ HOST_SESSION_SECRET = "host-session-secret-for-tests-0123456789"
 AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
 HOST = {"Authorization": f"Bearer {HOST_TOKEN}"}
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
+# Property tests check rules, not speed: on a loaded CI machine one example can take longer than
+# Hypothesis's 200 ms default deadline, which it reports as a flaky failure of a rule that holds.
+hypothesis_settings.register_profile("lineup", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("lineup")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
