@@ -1,4 +1,4 @@
-"""The schema has one source: tables in service/db/tables.py, database code in service/db/sql/.
+"""The schema has one source: tables in service/db/tables/, database code in service/db/sql/.
 
 A database built from those two equals, object by object, one built by replaying every migration;
 an edit of either side alone — a function changed by hand or in a migration, an index or a column

@@ -1,4 +1,4 @@
-"""The migrated schema and the table definitions in service/db/tables.py agree."""
+"""The migrated schema and the table definitions in service/db/tables/ agree."""
 
 from __future__ import annotations
 

@@ -1,0 +1,170 @@
+"""A conversation's workspace: its foreground, the app instances it opened, their sub-sessions
+and snapshots, and the operations (a Pomodoro's focus period) they run."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Computed,
+    ForeignKey,
+    Index,
+    Integer,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+from service.db.tables.conventions import (
+    OPERATION_REASONS,
+    OPERATION_STATES,
+    metadata,
+    one_of,
+    timestamp,
+)
+
+# The foreground per conversation (NULL = Interact) and the per-conversation outbox sequence.
+# Every use case that changes a conversation locks this row first: one lock order, no deadlocks.
+workspaces = Table(
+    "workspaces",
+    metadata,
+    Column("conversation_id", Text, primary_key=True),
+    Column(
+        "foreground_instance_id",
+        UUID(as_uuid=True),
+        ForeignKey("app_instances.instance_id", use_alter=True),
+        nullable=True,
+    ),
+    Column("outbox_sequence", BigInteger, nullable=False, server_default=text("0")),
+    timestamp("created_at", default=True),
+    timestamp("updated_at", default=True),
+    CheckConstraint("char_length(conversation_id) BETWEEN 1 AND 255", name="conversation_id_length"),
+    CheckConstraint("outbox_sequence >= 0", name="outbox_sequence_nonnegative"),
+)
+
+app_instances = Table(
+    "app_instances",
+    metadata,
+    Column("instance_id", UUID(as_uuid=True), primary_key=True),
+    Column(
+        "conversation_id",
+        Text,
+        ForeignKey("workspaces.conversation_id"),
+        nullable=False,
+    ),
+    Column("app_scope", Text, nullable=False),
+    Column("status", Text, nullable=False, server_default=text("'open'")),
+    timestamp("opened_at", default=True),
+    timestamp("closed_at", nullable=True),
+    CheckConstraint("status IN ('open', 'closed')", name="status"),
+    CheckConstraint("(status = 'closed') = (closed_at IS NOT NULL)", name="closed_at_iff_closed"),
+    # An app has at most one open instance per conversation: resuming reuses it.
+    Index(
+        "uq_app_instances_one_open_per_scope",
+        "conversation_id",
+        "app_scope",
+        unique=True,
+        postgresql_where=text("status = 'open'"),
+    ),
+    Index("ix_app_instances_conversation_opened", "conversation_id", "opened_at"),
+)
+
+sub_sessions = Table(
+    "sub_sessions",
+    metadata,
+    Column("sub_session_id", UUID(as_uuid=True), primary_key=True),
+    Column(
+        "instance_id",
+        UUID(as_uuid=True),
+        ForeignKey("app_instances.instance_id"),
+        nullable=False,
+        unique=True,
+    ),
+    Column("conversation_id", Text, nullable=False),
+    Column("status", Text, nullable=False, server_default=text("'open'")),
+    timestamp("started_at", default=True),
+    timestamp("ended_at", nullable=True),
+    CheckConstraint("status IN ('open', 'ended')", name="status"),
+    CheckConstraint("(status = 'ended') = (ended_at IS NOT NULL)", name="ended_at_iff_ended"),
+)
+
+# app.instance-state.v1: one snapshot per instance, display data only.
+instance_states = Table(
+    "instance_states",
+    metadata,
+    Column(
+        "instance_id",
+        UUID(as_uuid=True),
+        ForeignKey("app_instances.instance_id"),
+        primary_key=True,
+    ),
+    Column("app_scope", Text, nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("revision", BigInteger, nullable=False, server_default=text("0")),
+    Column("data", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("readonly", Boolean, nullable=False, server_default=text("false")),
+    timestamp("updated_at", default=True),
+    CheckConstraint("revision >= 0", name="revision_nonnegative"),
+    CheckConstraint("jsonb_typeof(data) = 'object'", name="data_is_object"),
+)
+
+operations = Table(
+    "operations",
+    metadata,
+    Column("operation_id", UUID(as_uuid=True), primary_key=True),
+    Column("tool", Text, nullable=False),
+    Column("tool_call_id", Text, nullable=False, unique=True),
+    Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
+    Column("app_scope", Text, nullable=False),
+    Column("instance_id", UUID(as_uuid=True), ForeignKey("app_instances.instance_id"), nullable=False),
+    Column("state", Text, nullable=False, server_default=text("'focusing'")),
+    Column("reason", Text, nullable=True),
+    Column("duration_seconds", Integer, nullable=False),
+    Column("activity", Text, nullable=True),
+    timestamp("started_at"),
+    timestamp("ends_at"),
+    timestamp("finalized_at", nullable=True),
+    Column("result", JSONB, nullable=True),
+    # How late the deadline was decided: kept for every deadline decision.
+    Column(
+        "lateness_ms",
+        Integer,
+        Computed(
+            "CASE WHEN reason = 'deadline_reached' "
+            "THEN (EXTRACT(EPOCH FROM finalized_at - ends_at) * 1000)::integer END",
+            persisted=True,
+        ),
+    ),
+    CheckConstraint(one_of("state", OPERATION_STATES), name="state"),
+    CheckConstraint(f"reason IS NULL OR {one_of('reason', OPERATION_REASONS)}", name="reason"),
+    CheckConstraint(
+        # COALESCE: a NULL reason must fail the check, not pass it as unknown.
+        "COALESCE((state = 'focusing' AND reason IS NULL AND finalized_at IS NULL AND result IS NULL)"
+        " OR (state = 'completed' AND reason = 'deadline_reached')"
+        " OR (state = 'interrupted' AND reason IN ('agent_interrupt', 'user_left_workspace'))"
+        " OR (state = 'cancelled' AND reason = 'app_closed'), false)",
+        name="state_matches_reason",
+    ),
+    CheckConstraint(
+        "state = 'focusing' OR (finalized_at IS NOT NULL AND result IS NOT NULL)",
+        name="final_has_result",
+    ),
+    CheckConstraint("state <> 'completed' OR finalized_at >= ends_at", name="completed_not_early"),
+    CheckConstraint("duration_seconds BETWEEN 1 AND 14400", name="duration"),
+    CheckConstraint("ends_at = started_at + make_interval(secs => duration_seconds)", name="ends_at"),
+    CheckConstraint("activity IS NULL OR char_length(activity) <= 200", name="activity_length"),
+    # At most one focusing Pomodoro per conversation.
+    Index(
+        "uq_operations_one_focusing_per_conversation",
+        "conversation_id",
+        unique=True,
+        postgresql_where=text("state = 'focusing' AND tool = 'pomodoro.start'"),
+    ),
+    # The sweeper's index: only focusing rows, ordered by deadline.
+    Index("ix_operations_focusing_ends_at", "ends_at", postgresql_where=text("state = 'focusing'")),
+    Index("ix_operations_conversation_started", "conversation_id", "started_at"),
+    Index("ix_operations_instance", "instance_id"),
+)
