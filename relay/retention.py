@@ -20,6 +20,7 @@ import structlog
 from relay.claims import Conn
 from relay.database import RelayPool
 from relay.metrics import RelayMetrics
+from service.background import Periodic
 
 log = structlog.get_logger("relay.retention")
 PRUNE_BATCH = 500
@@ -113,22 +114,36 @@ async def prune_and_report(conn: Conn, retention: Retention) -> dict[str, int]:
     return pruned
 
 
-async def keep_pruning(pool: RelayPool, retention: Retention, metrics: RelayMetrics) -> None:
-    """Prune now and then, forever; several relays doing it at once stay out of each other's way."""
-    await asyncio.sleep(random.uniform(1.0, 10.0))
-    while True:
-        try:
-            async with pool.connection() as conn:
-                pruned = await prune_and_report(conn, retention)
-            for status, rows in pruned.items():
-                metrics.pruned.labels(status).inc(rows)
-            if any(pruned.values()):
-                log.info(
-                    "relay_pruned",
-                    rows=pruned,
-                    retention_days=retention.delivered_days,
-                    dead_retention_days=retention.dead_days,
-                )
-        except psycopg.Error as exc:
-            log.warning("relay_prune_failed", error=str(exc).strip())
-        await asyncio.sleep(PRUNE_EVERY * random.uniform(0.8, 1.2))
+class Pruning(Periodic):
+    """The relay's retention as a background loop (``service.background``): a round prunes both
+    statuses and reports; the first comes 1-10 s after the start, the next every ``PRUNE_EVERY``
+    seconds give or take a fifth, so several relays pruning at once stay out of each other's way."""
+
+    name = "relay-retention"
+
+    def __init__(self, pool: RelayPool, retention: Retention, metrics: RelayMetrics) -> None:
+        super().__init__(PRUNE_EVERY, jitter=0.2, first_delay=random.uniform(1.0, 10.0))
+        self._pool = pool
+        self._retention = retention
+        self._metrics = metrics
+
+    async def run_once(self) -> None:
+        retention = self._retention
+        async with self._pool.connection() as conn:
+            pruned = await prune_and_report(conn, retention)
+        for status, rows in pruned.items():
+            self._metrics.pruned.labels(status).inc(rows)
+        if any(pruned.values()):
+            log.info(
+                "relay_pruned",
+                rows=pruned,
+                retention_days=retention.delivered_days,
+                dead_retention_days=retention.dead_days,
+            )
+
+    def failed(self, error: Exception) -> None:
+        """A database error is logged and the next round comes; anything else is a bug that ends
+        the loop (and so the relay)."""
+        if not isinstance(error, psycopg.Error):
+            raise error
+        log.warning("relay_prune_failed", error=str(error).strip())

@@ -23,6 +23,18 @@ def listener(url: str, wake: Callable[[], None]) -> Listener:
     )
 
 
-async def listen(url: str, wake: Callable[[], None], stop: asyncio.Event) -> None:
-    """Until ``stop``: reconnect on any failure, finding the primary of the moment."""
-    await listener(url, wake).run(stop)
+class OutboxListener:
+    """A background loop (``service.background``): until ``stop``, reconnect on any failure, finding
+    the primary of the moment; a round is a connection made."""
+
+    name = "relay-listen"
+
+    def __init__(self, url: str, wake: Callable[[], None]) -> None:
+        self._listener = listener(url, wake)
+
+    @property
+    def rounds(self) -> int:
+        return self._listener.connects
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self._listener.run(stop)

@@ -6,13 +6,17 @@ record finished attempts in batches, two statements at a time. A row stays held,
 live, until its outcome is recorded; the next row of its conversation becomes claimable only then.
 A finished POST frees its slot at once, so recording never stalls delivering; the rows held but
 not yet recorded are bounded too (``MAX_HELD_PER_SLOT`` per slot).
+
+The claimer is this module's; the writers (``relay.recording``), the retention
+(``relay.retention``) and the LISTEN loop (``relay.wakeup``) are background loops in the shared
+shape (``service.background``), started together and stopped together by one ``Background``. The
+endpoint's circuit, as this relay sees it, is ``relay.endpoint_circuit``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -23,25 +27,26 @@ import structlog
 
 from relay import circuit
 from relay import claims as claims_db
-from relay.backoff import parse_retry_after, retry_delay
-from relay.circuit import FailureStreak, is_endpoint_failure
+from relay.backoff import retry_delay
+from relay.circuit import is_endpoint_failure
 from relay.claims import Claim, Outcome
 from relay.config import RelayConfig, redacted
 from relay.database import RelayPool, relay_pool
 from relay.delivery import Attempt, Deliverer
+from relay.endpoint_circuit import EndpointCircuit
 from relay.metrics import RelayMetrics
 from relay.policy import AttemptResult, describe, verdict
 from relay.probes import ProbeServer
-from relay.retention import Retention, keep_pruning
+from relay.recording import MAX_ERROR_PAUSE, OutcomeWriter
+from relay.retention import Pruning, Retention
 from relay.signing import Signer
-from relay.wakeup import listen
+from relay.wakeup import OutboxListener
+from service.background import Background, Loop
 
 log = structlog.get_logger("relay")
 
-WRITE_BATCH = 500
 WRITERS = 2
 MAX_HELD_PER_SLOT = 4
-MAX_ERROR_PAUSE = 5.0
 
 
 class Relay:
@@ -55,14 +60,9 @@ class Relay:
         self._deliveries: set[asyncio.Task[None]] = set()
         self._orphans_possible = False
         self._broken = False
-        self._streak = FailureStreak(config.circuit_failures)
-        self._opening = False
-        self._hold_asked_until = 0.0
-        self._side_tasks: set[asyncio.Task[None]] = set()
-        # An open (or a Retry-After hold) on its way to the database: no claims until it lands.
-        self._gate_change: asyncio.Task[None] | None = None
         self._pool: RelayPool
         self._deliverer: Deliverer
+        self._circuit: EndpointCircuit
         # Below this much free capacity the claimer waits rather than claim a handful of rows.
         self._min_claim = max(1, min(config.batch_size, config.concurrency) // 4)
         self._max_held = config.concurrency * MAX_HELD_PER_SLOT
@@ -74,10 +74,21 @@ class Relay:
         """Deliver until ``stop`` is set; then finish or hand back what is in flight and return."""
         cfg = self.config
         failures: list[BaseException] = []
+
+        def helper_failed(loop: Loop, error: BaseException) -> None:
+            # A helper ends at the stop or by cancellation; an error is a bug. Stop (and exit non-zero)
+            # rather than keep claiming rows whose outcomes nobody records.
+            log.error("relay_helper_failed", task=loop.name, error=repr(error))
+            failures.append(error)
+            self._broken = True
+            stop.set()
+
         # Closed in reverse order, each even if an earlier one fails: helpers, leases, HTTP, pool.
         async with contextlib.AsyncExitStack() as resources:
             await self._open(resources)
-            resources.push_async_callback(_cancel, self._start_helpers(stop, failures))
+            # The helpers see ``stop`` too, and are cancelled once the drain has recorded what it could.
+            helpers = Background(self._helpers(), stop, on_failure=helper_failed, cancel_at_stop=True)
+            await resources.enter_async_context(helpers)
             log.info(
                 "relay_started",
                 relay_id=cfg.relay_id,
@@ -89,7 +100,7 @@ class Relay:
                 probe_port=self.probe_port,
             )
             await self._release(uncount=0)  # leases an earlier process with this relay id left behind
-            await self._ensure_endpoint()
+            await self._circuit.ensure()
             await self._claim_loop(stop)
             await self._drain()
         log.info("relay_stopped", relay_id=cfg.relay_id, unrecorded=len(self._held))
@@ -110,47 +121,30 @@ class Relay:
         self._deliverer = Deliverer(cfg.webhook_url, signer, timeout=cfg.timeout, concurrency=cfg.concurrency)
         resources.push_async_callback(self._deliverer.aclose)
         resources.push_async_callback(self._release, uncount=0)
-        resources.push_async_callback(self._release_probe)
+        self._circuit = EndpointCircuit(cfg, self._pool, self.metrics, self.wake)
+        resources.push_async_callback(self._circuit.release_probe)
 
-    def _start_helpers(self, stop: asyncio.Event, failures: list[BaseException]) -> list[asyncio.Task[None]]:
-        helpers = [
-            *(_spawn(self._write_loop(), f"relay-writer-{n}") for n in range(WRITERS)),
-            _spawn(keep_pruning(self._pool, self._retention(), self.metrics), "relay-retention"),
-        ]
-        if not self.config.poll_only:
-            helpers.append(_spawn(listen(self.config.database_url, self.wake, stop), "relay-listen"))
-
-        def fail_fast(task: asyncio.Task[None]) -> None:
-            # A helper only ends by cancellation; anything else is a bug. Stop (and exit non-zero)
-            # rather than keep claiming rows whose outcomes nobody records.
-            if not task.cancelled() and (error := task.exception()) is not None:
-                log.error("relay_helper_failed", task=task.get_name(), error=repr(error))
-                failures.append(error)
-                self._broken = True
-                stop.set()
-
-        for task in helpers:
-            task.add_done_callback(fail_fast)
-        return helpers
-
-    def _retention(self) -> Retention:
+    def _helpers(self) -> list[Loop]:
+        """The loops beside the claimer: the writers, the retention, and (unless polling only) the
+        LISTEN loop that wakes the claimer."""
         cfg = self.config
-        return Retention(cfg.retention_days, cfg.dead_retention_days, cfg.relay_id)
-
-    async def _release_probe(self) -> None:
-        """A probe this relay still holds goes back at once, not when its lease runs out."""
-        try:
-            async with self._pool.connection() as conn:
-                await circuit.release_probe(conn, self.config.endpoint, self.config.relay_id)
-        except psycopg.Error as exc:
-            log.warning("relay_probe_release_failed", error=str(exc).strip())
-
-    async def _ensure_endpoint(self) -> None:
-        try:
-            async with self._pool.connection() as conn:
-                await circuit.ensure(conn, self.config.endpoint)
-        except psycopg.Error as exc:
-            log.warning("relay_endpoint_check_failed", error=str(exc).strip())
+        helpers: list[Loop] = [
+            OutcomeWriter(
+                n,
+                pool=self._pool,
+                relay_id=cfg.relay_id,
+                metrics=self.metrics,
+                outcomes=self._outcomes,
+                held=self._held,
+                recorded=self.wake,
+            )
+            for n in range(WRITERS)
+        ]
+        retention = Retention(cfg.retention_days, cfg.dead_retention_days, cfg.relay_id)
+        helpers.append(Pruning(self._pool, retention, self.metrics))
+        if not cfg.poll_only:
+            helpers.append(OutboxListener(cfg.database_url, self.wake))
+        return helpers
 
     # -- claiming -------------------------------------------------------------------------------
 
@@ -164,8 +158,7 @@ class Relay:
                 await self._sleep(stop, cfg.poll_interval)
                 continue
             limit = min(cfg.batch_size, free)
-            if self._gate_change is not None and not self._gate_change.done():
-                await asyncio.wait({self._gate_change}, timeout=MAX_ERROR_PAUSE)
+            await self._circuit.changed(at_most=MAX_ERROR_PAUSE)
             try:
                 if self._orphans_possible:
                     await self._release(uncount=1, keep=list(self._held))
@@ -185,7 +178,7 @@ class Relay:
                 continue
             errors = 0
             if claimed.circuit_closed_since is not None:
-                self._streak.circuit_closed_at(claimed.circuit_closed_since)
+                self._circuit.closed_since(claimed.circuit_closed_since)
             for row in claimed:
                 self._start_delivery(row)
             if len(claimed) == limit:
@@ -253,7 +246,7 @@ class Relay:
         try:
             attempt = await self._deliverer.attempt(claim)
             if claim.probe:
-                await self._probed(attempt.result)
+                await self._circuit.probed(attempt.result)
         except asyncio.CancelledError:
             # Stopped mid-attempt: the Agent may or may not have it. Record the attempt and make
             # the row due at once for any relay.
@@ -282,7 +275,7 @@ class Relay:
             decided = "retry"
         else:
             if not claim.probe:
-                self._observe(claim, attempt)
+                self._circuit.observe(claim, attempt)
             if decided == "retry":
                 delay = retry_delay(
                     claim.attempts, base=cfg.backoff_base, cap=cfg.backoff_max, retry_after=result.retry_after
@@ -303,148 +296,6 @@ class Relay:
             refund=refund,
         )
 
-    # -- the endpoint's circuit -----------------------------------------------------------------
-
-    def _observe(self, claim: Claim, attempt: Attempt) -> None:
-        """Open the circuit when the endpoint fails as a whole, or hold it as a Retry-After asks."""
-        result = attempt.result
-        opens = self._streak.observe(claim.event_id, attempt.started_at, result)
-        asked = parse_retry_after(result.retry_after) if is_endpoint_failure(result) else None
-        if asked is not None and asked > 0:
-            hold = min(asked, self.config.backoff_max)
-            until = time.monotonic() + hold
-            if until > self._hold_asked_until + 1.0:  # answers in flight together ask once
-                self._hold_asked_until = until
-                opening = self._open_circuit(hold, describe(result), retry_after=hold)
-                self._gate_change = self._side_task(opening, "circuit-hold")
-        elif opens and not self._opening:
-            self._opening = True
-            hold = self.config.circuit_probe_seconds
-            self._gate_change = self._side_task(self._open_circuit(hold, describe(result)), "circuit-open")
-
-    async def _open_circuit(self, hold: float, error: str, *, retry_after: float | None = None) -> None:
-        cfg = self.config
-        try:
-            async with self._pool.connection() as conn:
-                changed = await circuit.open_circuit(
-                    conn, cfg.endpoint, hold=hold, error=error, extend=retry_after is not None
-                )
-        except psycopg.Error as exc:
-            log.warning("relay_circuit_open_failed", error=str(exc).strip())
-            return
-        finally:
-            self._opening = False
-        if changed is not None and changed[0] == "closed":
-            self.metrics.circuit_transitions.labels("open").inc()
-            log.warning(
-                "delivery_circuit_opened",
-                relay_id=cfg.relay_id,
-                endpoint=cfg.endpoint,
-                failures=self._streak.failures,
-                rows=len(self._streak.rows),
-                retry_after=retry_after,
-                probe_in=round(hold, 3),
-                error=error,
-            )
-        self._streak.reset()
-
-    async def _probed(self, result: AttemptResult) -> None:
-        """Close the circuit if the probe was answered, else open it again until the next probe."""
-        try:
-            if is_endpoint_failure(result):
-                await self._probe_failed(result)
-            else:
-                await self._probe_answered(result)
-        except psycopg.Error as exc:
-            # The probe's lease runs out and another probe goes then.
-            log.warning("relay_circuit_probe_unrecorded", error=str(exc).strip())
-
-    async def _probe_answered(self, result: AttemptResult) -> None:
-        cfg = self.config
-        async with self._pool.connection() as conn:
-            closed = await circuit.close(conn, cfg.endpoint, cfg.relay_id)
-        if closed is None:
-            return
-        open_seconds, since, made_due = closed
-        self._streak.circuit_closed_at(since)
-        self.metrics.circuit_transitions.labels("closed").inc()
-        log.info(
-            "delivery_circuit_closed",
-            relay_id=cfg.relay_id,
-            endpoint=cfg.endpoint,
-            open_seconds=round(open_seconds, 3),
-            made_due=made_due,
-            status_code=result.status_code,
-        )
-        self.wake()
-
-    async def _probe_failed(self, result: AttemptResult) -> None:
-        cfg = self.config
-        asked = parse_retry_after(result.retry_after) or 0.0
-        hold = max(cfg.circuit_probe_seconds, min(asked, cfg.backoff_max))
-        async with self._pool.connection() as conn:
-            reopened = await circuit.reopen(
-                conn, cfg.endpoint, cfg.relay_id, hold=hold, error=describe(result)
-            )
-        if reopened:
-            self.metrics.circuit_transitions.labels("open").inc()
-            log.warning(
-                "delivery_circuit_probe_failed",
-                relay_id=cfg.relay_id,
-                endpoint=cfg.endpoint,
-                probe_in=round(hold, 3),
-                error=describe(result),
-            )
-
-    def _side_task(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        task = _spawn(coro, name)
-        self._side_tasks.add(task)
-        task.add_done_callback(self._side_tasks.discard)
-        return task
-
-    # -- recording ------------------------------------------------------------------------------
-
-    async def _write_loop(self) -> None:
-        while True:
-            batch = [await self._outcomes.get()]
-            while len(batch) < WRITE_BATCH and not self._outcomes.empty():
-                batch.append(self._outcomes.get_nowait())
-            await self._record(batch)
-            for _ in batch:
-                self._outcomes.task_done()
-
-    async def _record(self, batch: list[Outcome]) -> None:
-        relay_id = self.config.relay_id
-        pause = 0.05
-        while True:
-            try:
-                async with self._pool.connection() as conn:
-                    recorded = await claims_db.record_outcomes(conn, relay_id, batch)
-                break
-            except psycopg.Error as exc:
-                # Safe to repeat: the statement recognises attempts it already recorded.
-                self.metrics.database_errors.inc()
-                log.warning("relay_record_failed", error=str(exc).strip(), rows=len(batch))
-                await asyncio.sleep(pause)
-                pause = min(MAX_ERROR_PAUSE, pause * 2)
-        for outcome in batch:
-            event_id = outcome.claim.event_id
-            self._held.pop(event_id, None)
-            recorded_as = recorded.get(event_id, "already_recorded")
-            self.metrics.attempts.labels(recorded_as).inc()
-            if recorded_as != "delivered":
-                level = log.info if recorded_as == "retry" else log.warning
-                level(
-                    f"relay_attempt_{recorded_as}",
-                    event_id=str(event_id),
-                    tool_call_id=outcome.claim.tool_call_id,
-                    attempt=outcome.claim.attempts,
-                    error=outcome.error,
-                    retry_in=round(outcome.delay, 3) if recorded_as == "retry" else None,
-                )
-        self.metrics.in_flight.set(len(self._held))
-        self.wake()
-
     # -- stopping -------------------------------------------------------------------------------
 
     async def _drain(self) -> None:
@@ -460,19 +311,12 @@ class Relay:
             await asyncio.gather(*unfinished, return_exceptions=True)
         if self._broken:
             return
-        if self._side_tasks:
-            await asyncio.wait(set(self._side_tasks), timeout=max(deadline - loop.time(), 1.0))
+        await self._circuit.settle(at_most=max(deadline - loop.time(), 1.0))
         try:
             async with asyncio.timeout(max(deadline - loop.time(), 2.0)):
                 await self._outcomes.join()
         except TimeoutError:
             log.warning("relay_outcomes_unrecorded", rows=self._outcomes.qsize())
-
-
-async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:

@@ -6,7 +6,9 @@ round until ``stop`` is set, and ``rounds``, how many rounds it has finished (a 
 know the loop came round, instead of sleeping). A loop that works at an interval is a ``Periodic``:
 ``run_once()`` is one round, which is also what a test calls directly. ``Background`` starts a
 process's loops as tasks and stops them; the HTTP app (so ``serve`` and the tests' in-process
-service alike) and the relay start theirs through it.
+service alike) and the relay start theirs through it. A process that must not go on without one of
+its loops names what to do when one fails (``on_failure``); one whose loops hold nothing worth
+finishing at the stop cancels them then (``cancel_at_stop``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import asyncio
 import contextlib
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Protocol
 
@@ -87,22 +89,50 @@ class Periodic(ABC):
 
 
 class Background:
-    """A process's loops, each run as a task from ``start`` until ``stop``."""
+    """A process's loops, each run as a task from ``start`` until ``stop``.
 
-    def __init__(self, loops: Iterable[Loop], stop: asyncio.Event | None = None) -> None:
+    ``stop`` sets the loops' stop event and waits for every loop to return; with ``cancel_at_stop``
+    it cancels them instead. ``on_failure`` is called as soon as a loop ends with an error (the
+    error is logged at the stop otherwise).
+    """
+
+    def __init__(
+        self,
+        loops: Iterable[Loop],
+        stop: asyncio.Event | None = None,
+        *,
+        on_failure: Callable[[Loop, BaseException], None] | None = None,
+        cancel_at_stop: bool = False,
+    ) -> None:
         self.loops = list(loops)
         self.stopping = stop or asyncio.Event()
+        self._on_failure = on_failure
+        self._cancel_at_stop = cancel_at_stop
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(loop.run(self.stopping), name=loop.name) for loop in self.loops]
+        if self._on_failure is not None:
+            for loop, task in zip(self.loops, self._tasks, strict=True):
+                task.add_done_callback(self._reporter(loop))
+
+    def _reporter(self, loop: Loop) -> Callable[[asyncio.Task[None]], None]:
+        def report(task: asyncio.Task[None]) -> None:
+            if self._on_failure is not None and not task.cancelled() and (error := task.exception()):
+                self._on_failure(loop, error)
+
+        return report
 
     async def stop(self) -> None:
         self.stopping.set()
+        if self._cancel_at_stop:
+            for task in self._tasks:
+                task.cancel()
         results = await asyncio.gather(*self._tasks, return_exceptions=True)
-        for loop, result in zip(self.loops, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
-                log.error("background_loop_failed", loop=loop.name, error=repr(result))
+        if self._on_failure is None:
+            for loop, result in zip(self.loops, results, strict=True):
+                if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                    log.error("background_loop_failed", loop=loop.name, error=repr(result))
         self._tasks = []
 
     async def __aenter__(self) -> Background:

@@ -58,3 +58,39 @@ async def test_stopping_ends_every_loop() -> None:
     await _until(lambda: all(loop.rounds for loop in loops))
     await asyncio.wait_for(background.stop(), timeout=1.0)
     assert background.stopping.is_set()
+
+
+class Forever:
+    """A loop that ignores its stop: only cancelling ends it."""
+
+    name = "forever"
+    rounds = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await asyncio.Event().wait()
+
+
+class Broken:
+    name = "broken"
+    rounds = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        raise RuntimeError("a bug")
+
+
+async def test_loops_that_hold_nothing_worth_finishing_are_cancelled_at_the_stop() -> None:
+    background = Background([Forever(), Counting()], cancel_at_stop=True)
+    background.start()
+    async with asyncio.timeout(5.0):
+        await background.stop()
+
+
+async def test_a_loop_that_fails_is_reported_at_once_and_the_others_go_on() -> None:
+    reported: list[tuple[str, str]] = []
+    survivor = Counting(interval=0.001)
+    background = Background(
+        [Broken(), survivor], on_failure=lambda loop, error: reported.append((loop.name, str(error)))
+    )
+    async with background:
+        await _until(lambda: bool(reported) and survivor.rounds >= 2)
+    assert reported == [("broken", "a bug")]
