@@ -41,259 +41,36 @@ import secrets
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
 
+from bench.capacity_figures import Row, details, difference, per_unit, rescale, table
+from bench.capacity_harness import (
+    DATABASE,
+    FOCUSING,
+    Harness,
+    Request,
+    ask,
+    finish,
+    interrupt,
+    start,
+    started,
+    status,
+    tool,
+)
 from bench.common import Relays
-from bench.seeds import HISTORY
-from bench.server_usage import Usage, UsageMeter, measured_server, postmaster_pid
+from bench.measured_server import measured_server
 from service.db import gauges
-from tests.support.http_client import HttpClient
-from tests.support.postgres import Postgres
-from tests.support.processes import ServiceProcess, running_service
+from tests.support.processes import running_service
 from tests.support.receiver import ReceiverProcess
 
-DATABASE = "capacity"
-PROBE = "bench-probe"  # marks the bench's own statements, left out of the figures
-LONG = 1500  # a focus period that never ends within the run
-FOCUSING = "SELECT count(*) FROM operations WHERE state = 'focusing'"
 
-Check = Callable[[int, Any], str | None]
-
-
-@dataclass(frozen=True)
-class Request:
-    method: str
-    path: str
-    body: dict[str, Any] | None
-    check: Check
-
-
-@dataclass
-class Row:
-    """One unit of work's figures, per unit."""
-
-    unit: str
-    units: int
-    service_us: float
-    postgres_us: float
-    backends_us: float
-    background_us: float
-    statements: float
-    commits: float
-    wal_bytes: float
-    fpi_bytes: float
-    rows: float
-    hot_updates: float
-    locks: float
-    index_entries: float
-    dirtied: float
-    extra: dict[str, float] = field(default_factory=dict)
-    tables: dict[str, dict[str, float]] = field(default_factory=dict)
-    top_statements: list[tuple[str, float, float]] = field(default_factory=list)
-    note: str = ""
-
-
-def per_unit(unit: str, usage: Usage, units: int, note: str = "", **extra_cpu: float) -> Row:
-    n = max(units, 1)
-    backends = usage.cpu.get("backends", 0.0)
-    background = sum(v for k, v in usage.cpu.items() if k in usage.server_parts and k != "backends")
-    tables: dict[str, dict[str, float]] = {}
-    for name, writes in usage.relations.items():
-        table = name.split(".")[0].removesuffix(" (toast)")
-        entry = tables.setdefault(table, {"rows": 0.0, "hot": 0.0, "locks": 0.0, "index": 0.0, "wal": 0.0})
-        entry["rows"] += writes.rows / n
-        entry["hot"] += writes.hot_updated / n
-        entry["locks"] += writes.locked / n
-        entry["index"] += writes.index_entries / n
-        entry["wal"] += writes.wal_bytes / n
-    return Row(
-        unit=unit,
-        units=units,
-        service_us=usage.cpu.get("service", 0.0) / n * 1e6,
-        postgres_us=(backends + background) / n * 1e6,
-        backends_us=backends / n * 1e6,
-        background_us=background / n * 1e6,
-        statements=usage.calls / n,
-        commits=usage.commits / n,
-        wal_bytes=usage.wal_bytes / n,
-        fpi_bytes=usage.fpi_bytes / n,
-        rows=usage.rows / n,
-        hot_updates=usage.hot_updates / n,
-        locks=usage.locks / n,
-        index_entries=usage.index_entries / n,
-        dirtied=usage.dirtied / n,
-        extra={k: v / n * 1e6 for k, v in extra_cpu.items()},
-        tables=tables,
-        top_statements=[
-            (" ".join(s.query.split())[:80], s.calls / n, s.exec_ms / max(s.calls, 1))
-            for s in usage.statements[:4]
-        ],
-        note=note,
-    )
-
-
-def difference(unit: str, watched: Row, plain: Row, note: str) -> Row:
-    """What ``watched`` costs beyond ``plain`` (the same work, per unit)."""
-    keys = (
-        "service_us",
-        "postgres_us",
-        "backends_us",
-        "background_us",
-        "statements",
-        "commits",
-        "wal_bytes",
-        "fpi_bytes",
-        "rows",
-        "hot_updates",
-        "locks",
-        "index_entries",
-        "dirtied",
-    )
-    values = {key: getattr(watched, key) - getattr(plain, key) for key in keys}
-    return Row(unit=unit, units=watched.units, note=note, top_statements=watched.top_statements, **values)
-
-
-# --- answers ------------------------------------------------------------------------------------
-
-
-def status(code: int, word: str | None = None, key: str = "status") -> Check:
-    def check(got: int, body: Any) -> str | None:
-        if got != code:
-            return f"HTTP {got}: {json.dumps(body)[:200]}"
-        if word is not None and (not isinstance(body, dict) or body.get(key) != word):
-            return f"{key} {body.get(key) if isinstance(body, dict) else body!r}, wanted {word}"
-        return None
-
-    return check
-
-
-def start(conversation: str, seconds: int = LONG) -> dict[str, Any]:
-    return {
-        "tool_call_id": f"start-{uuid.uuid4()}",
-        "conversation_id": conversation,
-        "tool": "pomodoro.start",
-        "arguments": {"duration_seconds": seconds, "activity": "write the report"},
-    }
-
-
-def interrupt(conversation: str) -> dict[str, Any]:
-    return {
-        "tool_call_id": f"interrupt-{uuid.uuid4()}",
-        "conversation_id": conversation,
-        "tool": "pomodoro.interrupt",
-        "arguments": {},
-    }
-
-
-def ask(conversation: str) -> dict[str, Any]:
-    return {
-        "tool_call_id": f"ask-{uuid.uuid4()}",
-        "conversation_id": conversation,
-        "tool": "interact.ask",
-        "arguments": {"prompt": "Another one after a break?", "choices": ["yes", "later"]},
-    }
-
-
-def tool(body: dict[str, Any], check: Check) -> Request:
-    return Request("POST", "/v1/tool-calls", body, check)
-
-
-# --- the bench ----------------------------------------------------------------------------------
-
-
-class Bench:
-    def __init__(
-        self, server: Postgres, url: str, service: ServiceProcess, tokens: dict[str, str], args: Any
-    ) -> None:
-        self.server = server
-        self.url = url
-        self.service = service
-        self.tokens = tokens
-        self.args = args
-        self.postmaster = postmaster_pid(server.data)
-        self.probe = psycopg.connect(url, autocommit=True, application_name=PROBE)
-        self.probe_pid = int(self.probe.execute("SELECT pg_backend_pid()").fetchone()[0])  # type: ignore[index]
-        self.runner = asyncio.Runner()
-        self.clients: dict[str, list[HttpClient]] = {}
-        self.failures: list[str] = []
-        self.rows: list[Row] = []
-        self.start_seconds = 0.0
-
-    def close(self) -> None:
-        for clients in self.clients.values():
-            for client in clients:
-                self.runner.run(client.close())
-        self.runner.close()
-        self.probe.close()
-
-    def meter(self, **processes: int) -> UsageMeter:
-        return UsageMeter(
-            self.server.admin_url,
-            self.url,
-            DATABASE,
-            self.postmaster,
-            {"service": self.service.pid, **processes},
-            ignore_marker=PROBE,
-            ignore_pids=frozenset({self.probe_pid}),
-        )
-
-    def query(self, statement: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
-        row = self.probe.execute(f"{statement} /* {PROBE} */", params).fetchone()
-        return row[0] if row else None
-
-    def _clients(self, audience: str, count: int) -> list[HttpClient]:
-        clients = self.clients.setdefault(audience, [])
-        while len(clients) < count:
-            clients.append(HttpClient(self.service.base_url, self.tokens[audience]))
-        return clients[:count]
-
-    def send(
-        self, requests: Sequence[Request], audience: str = "agent", concurrency: int | None = None
-    ) -> list[Any]:
-        """Run the requests on ``concurrency`` keep-alive connections; every answer is checked.
-        Returns the answers' bodies in request order."""
-        clients = self._clients(audience, concurrency or self.args.concurrency)
-        bodies: list[Any] = [None] * len(requests)
-
-        async def worker(client: HttpClient, index: int) -> None:
-            for i in range(index, len(requests), len(clients)):
-                request = requests[i]
-                payload = b"" if request.body is None else json.dumps(request.body).encode()
-                try:
-                    answer = await client.request(request.method, request.path, payload)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    # The server closed a keep-alive connection that sat idle; every request
-                    # here may be sent twice (a tool call or an answer replays its first one).
-                    answer = await client.request(request.method, request.path, payload)
-                code, body = answer.status, answer.json()
-                bodies[i] = body
-                problem = request.check(code, body)
-                if problem is not None and len(self.failures) < 20:
-                    self.failures.append(f"{request.method} {request.path}: {problem}")
-
-        async def all_workers() -> None:
-            await asyncio.gather(*(worker(client, i) for i, client in enumerate(clients)))
-
-        self.runner.run(all_workers())
-        return bodies
-
-    def measured(self, unit: str, requests: Sequence[Request], audience: str = "agent", **kw: Any) -> Row:
-        meter = self.meter()
-        meter.start()
-        self.send(requests, audience, kw.get("concurrency"))
-        time.sleep(0.2)  # the after-commit wake-ups of the last answers
-        row = per_unit(unit, meter.stop(), len(requests), kw.get("note", ""))
-        self.rows.append(row)
-        return row
-
-    # -- the units --------------------------------------------------------------------------------
+class Bench(Harness):
+    """The units of work, each measured in its own window."""
 
     def tool_calls(self, conversations: list[str]) -> None:
         agent = status
@@ -341,7 +118,7 @@ class Bench:
         meter = self.meter()
         meter.start()
         before = int(self.query(FOCUSING))
-        self._wait(lambda: self.query(FOCUSING) == 0, seconds + 30)
+        self.wait_until(lambda: self.query(FOCUSING) == 0, seconds + 30)
         time.sleep(0.2)
         usage = meter.stop()
         note = f"{before} of {len(conversations)} still focusing when the window opened, {seconds} s periods"
@@ -366,7 +143,7 @@ class Bench:
                 meter = self.meter(relay=relays.processes[0].pid)
                 meter.start()
                 receiver.wait_for(pending, timeout=120)
-                self._wait(
+                self.wait_until(
                     lambda: self.query("SELECT count(*) FROM outbox WHERE status = 'pending'") == 0, 30
                 )
                 time.sleep(0.2)
@@ -404,7 +181,7 @@ class Bench:
         unwatched = self.measured("cycle, unwatched", cycle_requests(plain), concurrency=1)
         unwatched.units = cycles
         self.rows.remove(unwatched)
-        unwatched = _rescale(unwatched, 2)
+        unwatched = rescale(unwatched, 2)
         received = 0
         opened = asyncio.Event()
 
@@ -426,7 +203,7 @@ class Bench:
                         return
 
         stop = asyncio.Event()
-        task = self.runner.run(_started(stream(stop), opened))
+        task = self.runner.run(started(stream(stop), opened))
         meter = self.meter()
         meter.start()
         self.send(cycle_requests(watched), concurrency=1)
@@ -437,7 +214,7 @@ class Bench:
         stop.set()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            self.runner.run(_finish(task))
+            self.runner.run(finish(task))
         watched_row = per_unit("cycle, watched", usage, cycles)
         if received < 4 * cycles:
             self.failures.append(f"the stream received {received} events of {4 * cycles}")
@@ -476,7 +253,7 @@ class Bench:
     def console(self, refreshes: int, pad: int) -> None:
         for label in ("at the run's size", f"+{pad:,} finished Pomodoros"):
             if label.startswith("+"):
-                self._pad(pad)
+                self.pad(pad)
             sizes = self.query(
                 "SELECT format('%%s operations, %%s outbox rows', "
                 "(SELECT count(*) FROM operations), (SELECT count(*) FROM outbox))"
@@ -500,86 +277,6 @@ class Bench:
                         conn.execute(statement).fetchall()
                 usage = meter.stop()
             self.rows.append(per_unit(f"gauge sample, {label}", usage, refreshes, str(sizes)))
-
-    def _pad(self, pomodoros: int) -> None:
-        """Finished history as weeks of use leave it (``bench.seeds.HISTORY``)."""
-        self.probe.execute(f"{HISTORY} /* {PROBE} */", {"pomodoros": pomodoros})
-        # Vacuumed now, so that autovacuum does not run inside the window that follows.
-        self.probe.execute(f"VACUUM ANALYZE /* {PROBE} */")
-
-    def _wait(self, done: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the bench waited in vain")
-            time.sleep(0.05)
-
-
-def _rescale(row: Row, factor: float) -> Row:
-    """Figures per request turned into figures per ``factor`` requests (a cycle is two calls)."""
-    scaled = asdict(row)
-    for key, value in scaled.items():
-        if isinstance(value, float):
-            scaled[key] = value * factor
-    return Row(**scaled)
-
-
-async def _started(coro: Coroutine[Any, Any, Any], opened: asyncio.Event) -> asyncio.Task[Any]:
-    task = asyncio.ensure_future(coro)
-    await asyncio.wait_for(opened.wait(), 10)
-    return task
-
-
-async def _finish(task: asyncio.Task[Any]) -> None:
-    await task
-
-
-# --- the report ---------------------------------------------------------------------------------
-
-COLUMNS = (
-    ("service_us", "service CPU us", "{:,.0f}"),
-    ("postgres_us", "Postgres CPU us", "{:,.0f}"),
-    ("statements", "statements", "{:.2f}"),
-    ("commits", "write xacts", "{:.2f}"),
-    ("wal_bytes", "WAL bytes", "{:,.0f}"),
-    ("fpi_bytes", "of it FPI", "{:,.0f}"),
-    ("rows", "rows written", "{:.1f}"),
-    ("hot_updates", "of them HOT", "{:.1f}"),
-    ("locks", "row locks", "{:.1f}"),
-    ("index_entries", "index entries", "{:.1f}"),
-    ("dirtied", "buffers dirtied", "{:.1f}"),
-)
-
-
-def table(rows: Sequence[Row]) -> str:
-    head = "| unit of work | " + " | ".join(title for _, title, _ in COLUMNS) + " |"
-    rule = "| --- |" + " ---: |" * len(COLUMNS)
-    lines = [head, rule]
-    for row in rows:
-        cells = [fmt.format(getattr(row, key)) for key, _, fmt in COLUMNS]
-        lines.append(f"| {row.unit} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def details(rows: Sequence[Row]) -> str:
-    out = []
-    for row in rows:
-        out.append(f"\n{row.unit}: {row.units} units" + (f" ({row.note})" if row.note else ""))
-        out.append(
-            f"    Postgres CPU {row.postgres_us:,.0f} us = backends {row.backends_us:,.0f} + background "
-            f"{row.background_us:,.0f}"
-            + "".join(f"; {name} process {value:,.0f} us" for name, value in row.extra.items())
-        )
-        for table_name, entry in sorted(row.tables.items(), key=lambda kv: -kv[1]["wal"]):
-            if entry["wal"] < 1 and entry["rows"] < 0.01:
-                continue
-            out.append(
-                f"    {table_name:<18} rows {entry['rows']:5.2f} (HOT {entry['hot']:4.2f}, locks "
-                f"{entry['locks']:4.2f})  index entries {entry['index']:5.2f}  WAL {entry['wal']:7,.0f} B"
-            )
-        for query, calls, mean_ms in row.top_statements:
-            out.append(f"    {calls:6.2f} x {mean_ms:7.3f} ms  {query}")
-    return "\n".join(out)
 
 
 # --- main ---------------------------------------------------------------------------------------

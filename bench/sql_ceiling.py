@@ -1,0 +1,155 @@
+"""The database's ceiling in ``bench.tool_cycles``: the service's own statement per Tool call,
+written for pgbench and run by it on a fresh database."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import CpuMeter
+from bench.cycle_phases import ACTIVITY, DURATION_SECONDS, Phase, count_outbox_rows, transaction_counts
+from service.db.tool_calls import CALL_TOOL
+from service.tools import builtin
+from tests.support.database import throwaway_database
+
+PGBENCH = "/usr/bin/pgbench"
+
+
+# --- (b) the database's ceiling: the service's own statement per Tool call ---------------------
+# pgbench sends what the service sends — service.db.tool_calls.CALL_TOOL, the canonical
+# call_tool_v2 with each Tool's canonical decision function — one statement and one round trip per
+# call, so the ceiling always runs the current database code. What it leaves out is ours outside the
+# database: Python, HTTP, the driver, the pool. (What the database code itself costs against the
+# leanest SQL of the same writes is bench/capacity.py's question.) Written for pgbench: the only
+# variable is the built-in client_id; a fixed fingerprint stands for the one Python computes.
+
+
+DECIDE = {registration.name: registration.decide for registration in builtin()}
+
+
+def _contexts() -> dict[str, str]:
+    """Each Tool's context exactly as the service passes it (its settings and the statuses of its
+    outcomes), made by the service's own Runtime with default settings."""
+    from service.manifests import load_registry
+    from service.settings import load_settings
+    from service.use_cases.runtime import Runtime
+
+    settings = load_settings(
+        "serve",
+        database_url="postgresql://bench@127.0.0.1/unused",
+        agent_token="bench-agent-token-000",
+        host_token="bench-host-token-0000",
+        operator_token="bench-operator-token",
+    )
+    runtime = Runtime(pool=None, settings=settings, registry=load_registry(settings.manifests_dir))  # type: ignore[arg-type]
+    return {tool: runtime.context_of(tool) for tool in DECIDE}
+
+
+CONTEXTS = _contexts()
+
+
+def _pgbench_call(tool: str, arguments: dict[str, Any]) -> str:
+    def literal(value: str) -> str:
+        return "'" + value.replace("'", "''") + "'"
+
+    return (
+        CALL_TOOL.strip()
+        % {
+            "tool_call_id": "gen_random_uuid()::text",
+            "conversation_id": "'pgb-' || :client_id::text",
+            "tool": literal(tool),
+            "fingerprint": literal("0" * 64),
+            "arguments": literal(json.dumps(arguments)) + "::jsonb",
+            "decide": literal(DECIDE[tool]),
+            "context": literal(CONTEXTS[tool]) + "::jsonb",
+        }
+        + ";"
+    )
+
+
+START_SQL = _pgbench_call("pomodoro.start", {"duration_seconds": DURATION_SECONDS, "activity": ACTIVITY})
+INTERRUPT_SQL = _pgbench_call("pomodoro.interrupt", {})
+
+
+_PROCESSED = re.compile(r"number of transactions actually processed: (\d+)")
+_TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
+_STATEMENT = re.compile(r"^\s+([0-9.]+)\s+(?:\d+\s+)?SELECT ", re.MULTILINE)
+
+
+def _with_notify(statement: str, channel: str) -> str:
+    """The statement plus one NOTIFY, as the service's statements and triggers sent before the
+    decision engine moved into SQL functions (at least one per tool call): shows what the
+    cluster-wide NOTIFY commit lock costs. Not the baseline."""
+    return statement.replace("SELECT * FROM", f"SELECT *, pg_notify('{channel}', '') FROM", 1)
+
+
+def run_pgbench(
+    concurrency: int, seconds: int, work: Path, *, with_notify: bool = False
+) -> tuple[Phase, float, list[float]]:
+    """Returns the phase, pgbench's tps and the average latency of each statement (ms)."""
+    script = work / "tool_cycle.sql"
+    start, interrupt = START_SQL, INTERRUPT_SQL
+    if with_notify:
+        start, interrupt = _with_notify(start, "lineup_deadlines"), _with_notify(interrupt, "lineup_outbox")
+    script.write_text(start.strip() + "\n\n" + interrupt.strip() + "\n")
+    logs = work / "pgbench-logs"
+    logs.mkdir(exist_ok=True)
+    with throwaway_database("pgbench") as url:
+        meter = CpuMeter(url)
+        before = transaction_counts(url)
+        meter.start()
+        begun = time.perf_counter()
+        completed = subprocess.run(
+            [
+                PGBENCH,
+                "-n",
+                "-M",
+                "prepared",
+                "-c",
+                str(concurrency),
+                "-j",
+                "2",
+                "-T",
+                str(seconds),
+                "-r",
+                "-l",
+                "--log-prefix",
+                str(logs / "cycle"),
+                "-f",
+                str(script),
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        elapsed = time.perf_counter() - begun
+        cpu = meter.stop()
+        after = transaction_counts(url)
+        output = completed.stdout + completed.stderr
+        if completed.returncode != 0:
+            raise RuntimeError(f"pgbench failed ({completed.returncode}):\n{output}")
+        processed = _PROCESSED.search(output)
+        tps = _TPS.search(output)
+        if processed is None or tps is None:
+            raise RuntimeError(f"cannot read the pgbench output:\n{output}")
+        phase = Phase(
+            cycles=int(processed.group(1)), seconds=elapsed, cpu=cpu, backend_states=meter.backend_states
+        )
+        phase.commits, phase.rollbacks = after[0] - before[0], after[1] - before[1]
+        phase.outbox_rows = count_outbox_rows(url)
+        if with_notify:
+            phase.notes.append("NOT THE BASELINE: each statement also NOTIFYs, as the old design did")
+        if phase.outbox_rows != phase.cycles:
+            phase.failures.append(f"outbox holds {phase.outbox_rows} rows after {phase.cycles} cycles")
+    for log in logs.glob("cycle*"):
+        for line in log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3:
+                phase.latencies.append(int(parts[2]) / 1e6)
+    statements = [float(ms) for ms in _STATEMENT.findall(output)]
+    return phase, float(tps.group(1)), statements
