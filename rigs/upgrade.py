@@ -36,215 +36,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
-import random
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
 from psycopg.rows import dict_row
 
+from rigs.upgrade_load import Load
+from rigs.upgrade_stack import Release, Stack, previous_release
 from tests.support.database import named_server, scratch_database
-from tests.support.processes import ROOT, Child, ServiceProcess, log_tail
+from tests.support.processes import ROOT, Child, ServiceProcess
 from tests.support.receiver import Receiver, new_secret
 
 # The release before this one: the last commit before the database code moved to service/db/sql/
 # (interface 1: call_tool with an HTTP status, its SQL in migration 0005).
 PREVIOUS_RELEASE = "747472aefc1f1acb27e84a2033d3034bc9c60819"
-
-
-@dataclass
-class Release:
-    name: str
-    tree: Path  # the source tree its processes run from
-
-    def env(self) -> dict[str, str]:
-        path = [str(self.tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-        return {"PYTHONPATH": os.pathsep.join(path)}
-
-
-@dataclass
-class Stack:
-    """What both releases share: the database, the tokens, the Agent's endpoint."""
-
-    database_url: str
-    logs: Path
-    webhook_url: str
-    webhook_secret: str
-    agent_token: str = field(default_factory=lambda: "rig-agent-" + secrets.token_hex(16))
-    host_token: str = field(default_factory=lambda: "rig-host-" + secrets.token_hex(16))
-    operator_token: str = field(default_factory=lambda: "rig-operator-" + secrets.token_hex(16))
-    session_secret: str = field(default_factory=lambda: secrets.token_hex(32))
-
-    def env(self, release: Release) -> dict[str, str]:
-        return {
-            **release.env(),
-            "DATABASE_URL": self.database_url,
-            "AGENT_TOKEN": self.agent_token,
-            "HOST_TOKEN": self.host_token,
-            "OPERATOR_TOKEN": self.operator_token,
-            "HOST_SESSION_SECRET": self.session_secret,
-            "AGENT_WEBHOOK_URL": self.webhook_url,
-            "WEBHOOK_SECRET": self.webhook_secret,
-            "RELAY_BACKOFF_MAX_SECONDS": "2",
-        }
-
-    def migrate(self, release: Release) -> float:
-        began = time.monotonic()
-        log = self.logs / f"migrate-{release.name}.log"
-        done = Child(["-m", "service", "migrate"], log, self.env(release), cwd=release.tree).start()
-        assert done.process is not None
-        if done.process.wait(timeout=300) != 0:
-            raise RuntimeError(f"{release.name}'s migrate failed:\n{log_tail(log)}")
-        return time.monotonic() - began
-
-    def serve(self, release: Release) -> ServiceProcess:
-        """``serve`` of ``release``, ready (``/readyz`` 200)."""
-        served = ServiceProcess(self.database_url, self.logs, env=self.env(release), cwd=release.tree)
-        served.start_ready()
-        return served
-
-    def relay(self, release: Release, n: int) -> Child:
-        log = self.logs / f"relay-{release.name}-{n}.log"
-        return Child(["-m", "relay"], log, self.env(release), cwd=release.tree).start()
-
-
-@contextlib.contextmanager
-def previous_release(commit: str) -> Iterator[Path]:
-    tree = Path(tempfile.mkdtemp(prefix="lineup-previous-"))
-    added = subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if added.returncode != 0:
-        raise SystemExit(
-            f"cannot check out the previous release {commit[:12]} ({added.stderr.strip()}); "
-            "a shallow clone lacks it: git fetch --unshallow"
-        )
-    try:
-        yield tree
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
-
-
-# --- the load --------------------------------------------------------------------------------
-
-
-@dataclass
-class Call:
-    body: dict[str, Any]
-    release: str  # the one that answered first
-    status: int
-    answer: bytes
-
-
-@dataclass
-class Load:
-    stack: Stack
-    targets: dict[str, str]  # release name -> base URL, those taking new requests
-    calls: list[Call] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    replays: Counter[str] = field(default_factory=Counter)
-    by_release: Counter[str] = field(default_factory=Counter)
-    interrupted: dict[str, str] = field(default_factory=dict)  # operation_id -> receipt status
-    answered: set[str] = field(default_factory=set)  # interact.ask tool_call_ids answered
-    running: bool = True
-
-    def pick(self) -> tuple[str, str]:
-        name = random.choice(sorted(self.targets))
-        return name, self.targets[name]
-
-    async def post(
-        self, http: httpx.AsyncClient, name: str, url: str, path: str, body: dict[str, Any], token: str
-    ) -> tuple[int, bytes]:
-        self.by_release[name] += 1
-        try:
-            answer = await http.post(f"{url}{path}", json=body, headers={"Authorization": f"Bearer {token}"})
-        except httpx.HTTPError as exc:
-            self.failures.append(f"{name} {path}: {exc!r}")
-            return 0, b""
-        if answer.status_code >= 500:
-            self.failures.append(f"{name} {path}: {answer.status_code} {answer.text[:200]}")
-        return answer.status_code, answer.content
-
-    async def tool(self, http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        name, url = self.pick()
-        status, answer = await self.post(http, name, url, "/v1/tool-calls", body, self.stack.agent_token)
-        if not status:
-            return 0, {}
-        self.calls.append(Call(body, name, status, answer))
-        others = [other for other in self.targets if other != name]
-        if others and random.random() < 0.3:
-            await self.replay(http, self.calls[-1], others[0])
-        return status, json.loads(answer)
-
-    async def replay(self, http: httpx.AsyncClient, call: Call, name: str) -> None:
-        url = self.targets.get(name)
-        if url is None:
-            return
-        status, answer = await self.post(http, name, url, "/v1/tool-calls", call.body, self.stack.agent_token)
-        if not status:
-            return
-        self.replays[f"{call.release}->{name}"] += 1
-        if (status, answer) != (call.status, call.answer):
-            self.failures.append(
-                f"replay of {call.body['tool_call_id']} through {name} answered {status} "
-                f"{answer[:90]!r}…; {call.release} first answered {call.status} {call.answer[:90]!r}…"
-            )
-
-    async def conversation(self, http: httpx.AsyncClient, conversation_id: str) -> None:
-        def body(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-            return {
-                "tool_call_id": f"{tool}-{uuid.uuid4().hex}",
-                "conversation_id": conversation_id,
-                "tool": tool,
-                "arguments": arguments,
-            }
-
-        while self.running:
-            roll = random.random()
-            if roll < 0.2:
-                status, asked = await self.tool(http, body("interact.ask", {"prompt": "go on?"}))
-                if status == 202:
-                    await asyncio.sleep(random.uniform(0, 0.5))
-                    tool_call_id = asked["tool_call_id"]
-                    name, url = self.pick()
-                    path = f"/v1/host/interactions/{tool_call_id}/answer"
-                    answered, _ = await self.post(
-                        http, name, url, path, {"answer": "yes"}, self.stack.host_token
-                    )
-                    if answered == 200:
-                        self.answered.add(tool_call_id)
-                    elif answered:
-                        self.failures.append(f"answer of {tool_call_id} through {name}: {answered}")
-                continue
-            seconds = random.randint(1, 4)
-            status, started = await self.tool(http, body("pomodoro.start", {"duration_seconds": seconds}))
-            if status != 202 and status != 409:
-                if status:
-                    self.failures.append(f"start in {conversation_id}: {status} {started}")
-                continue
-            if status == 202 and roll < 0.6:
-                await asyncio.sleep(random.uniform(0, seconds * 0.8))
-                status, receipt = await self.tool(http, body("pomodoro.interrupt", {}))
-                if status == 200 and receipt.get("operation_id"):
-                    self.interrupted[receipt["operation_id"]] = receipt["status"]
-            else:
-                await asyncio.sleep(seconds + random.uniform(0, 0.5))
 
 
 # --- the checks ------------------------------------------------------------------------------
