@@ -1,0 +1,225 @@
+"""Loading a manifests directory: what is loaded, and every way a directory is refused with the
+file and the place named."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.manifests import ManifestError, load_registry
+from tests.support.manifests import SHIPPED, minimal, paths, shipped, write
+
+
+@pytest.fixture
+def manifests_dir(tmp_path: Path) -> Path:
+    """A directory with only the Interact manifest (the one every registry needs)."""
+    shutil.copy(SHIPPED / "interact.json", tmp_path / "interact.json")
+    return tmp_path
+
+
+def test_a_directory_with_only_interact_loads(manifests_dir: Path) -> None:
+    registry = load_registry(manifests_dir)
+    assert list(registry.apps) == ["interact"]
+    assert [t["name"] for t in registry.public_tools()] == ["interact.ask"]
+
+
+def test_a_manifest_in_the_directory_is_loaded(manifests_dir: Path) -> None:
+    write(manifests_dir, "timer.json", minimal())
+    registry = load_registry(manifests_dir)
+    tool = registry.tool("timer.go")
+    assert tool is not None
+    assert tool.app_scope == "timer"
+
+
+def test_the_schema_file_in_the_directory_is_used_and_not_loaded_as_a_manifest(manifests_dir: Path) -> None:
+    schema = json.loads((SHIPPED / "manifest.schema.json").read_text())
+    schema["properties"]["name"]["maxLength"] = 3
+    write(manifests_dir, "manifest.schema.json", schema)
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert (Path(caught.value.file).name, caught.value.path) == ("interact.json", "$.name")
+
+
+def test_invalid_json_names_the_file_line_and_column(manifests_dir: Path) -> None:
+    write(manifests_dir, "broken.json", '{"manifest_version": 1,\n  "app_scope": }')
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    error = caught.value
+    assert Path(error.file).name == "broken.json"
+    assert error.path == "$"
+    assert "line 2" in error.reason
+    assert "column" in error.reason
+    assert str(error) == f"{error.file}: $: {error.reason}"
+
+
+@pytest.mark.parametrize("content", [b'{"a": 1, "a": 2}', b'{"a": NaN}', b"\xff{}", b"[" * 100_000])
+def test_questionable_json_is_refused(manifests_dir: Path, content: bytes) -> None:
+    (manifests_dir / "odd.json").write_bytes(content)
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert (Path(caught.value.file).name, caught.value.path) == ("odd.json", "$")
+
+
+def test_a_wrong_tool_kind_points_at_the_kind(manifests_dir: Path) -> None:
+    write(manifests_dir, "timer.json", minimal(kind="background"))
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    error = caught.value
+    assert (Path(error.file).name, error.path) == ("timer.json", "$.tools[0].kind")
+    assert "'background' is not one of" in error.reason
+    assert str(error).endswith("timer.json: $.tools[0].kind: " + error.reason)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path"),
+    [
+        (lambda m: m.update(extra=1), "$"),
+        (lambda m: m.update(app_scope="Timer"), "$.app_scope"),
+        (lambda m: m.update(manifest_version=2), "$.manifest_version"),
+        (lambda m: m.pop("tools"), "$"),
+        (lambda m: m["surface"].update(kind="workspace"), "$.surface"),
+        (lambda m: m["tools"][0].update(name="timer"), "$.tools[0].name"),
+        (lambda m: m["tools"][0].update(input_schema={"type": "array"}), "$.tools[0].input_schema.type"),
+        (
+            lambda m: m.update(
+                features={
+                    "app.instance-state.v1": {
+                        "state_schema_version": 1,
+                        "state_schema": {"type": "object"},
+                        "max_bytes": 2_000_000,
+                        "retention": "retain_readonly",
+                    }
+                }
+            ),
+            '$.features["app.instance-state.v1"].max_bytes',
+        ),
+        (lambda m: m.update(features={"app.other.v1": {}}), "$.features"),
+    ],
+)
+def test_schema_violations_point_at_the_failing_element(manifests_dir: Path, mutate: Any, path: str) -> None:
+    doc = minimal()
+    mutate(doc)
+    write(manifests_dir, "timer.json", doc)
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert (Path(caught.value.file).name, caught.value.path) == ("timer.json", path)
+    assert caught.value.reason
+
+
+def test_a_tool_name_without_the_app_prefix_is_refused(manifests_dir: Path) -> None:
+    write(manifests_dir, "timer.json", minimal(name="clock.go"))
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    error = caught.value
+    assert (Path(error.file).name, error.path) == ("timer.json", "$.tools[0].name")
+    assert "'timer.'" in error.reason
+
+
+def test_a_duplicate_app_scope_across_files_is_refused(manifests_dir: Path) -> None:
+    write(manifests_dir, "zz-interact-again.json", shipped("interact.json"))
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    error = caught.value
+    assert (Path(error.file).name, error.path) == ("zz-interact-again.json", "$.app_scope")
+    assert "interact.json" in error.reason
+
+
+def test_a_duplicate_tool_name_in_one_file_is_refused(manifests_dir: Path) -> None:
+    doc = minimal()
+    doc["tools"].append(copy.deepcopy(doc["tools"][0]))
+    write(manifests_dir, "timer.json", doc)
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert caught.value.path == "$.tools[1].name"
+
+
+@pytest.mark.parametrize(
+    ("input_schema", "path"),
+    [
+        (
+            {"type": "object", "properties": {"n": {"type": "integer", "minimum": "one"}}},
+            "$.tools[0].input_schema.properties.n.minimum",
+        ),
+        ({"type": "object", "required": "n"}, "$.tools[0].input_schema.required"),
+        ({"type": "object", "patternProperties": {"[": {}}}, "$.tools[0].input_schema.patternProperties"),
+        (
+            {"type": "object", "properties": {"n": {"$ref": "https://example.com/n.json"}}},
+            '$.tools[0].input_schema.properties.n["$ref"]',
+        ),
+        (
+            {"type": "object", "properties": {"n": {"$ref": "#/$defs/missing"}}},
+            '$.tools[0].input_schema.properties.n["$ref"]',
+        ),
+        (
+            {"type": "object", "$schema": "http://json-schema.org/draft-07/schema#"},
+            '$.tools[0].input_schema["$schema"]',
+        ),
+    ],
+)
+def test_an_invalid_input_schema_is_refused(manifests_dir: Path, input_schema: Any, path: str) -> None:
+    write(manifests_dir, "timer.json", minimal(input_schema=input_schema))
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert (Path(caught.value.file).name, caught.value.path) == ("timer.json", path)
+
+
+def test_a_local_ref_in_an_input_schema_works(manifests_dir: Path) -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"n": {"type": "integer"}},
+        "properties": {"n": {"$ref": "#/$defs/n"}},
+    }
+    write(manifests_dir, "timer.json", minimal(input_schema=schema))
+    tool = load_registry(manifests_dir).tool("timer.go")
+    assert tool is not None
+    assert paths(tool.validate_arguments({"n": "x"})) == ["arguments.n"]
+
+
+def test_a_state_schema_format_that_cannot_be_asserted_is_refused(manifests_dir: Path) -> None:
+    doc = minimal()
+    doc["features"] = {
+        "app.instance-state.v1": {
+            "state_schema_version": 1,
+            "max_bytes": 100,
+            "retention": "delete_on_close",
+            "state_schema": {
+                "type": "object",
+                "properties": {"at": {"type": "string", "format": "date_time"}},
+            },
+        }
+    }
+    write(manifests_dir, "timer.json", doc)
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert caught.value.path == '$.features["app.instance-state.v1"].state_schema.properties.at.format'
+
+
+def test_a_missing_interact_manifest_is_refused_naming_the_directory(tmp_path: Path) -> None:
+    write(tmp_path, "timer.json", minimal())
+    with pytest.raises(ManifestError) as caught:
+        load_registry(tmp_path)
+    assert caught.value.file == str(tmp_path)
+    assert "interact" in caught.value.reason
+
+
+def test_an_empty_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_registry(tmp_path)
+    assert caught.value.file == str(tmp_path)
+
+
+def test_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError):
+        load_registry(tmp_path / "absent")
+
+
+def test_a_manifest_that_is_not_an_object_is_refused(manifests_dir: Path) -> None:
+    write(manifests_dir, "list.json", [minimal()])
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert (Path(caught.value.file).name, caught.value.path) == ("list.json", "$")
