@@ -30,7 +30,7 @@ import psycopg
 
 from bench.common import percentile
 from service.db import gauges
-from service.db.operator_queries import STATS_OUTBOX
+from service.db.ops_queries import STATS_OUTBOX
 from tests.support.database import throwaway_database
 
 # The gauges' query before issue 20, kept here as the baseline.

@@ -8,11 +8,11 @@ from typing import Annotated, Any, TypeVar, cast
 
 from litestar import Controller, Request, get, post
 from litestar.params import JSONBody, QueryParameter
+from service.api.console import OPERATOR_CONSOLE_SECURITY, require_operator
 
 from service.api import inputs
 from service.api.answers import refusals
 from service.api.bodies import PauseBody, RecoverBody
-from service.api.console import OPERATOR_CONSOLE_SECURITY, require_operator
 from service.api.inputs import (
     ConversationQuery,
     CursorQuery,
@@ -22,7 +22,7 @@ from service.api.inputs import (
     UuidPath,
     documented_as,
 )
-from service.api.operator_answers import (
+from service.api.ops_answers import (
     DeliveryState,
     OperationList,
     OutboxList,
@@ -38,7 +38,7 @@ from service.api.operator_answers import (
 from service.api.state import runtime_of
 from service.db import console_queries
 from service.db import delivery as delivery_db
-from service.db import operator_queries as operator_db
+from service.db import ops_queries as ops_db
 from service.db.recovery import DeadFilter
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.errors import not_found
@@ -66,9 +66,9 @@ StateQuery = Annotated[
 ]
 
 
-async def _read(request: Request[Any, Any, Any], lookup: operator_db.Lookup[T]) -> T:
+async def _read(request: Request[Any, Any, Any], lookup: ops_db.Lookup[T]) -> T:
     async with runtime_of(request).pool.connection() as conn:
-        return await operator_db.read_async(conn, lookup)
+        return await ops_db.read_async(conn, lookup)
 
 
 def _operator(request: Request[Any, Any, Any]) -> str:
@@ -99,11 +99,11 @@ class OpsController(Controller):
         limit: LimitQuery = None,
         cursor: CursorQuery = None,
     ) -> OutboxList:
-        lookup = operator_db.outbox_list(
+        lookup = ops_db.outbox_list(
             status=inputs.choice("status", status, OUTBOX_STATUSES),
             conversation_id=inputs.optional_conversation_id(conversation_id),
             tool_call_prefix=inputs.optional_id_prefix("tool_call_id_prefix", tool_call_id_prefix),
-            limit=inputs.limit(limit, operator_db.DEFAULT_LIMIT),
+            limit=inputs.limit(limit, ops_db.DEFAULT_LIMIT),
             after=inputs.outbox_cursor(cursor),
         )
         return cast(OutboxList, await _read(request, lookup))
@@ -201,7 +201,7 @@ class OpsController(Controller):
         responses=refusals({404: ("unknown_event",)}, path=True),
     )
     async def outbox_row(self, event_id: UuidPath, request: Request[Any, Any, Any]) -> OutboxRowDetail:
-        row = await _read(request, operator_db.outbox_show(inputs.uuid_naming(event_id, "event")))
+        row = await _read(request, ops_db.outbox_show(inputs.uuid_naming(event_id, "event")))
         if row is None:
             raise not_found("event")
         return cast(OutboxRowDetail, row)
@@ -220,10 +220,10 @@ class OpsController(Controller):
         conversation_id: ConversationQuery = None,
         limit: LimitQuery = None,
     ) -> OperationList:
-        lookup = operator_db.operations_list(
+        lookup = ops_db.operations_list(
             state=inputs.choice("state", state_filter, OPERATION_STATES),
             conversation_id=inputs.optional_conversation_id(conversation_id),
-            limit=inputs.limit(limit, operator_db.DEFAULT_LIMIT),
+            limit=inputs.limit(limit, ops_db.DEFAULT_LIMIT),
         )
         return cast(OperationList, await _read(request, lookup))
 
@@ -234,7 +234,7 @@ class OpsController(Controller):
         responses=refusals(),
     )
     async def stats(self, request: Request[Any, Any, Any]) -> Stats:
-        return cast(Stats, await _read(request, operator_db.stats()))
+        return cast(Stats, await _read(request, ops_db.stats()))
 
     @get(
         "/tool-calls",
@@ -252,11 +252,11 @@ class OpsController(Controller):
         conversation_id: ConversationQuery = None,
         limit: LimitQuery = None,
     ) -> ToolCallList:
-        lookup = operator_db.tool_calls_list(
+        lookup = ops_db.tool_calls_list(
             minutes=inputs.bounded_integer("minutes", minutes, 60, 1, 1440),
             tool=inputs.choice("tool", tool, sorted(runtime_of(request).registry.tools)),
             conversation_id=inputs.optional_conversation_id(conversation_id),
-            limit=inputs.limit(limit, operator_db.DEFAULT_LIMIT),
+            limit=inputs.limit(limit, ops_db.DEFAULT_LIMIT),
         )
         return cast(ToolCallList, await _read(request, lookup))
 
@@ -269,7 +269,7 @@ class OpsController(Controller):
     )
     async def trace(self, tool_call_id: IdPath, request: Request[Any, Any, Any]) -> ToolCallTrace:
         tool_call_id = inputs.existing_id(tool_call_id.removeprefix("/"), "tool_call")
-        trace = await _read(request, operator_db.trace_tool_call(tool_call_id))
+        trace = await _read(request, ops_db.trace_tool_call(tool_call_id))
         if trace is None:
             raise not_found("tool_call")
         return cast(ToolCallTrace, trace)

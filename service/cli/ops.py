@@ -34,7 +34,7 @@ from service.cli.ops_text import (
     when,
 )
 from service.db import delivery as delivery_db
-from service.db import operator_queries as operator_db
+from service.db import ops_queries as ops_db
 from service.db import recovery as recovery_db
 from service.db import requeue as requeue_db
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
@@ -84,9 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     listing.add_argument(
         "--tool-call", metavar="PREFIX", type=_text, help="only tool calls whose id begins with PREFIX"
     )
-    listing.add_argument(
-        "--limit", type=_limit, default=operator_db.DEFAULT_LIMIT, help="1..1000 (default 100)"
-    )
+    listing.add_argument("--limit", type=_limit, default=ops_db.DEFAULT_LIMIT, help="1..1000 (default 100)")
     listing.add_argument(
         "--cursor", type=_cursor, help="the next page: the cursor the previous page printed (same filters)"
     )
@@ -139,7 +137,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     op_listing.add_argument("--state", choices=OPERATION_STATES)
     op_listing.add_argument("--conversation", metavar="CONVERSATION_ID")
     op_listing.add_argument(
-        "--limit", type=_limit, default=operator_db.DEFAULT_LIMIT, help="1..1000 (default 100)"
+        "--limit", type=_limit, default=ops_db.DEFAULT_LIMIT, help="1..1000 (default 100)"
     )
     op_listing.set_defaults(ops_command=operations_list)
 
@@ -228,7 +226,7 @@ def resolve_event(conn: Conn, value: str) -> UUID | str:
     unknown = f"no outbox row with event_id {value}"
     if not MIN_EVENT_PREFIX <= len(digits) < 32 or any(c not in "0123456789abcdefABCDEF" for c in digits):
         return unknown
-    found = operator_db.event_ids_with_prefix(conn, digits)
+    found = ops_db.event_ids_with_prefix(conn, digits)
     if not found:
         return unknown
     if len(found) > 1:
@@ -245,14 +243,14 @@ def fail(message: str) -> int:
 
 
 def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    lookup = operator_db.outbox_list(
+    lookup = ops_db.outbox_list(
         status=args.status,
         conversation_id=args.conversation,
         tool_call_prefix=args.tool_call,
         limit=args.limit,
         after=args.cursor,
     )
-    data = operator_db.read(conn, lookup)
+    data = ops_db.read(conn, lookup)
     if args.json:
         return emit_json(data, out)
     _print_outbox(data, args.wide, out)
@@ -315,7 +313,7 @@ def outbox_show(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     event_id = resolve_event(conn, args.event_id)
     if isinstance(event_id, str):
         return fail(event_id)
-    row = operator_db.read(conn, operator_db.outbox_show(event_id))
+    row = ops_db.read(conn, ops_db.outbox_show(event_id))
     if row is None:
         return fail(f"no outbox row with event_id {args.event_id}")
     if args.json:
@@ -372,8 +370,8 @@ def outbox_recover(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def delivery_status(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    state = operator_db.read(conn, delivery_db.state_lookup())
-    retention = operator_db.read(conn, delivery_db.retention_lookup())
+    state = ops_db.read(conn, delivery_db.state_lookup())
+    retention = ops_db.read(conn, delivery_db.retention_lookup())
     if args.json:
         return emit_json({"delivery": state, "retention": retention}, out)
     print(delivery_text(state, retention), file=out)
@@ -397,10 +395,8 @@ def delivery_resume(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def operations_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    lookup = operator_db.operations_list(
-        state=args.state, conversation_id=args.conversation, limit=args.limit
-    )
-    data = operator_db.read(conn, lookup)
+    lookup = ops_db.operations_list(state=args.state, conversation_id=args.conversation, limit=args.limit)
+    data = ops_db.read(conn, lookup)
     if args.json:
         return emit_json(data, out)
     if args.wide:
@@ -439,10 +435,10 @@ def operations_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def show_stats(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    data = operator_db.read(conn, operator_db.stats())
+    data = ops_db.read(conn, ops_db.stats())
     if args.json:
         return emit_json(data, out)
-    delivery = operator_db.read(conn, delivery_db.state_lookup())
+    delivery = ops_db.read(conn, delivery_db.state_lookup())
     box, ops, late = data["outbox"], data["operations"], data["deadline_lateness_ms"]
     attempts = data["attempts_last_hour"]
     age = box["oldest_pending_age_seconds"]
@@ -461,15 +457,15 @@ def show_stats(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def trace_tool_call(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    trace = operator_db.read(conn, operator_db.trace_tool_call(args.tool_call_id))
+    trace = ops_db.read(conn, ops_db.trace_tool_call(args.tool_call_id))
     if trace is None:
         # A list's shortened id ("start-4f1c…"): its beginning, when that names one recorded call.
         prefix = args.tool_call_id.removesuffix("…")
-        found = operator_db.tool_call_ids_with_prefix(conn, prefix) if prefix else []
+        found = ops_db.tool_call_ids_with_prefix(conn, prefix) if prefix else []
         if len(found) > 1:
             return fail(f"tool call {prefix!r}… is ambiguous ({found[0]}, {found[1]}, …): give more of it")
         if found:
-            trace = operator_db.read(conn, operator_db.trace_tool_call(found[0]))
+            trace = ops_db.read(conn, ops_db.trace_tool_call(found[0]))
     if trace is None:
         return fail(
             f"nothing is recorded for tool call {args.tool_call_id!r} "

@@ -1,5 +1,5 @@
 """What the operator console's overview draws: the numbers of ``ops stats`` and the last hour,
-minute by minute, read in one snapshot (``service.db.operator_queries.Lookup``).
+minute by minute, read in one snapshot (``service.db.ops_queries.Lookup``).
 
 Per minute: outbox rows created, and delivery attempts by outcome. Deadline lateness over the
 operations completed in the last hour. Both bounded to the hour: rows are found through
@@ -10,8 +10,8 @@ attempts through ``ix_outbox_attempts_started_at``.
 from __future__ import annotations
 
 from service.db import delivery as delivery_db
-from service.db import operator_queries as operator_db
-from service.db.operator_queries import Json, Lookup, Rows
+from service.db import ops_queries as ops_db
+from service.db.ops_queries import Json, Lookup, Rows
 from service.domain.timefmt import rfc3339
 
 MINUTES = 60
@@ -62,7 +62,7 @@ def overview() -> Lookup[Json]:
     """``stats``, the last hour, the delivery state and retention: ``{"stats", "last_hour":
     {"minutes", "deliveries", "failures", "lateness_ms"}, "delivery", "retention"}``. A failure is
     an attempt that did not deliver (retried or dead)."""
-    stats = operator_db.stats()
+    stats = ops_db.stats()
     delivery = delivery_db.state_lookup()
     retention = delivery_db.retention_lookup()
 

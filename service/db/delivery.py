@@ -13,7 +13,7 @@ from typing import Any
 from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
-from service.db.operator_queries import Json, Lookup, Rows, jsonable
+from service.db.ops_queries import Json, Lookup, Rows, jsonable
 from service.domain.delivery import AGENT_ENDPOINT
 
 _COLUMNS = """

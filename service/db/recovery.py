@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
-from service.db.operator_queries import OUTBOX_COLUMNS, Json, jsonable
+from service.db.ops_queries import OUTBOX_COLUMNS, Json, jsonable
 
 BATCH = 1000
 

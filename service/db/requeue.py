@@ -13,7 +13,7 @@ from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
 from service.db import recovery
-from service.db.operator_queries import OUTBOX_COLUMNS, Json, jsonable
+from service.db.ops_queries import OUTBOX_COLUMNS, Json, jsonable
 
 # last_error is kept: it says why the row died until the next attempt replaces it; every earlier
 # attempt stays in outbox_attempts.

@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 
 from service.db import delivery as delivery_db
-from service.db import operator_queries as operator_db
+from service.db import ops_queries as ops_db
 from service.use_cases.runtime import Runtime
 
 log = structlog.get_logger("service.ops")
@@ -19,7 +19,7 @@ log = structlog.get_logger("service.ops")
 
 async def delivery_state(rt: Runtime) -> dict[str, Any]:
     async with rt.pool.connection() as conn:
-        return await operator_db.read_async(conn, delivery_db.state_lookup())
+        return await ops_db.read_async(conn, delivery_db.state_lookup())
 
 
 async def pause(rt: Runtime, *, by: str, reason: str | None) -> dict[str, Any]:
