@@ -1,41 +1,20 @@
-"""The files served for the Web Host: a fixed catalogue read once, so no request names a path on disk."""
+"""The Web Host's files (``static/``): the host page, the MiniApp pages and the SDK, in a fixed
+catalogue (``service.assets``)."""
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
+from service import assets
+from service.assets import Asset
+
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-MEDIA_TYPES = {
-    ".html": "text/html",
-    ".js": "text/javascript",
-    ".css": "text/css",
-    ".svg": "image/svg+xml",
-    ".png": "image/png",
-}
 
 
-@dataclass(frozen=True)
-class Asset:
-    body: bytes
-    media_type: str
-    etag: str
-
-
-@cache
-def catalogue(root: Path = STATIC_DIR) -> dict[str, Asset]:
-    """Every servable file under ``root`` by its ``/``-separated relative path."""
-    assets: dict[str, Asset] = {}
-    for path in sorted(root.rglob("*")):
-        media_type = MEDIA_TYPES.get(path.suffix)
-        if media_type is None or not path.is_file():
-            continue
-        body = path.read_bytes()
-        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        assets[path.relative_to(root).as_posix()] = Asset(body, media_type, etag)
-    return assets
+def catalogue() -> dict[str, Asset]:
+    """Every servable file of the Web Host by its path under ``static/`` (``host/…``, ``apps/…``,
+    ``sdk/…``)."""
+    return assets.catalogue(STATIC_DIR)
 
 
 def app_scopes() -> frozenset[str]:

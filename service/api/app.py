@@ -14,8 +14,6 @@ from psycopg import OperationalError
 
 from service.api import probes
 from service.api.bodies import ContractRequest
-from service.api.console import ConsoleController
-from service.api.console_cookie import ConsoleSessions
 from service.api.document import (
     openapi_config,
     schema_pages,
@@ -38,6 +36,8 @@ from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
 from service.api.web import WebHostController
 from service.background import Background, Loop
+from service.console.cookie import ConsoleSessions
+from service.console.routes import ConsoleController
 from service.db.pool import open_pool
 from service.domain.errors import Refusal
 from service.host_streams import HostStreams

@@ -1,5 +1,6 @@
 """The REST API's credential checks: bearer tokens per audience (``service.http``), compared in
-constant time; on the Host API, persons' sessions too."""
+constant time; on the Host API, persons' sessions too; on the ops API, the operator console's
+sign-ins (``service.console.access``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from litestar import Request
 from service.api import host_scope
 from service.api.host_cookie import cookie_session
 from service.api.state import runtime_of
+from service.console.access import console_cookie
 from service.http import TokenBook, bearer_token, refused
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import BACKEND, HostPrincipal, SessionTokens
@@ -17,7 +19,8 @@ from service.use_cases.host_sessions import BACKEND, HostPrincipal, SessionToken
 # The document's security requirement of each audience (schemes in service/api/document.py).
 AGENT_SECURITY: list[dict[str, list[str]]] = [{"agent": []}]
 HOST_SECURITY: list[dict[str, list[str]]] = [{"host": []}, {"hostSession": []}]
-OPERATOR_SECURITY: list[dict[str, list[str]]] = [{"operator": []}]
+#: The ops API's: the operator token, or the operator console's cookie.
+OPS_SECURITY: list[dict[str, list[str]]] = [{"operator": []}, {"operatorSession": []}]
 CAPABILITY_SECURITY: list[dict[str, list[str]]] = [{"capability": []}]
 
 # Credentials are checked in a controller's ``before_request`` hook rather than in a Litestar guard:
@@ -64,3 +67,20 @@ def principal_of(request: Request[Any, Any, Any]) -> HostPrincipal:
     """Who called this Host API request (set by ``require("host")``)."""
     principal: HostPrincipal = request.state.principal
     return principal
+
+
+class _RequireOps:
+    """``before_request`` of the ops API: the operator token, or the console's cookie (a coroutine,
+    as ``require``, to stay off the worker threads)."""
+
+    async def __call__(self, connection: Request[Any, Any, Any]) -> None:
+        book: TokenBook = connection.app.state.tokens
+        token = bearer_token(connection)
+        if token is not None and book.accepts("operator", token):
+            return
+        if await console_cookie(connection):
+            return
+        raise refused(connection, "operator")
+
+
+require_ops = _RequireOps()

@@ -22,8 +22,8 @@ from litestar.openapi.spec import Components, Operation, SecurityScheme
 from litestar.params import FromPath
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api.console_cookie import SECURE_COOKIE_NAME as CONSOLE_COOKIE_NAME
 from service.api.host_cookie import COOKIE_NAME
+from service.console.cookie import SECURE_COOKIE_NAME as CONSOLE_COOKIE_NAME
 from service.domain.errors import NotFound
 from service.http import API_HEADERS
 

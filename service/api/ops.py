@@ -8,10 +8,10 @@ from typing import Annotated, Any, TypeVar, cast
 
 from litestar import Controller, Request, get, post
 from litestar.params import JSONBody, QueryParameter
-from service.api.console import OPERATOR_CONSOLE_SECURITY, require_operator
 
 from service.api import inputs
 from service.api.answers import refusals
+from service.api.auth import OPS_SECURITY, require_ops
 from service.api.bodies import PauseBody, RecoverBody
 from service.api.inputs import (
     ConversationQuery,
@@ -79,8 +79,8 @@ def _operator(request: Request[Any, Any, Any]) -> str:
 class OpsController(Controller):
     path = "/v1/ops"
     tags = ["ops API"]
-    security = OPERATOR_CONSOLE_SECURITY
-    before_request = require_operator
+    security = OPS_SECURITY
+    before_request = require_ops
 
     @get(
         "/outbox",

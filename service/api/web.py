@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,6 +12,7 @@ from litestar.response import Redirect
 
 from service.api.host_cookie import cleared_cookie, cookie_name, same_site, session_cookie
 from service.api.state import runtime_of
+from service.assets import Asset
 from service.domain.errors import Forbidden, not_found, unauthorized
 from service.domain.timefmt import rfc3339
 from service.host_streams import HostStreams
@@ -22,7 +24,7 @@ from service.use_cases.host_sessions import (
     HostPrincipal,
     SessionTokens,
 )
-from web_host.assets import Asset, app_scopes, catalogue
+from web_host.assets import app_scopes, catalogue
 from web_host.pages import (
     app_page_headers,
     asset_headers,
@@ -58,9 +60,12 @@ async def _signed_in(request: Request[Any, Any, Any]) -> tuple[str, HostPrincipa
     return None if principal is None else (token, principal)
 
 
-def asset_response(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
-    """A static file of the catalogue (``host/…``, ``apps/…``, ``sdk/…``, ``ops/…``), revalidated by ETag."""
-    asset: Asset | None = catalogue().get(name) if name.endswith(ASSET_SUFFIXES) else None
+def asset_response(
+    request: Request[Any, Any, Any], assets: Mapping[str, Asset], name: str
+) -> Response[bytes]:
+    """A static file of a catalogue (the Web Host's ``host/…``, ``apps/…``, ``sdk/…``, or the
+    console's), revalidated by ETag."""
+    asset: Asset | None = assets.get(name) if name.endswith(ASSET_SUFFIXES) else None
     if asset is None:
         raise not_found("file")
     if request.headers.get("if-none-match") == asset.etag:
@@ -161,7 +166,7 @@ class WebHostController(Controller):
 
     @get("/host/{name:str}")
     async def host_asset(self, name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
-        return asset_response(request, f"host/{name}")
+        return asset_response(request, catalogue(), f"host/{name}")
 
     @get("/apps/{app_scope:str}/")
     async def app_page(self, app_scope: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
@@ -176,8 +181,8 @@ class WebHostController(Controller):
     async def app_asset(
         self, app_scope: FromPath[str], name: FromPath[str], request: Request[Any, Any, Any]
     ) -> Response[bytes]:
-        return asset_response(request, f"apps/{app_scope}/{name}")
+        return asset_response(request, catalogue(), f"apps/{app_scope}/{name}")
 
     @get("/sdk/{name:str}")
     async def sdk(self, name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
-        return asset_response(request, f"sdk/{name}")
+        return asset_response(request, catalogue(), f"sdk/{name}")

@@ -1,6 +1,6 @@
-"""The operator console's pages (``/ops/``): their security headers and the sign-in page.
+"""The operator console's pages (``/ops/``): its files, their security headers and the sign-in page.
 
-The console is plain ES modules and CSS under ``static/ops/``, like the Web Host: one page shell
+The console is plain ES modules and CSS under ``static/``, like the Web Host: one page shell
 for every view (the script draws the view the address names), talking only to ``/v1/ops/*`` of the
 same origin. Nothing may frame it; it runs no inline script and loads nothing from elsewhere.
 """
@@ -8,9 +8,13 @@ same origin. Nothing may frame it; it runs no inline script and loads nothing fr
 from __future__ import annotations
 
 import html
+from pathlib import Path
 from string import Template
 
-from web_host.assets import catalogue
+from service import assets
+from service.assets import Asset
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 CONSOLE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -18,6 +22,11 @@ CONSOLE_CSP = (
 )
 _COMMON = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 MAX_NEXT_LENGTH = 2000
+
+
+def catalogue() -> dict[str, Asset]:
+    """Every servable file of the console by its name under ``static/``."""
+    return assets.catalogue(STATIC_DIR)
 
 
 def page_headers() -> dict[str, str]:
@@ -47,7 +56,7 @@ def console_path(value: object) -> str:
 
 
 def signin_page(next_path: str, error: str | None) -> bytes:
-    template = Template(catalogue()["ops/signin.html"].body.decode("utf-8"))
+    template = Template(catalogue()["signin.html"].body.decode("utf-8"))
     error_html = f'<p class="error" role="alert">{html.escape(error)}</p>' if error else ""
     return template.substitute(
         next=html.escape(console_path(next_path), quote=True), error=error_html
