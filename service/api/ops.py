@@ -36,15 +36,13 @@ from service.api.ops_answers import (
     ToolCallTrace,
 )
 from service.api.state import runtime_of
-from service.db import console_queries
-from service.db import delivery as delivery_db
-from service.db import ops_queries as ops_db
+from service.db.ops_queries import DEFAULT_LIMIT
 from service.db.recovery import DeadFilter
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.errors import not_found
 from service.http import bearer_token
 from service.outbox_history import OutboxHistory
-from service.use_cases import delivery_control
+from service.use_cases import delivery_control, ops_reads
 from service.use_cases.outbox_requeue import recover_dead, requeue_dead
 
 T = TypeVar("T")
@@ -66,9 +64,8 @@ StateQuery = Annotated[
 ]
 
 
-async def _read(request: Request[Any, Any, Any], lookup: ops_db.Lookup[T]) -> T:
-    async with runtime_of(request).pool.connection() as conn:
-        return await ops_db.read_async(conn, lookup)
+async def _read(request: Request[Any, Any, Any], query: ops_reads.Query[T]) -> T:
+    return await ops_reads.read(runtime_of(request), query)
 
 
 def _operator(request: Request[Any, Any, Any]) -> str:
@@ -99,14 +96,14 @@ class OpsController(Controller):
         limit: LimitQuery = None,
         cursor: CursorQuery = None,
     ) -> OutboxList:
-        lookup = ops_db.outbox_list(
+        query = ops_reads.outbox_list(
             status=inputs.choice("status", status, OUTBOX_STATUSES),
             conversation_id=inputs.optional_conversation_id(conversation_id),
             tool_call_prefix=inputs.optional_id_prefix("tool_call_id_prefix", tool_call_id_prefix),
-            limit=inputs.limit(limit, ops_db.DEFAULT_LIMIT),
+            limit=inputs.limit(limit, DEFAULT_LIMIT),
             after=inputs.outbox_cursor(cursor),
         )
-        return cast(OutboxList, await _read(request, lookup))
+        return cast(OutboxList, await _read(request, query))
 
     @post(
         "/outbox/{event_id:str}/requeue",
@@ -179,7 +176,7 @@ class OpsController(Controller):
         responses=refusals(),
     )
     async def retention(self, request: Request[Any, Any, Any]) -> Retention:
-        return cast(Retention, await _read(request, delivery_db.retention_lookup()))
+        return cast(Retention, await _read(request, ops_reads.retention()))
 
     @get(
         "/overview",
@@ -190,7 +187,7 @@ class OpsController(Controller):
         responses=refusals(),
     )
     async def overview(self, request: Request[Any, Any, Any]) -> Overview:
-        found = await _read(request, console_queries.overview())
+        found = await _read(request, ops_reads.overview())
         history: OutboxHistory = request.app.state.outbox_history
         return cast(Overview, {**found, "depth": history.samples()})
 
@@ -201,7 +198,7 @@ class OpsController(Controller):
         responses=refusals({404: ("unknown_event",)}, path=True),
     )
     async def outbox_row(self, event_id: UuidPath, request: Request[Any, Any, Any]) -> OutboxRowDetail:
-        row = await _read(request, ops_db.outbox_show(inputs.uuid_naming(event_id, "event")))
+        row = await _read(request, ops_reads.outbox_show(inputs.uuid_naming(event_id, "event")))
         if row is None:
             raise not_found("event")
         return cast(OutboxRowDetail, row)
@@ -220,12 +217,12 @@ class OpsController(Controller):
         conversation_id: ConversationQuery = None,
         limit: LimitQuery = None,
     ) -> OperationList:
-        lookup = ops_db.operations_list(
+        query = ops_reads.operations_list(
             state=inputs.choice("state", state_filter, OPERATION_STATES),
             conversation_id=inputs.optional_conversation_id(conversation_id),
-            limit=inputs.limit(limit, ops_db.DEFAULT_LIMIT),
+            limit=inputs.limit(limit, DEFAULT_LIMIT),
         )
-        return cast(OperationList, await _read(request, lookup))
+        return cast(OperationList, await _read(request, query))
 
     @get(
         "/stats",
@@ -234,7 +231,7 @@ class OpsController(Controller):
         responses=refusals(),
     )
     async def stats(self, request: Request[Any, Any, Any]) -> Stats:
-        return cast(Stats, await _read(request, ops_db.stats()))
+        return cast(Stats, await _read(request, ops_reads.stats()))
 
     @get(
         "/tool-calls",
@@ -252,13 +249,13 @@ class OpsController(Controller):
         conversation_id: ConversationQuery = None,
         limit: LimitQuery = None,
     ) -> ToolCallList:
-        lookup = ops_db.tool_calls_list(
+        query = ops_reads.tool_calls_list(
             minutes=inputs.bounded_integer("minutes", minutes, 60, 1, 1440),
             tool=inputs.choice("tool", tool, sorted(runtime_of(request).registry.tools)),
             conversation_id=inputs.optional_conversation_id(conversation_id),
-            limit=inputs.limit(limit, ops_db.DEFAULT_LIMIT),
+            limit=inputs.limit(limit, DEFAULT_LIMIT),
         )
-        return cast(ToolCallList, await _read(request, lookup))
+        return cast(ToolCallList, await _read(request, query))
 
     # A path parameter: a tool_call_id recorded under the earlier id rule may contain "/".
     @get(
@@ -269,7 +266,7 @@ class OpsController(Controller):
     )
     async def trace(self, tool_call_id: IdPath, request: Request[Any, Any, Any]) -> ToolCallTrace:
         tool_call_id = inputs.existing_id(tool_call_id.removeprefix("/"), "tool_call")
-        trace = await _read(request, ops_db.trace_tool_call(tool_call_id))
+        trace = await _read(request, ops_reads.trace_tool_call(tool_call_id))
         if trace is None:
             raise not_found("tool_call")
         return cast(ToolCallTrace, trace)

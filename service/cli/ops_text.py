@@ -221,3 +221,123 @@ def delivery_text(state: Json, retention: Json) -> str:
         f"dead {when(retention['oldest_dead_at'])}",
     ]
     return "\n".join(lines)
+
+
+#: Lists fit a terminal this wide unless ``--wide`` is given.
+LIST_WIDTH = 100
+SHORT_ID = 8
+
+
+def _next_or_delivered(row: Json) -> str | None:
+    return {"delivered": row["delivered_at"], "pending": row["next_attempt_at"]}.get(row["status"])
+
+
+def outbox_table(data: Json, wide: bool) -> str:
+    """``ops outbox list``: every column in full (``wide``), or fit to ``LIST_WIDTH``."""
+    if wide:
+        rows = [
+            [
+                row["event_id"],
+                row["status"],
+                str(row["attempts"]),
+                row["conversation_id"],
+                str(row["sequence"]),
+                row["tool"],
+                row["tool_call_id"],
+                when(row["created_at"]),
+                when(_next_or_delivered(row)),
+                flat(row["last_error"]),
+            ]
+            for row in data["outbox"]
+        ]
+        headers = ["EVENT_ID", "STATUS", "ATT", "CONVERSATION", "SEQ", "TOOL", "TOOL_CALL_ID", "CREATED"]
+        return table([*headers, "DELIVERED/NEXT", "LAST_ERROR"], rows)
+    rows = [
+        [
+            row["event_id"][:SHORT_ID],
+            row["status"],
+            str(row["attempts"]),
+            row["conversation_id"],
+            str(row["sequence"]),
+            row["tool_call_id"],
+            short_when(row["created_at"]),
+            flat(row["last_error"]),
+        ]
+        for row in data["outbox"]
+    ]
+    headers = [
+        "EVENT_ID",
+        "STATUS",
+        "ATT",
+        "CONVERSATION",
+        "SEQ",
+        "TOOL_CALL_ID",
+        "CREATED UTC",
+        "LAST_ERROR",
+    ]
+    return table(headers, rows, width=LIST_WIDTH, flexible=[(5, 16), (3, 12), (7, 10)])
+
+
+def operations_table(data: Json, wide: bool) -> str:
+    """``ops operations list``: every column in full (``wide``), or fit to ``LIST_WIDTH``."""
+    if wide:
+        rows = [
+            [
+                row["operation_id"],
+                row["state"],
+                cell(row["reason"]),
+                row["conversation_id"],
+                row["tool_call_id"],
+                when(row["started_at"]),
+                when(row["ends_at"]),
+                when(row["finalized_at"]),
+                cell(row["lateness_ms"]),
+            ]
+            for row in data["operations"]
+        ]
+        headers = ["OPERATION_ID", "STATE", "REASON", "CONVERSATION", "TOOL_CALL_ID", "STARTED", "ENDS"]
+        return table([*headers, "FINALIZED", "LATE_MS"], rows)
+    rows = [
+        [
+            row["operation_id"][:SHORT_ID],
+            row["state"],
+            cell(row["reason"]),
+            row["conversation_id"],
+            row["tool_call_id"],
+            short_when(row["started_at"]),
+            cell(row["lateness_ms"]),
+        ]
+        for row in data["operations"]
+    ]
+    headers = ["OPERATION", "STATE", "REASON", "CONVERSATION", "TOOL_CALL_ID", "STARTED UTC", "LATE_MS"]
+    return table(headers, rows, width=LIST_WIDTH, flexible=[(4, 16), (3, 12)])
+
+
+def stats_text(data: Json, delivery: Json) -> str:
+    """``ops stats``: the numbers, and whether delivery runs."""
+    box, ops, late = data["outbox"], data["operations"], data["deadline_lateness_ms"]
+    attempts = data["attempts_last_hour"]
+    age = box["oldest_pending_age_seconds"]
+    lines = [
+        f"server time         {data['server_time']}",
+        "outbox              " + pairs(box["by_status"]) + f"  (due now {box['due_now']})",
+        f"delivery            {'paused' if delivery['paused'] else 'running'}, circuit {delivery['circuit']}",
+        f"oldest pending      {'-' if age is None else f'{age:.1f} s'}",
+        "operations          " + pairs(ops["by_state"]),
+        f"deadline lateness   p50 {cell(late['p50'])} ms  p99 {cell(late['p99'])} ms  "
+        f"max {cell(late['max'])} ms  (over {late['completed']} completed)",
+        "attempts, last hour " + pairs(attempts["by_outcome"]) + f"  (total {attempts['total']})",
+    ]
+    return "\n".join(lines)
+
+
+def requeued_text(rows: list[Json]) -> str:
+    """``ops outbox requeue``: each row requeued, and how many."""
+    if not rows:
+        return "no dead rows: nothing requeued"
+    lines = [
+        f"requeued {row['event_id']} (tool call {row['tool_call_id']}, conversation "
+        f"{row['conversation_id']}, sequence {row['sequence']}): pending, attempts 0, due now"
+        for row in rows
+    ]
+    return "\n".join([*lines, f"{len(rows)} row(s) requeued"])

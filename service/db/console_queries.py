@@ -1,5 +1,6 @@
 """What the operator console's overview draws: the numbers of ``ops stats`` and the last hour,
-minute by minute, read in one snapshot (``service.db.ops_queries.Lookup``).
+minute by minute, read in one snapshot (``service.db.ops_queries.Lookup``; its view is
+``service.use_cases.ops_views.overview_view``).
 
 Per minute: outbox rows created, and delivery attempts by outcome. Deadline lateness over the
 operations completed in the last hour. Both bounded to the hour: rows are found through
@@ -11,8 +12,7 @@ from __future__ import annotations
 
 from service.db import delivery as delivery_db
 from service.db import ops_queries as ops_db
-from service.db.ops_queries import Json, Lookup, Rows
-from service.domain.timefmt import rfc3339
+from service.db.ops_queries import Lookup
 
 MINUTES = 60
 
@@ -58,42 +58,10 @@ WHERE state = 'completed' AND finalized_at > now() - interval '1 hour'
 """
 
 
-def overview() -> Lookup[Json]:
-    """``stats``, the last hour, the delivery state and retention: ``{"stats", "last_hour":
-    {"minutes", "deliveries", "failures", "lateness_ms"}, "delivery", "retention"}``. A failure is
-    an attempt that did not deliver (retried or dead)."""
-    stats = ops_db.stats()
-    delivery = delivery_db.state_lookup()
-    retention = delivery_db.retention_lookup()
-
-    def shape(rows: Rows) -> Json:
-        minutes = [
-            {
-                "at": rfc3339(row["minute"]),
-                "created": row["created"],
-                "delivered": row["delivered"],
-                "failed": row["retried"] + row["dead"],
-                "dead": row["dead"],
-            }
-            for row in rows["minutes"]
-        ]
-        return {
-            "stats": stats.shape(rows),
-            "last_hour": {
-                "minutes": minutes,
-                "deliveries": sum(m["delivered"] for m in minutes),
-                "failures": sum(m["failed"] for m in minutes),
-                "lateness_ms": dict(rows["lateness"][0]),
-            },
-            "delivery": delivery.shape(rows),
-            "retention": retention.shape(rows),
-        }
-
-    statements = (
-        *stats.statements,
-        ("minutes", LAST_HOUR_BY_MINUTE),
-        ("lateness", LATENESS_LAST_HOUR),
-        *delivery.statements,
-        *retention.statements,
+def overview() -> Lookup:
+    """``stats``'s statements, the last hour by minute (``minutes``) and its deadline lateness
+    (``lateness``), the delivery state and retention, in one snapshot."""
+    last_hour = Lookup(
+        (("minutes", LAST_HOUR_BY_MINUTE), ("lateness", LATENESS_LAST_HOUR)), {"minutes": MINUTES}
     )
-    return Lookup(statements, {"minutes": MINUTES, **delivery.params}, shape)
+    return ops_db.stats() + last_hour + delivery_db.state_lookup() + delivery_db.retention_lookup()

@@ -3,7 +3,8 @@ them (``ops delivery``, ``/v1/ops/delivery``), and what retention keeps.
 
 The relays read the same row in their claim (``relay.claims.CLAIM``) and change its circuit
 (``relay.circuit``); an operator only pauses and resumes. A pause or a resume is one statement;
-its caller wakes the relays after it has committed.
+its caller wakes the relays after it has committed. Rows are answered as read; the ops views
+(``service.use_cases.ops_views.delivery_view``) format them.
 """
 
 from __future__ import annotations
@@ -13,16 +14,17 @@ from typing import Any
 from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
-from service.db.ops_queries import Json, Lookup, Rows, jsonable
+from service.db.ops_queries import Lookup
 from service.domain.delivery import AGENT_ENDPOINT
 
-_COLUMNS = """
-    d.endpoint, d.paused_at IS NOT NULL AS paused, d.paused_at, d.paused_by, d.pause_reason AS reason,
+_STATE = """
+    d.paused_at IS NOT NULL AS paused, d.paused_at, d.paused_by, d.pause_reason AS reason,
     d.circuit, d.circuit_since, d.next_probe_at, d.last_probe_at, d.last_error"""
+_COLUMNS = "d.endpoint," + _STATE
 
-# A missing row (no relay started since the migration) reads as running, circuit closed.
+# A missing row (no relay started since the migration) reads as running, with no circuit (closed).
 READ_STATE = f"""
-SELECT {_COLUMNS}
+SELECT e.endpoint,{_STATE}
 FROM (VALUES (%(endpoint)s::text)) AS e(endpoint)
 LEFT JOIN delivery_endpoints d ON d.endpoint = e.endpoint
 """
@@ -63,50 +65,43 @@ DELIVERED_TOTAL = "SELECT coalesce(sum(delivered), 0)::bigint AS delivered FROM 
 WAKE_RELAYS = "SELECT pg_notify('lineup_outbox', '')"
 
 
-def _shape(row: DictRow | None, endpoint: str) -> Json:
-    assert row is not None
-    state = jsonable(row)
-    state["endpoint"] = endpoint
-    state["paused"] = bool(state["paused"])
-    state["circuit"] = state["circuit"] or "closed"
-    return state
+def state_lookup(endpoint: str = AGENT_ENDPOINT) -> Lookup:
+    """The endpoint's pause and circuit (``delivery``), read in a snapshot with other statements."""
+    return Lookup((("delivery", READ_STATE),), {"endpoint": endpoint})
 
 
-def state_lookup(endpoint: str = AGENT_ENDPOINT) -> Lookup[Json]:
-    """The endpoint's pause and circuit, read in a snapshot with other statements."""
-    params = {"endpoint": endpoint}
-    return Lookup((("delivery", READ_STATE),), params, lambda rows: _shape(rows["delivery"][0], endpoint))
-
-
-def retention_lookup() -> Lookup[Json]:
-    def shape(rows: Rows) -> Json:
-        return jsonable(rows["retention"][0])
-
-    return Lookup((("retention", RETENTION),), {}, shape)
+def retention_lookup() -> Lookup:
+    """What retention keeps and the oldest rows it will remove (``retention``)."""
+    return Lookup((("retention", RETENTION),), {})
 
 
 def _params(endpoint: str, **values: Any) -> dict[str, Any]:
     return {"endpoint": endpoint, **values}
 
 
-def pause(conn: Connection[DictRow], by: str, reason: str | None, endpoint: str = AGENT_ENDPOINT) -> Json:
-    return _shape(conn.execute(PAUSE, _params(endpoint, by=by, reason=reason)).fetchone(), endpoint)
+def _one(row: DictRow | None) -> DictRow:
+    assert row is not None  # an upsert always returns its row
+    return row
 
 
-def resume(conn: Connection[DictRow], endpoint: str = AGENT_ENDPOINT) -> Json:
-    state = _shape(conn.execute(RESUME, _params(endpoint)).fetchone(), endpoint)
+def pause(conn: Connection[DictRow], by: str, reason: str | None, endpoint: str = AGENT_ENDPOINT) -> DictRow:
+    return _one(conn.execute(PAUSE, _params(endpoint, by=by, reason=reason)).fetchone())
+
+
+def resume(conn: Connection[DictRow], endpoint: str = AGENT_ENDPOINT) -> DictRow:
+    state = _one(conn.execute(RESUME, _params(endpoint)).fetchone())
     conn.execute(WAKE_RELAYS)
     return state
 
 
 async def pause_async(
     conn: AsyncConnection[DictRow], by: str, reason: str | None, endpoint: str = AGENT_ENDPOINT
-) -> Json:
+) -> DictRow:
     cursor = await conn.execute(PAUSE, _params(endpoint, by=by, reason=reason))
-    return _shape(await cursor.fetchone(), endpoint)
+    return _one(await cursor.fetchone())
 
 
-async def resume_async(conn: AsyncConnection[DictRow], endpoint: str = AGENT_ENDPOINT) -> Json:
+async def resume_async(conn: AsyncConnection[DictRow], endpoint: str = AGENT_ENDPOINT) -> DictRow:
     """Resumed; the caller wakes the relays (``Wakeups.committed``)."""
     cursor = await conn.execute(RESUME, _params(endpoint))
-    return _shape(await cursor.fetchone(), endpoint)
+    return _one(await cursor.fetchone())

@@ -1,28 +1,24 @@
 """Named statements for operators: what the outbox, the operations and the deliveries look like.
 
-Every read is a ``Lookup``: named statements run in one read-only snapshot, and the function that
-shapes their rows into the answer (UUIDs as strings, times RFC 3339). The CLI runs a lookup on a
-plain connection (``read``), the ops API on the pool (``read_async``); both print or return the same
-JSON. The one write, the requeue of dead outbox rows, is in ``service.db.requeue``.
+Every read is a ``Lookup``: named statements and their parameters, run in one read-only snapshot;
+it answers their rows by name. The CLI runs a lookup on a plain connection (``read``), the ops API
+on the pool (``read_async``), both through ``service.use_cases.ops_reads``, which pairs each with its
+view (``service.use_cases.ops_views``): the rows are formatted there, once. The one write, the
+requeue of dead outbox rows, is in ``service.db.requeue``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
-from service.db.tables import ATTEMPT_OUTCOMES, OPERATION_STATES, OUTBOX_STATUSES
+from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.cursors import OutboxCursor
-from service.domain.timefmt import rfc3339
 
-T = TypeVar("T")
-Json = dict[str, Any]
 Rows = dict[str, list[DictRow]]
 
 
@@ -204,42 +200,31 @@ ORDER BY a.event_id, a.attempt, a.attempt_id
 
 
 @dataclass(frozen=True)
-class Lookup(Generic[T]):
-    """Named statements read in one snapshot, and how their rows become the answer."""
+class Lookup:
+    """Named statements read in one snapshot, with their parameters."""
 
     statements: tuple[tuple[str, str], ...]
     params: Mapping[str, object]
-    shape: Callable[[Rows], T]
+
+    def __add__(self, other: Lookup) -> Lookup:
+        """Both lookups' statements in one snapshot (their names and parameters kept apart)."""
+        return Lookup(self.statements + other.statements, {**self.params, **other.params})
 
 
-def read(conn: Connection[DictRow], lookup: Lookup[T]) -> T:
+def read(conn: Connection[DictRow], lookup: Lookup) -> Rows:
     with conn.transaction():
         conn.execute(SNAPSHOT)
-        rows = {name: conn.execute(sql, lookup.params).fetchall() for name, sql in lookup.statements}
-    return lookup.shape(rows)
+        return {name: conn.execute(sql, lookup.params).fetchall() for name, sql in lookup.statements}
 
 
-async def read_async(conn: AsyncConnection[DictRow], lookup: Lookup[T]) -> T:
+async def read_async(conn: AsyncConnection[DictRow], lookup: Lookup) -> Rows:
     rows: Rows = {}
     async with conn.transaction():
         await conn.execute(SNAPSHOT)
         for name, sql in lookup.statements:
             cursor = await conn.execute(sql, lookup.params)
             rows[name] = await cursor.fetchall()
-    return lookup.shape(rows)
-
-
-def jsonable(row: Mapping[str, Any]) -> Json:
-    """A row as JSON: UUIDs as strings, times RFC 3339; JSON columns are already Python values."""
-    return {key: _value(value) for key, value in row.items()}
-
-
-def _value(value: Any) -> Any:
-    if isinstance(value, UUID):
-        return str(value)
-    if isinstance(value, datetime):
-        return rfc3339(value)
-    return value
+    return rows
 
 
 def outbox_list(
@@ -249,19 +234,12 @@ def outbox_list(
     tool_call_prefix: str | None = None,
     limit: int = DEFAULT_LIMIT,
     after: OutboxCursor | None = None,
-) -> Lookup[Json]:
-    """Outbox rows, newest first, optionally of one status, one conversation, and tool calls whose
-    id begins with ``tool_call_prefix``; from the row after ``after`` on. ``next_cursor`` names the
-    last row when more follow (null on the last page)."""
+) -> Lookup:
+    """Outbox rows (``outbox``), newest first, optionally of one status, one conversation, and tool
+    calls whose id begins with ``tool_call_prefix``; from the row after ``after`` on; one row more
+    than ``limit`` when more follow."""
     if status is not None and status not in OUTBOX_STATUSES:
         raise ValueError(f"status must be one of {', '.join(OUTBOX_STATUSES)}")
-
-    def shape(rows: Rows) -> Json:
-        page, more = rows["outbox"][:limit], len(rows["outbox"]) > limit
-        last = page[-1] if more else None
-        cursor = OutboxCursor(last["created_at"], last["conversation_id"], last["sequence"]) if last else None
-        return {"outbox": [jsonable(row) for row in page], "next_cursor": cursor and cursor.encode()}
-
     return Lookup(
         (("outbox", OUTBOX_LIST),),
         {
@@ -273,7 +251,6 @@ def outbox_list(
             "after_conversation_id": after and after.conversation_id,
             "after_sequence": after and after.sequence,
         },
-        shape,
     )
 
 
@@ -294,13 +271,12 @@ def tool_calls_list(
     tool: str | None = None,
     conversation_id: str | None = None,
     limit: int = DEFAULT_LIMIT,
-) -> Lookup[Json]:
-    """The tool calls answered in the last ``minutes``, newest first, optionally of one tool and
-    one conversation; ``outcome`` is the answer's status (or its error code)."""
+) -> Lookup:
+    """The tool calls (``tool_calls``) answered in the last ``minutes``, newest first, optionally of
+    one tool and one conversation; ``outcome`` is the answer's status (or its error code)."""
     return Lookup(
         (("tool_calls", TOOL_CALLS_LIST),),
         {"minutes": minutes, "tool": tool, "conversation_id": conversation_id, "limit": limit},
-        lambda rows: {"minutes": minutes, "tool_calls": [jsonable(row) for row in rows["tool_calls"]]},
     )
 
 
@@ -310,88 +286,39 @@ def tool_call_ids_with_prefix(conn: Connection[DictRow], prefix: str) -> list[st
     return [row["tool_call_id"] for row in rows]
 
 
-def outbox_show(event_id: UUID) -> Lookup[Json | None]:
-    """One outbox row with its payload and every delivery attempt; None for an unknown event."""
-
-    def shape(rows: Rows) -> Json | None:
-        if not rows["row"]:
-            return None
-        return {**jsonable(rows["row"][0]), "delivery_attempts": [jsonable(a) for a in rows["attempts"]]}
-
-    return Lookup((("row", OUTBOX_GET), ("attempts", OUTBOX_ATTEMPTS)), {"event_id": event_id}, shape)
+def outbox_show(event_id: UUID) -> Lookup:
+    """One outbox row with its payload (``row``, none for an unknown event) and every delivery
+    attempt (``attempts``)."""
+    return Lookup((("row", OUTBOX_GET), ("attempts", OUTBOX_ATTEMPTS)), {"event_id": event_id})
 
 
 def operations_list(
     *, state: str | None = None, conversation_id: str | None = None, limit: int = DEFAULT_LIMIT
-) -> Lookup[Json]:
-    """Operations, newest first, optionally in one state and one conversation."""
+) -> Lookup:
+    """Operations (``operations``), newest first, optionally in one state and one conversation."""
     if state is not None and state not in OPERATION_STATES:
         raise ValueError(f"state must be one of {', '.join(OPERATION_STATES)}")
     return Lookup(
         (("operations", OPERATIONS_LIST),),
         {"state": state, "conversation_id": conversation_id, "limit": limit},
-        lambda rows: {"operations": [jsonable(row) for row in rows["operations"]]},
     )
 
 
-def stats() -> Lookup[Json]:
-    """Outbox by status and its oldest pending age, operations by state, deadline lateness over
-    completed operations, and delivery attempts by outcome over the last hour."""
-
-    def shape(rows: Rows) -> Json:
-        box, ops = rows["outbox"][0], rows["operations"][0]
-        by_outcome = dict.fromkeys(ATTEMPT_OUTCOMES, 0)
-        by_outcome.update({row["outcome"]: row["attempts"] for row in rows["attempts"]})
-        return {
-            "outbox": {
-                "by_status": {status: box[status] for status in OUTBOX_STATUSES},
-                "dead": box["dead"],
-                "due_now": box["due_now"],
-                "oldest_pending_age_seconds": box["oldest_pending_age_seconds"],
-            },
-            "operations": {
-                "by_state": {state: ops[state] for state in OPERATION_STATES},
-                "focusing": ops["focusing"],
-            },
-            "deadline_lateness_ms": {
-                "completed": ops["completed"],
-                "p50": ops["lateness_p50_ms"],
-                "p99": ops["lateness_p99_ms"],
-                "max": ops["lateness_max_ms"],
-            },
-            "attempts_last_hour": {"by_outcome": by_outcome, "total": sum(by_outcome.values())},
-            "server_time": rfc3339(box["server_time"]),
-        }
-
+def stats() -> Lookup:
+    """Outbox by status and its oldest pending age (``outbox``), operations by state and deadline
+    lateness over completed operations (``operations``), and delivery attempts by outcome over the
+    last hour (``attempts``)."""
     statements = (("outbox", STATS_OUTBOX), ("operations", STATS_OPERATIONS), ("attempts", STATS_ATTEMPTS))
-    return Lookup(statements, {}, shape)
+    return Lookup(statements, {})
 
 
-def trace_tool_call(tool_call_id: str) -> Lookup[Json | None]:
-    """What happened to one tool call: its recorded answer, its operation(s), and the outbox rows with
-    every delivery attempt. None when nothing at all carries that tool_call_id."""
-
-    def shape(rows: Rows) -> Json | None:
-        if not (rows["answer"] or rows["operations"] or rows["outbox"]):
-            return None
-        attempts: dict[UUID, list[Json]] = {}
-        for attempt in rows["attempts"]:
-            event_id = attempt.pop("event_id")
-            attempts.setdefault(event_id, []).append(jsonable(attempt))
-        return {
-            "tool_call_id": tool_call_id,
-            "tool_call": jsonable(rows["answer"][0]) if rows["answer"] else None,
-            "operations": [jsonable(row) for row in rows["operations"]],
-            "outbox": [
-                {**jsonable(row), "delivery_attempts": attempts.get(row["event_id"], [])}
-                for row in rows["outbox"]
-            ],
-        }
-
+def trace_tool_call(tool_call_id: str) -> Lookup:
+    """What happened to one tool call: its recorded answer (``answer``), its operation(s)
+    (``operations``), the outbox rows (``outbox``) and every delivery attempt (``attempts``)."""
     statements = (
         ("answer", TRACE_ANSWER),
         ("operations", TRACE_OPERATIONS),
         ("outbox", TRACE_OUTBOX),
         ("attempts", TRACE_ATTEMPTS),
     )
-    return Lookup(statements, {"tool_call_id": tool_call_id}, shape)
+    return Lookup(statements, {"tool_call_id": tool_call_id})

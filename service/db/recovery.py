@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
-from service.db.ops_queries import OUTBOX_COLUMNS, Json, jsonable
+from service.db.ops_queries import OUTBOX_COLUMNS
 
 BATCH = 1000
 
@@ -84,7 +84,7 @@ class Recovery:
 
     matched: int = 0
     requeued: int = 0
-    rows: list[Json] = field(default_factory=list)
+    rows: list[DictRow] = field(default_factory=list)
 
     def answer(self) -> dict[str, int]:
         return {"matched": self.matched, "requeued": self.requeued}
@@ -115,7 +115,7 @@ class _Batches:
             self.after = (last["conversation_id"], last["sequence"])
             self.recovery.requeued += len(rows)
             if self.keep_rows:
-                self.recovery.rows.extend(jsonable(row) for row in rows)
+                self.recovery.rows.extend(rows)
         return len(rows) == self.batch
 
 

@@ -13,7 +13,7 @@ from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow
 
 from service.db import recovery
-from service.db.ops_queries import OUTBOX_COLUMNS, Json, jsonable
+from service.db.ops_queries import OUTBOX_COLUMNS
 
 # last_error is kept: it says why the row died until the next attempt replaces it; every earlier
 # attempt stays in outbox_attempts.
@@ -44,7 +44,7 @@ class NotRequeueableError(Exception):
         super().__init__(message)
 
 
-def requeue_dead(conn: Connection[DictRow], event_id: UUID) -> Json:
+def requeue_dead(conn: Connection[DictRow], event_id: UUID) -> DictRow:
     """Put one dead row back in the queue; ``NotRequeueableError`` for any other row."""
     with conn.transaction():
         row = conn.execute(REQUEUE_DEAD_EVENT, {"event_id": event_id}).fetchone()
@@ -52,20 +52,20 @@ def requeue_dead(conn: Connection[DictRow], event_id: UUID) -> Json:
             found = conn.execute(OUTBOX_STATUS, {"event_id": event_id}).fetchone()
             raise NotRequeueableError(event_id, None if found is None else found["status"])
     conn.execute(WAKE_RELAYS)
-    return jsonable(row)
+    return row
 
 
-async def requeue_dead_async(conn: AsyncConnection[DictRow], event_id: UUID) -> Json:
+async def requeue_dead_async(conn: AsyncConnection[DictRow], event_id: UUID) -> DictRow:
     """``requeue_dead`` for the ops API; its caller wakes the relays once this has committed."""
     async with conn.transaction():
         row = await (await conn.execute(REQUEUE_DEAD_EVENT, {"event_id": event_id})).fetchone()
         if row is None:
             found = await (await conn.execute(OUTBOX_STATUS, {"event_id": event_id})).fetchone()
             raise NotRequeueableError(event_id, None if found is None else found["status"])
-    return jsonable(row)
+    return row
 
 
-def requeue_all_dead(conn: Connection[DictRow]) -> list[Json]:
+def requeue_all_dead(conn: Connection[DictRow]) -> list[DictRow]:
     """Put every dead row back in the queue, in bounded batches (``service.db.recovery``); the rows
     requeued, oldest first."""
     rows = recovery.recover(conn, recovery.DeadFilter(), keep_rows=True).rows

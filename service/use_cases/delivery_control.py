@@ -11,27 +11,27 @@ from typing import Any
 import structlog
 
 from service.db import delivery as delivery_db
-from service.db import ops_queries as ops_db
+from service.use_cases import ops_reads
+from service.use_cases.ops_views import delivery_view
 from service.use_cases.runtime import Runtime
 
 log = structlog.get_logger("service.ops")
 
 
 async def delivery_state(rt: Runtime) -> dict[str, Any]:
-    async with rt.pool.connection() as conn:
-        return await ops_db.read_async(conn, delivery_db.state_lookup())
+    return await ops_reads.read(rt, ops_reads.delivery_state())
 
 
 async def pause(rt: Runtime, *, by: str, reason: str | None) -> dict[str, Any]:
     async with rt.pool.connection() as conn:
-        state = await delivery_db.pause_async(conn, by, reason)
+        state = delivery_view(await delivery_db.pause_async(conn, by, reason))
     log.warning("delivery_paused", endpoint=state["endpoint"], paused_by=state["paused_by"], reason=reason)
     return state
 
 
 async def resume(rt: Runtime, *, by: str) -> dict[str, Any]:
     async with rt.unit_of_work(transaction=False) as work:
-        state = await delivery_db.resume_async(work.conn)
+        state = delivery_view(await delivery_db.resume_async(work.conn))
         work.made_due()
     log.warning("delivery_resumed", endpoint=state["endpoint"], resumed_by=by)
     return state

@@ -11,6 +11,7 @@ import structlog
 from service.db import recovery as recovery_db
 from service.db import requeue as requeue_db
 from service.domain.errors import NotDead, NotFound
+from service.use_cases.ops_views import outbox_row
 from service.use_cases.runtime import Runtime
 
 log = structlog.get_logger("service.ops")
@@ -23,7 +24,7 @@ async def requeue_dead(rt: Runtime, event_id: UUID) -> dict[str, Any]:
     """
     try:
         async with rt.unit_of_work(transaction=False) as work:
-            row = await requeue_db.requeue_dead_async(work.conn, event_id)
+            row = outbox_row(await requeue_db.requeue_dead_async(work.conn, event_id))
             work.made_due()
             work.then(
                 lambda: log.info(

@@ -1,0 +1,108 @@
+"""What operators read — the outbox, the operations, the tool calls, a trace, the numbers, the
+delivery state, retention, the console's overview — for the ops API and the CLI alike.
+
+A ``Query`` is the statements read in one snapshot (``service.db.ops_queries.Lookup``) and the view
+that formats their rows (``service.use_cases.ops_views``). The ops API reads one on the pool
+(``read``); ``python -m service ops`` on its own connection (``read_on``); both answer the same JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+from uuid import UUID
+
+from psycopg import Connection
+from psycopg.rows import DictRow
+
+from service.db import console_queries
+from service.db import delivery as delivery_db
+from service.db import ops_queries as ops_db
+from service.db.ops_queries import DEFAULT_LIMIT, Lookup, Rows
+from service.domain.cursors import OutboxCursor
+from service.use_cases import ops_views
+from service.use_cases.ops_views import Json
+from service.use_cases.runtime import Runtime
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Query(Generic[T]):
+    lookup: Lookup
+    view: Callable[[Rows], T]
+
+
+async def read(rt: Runtime, query: Query[T]) -> T:
+    """The query's answer, read on a connection of the pool."""
+    async with rt.unit_of_work(transaction=False) as work:
+        rows = await ops_db.read_async(work.conn, query.lookup)
+    return query.view(rows)
+
+
+def read_on(conn: Connection[DictRow], query: Query[T]) -> T:
+    """The query's answer, read on ``conn`` (the CLI's)."""
+    return query.view(ops_db.read(conn, query.lookup))
+
+
+def outbox_list(
+    *,
+    status: str | None = None,
+    conversation_id: str | None = None,
+    tool_call_prefix: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    after: OutboxCursor | None = None,
+) -> Query[Json]:
+    """Outbox rows, newest first, a page of ``limit`` from the row after ``after`` on."""
+    lookup = ops_db.outbox_list(
+        status=status,
+        conversation_id=conversation_id,
+        tool_call_prefix=tool_call_prefix,
+        limit=limit,
+        after=after,
+    )
+    return Query(lookup, lambda rows: ops_views.outbox_page(rows, limit))
+
+
+def outbox_show(event_id: UUID) -> Query[Json | None]:
+    return Query(ops_db.outbox_show(event_id), ops_views.outbox_detail)
+
+
+def operations_list(
+    *, state: str | None = None, conversation_id: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Query[Json]:
+    lookup = ops_db.operations_list(state=state, conversation_id=conversation_id, limit=limit)
+    return Query(lookup, ops_views.operation_list)
+
+
+def tool_calls_list(
+    *,
+    minutes: int = 60,
+    tool: str | None = None,
+    conversation_id: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> Query[Json]:
+    lookup = ops_db.tool_calls_list(minutes=minutes, tool=tool, conversation_id=conversation_id, limit=limit)
+    return Query(lookup, lambda rows: ops_views.tool_call_list(rows, minutes))
+
+
+def trace_tool_call(tool_call_id: str) -> Query[Json | None]:
+    return Query(ops_db.trace_tool_call(tool_call_id), lambda rows: ops_views.trace_view(tool_call_id, rows))
+
+
+def stats() -> Query[Json]:
+    return Query(ops_db.stats(), ops_views.stats_view)
+
+
+def delivery_state() -> Query[Json]:
+    return Query(delivery_db.state_lookup(), lambda rows: ops_views.delivery_view(rows["delivery"][0]))
+
+
+def retention() -> Query[Json]:
+    return Query(delivery_db.retention_lookup(), ops_views.retention_view)
+
+
+def overview() -> Query[Json]:
+    """The console's overview, but for the outbox's depth, which this process samples itself."""
+    return Query(console_queries.overview(), ops_views.overview_view)
