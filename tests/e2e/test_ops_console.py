@@ -1,7 +1,8 @@
 """The operator console in Chromium, against one real service, one relay and a local Agent that
-answers 400 to some results (dead rows), 503 twice to others (retries), 204 to the rest: sign in,
-the overview updating itself, the outbox filtered, a dead row requeued, a trace's timeline, the
-operations by state, and every page at a desktop's and a phone's width.
+answers 400 to some results (dead rows), 503 twice to others (retries), 204 to the rest (the stack
+of ``tests.support.ops_console``): sign in, the overview updating itself, the outbox filtered, a
+dead row requeued, a trace's timeline, the operations by state, and every page at a desktop's and a
+phone's width. Delivery control from the overview: ``test_ops_console_delivery.py``.
 
 ``OPS_CONSOLE_SCREENSHOTS=docs`` also writes the overview and a trace to ``docs/`` (how the
 screenshots there were made).
@@ -9,160 +10,25 @@ screenshots there were made).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import psycopg
 import pytest
 
-from tests.conftest import AGENT, OPERATOR, OPERATOR_TOKEN, ROOT, ServiceProcess
-from tests.support.browser import PageProblems, chromium, eventually, requires_chromium, screenshot
-from tests.support.database import DatabaseFactory, with_database
-from tests.support.processes import free_port, spawn, stop, wait_http
-from tests.support.receiver import Delivery, Receiver, Reply, new_secret
+from tests.conftest import OPERATOR_TOKEN
+from tests.support import ops_console
+from tests.support.browser import chromium, eventually, requires_chromium
+from tests.support.ops_console import DESKTOP, PHONE, Stack, keep, outbox, start_and_stop, text
 
 pytestmark = [pytest.mark.e2e, requires_chromium]
 
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 800}
-
-
-@dataclass
-class Stack:
-    service: ServiceProcess
-    receiver: Receiver
-    relay_metrics: str
-    refuse_dead: dict[str, bool] = field(default_factory=lambda: {"on": True})
-
-    @property
-    def base_url(self) -> str:
-        return self.service.base_url
-
-
-def _answer(refuse: dict[str, bool]) -> Any:
-    def responder(delivery: Delivery, earlier: int) -> Reply:
-        call = str(delivery.payload.get("tool_call_id", ""))
-        if call.startswith("dead-") and refuse["on"]:
-            return Reply(400, body=b'{"error":"unknown_conversation"}')
-        if call.startswith("flaky-") and earlier < 2:
-            return Reply(503, body=b"upstream unavailable")
-        if call.startswith("gone-"):
-            return Reply(410, body=b"gone")
-        return Reply(204)
-
-    return responder
-
-
-def tool_call(
-    base_url: str, tool_call_id: str, conversation_id: str, tool: str, arguments: dict[str, Any]
-) -> Any:
-    body = {
-        "tool_call_id": tool_call_id,
-        "conversation_id": conversation_id,
-        "tool": tool,
-        "arguments": arguments,
-    }
-    response = httpx.post(f"{base_url}/v1/tool-calls", json=body, headers=AGENT, timeout=10)
-    assert response.status_code in (200, 202), response.text
-    return response.json()
-
-
-def start_and_stop(base_url: str, start_id: str, conversation_id: str) -> None:
-    arguments = {"duration_seconds": 1500, "activity": f"work on {conversation_id}"}
-    tool_call(base_url, start_id, conversation_id, "pomodoro.start", arguments)
-    tool_call(base_url, f"stop-{uuid.uuid4()}", conversation_id, "pomodoro.interrupt", {})
-
-
-def outbox(base_url: str, **params: str) -> list[dict[str, Any]]:
-    response = httpx.get(f"{base_url}/v1/ops/outbox", headers=OPERATOR, params=params, timeout=10)
-    rows: list[dict[str, Any]] = response.json()["outbox"]
-    return rows
-
-
-@pytest.fixture(scope="module")
-def stack(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    name = database_factory.create()
-    url = with_database(database_factory.server, name)
-    logs = tmp_path_factory.mktemp("ops-console")
-    secret = new_secret()
-    refuse = {"on": True}
-    relay: subprocess.Popen[bytes] | None = None
-    service = ServiceProcess(url, logs)
-    with Receiver([secret], responder=_answer(refuse)) as receiver:
-        try:
-            service.start()
-            port = free_port()
-            env = {
-                "DATABASE_URL": url,
-                "AGENT_WEBHOOK_URL": receiver.url,
-                "WEBHOOK_SECRET": secret,
-                "RELAY_ID": "relay-console",
-                "RELAY_BACKOFF_BASE_SECONDS": "0.3",
-                "RELAY_BACKOFF_MAX_SECONDS": "0.6",
-                "RELAY_POLL_INTERVAL_SECONDS": "0.2",
-                "RELAY_METRICS_PORT": str(port),
-            }
-            relay = spawn(["-m", "relay"], env, logs / "relay.log")
-            wait_http(f"http://127.0.0.1:{port}/readyz", process=relay)
-            base = service.base_url
-            for n in range(3):
-                start_and_stop(base, f"call-{n}-{uuid.uuid4().hex[:6]}", "ops-steady")
-            start_and_stop(base, "flaky-1", "ops-flaky")
-            start_and_stop(base, "dead-1", "ops-dead")
-            tool_call(base, "focus-1", "ops-focus", "pomodoro.start", {"duration_seconds": 3600})
-            tool_call(base, "deadline-1", "ops-deadline", "pomodoro.start", {"duration_seconds": 1})
-            eventually(lambda: len(outbox(base, status="delivered")) == 5 and outbox(base, status="dead"), 20)
-            yield Stack(service, receiver, f"http://127.0.0.1:{port}", refuse)
-        finally:
-            if relay is not None:
-                stop(relay)
-            service.stop() if service.process is not None else None
-            database_factory.drop(name)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with chromium(tmp_path_factory.mktemp("chromium")) as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: Any, stack: Stack) -> Iterator[Any]:
-    """A page of the signed-in console (signing in through the form once per module)."""
-    problems = PageProblems()
-    tab = browser.new_page()
-    problems.watch(tab)
-    tab.set_viewport_size(DESKTOP)
-    tab.goto(f"{stack.base_url}/ops/")
-    if tab.locator('[data-testid="signin"]').count():
-        tab.fill("input[name=token]", OPERATOR_TOKEN)
-        tab.click('[data-testid="signin"] button[type=submit]')
-    tab.wait_for_selector('[data-testid="ops-overview"] [data-testid="count-dead"]')
-    yield tab
-    tab.close()
-    assert problems.found == []
-
-
-def keep(page: Any, name: str) -> None:
-    """A screenshot in test-artifacts/, and in the folder ``OPS_CONSOLE_SCREENSHOTS`` names."""
-    path = screenshot(page, name)
-    folder = os.environ.get("OPS_CONSOLE_SCREENSHOTS")
-    if folder:
-        (ROOT / folder).mkdir(exist_ok=True)
-        (ROOT / folder / path.name).write_bytes(path.read_bytes())
-
-
-def text(page: Any, testid: str) -> str:
-    value: str = page.locator(f'[data-testid="{testid}"]').first.inner_text()
-    return value
+stack = pytest.fixture(scope="module", name="stack")(ops_console.stack)
+browser = pytest.fixture(scope="module", name="browser")(ops_console.browser)
+page = pytest.fixture(name="page")(ops_console.page)
 
 
 def test_sign_in_is_refused_without_the_operator_token_and_lands_where_it_was_asked(
@@ -327,72 +193,6 @@ def test_a_trace_address_that_is_not_percent_encoding_says_so_and_a_dot_id_is_no
     page.goto(f"{stack.base_url}/ops/tool-calls?conversation=ops-legacy")
     page.wait_for_selector('[data-testid="tool-call-row"][data-tool-call-id=".."]')
     assert page.locator('[data-testid="tool-call-row"] a[href]').count() == 0
-
-
-def delivery_state(base_url: str) -> dict[str, Any]:
-    state: dict[str, Any] = httpx.get(f"{base_url}/v1/ops/delivery", headers=OPERATOR, timeout=10).json()
-    return state
-
-
-def test_delivery_is_paused_and_resumed_from_the_overview_each_after_a_confirmation(
-    page: Any, stack: Stack
-) -> None:
-    panel = '[data-testid="delivery"]'
-    page.wait_for_selector(f'{panel}[data-paused="false"] [data-testid="running"]')
-    page.once("dialog", lambda dialog: dialog.dismiss())
-    page.click('[data-testid="pause"]')
-    assert delivery_state(stack.base_url)["paused"] is False  # not confirmed: nothing changed
-
-    page.fill(f'{panel} input[name="reason"]', "Agent deploy")
-    asked: list[str] = []
-    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
-    page.click('[data-testid="pause"]')
-    page.wait_for_selector(f'{panel}[data-paused="true"] [data-testid="paused"]')
-    assert "Agent deploy" in asked[0] and "Agent deploy" in text(page, "paused")
-    state = delivery_state(stack.base_url)
-    assert (state["paused"], state["paused_by"], state["reason"]) == (True, "console", "Agent deploy")
-    # Every page says so.
-    page.click('.nav a[data-view="outbox"]')
-    page.wait_for_selector('[data-testid="delivery-flag"][data-paused="true"]:visible')
-    assert text(page, "delivery-flag") == "Delivery paused"
-    page.click('.nav a[data-view="overview"]')
-
-    # Held while paused, delivered once resumed.
-    call_id = f"call-held-{uuid.uuid4().hex[:6]}"
-    start_and_stop(stack.base_url, call_id, "ops-held")
-    [held] = outbox(stack.base_url, tool_call_id_prefix=call_id)
-    eventually(lambda: page.locator('[data-testid="resume"]').is_visible(), 5)
-    assert all(d.event_id != held["event_id"] for d in stack.receiver.snapshot())
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.click('[data-testid="resume"]')
-    page.wait_for_selector(f'{panel}[data-paused="false"]')
-    stack.receiver.wait_for_accepted([held["event_id"]], timeout=10)
-    assert delivery_state(stack.base_url)["paused"] is False
-
-
-def test_dead_rows_are_recovered_from_the_overview_after_a_dry_run(page: Any, stack: Stack) -> None:
-    start_and_stop(stack.base_url, "gone-1", "ops-gone")
-    eventually(lambda: outbox(stack.base_url, status="dead", tool_call_id_prefix="gone-"), 15)
-    [dead] = outbox(stack.base_url, tool_call_id_prefix="gone-")
-    recover = '[data-testid="recover-panel"]'
-    page.fill(f'{recover} input[name="last_error_prefix"]', "HTTP 410")
-    page.click('[data-testid="recover-dry-run"]')
-    eventually(lambda: "1 dead row(s) match" in text(page, "recover-result"), 5)
-    assert outbox(stack.base_url, tool_call_id_prefix="gone-")[0]["status"] == "dead"
-
-    asked: list[str] = []
-    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
-    page.click('[data-testid="recover"]')
-    eventually(lambda: "Requeued 1 of 1" in text(page, "recover-result"), 5)
-    assert asked and "Requeue 1 dead row(s)" in asked[0]
-    # Sent again under the same webhook-id (the Agent answers 410 again, so it dies again).
-    eventually(lambda: sum(d.event_id == dead["event_id"] for d in stack.receiver.snapshot()) == 2, 10)
-
-
-def test_the_overview_shows_what_retention_keeps_and_the_oldest_rows(page: Any) -> None:
-    retention = text(page, "retention")
-    assert "Oldest delivered row" in retention
-    assert text(page, "oldest-delivered") != "none"
 
 
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x800", "phone"])
