@@ -23,8 +23,8 @@ MAX_ERROR_PAUSE = 5.0
 
 class OutcomeWriter:
     """A background loop (``service.background``): one round is one batch recorded. It goes on
-    until cancelled — the relay cancels its writers at its stop, after the drain has waited for
-    every outcome to be recorded (``cancel_at_stop``)."""
+    until cancelled: the relay cancels its writers once its claimer has returned, its drain having
+    waited for every outcome to be recorded (``cancel_last``)."""
 
     def __init__(
         self,

@@ -7,8 +7,9 @@ know the loop came round, instead of sleeping). A loop that works at an interval
 ``run_once()`` is one round, which is also what a test calls directly. ``Background`` starts a
 process's loops as tasks and stops them; the HTTP app (so ``serve`` and the tests' in-process
 service alike) and the relay start theirs through it. A process that must not go on without one of
-its loops names what to do when one fails (``on_failure``); one whose loops hold nothing worth
-finishing at the stop cancels them then (``cancel_at_stop``).
+its loops names what to do when one fails (``on_failure``); loops that only serve the others (the
+relay's writers, which record what its claimer's drain hands them) go on until the others have
+returned, and are then cancelled (``cancel_last``).
 """
 
 from __future__ import annotations
@@ -91,9 +92,10 @@ class Periodic(ABC):
 class Background:
     """A process's loops, each run as a task from ``start`` until ``stop``.
 
-    ``stop`` sets the loops' stop event and waits for every loop to return; with ``cancel_at_stop``
-    it cancels them instead. ``on_failure`` is called as soon as a loop ends with an error (the
-    error is logged at the stop otherwise).
+    ``stop`` sets the loops' stop event and waits for every loop to return, but those named in
+    ``cancel_last``: they go on until the others have returned, and are then cancelled.
+    ``on_failure`` is called as soon as a loop ends with an error (the error is logged at the stop
+    otherwise).
     """
 
     def __init__(
@@ -102,12 +104,12 @@ class Background:
         stop: asyncio.Event | None = None,
         *,
         on_failure: Callable[[Loop, BaseException], None] | None = None,
-        cancel_at_stop: bool = False,
+        cancel_last: Iterable[Loop] = (),
     ) -> None:
         self.loops = list(loops)
         self.stopping = stop or asyncio.Event()
         self._on_failure = on_failure
-        self._cancel_at_stop = cancel_at_stop
+        self._last = {id(loop) for loop in cancel_last}
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -125,8 +127,12 @@ class Background:
 
     async def stop(self) -> None:
         self.stopping.set()
-        if self._cancel_at_stop:
-            for task in self._tasks:
+        pairs = list(zip(self.loops, self._tasks, strict=True))
+        served = [task for loop, task in pairs if id(loop) not in self._last]
+        if served:
+            await asyncio.wait(served)
+        for loop, task in pairs:
+            if id(loop) in self._last:
                 task.cancel()
         results = await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._on_failure is None:

@@ -78,11 +78,30 @@ class Broken:
         raise RuntimeError("a bug")
 
 
-async def test_loops_that_hold_nothing_worth_finishing_are_cancelled_at_the_stop() -> None:
-    background = Background([Forever(), Counting()], cancel_at_stop=True)
+class Finishing:
+    """A loop that takes a while to finish after its stop, noting whether ``Forever`` still runs."""
+
+    name = "finishing"
+    rounds = 0
+
+    def __init__(self) -> None:
+        self.saw_the_other_running: bool | None = None
+        self.others: list[asyncio.Task[None]] = []
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        await asyncio.sleep(0.05)
+        self.saw_the_other_running = all(not task.done() for task in self.others)
+
+
+async def test_loops_that_serve_the_others_go_on_until_they_return_then_are_cancelled() -> None:
+    finishing, forever = Finishing(), Forever()
+    background = Background([finishing, forever], cancel_last=[forever])
     background.start()
+    finishing.others = [task for task in asyncio.all_tasks() if task.get_name() == "forever"]
     async with asyncio.timeout(5.0):
         await background.stop()
+    assert finishing.saw_the_other_running is True
 
 
 async def test_a_loop_that_fails_is_reported_at_once_and_the_others_go_on() -> None:

@@ -1,0 +1,266 @@
+"""The claimer: claims due rows, delivers each in a task of its own (at most ``concurrency`` POSTs
+in flight), and hands every attempt's outcome to the writers (``relay.recording``). A row stays
+held, and its lease live, until its outcome is recorded; the next row of its conversation becomes
+claimable only then. A finished POST frees its slot at once, so recording never stalls delivering;
+the rows held but not yet recorded are bounded too (``MAX_HELD_PER_SLOT`` per slot).
+
+Woken by NOTIFY (``relay.wakeup``), by finished attempts and recorded outcomes, or by its poll. At
+the stop it drains: in-flight attempts finish for the grace period, the rest are cut, and it waits
+for every outcome to be recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import structlog
+
+from relay import circuit
+from relay import claims as claims_db
+from relay.backoff import retry_delay
+from relay.circuit import is_endpoint_failure
+from relay.claims import Claim, Outcome
+from relay.config import RelayConfig
+from relay.database import RelayPool
+from relay.delivery import Attempt, Deliverer
+from relay.endpoint_circuit import EndpointCircuit
+from relay.metrics import RelayMetrics
+from relay.policy import AttemptResult, describe, verdict
+from relay.recording import MAX_ERROR_PAUSE
+
+log = structlog.get_logger("relay")
+
+MAX_HELD_PER_SLOT = 4
+
+
+class Claimer:
+    """A background loop (``service.background``): a round is one claim; it returns after the
+    drain, once ``stop`` is set."""
+
+    name = "relay-claimer"
+
+    def __init__(
+        self,
+        config: RelayConfig,
+        metrics: RelayMetrics,
+        *,
+        pool: RelayPool,
+        deliverer: Deliverer,
+        circuit: EndpointCircuit,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics
+        self._pool = pool
+        self._deliverer = deliverer
+        self._circuit = circuit
+        self._wake = asyncio.Event()
+        self._rounds = 0
+        #: What this relay holds: claimed, and not yet recorded.
+        self.held: dict[UUID, Claim] = {}
+        #: Finished attempts waiting for a writer.
+        self.outcomes: asyncio.Queue[Outcome] = asyncio.Queue()
+        #: A loop beside it failed: the drain records nothing more.
+        self.broken = False
+        self._deliveries: set[asyncio.Task[None]] = set()
+        self._orphans_possible = False
+        # Below this much free capacity the claimer waits rather than claim a handful of rows.
+        self._min_claim = max(1, min(config.batch_size, config.concurrency) // 4)
+        self._max_held = config.concurrency * MAX_HELD_PER_SLOT
+
+    @property
+    def rounds(self) -> int:
+        return self._rounds
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim and deliver until ``stop``; then finish or hand back what is in flight."""
+        await self._claim(stop)
+        await self._drain()
+
+    # -- claiming -------------------------------------------------------------------------------
+
+    async def _claim(self, stop: asyncio.Event) -> None:
+        cfg = self.config
+        errors = 0
+        while not stop.is_set():
+            self._wake.clear()
+            self._rounds += 1
+            free = min(cfg.concurrency - len(self._deliveries), self._max_held - len(self.held))
+            if self.held and free < self._min_claim:
+                await self._sleep(stop, cfg.poll_interval)
+                continue
+            limit = min(cfg.batch_size, free)
+            await self._circuit.changed(at_most=MAX_ERROR_PAUSE)
+            try:
+                if self._orphans_possible:
+                    await self.release(uncount=1, keep=list(self.held))
+                    self._orphans_possible = False
+                async with self._pool.connection() as conn:
+                    claimed = await claims_db.claim(
+                        conn, cfg.relay_id, limit, cfg.lease_seconds, busy=list(self.held)
+                    )
+            except psycopg.Error as exc:
+                # The claim may have committed with its reply lost: hand back such rows before the
+                # next claim instead of leaving them to their lease.
+                self._orphans_possible = True
+                errors += 1
+                self.metrics.database_errors.inc()
+                log.warning("relay_claim_failed", error=str(exc).strip(), consecutive=errors)
+                await self._sleep(stop, min(MAX_ERROR_PAUSE, 0.05 * 2**errors))
+                continue
+            errors = 0
+            if claimed.circuit_closed_since is not None:
+                self._circuit.closed_since(claimed.circuit_closed_since)
+            for row in claimed:
+                self._start_delivery(row)
+            if len(claimed) == limit:
+                continue
+            await self._sleep(stop, await self._idle())
+
+    async def _idle(self) -> float:
+        """Nothing (more) to claim: probe an open circuit if it is time, else how long to wait —
+        until the next retry or probe falls due, at most the poll interval."""
+        cfg = self.config
+        try:
+            async with self._pool.connection() as conn:
+                seen = await circuit.look(conn, cfg.endpoint)
+                if not seen.probe_due:
+                    return seen.wait(cfg.poll_interval)
+                won, probe = await circuit.take_probe(conn, cfg.endpoint, cfg.relay_id, cfg.lease_seconds)
+                if won and probe is None:
+                    await circuit.release_probe(conn, cfg.endpoint, cfg.relay_id)
+        except psycopg.Error:
+            return cfg.poll_interval
+        if probe is None:
+            return cfg.poll_interval
+        self.metrics.circuit_transitions.labels("half_open").inc()
+        log.info("delivery_circuit_probe", relay_id=cfg.relay_id, event_id=str(probe.event_id))
+        self._start_delivery(probe)
+        return 0.0
+
+    async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
+        waiters = [_spawn(self._wake.wait(), "wake"), _spawn(stop.wait(), "stop")]
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        for task in waiters:
+            task.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+
+    async def release(self, *, uncount: int, keep: list[UUID] | None = None) -> None:
+        try:
+            async with self._pool.connection() as conn:
+                released = await claims_db.release(
+                    conn, self.config.relay_id, keep=keep or [], uncount=uncount
+                )
+        except psycopg.Error as exc:
+            if uncount:
+                raise
+            log.warning("relay_release_failed", error=str(exc).strip())
+            return
+        if released:
+            log.info("relay_released_leases", rows=len(released))
+
+    # -- delivering -----------------------------------------------------------------------------
+
+    def _start_delivery(self, claim: Claim) -> None:
+        self.held[claim.event_id] = claim
+        self.metrics.in_flight.set(len(self.held))
+        task = _spawn(self._deliver(claim), f"deliver-{claim.event_id}")
+        self._deliveries.add(task)
+        task.add_done_callback(self._delivered)
+
+    def _delivered(self, task: asyncio.Task[None]) -> None:
+        self._deliveries.discard(task)
+        if self.config.concurrency - len(self._deliveries) >= self._min_claim:
+            self.wake()
+
+    async def _deliver(self, claim: Claim) -> None:
+        started_at = datetime.now(UTC)
+        try:
+            attempt = await self._deliverer.attempt(claim)
+            if claim.probe:
+                await self._circuit.probed(attempt.result)
+        except asyncio.CancelledError:
+            # Stopped mid-attempt: the Agent may or may not have it. Record the attempt and make
+            # the row due at once for any relay.
+            cut = AttemptResult(None, "RelayShutdown", "the relay stopped during the attempt")
+            self.outcomes.put_nowait(
+                self._outcome(claim, Attempt(started_at, _ms_since(started_at), cut), 0.0)
+            )
+            raise
+        except Exception as exc:
+            # A bug here must not strand the row until its lease expires.
+            log.exception("relay_delivery_bug", event_id=str(claim.event_id))
+            failed = AttemptResult(None, type(exc).__name__, str(exc))
+            attempt = Attempt(started_at, _ms_since(started_at), failed)
+        self.outcomes.put_nowait(self._outcome(claim, attempt))
+
+    def _outcome(self, claim: Claim, attempt: Attempt, delay: float | None = None) -> Outcome:
+        cfg = self.config
+        result = attempt.result
+        decided = verdict(result, claim.attempts, cfg.max_attempts)
+        refund = 0
+        if claim.probe and (delay is not None or is_endpoint_failure(result)):
+            # The endpoint failed, not the row: the attempt is given back, and the row waits
+            # behind the circuit like the others (due whenever it closes).
+            decided, delay, refund = "retry", 0.0, 1
+        elif delay is not None:
+            decided = "retry"
+        else:
+            if not claim.probe:
+                self._circuit.observe(claim, attempt)
+            if decided == "retry":
+                delay = retry_delay(
+                    claim.attempts, base=cfg.backoff_base, cap=cfg.backoff_max, retry_after=result.retry_after
+                )
+        self.metrics.attempt_seconds.observe(attempt.duration_ms / 1000)
+        if decided == "delivered":
+            self.metrics.commit_to_delivery.observe((datetime.now(UTC) - claim.created_at).total_seconds())
+        return Outcome(
+            claim=claim,
+            verdict=decided,
+            delay=delay or 0.0,
+            error=None if decided == "delivered" else describe(result),
+            started_at=attempt.started_at,
+            duration_ms=attempt.duration_ms,
+            status_code=result.status_code,
+            error_class=result.error_class,
+            excerpt=result.excerpt,
+            refund=refund,
+        )
+
+    # -- stopping -------------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Let in-flight attempts finish for the grace period, cut the rest, record every outcome."""
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + cfg.shutdown_grace
+        if self._deliveries:
+            log.info("relay_draining", in_flight=len(self._deliveries))
+            _, unfinished = await asyncio.wait(set(self._deliveries), timeout=cfg.shutdown_grace)
+            for task in unfinished:
+                task.cancel()
+            await asyncio.gather(*unfinished, return_exceptions=True)
+        if self.broken:
+            return
+        await self._circuit.settle(at_most=max(deadline - loop.time(), 1.0))
+        try:
+            async with asyncio.timeout(max(deadline - loop.time(), 2.0)):
+                await self.outcomes.join()
+        except TimeoutError:
+            log.warning("relay_outcomes_unrecorded", rows=self.outcomes.qsize())
+
+
+def _spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+    return asyncio.create_task(coro, name=name)
+
+
+def _ms_since(moment: datetime) -> int:
+    return max(0, round((datetime.now(UTC) - moment).total_seconds() * 1000))
