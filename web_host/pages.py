@@ -47,10 +47,6 @@ def app_page_headers(origin: str) -> dict[str, str]:
     return {**_PAGE, "Content-Security-Policy": csp.replace(" ;", ";")}
 
 
-def asset_headers(etag: str) -> dict[str, str]:
-    return {**_COMMON, "Cache-Control": "no-cache", "ETag": etag}
-
-
 def valid_conversation_id(value: object) -> str | None:
     if is_recorded_id(value):
         return value

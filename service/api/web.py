@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -10,9 +9,9 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import FromPath
 from litestar.response import Redirect
 
+from service.api.assets import asset_response
 from service.api.host_cookie import cleared_cookie, cookie_name, same_site, session_cookie
 from service.api.state import runtime_of
-from service.assets import Asset
 from service.domain.errors import Forbidden, not_found, unauthorized
 from service.domain.timefmt import rfc3339
 from service.host_streams import HostStreams
@@ -27,14 +26,12 @@ from service.use_cases.host_sessions import (
 from web_host.assets import app_scopes, catalogue
 from web_host.pages import (
     app_page_headers,
-    asset_headers,
     host_page_headers,
     host_url,
     signin_page,
     valid_conversation_id,
 )
 
-ASSET_SUFFIXES = (".js", ".css", ".svg", ".png")
 HTML = "text/html"
 
 
@@ -58,19 +55,6 @@ async def _signed_in(request: Request[Any, Any, Any]) -> tuple[str, HostPrincipa
         return None
     principal = await host_sessions.resolve(runtime_of(request), _tokens(request), token)
     return None if principal is None else (token, principal)
-
-
-def asset_response(
-    request: Request[Any, Any, Any], assets: Mapping[str, Asset], name: str
-) -> Response[bytes]:
-    """A static file of a catalogue (the Web Host's ``host/…``, ``apps/…``, ``sdk/…``, or the
-    console's), revalidated by ETag."""
-    asset: Asset | None = assets.get(name) if name.endswith(ASSET_SUFFIXES) else None
-    if asset is None:
-        raise not_found("file")
-    if request.headers.get("if-none-match") == asset.etag:
-        return Response(b"", status_code=304, headers=asset_headers(asset.etag))
-    return Response(asset.body, media_type=asset.media_type, headers=asset_headers(asset.etag))
 
 
 def _signin(conversation_id: str | None, error: str | None, status: int) -> Response[bytes]:

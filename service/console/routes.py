@@ -15,9 +15,9 @@ from litestar.datastructures import Cookie
 from litestar.params import FromPath
 from litestar.response import Redirect
 
+from service.api.assets import asset_response
 from service.api.host_cookie import same_site
 from service.api.state import runtime_of
-from service.api.web import asset_response
 from service.console import access
 from service.console.cookie import cookie_name
 from service.console.pages import catalogue, console_path, page_headers, signin_page
