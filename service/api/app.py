@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from functools import partial
 
 from litestar import Litestar
 from litestar.datastructures import ResponseHeader, State
@@ -16,7 +15,6 @@ from service.api import probes
 from service.api.bodies import ContractRequest
 from service.api.document import (
     openapi_config,
-    schema_pages,
     ui_asset,
     without_litestar_validation_answers,
 )
@@ -123,7 +121,6 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         lifespan=[lifespan, mcp_lifespan],
         request_max_body_size=settings.request_max_body_bytes,
         openapi_config=openapi_config(ui=settings.api_docs_ui),
-        middleware=[partial(schema_pages, ui=settings.api_docs_ui)],
         # Every answer is fresh and typed as it says, unless a handler says otherwise (pages, assets).
         response_headers=[
             ResponseHeader(name="Cache-Control", value="no-store"),

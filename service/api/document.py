@@ -7,10 +7,11 @@ their parameters (``service.api.inputs``).
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import msgspec
-from litestar import Litestar, Response, get
+from litestar import Litestar, Response, Router, get
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import (
     JsonRenderPlugin,
@@ -85,7 +86,15 @@ def openapi_config(*, ui: bool = False) -> OpenAPIConfig:
     return OpenAPIConfig(
         title="Lineup Runtime",
         version="0.1.0",
-        path="/schema",
+        # The pages' router carries their middleware, so no other request passes through it.
+        openapi_router=Router(
+            "/schema",
+            route_handlers=[],
+            include_in_schema=False,
+            dto=None,
+            return_dto=None,
+            middleware=[partial(schema_pages, ui=ui)],
+        ),
         components=Components(security_schemes=dict(SECURITY_SCHEMES)),
         create_examples=False,
         render_plugins=plugins,

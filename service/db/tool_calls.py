@@ -41,7 +41,10 @@ class CallResult:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> CallResult:
         """By column name: a column a later schema adds breaks nothing."""
-        return cls(**{field.name: row[field.name] for field in fields(cls)})
+        return cls(*map(row.__getitem__, _COLUMNS))
+
+
+_COLUMNS = tuple(field.name for field in fields(CallResult))
 
 
 async def call(

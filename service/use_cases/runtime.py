@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 import msgspec
@@ -38,8 +37,6 @@ class Runtime:
     def context_of(self, tool: str) -> str:
         return self._contexts[tool]
 
-    @asynccontextmanager
-    async def unit_of_work(self, *, transaction: bool = True) -> AsyncIterator[UnitOfWork]:
+    def unit_of_work(self, *, transaction: bool = True) -> AbstractAsyncContextManager[UnitOfWork]:
         """One connection and one transaction (``service.use_cases.unit_of_work``)."""
-        async with unit_of_work(self.pool, self.wakeups, transaction=transaction) as work:
-            yield work
+        return unit_of_work(self.pool, self.wakeups, transaction=transaction)
