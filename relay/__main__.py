@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     # httpx logs one INFO line per request; alembic (read for /readyz) its plugin set-up.
     for noisy in ("httpx", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    gc.freeze()  # what start-up built lives as long as the process: the collector skips it
     try:
         _run(_serve(RelayConfig.from_settings(settings)))
     except ProbePortError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from types import FrameType
 
@@ -36,6 +37,9 @@ def run(host: str, port: int, *, sweeper: bool = True) -> int:
         access_log=False,
         timeout_graceful_shutdown=20,
     )
+    # What start-up built (modules, the app, its schemas) lives as long as the process: the cyclic
+    # collector need not walk it again on every full collection (about 2% of a tool call's CPU).
+    gc.freeze()
     GracefulServer(config, app.state.stopping).run()
     return 0
 
