@@ -52,6 +52,7 @@ bench: install ## the benchmarks (they print numbers; see bench/README.md)
 	$(PY) -m bench.call_cost
 	$(PY) -m bench.mcp_cost
 	$(PY) -m bench.relay_drain
+	$(PY) -m bench.endpoint_outage
 	$(PY) -m bench.deadline_lateness
 	$(PY) -m bench.deadline_lateness --due 5000 --focusing 100000
 	$(PY) -m bench.capacity
