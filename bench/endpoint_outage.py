@@ -14,7 +14,8 @@ checking signatures).
 
 1. Healthy drain: a backlog shaped like the outage's (--rate x --outage rows over --conversations
    conversations, ordered within each) committed at once; the relays' deliveries/s to the healthy
-   endpoint is the relay rate the recovery is compared with.
+   endpoint is the relay rate the recovery is compared with. Once the backlog is delivered, the
+   same drain again (in fresh conversations): how far the machine's load moved meanwhile.
 2. Results keep coming: --rate start+interrupt cycles per second through ``POST /v1/tool-calls``
    (one result per cycle, --conversations conversations in turn), every answer checked, for
    --before s with the endpoint healthy (1..600), then --outage s (10..3600) with it down, then
@@ -54,7 +55,6 @@ from tests.support.http_client import HttpClient
 from tests.support.processes import running_service
 from tests.support.receiver import Receiver, always
 
-HEALTHY_PREFIX = "healthy-"
 PRODUCER_PREFIX = "outage-"
 CLIENTS = 16  # cycles in flight at most; conversations in turn never overlap at these rates
 
@@ -101,12 +101,15 @@ class Endpoint:
             self.receivers[-1].__exit__()
 
 
-def healthy_drain(url: str, rows: int, conversations: int, timeout: float = 300.0) -> tuple[int, float]:
-    """A backlog of about ``rows`` rows committed at once, the relays woken; (rows, deliveries/s)."""
+def healthy_drain(
+    url: str, rows: int, conversations: int, prefix: str, timeout: float = 300.0
+) -> tuple[int, float]:
+    """A backlog of about ``rows`` rows committed at once in conversations named ``prefix``…, the
+    relays woken; (rows, deliveries/s)."""
     per = max(1, rows // conversations)
     count = per * (rows // per)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(SEED_BACKLOG, {"prefix": HEALTHY_PREFIX, "per": per, "conversations": rows // per})
+        conn.execute(SEED_BACKLOG, {"prefix": prefix, "per": per, "conversations": rows // per})
         seeded = time.monotonic()
         conn.execute(f"NOTIFY {OUTBOX_CHANNEL}")
         while True:
@@ -280,13 +283,16 @@ def main() -> int:
         relays = Relays(url, endpoint.url, args.relays, Path(tmp))
         try:
             healthy_rows = max(1000, round(args.rate * args.outage))
-            seeded, relay_rate = healthy_drain(url, healthy_rows, args.conversations)
+            seeded, relay_rate = healthy_drain(url, healthy_rows, args.conversations, "healthy-")
             print(f"healthy drain: {seeded:,} rows at {relay_rate:,.0f} deliveries/s", flush=True)
             runner = asyncio.Runner()
             with runner:
                 outage = runner.run(
                     run_outage(url, service.base_url, service.agent_token, endpoint, args, relay_rate)
                 )
+            # The same drain again on the same machine minutes later: how much the load moved.
+            again, outage.relay_rate_after = healthy_drain(url, healthy_rows, args.conversations, "again-")
+            seeded += again
             relays.stop()
         finally:
             endpoint.close()

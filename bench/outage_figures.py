@@ -20,6 +20,7 @@ class Outage:
     when its interrupt was answered) and the relay rate of the healthy drain."""
 
     relay_rate: float = 0.0
+    relay_rate_after: float = 0.0
     down_at: float = 0.0
     up_at: float = 0.0
     circuit: list[tuple[float, str]] = field(default_factory=list)
@@ -103,7 +104,7 @@ def report(
     print(
         f"results: {len(produced):,} cycles through the Tool API ({len(during):,} during the outage, "
         f"{len(outage.failures)} answered wrongly; the producer fell behind its schedule by at most "
-        f"{outage.producer_behind * 1000:.0f} ms), {outage.seeded:,} seeded for the healthy drain",
+        f"{outage.producer_behind * 1000:.0f} ms), {outage.seeded:,} seeded for the healthy drains",
         flush=True,
     )
 
@@ -170,6 +171,11 @@ def report(
             f"    the whole backlog ({len(outage.backlog):,} rows) delivered {last:.2f} s after recovery; "
             f"its drain {drain:.2f} s = {rate:,.0f} rows/s; backlog / healthy relay rate "
             f"({outage.relay_rate:,.0f}/s) = {expected:.2f} s; target 10 s + {expected:.2f} s: {verdict}",
+            flush=True,
+        )
+        print(
+            f"    the same healthy drain once the backlog was delivered: {outage.relay_rate_after:,.0f} "
+            f"deliveries/s (the recovery's drain: {rate / outage.relay_rate_after:.2f} x that)",
             flush=True,
         )
         spread = [at - up for at in backlog_arrivals]
