@@ -29,6 +29,9 @@ HOST_SESSION_SECRET = "host-session-secret-for-tests-0123456789"
 AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
 HOST = {"Authorization": f"Bearer {HOST_TOKEN}"}
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+# A well-formed id no row has: fixed, so that every run (and every xdist worker) collects the same
+# parametrized tests.
+UNKNOWN_UUID = "6f1c2a9e-0d3b-4c55-9e2a-1b7d0c3e4f58"
 
 # Property tests check rules, not speed: on a loaded CI machine one example can take longer than
 # Hypothesis's 200 ms default deadline, which it reports as a flaky failure of a rule that holds.

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import AGENT, HOST, OPERATOR
+from tests.conftest import AGENT, HOST, OPERATOR, UNKNOWN_UUID
 from tests.support.calls import expire, interrupt_body, start_body
 
 Client = AsyncTestClient[Any]
@@ -97,7 +97,7 @@ async def get(client: Client, path: str, expected: int = 200, **params: Any) -> 
 
 OPS_PATHS = [
     "/v1/ops/outbox",
-    f"/v1/ops/outbox/{uuid.uuid4()}",
+    f"/v1/ops/outbox/{UNKNOWN_UUID}",
     "/v1/ops/operations",
     "/v1/ops/stats",
     "/v1/ops/tool-calls",
@@ -188,7 +188,7 @@ async def test_outbox_row_shows_payload_and_every_attempt_in_order(client: Clien
     assert RFC3339.match(attempts[0]["started_at"])
 
 
-@pytest.mark.parametrize("event_id", [str(uuid.uuid4()), "not-a-uuid"])
+@pytest.mark.parametrize("event_id", [UNKNOWN_UUID, "not-a-uuid"])
 async def test_unknown_outbox_row_is_404_unknown_event(client: Client, event_id: str) -> None:
     body = await get(client, f"/v1/ops/outbox/{event_id}", 404)
     assert body["error"] == "unknown_event" and body["message"]

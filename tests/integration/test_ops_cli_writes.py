@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import UNKNOWN_UUID
 from tests.integration.test_ops_api import add_attempt, add_outbox_row
 from tests.support import ops_cli
 from tests.support.ops_cli import outbox_row
@@ -55,7 +56,7 @@ def test_requeue_of_a_row_that_is_not_dead_exits_1_and_changes_nothing(
     assert outbox_row(db, event_id) == before
 
 
-@pytest.mark.parametrize("event_id", [str(uuid.uuid4()), "not-a-uuid"])
+@pytest.mark.parametrize("event_id", [UNKNOWN_UUID, "not-a-uuid"])
 def test_requeue_of_an_unknown_event_exits_1(ops: Any, event_id: str) -> None:
     code, out, err = ops("outbox", "requeue", event_id)
     assert (code, out) == (1, "")

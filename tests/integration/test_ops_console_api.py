@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import uuid
 from typing import Any
 
 import psycopg
@@ -13,7 +12,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from service.console.cookie import COOKIE_NAME, ConsoleSessions
-from tests.conftest import AGENT, HOST, HOST_TOKEN, OPERATOR, OPERATOR_TOKEN
+from tests.conftest import AGENT, HOST, HOST_TOKEN, OPERATOR, OPERATOR_TOKEN, UNKNOWN_UUID
 from tests.integration.test_ops_api import add_attempt, add_outbox_row
 from tests.support.calls import expire, start_body
 
@@ -74,7 +73,7 @@ async def test_requeue_of_a_row_that_is_not_dead_is_409_and_changes_nothing(
     }
 
 
-@pytest.mark.parametrize("event_id", [str(uuid.uuid4()), "not-a-uuid", "0394"])
+@pytest.mark.parametrize("event_id", [UNKNOWN_UUID, "not-a-uuid", "0394"])
 async def test_requeue_of_an_unknown_event_is_404(client: Client, event_id: str) -> None:
     response = await requeue(client, event_id)
     assert response.status_code == 404

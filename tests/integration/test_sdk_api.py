@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 from typing import Any
 
 import pytest
 
-from tests.conftest import AGENT, HOST, OPERATOR
+from tests.conftest import AGENT, HOST, OPERATOR, UNKNOWN_UUID
 from tests.support.calls import expire, interrupt_body
 from tests.support.sdk import Client, bearer, mint, open_whiteboard, sdk_headers, start_pomodoro
 
@@ -56,7 +55,7 @@ async def test_every_mint_is_a_new_token_and_each_one_works(client: Client) -> N
         assert response.json()["instance_id"] == started["instance_id"]
 
 
-@pytest.mark.parametrize("instance_id", [str(uuid.uuid4()), "not-a-uuid"])
+@pytest.mark.parametrize("instance_id", [UNKNOWN_UUID, "not-a-uuid"])
 async def test_minting_for_an_unknown_instance_is_404(client: Client, db: Any, instance_id: str) -> None:
     response = await client.post(f"/v1/host/instances/{instance_id}/capability", headers=HOST)
     assert response.status_code == 404
