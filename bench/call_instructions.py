@@ -1,0 +1,235 @@
+"""What one tool call costs the service's Python, in instructions: this checkout against the previous
+release, counted by callgrind, so the figure does not depend on what else the machine does.
+
+    .venv/bin/python -m bench.call_instructions [--previous COMMIT] [--cycles 100]
+
+The previous release is checked out into a git worktree and runs on this checkout's virtualenv (as
+``make upgrade`` runs it). Each release gets a database of its own on ``DATABASE_URL``'s server (or
+the local one), migrated by that release, and the same work: its ASGI application, built as
+``serve`` builds it, driven in-process without an HTTP server (no sockets, no uvicorn) through
+start+interrupt cycles over four conversations — Litestar's routing, the guard, body checks, the use
+case, the statement through psycopg, the log lines, the metrics, the after-commit wake-ups. Each runs
+twice under ``valgrind --tool=callgrind``, with 20 cycles and with ``20 + --cycles``; the difference
+divided by the calls is one tool call without the start-up. What Postgres does is not counted here
+(``bench.db_instructions`` counts it). Every call is checked; a wrong answer stops the bench. Takes
+a few minutes: valgrind runs Python ~50x slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PREVIOUS_RELEASE = "747472aefc1f1acb27e84a2033d3034bc9c60819"
+WARM = 20
+CONVERSATIONS = 4
+TOKEN = "bench-agent-token-0000000"
+
+
+# The driver: run by path under valgrind with a release's tree first on PYTHONPATH, so it imports
+# only what both releases have (``service``'s app, settings, manifests and logging).
+
+
+def _drive(url: str, cycles: int) -> None:
+    import logging
+
+    import service
+    from service.api.app import create_app
+    from service.logging import configure_logging
+    from service.manifests import load_registry
+    from service.settings import load_settings
+
+    if not Path(service.__file__).resolve().is_relative_to(Path.cwd().resolve()):
+        raise RuntimeError(f"imported {service.__file__}, not the release in {Path.cwd()}")
+    settings = load_settings(
+        "serve",
+        database_url=url,
+        agent_token=TOKEN,
+        host_token="bench-host-token-00000000",
+        operator_token="bench-operator-token-0000",
+    )
+    app = create_app(settings, load_registry(settings.manifests_dir), sweeper=False)
+    with open(os.devnull, "w") as devnull:
+        saved, sys.stderr = sys.stderr, devnull
+        try:
+            configure_logging(logging.INFO)  # the log lines as serve writes them, to /dev/null
+            asyncio.run(_cycles(app, cycles))
+        finally:
+            sys.stderr = saved
+
+
+async def _cycles(app: Any, cycles: int) -> None:
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    lifespan = asyncio.ensure_future(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, outbox.put)
+    )
+    await inbox.put({"type": "lifespan.startup"})
+    if (await outbox.get())["type"] != "lifespan.startup.complete":
+        raise RuntimeError("the application did not start")
+    run = uuid.uuid4().hex[:8]
+
+    async def conversation(index: int) -> None:
+        for n in range(index, cycles, CONVERSATIONS):
+            for tool, expected in (("pomodoro.start", 202), ("pomodoro.interrupt", 200)):
+                arguments = (
+                    {"duration_seconds": 1500, "activity": "bench"} if tool == "pomodoro.start" else {}
+                )
+                body = {
+                    "tool_call_id": f"i-{run}-{index}-{n}-{tool}",
+                    "conversation_id": f"i-{run}-{index}",
+                    "tool": tool,
+                    "arguments": arguments,
+                }
+                status = await _post(app, json.dumps(body).encode())
+                if status != expected:
+                    raise RuntimeError(f"{tool} answered {status}, not {expected}")
+
+    await asyncio.gather(*(conversation(i) for i in range(CONVERSATIONS)))
+    await inbox.put({"type": "lifespan.shutdown"})
+    await outbox.get()
+    await lifespan
+
+
+async def _post(app: Any, body: bytes) -> int:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/tool-calls",
+        "raw_path": b"/v1/tool-calls",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"bench"),
+            (b"authorization", f"Bearer {TOKEN}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "state": {},
+    }
+    received = False
+    status = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal received
+        if received:
+            await asyncio.Event().wait()
+        received = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await app(scope, receive, send)
+    return status
+
+
+# The bench: two releases, two callgrind runs each.
+
+
+def _instructions(tree: Path, url: str, cycles: int, work: Path) -> int:
+    out = work / f"callgrind-{uuid.uuid4().hex[:8]}.out"
+    done = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--drive",
+            url,
+            "--cycles",
+            str(cycles),
+        ],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the driver failed in {tree}:\n{done.stderr[-3000:]}")
+    for line in out.read_text().splitlines():
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no summary in {out}")
+
+
+def _per_call(tree: Path, url: str, cycles: int, work: Path) -> float:
+    short = _instructions(tree, url, WARM, work)
+    long = _instructions(tree, url, WARM + cycles, work)
+    return (long - short) / (2 * cycles)
+
+
+def _migrate(tree: Path, url: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(tree), "DATABASE_URL": url}
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "migrate"], cwd=tree, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"migrate in {tree} failed:\n{done.stderr[-2000:]}")
+
+
+def main() -> int:
+    from tests.support.database import named_server, scratch_database
+
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--previous", default=PREVIOUS_RELEASE, help="the release to compare with")
+    parser.add_argument("--cycles", type=int, default=100, help="measured start+interrupt cycles")
+    args = parser.parse_args()
+    if not 10 <= args.cycles <= 2000:
+        parser.error("keep it bounded: --cycles 10..2000")
+    if shutil.which("valgrind") is None:
+        print("needs valgrind (Debian: valgrind)")
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="lineup-call-instructions-"))
+    previous = work / "previous"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(previous), args.previous],
+        check=True,
+        capture_output=True,
+    )
+    server = named_server()
+    figures: dict[str, float] = {}
+    try:
+        for name, tree in (("previous", previous), ("this", ROOT)):
+            with scratch_database(server, f"bench_calls_{name}_{uuid.uuid4().hex[:8]}") as url:
+                _migrate(tree, url)
+                figures[name] = _per_call(tree, url, args.cycles, work)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(previous)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"call_instructions: Python instructions per tool call (in-process ASGI, {args.cycles} "
+        f"start+interrupt cycles, callgrind)"
+    )
+    print(f"    previous release {args.previous[:12]}  {figures['previous'] / 1e6:8.3f} M")
+    print(f"    this checkout                {figures['this'] / 1e6:8.3f} M")
+    print(f"    ratio this / previous        {figures['this'] / figures['previous']:8.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--drive":
+        _drive(sys.argv[2], int(sys.argv[4]))
+        sys.exit(0)
+    sys.exit(main())
