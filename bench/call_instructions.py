@@ -6,11 +6,12 @@ release, counted by callgrind, so the figure does not depend on what else the ma
 The previous release is checked out into a git worktree and runs on this checkout's virtualenv (as
 ``make upgrade`` runs it). Each release gets a database of its own on ``DATABASE_URL``'s server (or
 the local one), migrated by that release, and the same work: its ASGI application, built as
-``serve`` builds it, driven in-process without an HTTP server (no sockets, no uvicorn) through
-start+interrupt cycles over four conversations — Litestar's routing, the guard, body checks, the use
-case, the statement through psycopg, the log lines, the metrics, the after-commit wake-ups. Each runs
-twice under ``valgrind --tool=callgrind``, with 20 cycles and with ``20 + --cycles``; the difference
-divided by the calls is one tool call without the start-up. What Postgres does is not counted here
+``serve`` builds it (frozen for the collector where that release's ``serve`` freezes it), driven
+in-process without an HTTP server (no sockets, no uvicorn) through start+interrupt cycles over four
+conversations — Litestar's routing, the guard, body checks, the use case, the statement through
+psycopg, the log lines, the metrics, the after-commit wake-ups. Each runs twice under
+``valgrind --tool=callgrind``, with 20 cycles and with ``20 + --cycles``; the difference divided by
+the calls is one tool call without the start-up. What Postgres does is not counted here
 (``bench.db_instructions`` counts it). Every call is checked; a wrong answer stops the bench. Takes
 a few minutes: valgrind runs Python ~50x slower.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -59,6 +61,8 @@ def _drive(url: str, cycles: int) -> None:
         operator_token="bench-operator-token-0000",
     )
     app = create_app(settings, load_registry(settings.manifests_dir), sweeper=False)
+    if "gc.freeze()" in (Path.cwd() / "service" / "cli" / "serve.py").read_text():
+        gc.freeze()  # as this release's serve does once its app is built
     with open(os.devnull, "w") as devnull:
         saved, sys.stderr = sys.stderr, devnull
         try:

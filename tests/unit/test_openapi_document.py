@@ -13,6 +13,7 @@ from litestar.routes import HTTPRoute
 from openapi_spec_validator import OpenAPIV31SpecValidator
 from pydantic import BaseModel
 
+from service.api import document as document_module
 from service.api.app import create_app
 from service.manifests import Registry
 from tests.conftest import make_settings
@@ -29,6 +30,15 @@ def app(registry: Registry) -> Litestar:
 @pytest.fixture(scope="module")
 def document(app: Litestar) -> Json:
     return app.openapi_schema.to_schema()
+
+
+def test_the_document_every_app_shares_is_the_one_an_app_of_other_settings_builds(
+    app: Litestar, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = app.openapi_schema.to_schema()
+    monkeypatch.setattr(document_module, "_DOCUMENT", None)  # build anew
+    settings = make_settings("postgresql://other@127.0.0.1:1/other", api_docs_ui=True)
+    assert create_app(settings, registry, sweeper=False).openapi_schema.to_schema() == shared
 
 
 def v1_handlers(app: Litestar) -> list[tuple[str, str, HTTPRouteHandler]]:
