@@ -31,8 +31,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-PREVIOUS_RELEASE = "747472aefc1f1acb27e84a2033d3034bc9c60819"
 WARM = 20
 CONVERSATIONS = 4
 TOKEN = "bench-agent-token-0000000"
@@ -163,7 +161,7 @@ def _instructions(tree: Path, url: str, cycles: int, work: Path) -> int:
             str(cycles),
         ],
         cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
+        env={**os.environ, "PYTHONPATH": str(tree)},  # the driver imports only the release's code
         capture_output=True,
         text=True,
         check=False,
@@ -182,17 +180,10 @@ def _per_call(tree: Path, url: str, cycles: int, work: Path) -> float:
     return (long - short) / (2 * cycles)
 
 
-def _migrate(tree: Path, url: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(tree), "DATABASE_URL": url}
-    done = subprocess.run(
-        [sys.executable, "-m", "service", "migrate"], cwd=tree, env=env, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"migrate in {tree} failed:\n{done.stderr[-2000:]}")
-
-
 def main() -> int:
     from tests.support.database import named_server, scratch_database
+    from tests.support.processes import ROOT
+    from tests.support.releases import PREVIOUS_RELEASE, migrate_release, previous_release
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -206,21 +197,15 @@ def main() -> int:
         print("needs valgrind (Debian: valgrind)")
         return 2
     work = Path(tempfile.mkdtemp(prefix="lineup-call-instructions-"))
-    previous = work / "previous"
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(previous), args.previous],
-        check=True,
-        capture_output=True,
-    )
     server = named_server()
     figures: dict[str, float] = {}
     try:
-        for name, tree in (("previous", previous), ("this", ROOT)):
-            with scratch_database(server, f"bench_calls_{name}_{uuid.uuid4().hex[:8]}") as url:
-                _migrate(tree, url)
-                figures[name] = _per_call(tree, url, args.cycles, work)
+        with previous_release(args.previous) as previous:
+            for name, tree in (("previous", previous), ("this", ROOT)):
+                with scratch_database(server, f"bench_calls_{name}_{uuid.uuid4().hex[:8]}") as url:
+                    migrate_release(tree, url)
+                    figures[name] = _per_call(tree, url, args.cycles, work)
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(previous)], check=False)
         shutil.rmtree(work, ignore_errors=True)
     print(
         f"call_instructions: Python instructions per tool call (in-process ASGI, {args.cycles} "

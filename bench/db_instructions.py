@@ -15,6 +15,7 @@ answer; a failed one stops the bench. Takes a few minutes (valgrind runs the bac
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pwd
@@ -26,10 +27,11 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.processes import ROOT
+from tests.support.releases import PREVIOUS_RELEASE, migrate_release, previous_release
+
 BIN = Path("/usr/lib/postgresql/15/bin")
 WARM = 40
-PREVIOUS_RELEASE = "747472aefc1f1acb27e84a2033d3034bc9c60819"
 
 _PREVIOUS = (
     "SELECT status_code FROM call_tool('{id}', '{conv}', '{tool}', '{fp}', '{args}'::jsonb, 300.0, 1);"
@@ -114,15 +116,6 @@ def _per_cycle(data: Path, database: str, cycles: int, current: bool, work: Path
     return (long - short) / cycles
 
 
-def _migrate(tree: Path, url: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(tree), "DATABASE_URL": url}
-    done = subprocess.run(
-        [sys.executable, "-m", "service", "migrate"], cwd=tree, env=env, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"migrate in {tree} failed:\n{done.stderr[-2000:]}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -135,14 +128,9 @@ def main() -> int:
         return 2
     work = Path(tempfile.mkdtemp(prefix="lineup-instructions-"))
     os.chmod(work, 0o777)  # noqa: S103 - the server, run as postgres, writes its profiles here
-    previous = work / "previous"
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(previous), args.previous],
-        check=True,
-        capture_output=True,
-    )
     data, socket_dir, port = work / "data", work, 55400 + os.getpid() % 500
-    try:
+    with previous_release(args.previous) as previous, contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, work, ignore_errors=True)
         subprocess.run(
             [str(BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
             check=True,
@@ -183,16 +171,13 @@ def main() -> int:
                     check=True,
                     capture_output=True,
                 )
-            _migrate(previous, f"postgresql://postgres@127.0.0.1:{port}/previous")
-            _migrate(ROOT, f"postgresql://postgres@127.0.0.1:{port}/current")
+            migrate_release(previous, f"postgresql://postgres@127.0.0.1:{port}/previous")
+            migrate_release(ROOT, f"postgresql://postgres@127.0.0.1:{port}/current")
         finally:
             server.terminate()
             server.wait()
         before = _per_cycle(data, "previous", args.cycles, False, work)
         now = _per_cycle(data, "current", args.cycles, True, work)
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(previous)], check=False)
-        shutil.rmtree(work, ignore_errors=True)
     print(f"database instructions per start+interrupt cycle (callgrind, {args.cycles} cycles):")
     print(f"    previous release {args.previous[:12]}   {before:>12,.0f}")
     print(f"    this checkout                 {now:>12,.0f}")

@@ -5,9 +5,9 @@
 .venv/bin/python -m rigs.upgrade [--conversations 16] [--phase-seconds 12] [--runs 1]
 ```
 
-The previous release is the commit ``PREVIOUS_RELEASE`` of this repository, checked out into a
-``git worktree`` and run with this checkout's Python environment. On a throwaway database of the
-server named by ``DATABASE_URL`` (default the local one):
+The previous release is the commit ``PREVIOUS_RELEASE`` (``tests.support.releases``) of this
+repository, checked out into a ``git worktree`` and run with this checkout's Python environment. On
+a throwaway database of the server named by ``DATABASE_URL`` (default the local one):
 
 1. the previous release migrates the database and serves: one ``serve`` and two relays, delivering
    to a local Agent that verifies every signature; Agent load starts — per conversation, in turn:
@@ -50,14 +50,14 @@ import psycopg
 from psycopg.rows import dict_row
 
 from rigs.upgrade_load import Load
-from rigs.upgrade_stack import Release, Stack, previous_release
+from rigs.upgrade_stack import Release, Stack
 from tests.support.database import named_server, scratch_database
 from tests.support.processes import ROOT, Child, ServiceProcess
 from tests.support.receiver import Receiver, new_secret
+from tests.support.releases import PREVIOUS_RELEASE, previous_release
 
 # The release before this one: the last commit before the database code moved to service/db/sql/
 # (interface 1: call_tool with an HTTP status, its SQL in migration 0005).
-PREVIOUS_RELEASE = "747472aefc1f1acb27e84a2033d3034bc9c60819"
 
 
 # --- the checks ------------------------------------------------------------------------------

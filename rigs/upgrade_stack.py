@@ -1,20 +1,16 @@
 """The two releases ``rigs.upgrade`` runs side by side: a release (its tree, run with this checkout's
-Python environment), the processes of either on one database (``migrate``, ``serve``, relays), and
-the previous release checked out into a ``git worktree``."""
+Python environment, ``tests.support.releases``) and the processes of either on one database
+(``migrate``, ``serve``, relays)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.processes import ROOT, Child, ServiceProcess, log_tail
+from tests.support.processes import Child, ServiceProcess, log_tail
+from tests.support.releases import release_env
 
 
 @dataclass
@@ -23,8 +19,7 @@ class Release:
     tree: Path  # the source tree its processes run from
 
     def env(self) -> dict[str, str]:
-        path = [str(self.tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-        return {"PYTHONPATH": os.pathsep.join(path)}
+        return release_env(self.tree)
 
 
 @dataclass
@@ -71,23 +66,3 @@ class Stack:
     def relay(self, release: Release, n: int) -> Child:
         log = self.logs / f"relay-{release.name}-{n}.log"
         return Child(["-m", "relay"], log, self.env(release), cwd=release.tree).start()
-
-
-@contextlib.contextmanager
-def previous_release(commit: str) -> Iterator[Path]:
-    tree = Path(tempfile.mkdtemp(prefix="lineup-previous-"))
-    added = subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if added.returncode != 0:
-        raise SystemExit(
-            f"cannot check out the previous release {commit[:12]} ({added.stderr.strip()}); "
-            "a shallow clone lacks it: git fetch --unshallow"
-        )
-    try:
-        yield tree
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
