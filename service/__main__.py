@@ -8,6 +8,7 @@ import sys
 
 from service import dev_env
 from service.cli import ops as ops_cli
+from service.logging import configure_logging
 from service.settings import SettingsError
 
 
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_dev(args.host, args.port, args.data_dir)
         if args.command == "ops":
+            # A write's log line goes, as the ops API's does, to stderr as JSON: stdout is the answer.
+            configure_logging()
             return ops_cli.run(args)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -116,7 +116,8 @@ class Wakeups:
         return notes
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Send the coalesced NOTIFYs to ``url`` until ``stop``; a failed send is logged and dropped."""
+        """Send the coalesced NOTIFYs to ``url`` until ``stop`` (and, at the stop, what is still
+        pending, once); a failed send is logged and dropped."""
         if self.url is None:
             raise ValueError("a Wakeups without a database URL wakes only this process")
         url = self.url
@@ -125,14 +126,16 @@ class Wakeups:
         last_sent = -self.interval
         stopping = asyncio.ensure_future(stop.wait())
         try:
-            while not stop.is_set():
-                pending = asyncio.ensure_future(self._pending.wait())
-                await asyncio.wait({pending, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                pending.cancel()
-                if stop.is_set():
+            while True:
+                if not stop.is_set():
+                    pending = asyncio.ensure_future(self._pending.wait())
+                    await asyncio.wait({pending, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                    pending.cancel()
+                if stop.is_set() and not self._pending.is_set():
                     break
-                # Coalesce: at most one NOTIFY statement per interval.
-                await asyncio.sleep(max(0.0, last_sent + self.interval - loop.time()))
+                if not stop.is_set():
+                    # Coalesce: at most one NOTIFY statement per interval.
+                    await asyncio.sleep(max(0.0, last_sent + self.interval - loop.time()))
                 notes = self._take()
                 if not notes:
                     continue

@@ -12,6 +12,7 @@ usage or settings.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -27,6 +28,7 @@ from service.db.ops_queries import DEFAULT_LIMIT
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.cursors import MAX_CURSOR_LENGTH, OutboxCursor
 from service.settings import load_settings
+from service.use_cases.one_connection import one_connection
 
 DESCRIPTION = (
     "The operator CLI: the outbox, the operations, delivery stats and control, and what happened to "
@@ -133,19 +135,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     command: Command = args.ops_command
     settings = load_settings("ops")
+    return asyncio.run(_run(command, args, out or sys.stdout, settings.psycopg_url))
+
+
+async def _run(command: Command, args: argparse.Namespace, out: TextIO, url: str) -> int:
     try:
-        conn = psycopg.connect(
-            settings.psycopg_url,
-            autocommit=True,
-            row_factory=dict_row,
-            application_name="lineup-ops",
-            connect_timeout=10,
+        conn = await psycopg.AsyncConnection.connect(
+            url, autocommit=True, row_factory=dict_row, application_name="lineup-ops", connect_timeout=10
         )
     except psycopg.OperationalError as exc:
         print(f"error: cannot connect to the database: {exc}", file=sys.stderr)
         return 1
-    with conn:
-        return command(conn, args, out or sys.stdout)
+    async with conn, one_connection(conn, url) as rt:
+        return await command(rt, args, out)
 
 
 def _limit(value: str) -> int:

@@ -1,5 +1,6 @@
-"""What each ``python -m service ops …`` command does, on the CLI's one connection: the ops API's
-reads (``service.use_cases.ops_reads``) and views, and the writes of ``service.db``; printed as text
+"""What each ``python -m service ops …`` command does: the ops API's use cases — its reads
+(``service.use_cases.ops_reads``) and its writes (``outbox_requeue``, ``delivery_control``) — run on
+the CLI's one connection (``service.use_cases.one_connection``); printed as text
 (``service.cli.ops_text``) or, with ``--json``, as the ``/v1/ops`` objects."""
 
 from __future__ import annotations
@@ -9,12 +10,9 @@ import getpass
 import json
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 from uuid import UUID
-
-import psycopg
-from psycopg.rows import DictRow
 
 from service.cli.ops_text import (
     delivery_text,
@@ -26,15 +24,14 @@ from service.cli.ops_text import (
     trace_text,
     when,
 )
-from service.db import delivery as delivery_db
 from service.db import ops_queries as ops_db
 from service.db import recovery as recovery_db
-from service.db import requeue as requeue_db
-from service.use_cases import ops_reads
-from service.use_cases.ops_views import delivery_view, outbox_row
+from service.domain.errors import NotFound, Refusal
+from service.use_cases import delivery_control, ops_reads
+from service.use_cases import outbox_requeue as requeues
+from service.use_cases.one_connection import OneConnection
 
-Conn = psycopg.Connection[DictRow]
-Command = Callable[[Conn, argparse.Namespace, TextIO], int]
+Command = Callable[[OneConnection, argparse.Namespace, TextIO], Awaitable[int]]
 
 MIN_EVENT_PREFIX = 4
 
@@ -44,7 +41,7 @@ def _operator() -> str:
     return f"cli:{getpass.getuser()}@{socket.gethostname()}"
 
 
-def resolve_event(conn: Conn, value: str) -> UUID | str:
+async def resolve_event(rt: OneConnection, value: str) -> UUID | str:
     """The event id that ``value`` names — in full, or by its first hex digits when they are
     unique — or the message saying why none is."""
     try:
@@ -55,7 +52,7 @@ def resolve_event(conn: Conn, value: str) -> UUID | str:
     unknown = f"no outbox row with event_id {value}"
     if not MIN_EVENT_PREFIX <= len(digits) < 32 or any(c not in "0123456789abcdefABCDEF" for c in digits):
         return unknown
-    found = ops_db.event_ids_with_prefix(conn, digits)
+    found = await ops_db.event_ids_with_prefix(rt.conn, digits)
     if not found:
         return unknown
     if len(found) > 1:
@@ -73,7 +70,7 @@ def emit_json(data: Any, out: TextIO) -> int:
     return 0
 
 
-def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+async def outbox_list(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     query = ops_reads.outbox_list(
         status=args.status,
         conversation_id=args.conversation,
@@ -81,7 +78,7 @@ def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
         limit=args.limit,
         after=args.cursor,
     )
-    data = ops_reads.read_on(conn, query)
+    data = await ops_reads.read(rt, query)
     if args.json:
         return emit_json(data, out)
     print(outbox_table(data, args.wide), file=out)
@@ -90,11 +87,11 @@ def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def outbox_show(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    event_id = resolve_event(conn, args.event_id)
+async def outbox_show(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
+    event_id = await resolve_event(rt, args.event_id)
     if isinstance(event_id, str):
         return fail(event_id)
-    row = ops_reads.read_on(conn, ops_reads.outbox_show(event_id))
+    row = await ops_reads.read(rt, ops_reads.outbox_show(event_id))
     if row is None:
         return fail(f"no outbox row with event_id {args.event_id}")
     if args.json:
@@ -103,25 +100,26 @@ def outbox_show(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def outbox_requeue(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+async def outbox_requeue(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     if args.all_dead:
-        found = requeue_db.requeue_all_dead(conn)
+        rows = await requeues.requeue_all_dead(rt)
     else:
-        event_id = resolve_event(conn, args.event_id)
+        event_id = await resolve_event(rt, args.event_id)
         if isinstance(event_id, str):
             return fail(event_id)
         try:
-            found = [requeue_db.requeue_dead(conn, event_id)]
-        except requeue_db.NotRequeueableError as exc:
-            return fail(str(exc))
-    rows = [outbox_row(row) for row in found]
+            rows = [await requeues.requeue_dead(rt, event_id)]
+        except NotFound:
+            return fail(f"no outbox row with event_id {event_id}")
+        except Refusal as refused:  # not dead: the rule's own sentence
+            return fail(refused.message)
     if args.json:
         return emit_json({"requeued": rows}, out)
     print(requeued_text(rows), file=out)
     return 0
 
 
-def outbox_recover(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+async def outbox_recover(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     which = recovery_db.DeadFilter(
         since=args.since,
         until=args.until,
@@ -132,69 +130,69 @@ def outbox_recover(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     if which.since is not None and which.until is not None and which.since >= which.until:
         print("error: --since must be before --until", file=sys.stderr)
         return 2
-    done = recovery_db.recover(conn, which, dry_run=args.dry_run)
+    done = await requeues.recover_dead(rt, which, dry_run=args.dry_run)
     if args.json:
-        return emit_json(done.answer(), out)
+        return emit_json(done, out)
     if args.dry_run:
-        print(f"{done.matched} dead row(s) match: nothing requeued (dry run)", file=out)
+        print(f"{done['matched']} dead row(s) match: nothing requeued (dry run)", file=out)
     else:
-        print(f"{done.requeued} of {done.matched} matching dead row(s) requeued", file=out)
+        print(f"{done['requeued']} of {done['matched']} matching dead row(s) requeued", file=out)
     return 0
 
 
-def delivery_status(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    state = ops_reads.read_on(conn, ops_reads.delivery_state())
-    retention = ops_reads.read_on(conn, ops_reads.retention())
+async def delivery_status(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
+    state = await ops_reads.read(rt, ops_reads.delivery_state())
+    retention = await ops_reads.read(rt, ops_reads.retention())
     if args.json:
         return emit_json({"delivery": state, "retention": retention}, out)
     print(delivery_text(state, retention), file=out)
     return 0
 
 
-def delivery_pause(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    state = delivery_view(delivery_db.pause(conn, _operator(), args.reason))
+async def delivery_pause(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
+    state = await delivery_control.pause(rt, by=_operator(), reason=args.reason)
     if args.json:
         return emit_json(state, out)
     print(f"delivery paused since {when(state['paused_at'])} by {state['paused_by']}", file=out)
     return 0
 
 
-def delivery_resume(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    state = delivery_view(delivery_db.resume(conn))
+async def delivery_resume(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
+    state = await delivery_control.resume(rt, by=_operator())
     if args.json:
         return emit_json(state, out)
     print(f"delivery running (circuit {state['circuit']})", file=out)
     return 0
 
 
-def operations_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
+async def operations_list(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     query = ops_reads.operations_list(state=args.state, conversation_id=args.conversation, limit=args.limit)
-    data = ops_reads.read_on(conn, query)
+    data = await ops_reads.read(rt, query)
     if args.json:
         return emit_json(data, out)
     print(operations_table(data, args.wide), file=out)
     return 0
 
 
-def show_stats(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    data = ops_reads.read_on(conn, ops_reads.stats())
+async def show_stats(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
+    data = await ops_reads.read(rt, ops_reads.stats())
     if args.json:
         return emit_json(data, out)
-    delivery = ops_reads.read_on(conn, ops_reads.delivery_state())
+    delivery = await ops_reads.read(rt, ops_reads.delivery_state())
     print(stats_text(data, delivery), file=out)
     return 0
 
 
-def trace_tool_call(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
-    trace = ops_reads.read_on(conn, ops_reads.trace_tool_call(args.tool_call_id))
+async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
+    trace = await ops_reads.read(rt, ops_reads.trace_tool_call(args.tool_call_id))
     if trace is None:
         # A list's shortened id ("start-4f1c…"): its beginning, when that names one recorded call.
         prefix = args.tool_call_id.removesuffix("…")
-        found = ops_db.tool_call_ids_with_prefix(conn, prefix) if prefix else []
+        found = await ops_db.tool_call_ids_with_prefix(rt.conn, prefix) if prefix else []
         if len(found) > 1:
             return fail(f"tool call {prefix!r}… is ambiguous ({found[0]}, {found[1]}, …): give more of it")
         if found:
-            trace = ops_reads.read_on(conn, ops_reads.trace_tool_call(found[0]))
+            trace = await ops_reads.read(rt, ops_reads.trace_tool_call(found[0]))
     if trace is None:
         return fail(
             f"nothing is recorded for tool call {args.tool_call_id!r} "

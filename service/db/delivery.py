@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from psycopg import AsyncConnection, Connection
+from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from service.db.ops_queries import Lookup
@@ -61,9 +61,6 @@ LEFT JOIN outbox_retention r ON r.id = one.id
 # Every delivered row the relays recorded, kept or since pruned (``outbox_tallies``).
 DELIVERED_TOTAL = "SELECT coalesce(sum(delivered), 0)::bigint AS delivered FROM outbox_tallies"
 
-# After the commit, never inside the transaction (service.wakeups).
-WAKE_RELAYS = "SELECT pg_notify('lineup_outbox', '')"
-
 
 def state_lookup(endpoint: str = AGENT_ENDPOINT) -> Lookup:
     """The endpoint's pause and circuit (``delivery``), read in a snapshot with other statements."""
@@ -84,24 +81,14 @@ def _one(row: DictRow | None) -> DictRow:
     return row
 
 
-def pause(conn: Connection[DictRow], by: str, reason: str | None, endpoint: str = AGENT_ENDPOINT) -> DictRow:
-    return _one(conn.execute(PAUSE, _params(endpoint, by=by, reason=reason)).fetchone())
-
-
-def resume(conn: Connection[DictRow], endpoint: str = AGENT_ENDPOINT) -> DictRow:
-    state = _one(conn.execute(RESUME, _params(endpoint)).fetchone())
-    conn.execute(WAKE_RELAYS)
-    return state
-
-
-async def pause_async(
+async def pause(
     conn: AsyncConnection[DictRow], by: str, reason: str | None, endpoint: str = AGENT_ENDPOINT
 ) -> DictRow:
     cursor = await conn.execute(PAUSE, _params(endpoint, by=by, reason=reason))
     return _one(await cursor.fetchone())
 
 
-async def resume_async(conn: AsyncConnection[DictRow], endpoint: str = AGENT_ENDPOINT) -> DictRow:
+async def resume(conn: AsyncConnection[DictRow], endpoint: str = AGENT_ENDPOINT) -> DictRow:
     """Resumed; the caller wakes the relays (``Wakeups.committed``)."""
     cursor = await conn.execute(RESUME, _params(endpoint))
     return _one(await cursor.fetchone())

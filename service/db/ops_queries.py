@@ -1,10 +1,10 @@
 """Named statements for operators: what the outbox, the operations and the deliveries look like.
 
-Every read is a ``Lookup``: named statements and their parameters, run in one read-only snapshot;
-it answers their rows by name. The CLI runs a lookup on a plain connection (``read``), the ops API
-on the pool (``read_async``), both through ``service.use_cases.ops_reads``, which pairs each with its
-view (``service.use_cases.ops_views``): the rows are formatted there, once. The one write, the
-requeue of dead outbox rows, is in ``service.db.requeue``.
+Every read is a ``Lookup``: named statements and their parameters, run in one read-only snapshot
+(``read``); it answers their rows by name. The ops API and the CLI alike read through
+``service.use_cases.ops_reads``, which pairs each with its view (``service.use_cases.ops_views``):
+the rows are formatted there, once. The writes are in ``service.db.requeue``, ``recovery`` and
+``delivery``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from uuid import UUID
 
-from psycopg import AsyncConnection, Connection
+from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
@@ -211,13 +211,7 @@ class Lookup:
         return Lookup(self.statements + other.statements, {**self.params, **other.params})
 
 
-def read(conn: Connection[DictRow], lookup: Lookup) -> Rows:
-    with conn.transaction():
-        conn.execute(SNAPSHOT)
-        return {name: conn.execute(sql, lookup.params).fetchall() for name, sql in lookup.statements}
-
-
-async def read_async(conn: AsyncConnection[DictRow], lookup: Lookup) -> Rows:
+async def read(conn: AsyncConnection[DictRow], lookup: Lookup) -> Rows:
     rows: Rows = {}
     async with conn.transaction():
         await conn.execute(SNAPSHOT)
@@ -254,14 +248,15 @@ def outbox_list(
     )
 
 
-def event_ids_with_prefix(conn: Connection[DictRow], hex_prefix: str) -> list[UUID]:
+async def event_ids_with_prefix(conn: AsyncConnection[DictRow], hex_prefix: str) -> list[UUID]:
     """At most two event ids whose hex digits begin with ``hex_prefix`` (1-32 hex digits)."""
     digits = hex_prefix.lower()
     if not 1 <= len(digits) <= 32 or any(c not in "0123456789abcdef" for c in digits):
         raise ValueError("an event id prefix is 1-32 hex digits")
     lowest = UUID(digits.ljust(32, "0"))
     highest = UUID(digits.ljust(32, "f"))
-    rows = conn.execute(EVENT_IDS_IN_RANGE, {"lowest": lowest, "highest": highest}).fetchall()
+    cursor = await conn.execute(EVENT_IDS_IN_RANGE, {"lowest": lowest, "highest": highest})
+    rows = await cursor.fetchall()
     return [row["event_id"] for row in rows]
 
 
@@ -280,9 +275,10 @@ def tool_calls_list(
     )
 
 
-def tool_call_ids_with_prefix(conn: Connection[DictRow], prefix: str) -> list[str]:
+async def tool_call_ids_with_prefix(conn: AsyncConnection[DictRow], prefix: str) -> list[str]:
     """At most two recorded tool call ids that begin with ``prefix``."""
-    rows = conn.execute(TOOL_CALL_IDS_WITH_PREFIX, {"prefix": prefix}).fetchall()
+    cursor = await conn.execute(TOOL_CALL_IDS_WITH_PREFIX, {"prefix": prefix})
+    rows = await cursor.fetchall()
     return [row["tool_call_id"] for row in rows]
 
 

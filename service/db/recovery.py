@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection, Connection
+from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from service.db.ops_queries import OUTBOX_COLUMNS
@@ -35,6 +35,13 @@ AND (%(last_error_prefix)s::text IS NULL OR starts_with(b.last_error, %(last_err
 
 COUNT_DEAD = f"SELECT count(*) AS matched FROM outbox b WHERE {_MATCHING}"
 
+#: The requeue's rule, for one row (``service.db.requeue``) and for a batch: as the row was first
+#: written — the same event_id, attempts 0, due now, no lease. ``last_error`` is kept: it says why
+#: the row died until the next attempt replaces it; every earlier attempt stays in outbox_attempts.
+REQUEUED = (
+    "status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL, lease_expires_at = NULL"
+)
+
 REQUEUE_BATCH = f"""
 WITH batch AS (
     SELECT b.event_id
@@ -46,14 +53,11 @@ WITH batch AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE outbox b
-SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL, lease_expires_at = NULL
+SET {REQUEUED}
 FROM batch
 WHERE b.event_id = batch.event_id
 RETURNING {OUTBOX_COLUMNS}
 """
-
-# After each batch commits, never inside it (service.wakeups).
-WAKE_RELAYS = "SELECT pg_notify('lineup_outbox', '')"
 
 
 @dataclass(frozen=True)
@@ -119,46 +123,22 @@ class _Batches:
         return len(rows) == self.batch
 
 
-def recover(
-    conn: Connection[DictRow],
+async def recover(
+    conn: AsyncConnection[DictRow],
     which: DeadFilter,
     *,
     dry_run: bool = False,
     keep_rows: bool = False,
     batch: int = BATCH,
-) -> Recovery:
-    """Requeue the matching dead rows (or, ``dry_run``, only count them); wakes the relays after
-    each batch."""
-    found = conn.execute(COUNT_DEAD, which.params()).fetchone()
-    recovery = Recovery(matched=int(found["matched"]) if found else 0)
-    if dry_run or not recovery.matched:
-        return recovery
-    batches = _Batches(which, recovery, keep_rows, batch)
-    more = True
-    while more:
-        with conn.transaction():
-            rows = conn.execute(REQUEUE_BATCH, batches.params()).fetchall()
-        if rows:
-            conn.execute(WAKE_RELAYS)
-        more = batches.took(rows)
-    return recovery
-
-
-async def recover_async(
-    conn: AsyncConnection[DictRow],
-    which: DeadFilter,
-    *,
-    dry_run: bool = False,
-    batch: int = BATCH,
     committed: Callable[[], None] | None = None,
 ) -> Recovery:
-    """``recover`` for the ops API; ``committed()`` is called after each batch that requeued rows
-    (the service's after-commit wake-up)."""
+    """Requeue the matching dead rows (or, ``dry_run``, only count them); ``committed()`` is called
+    after each batch that requeued rows (the after-commit wake-up of the relays)."""
     found = await (await conn.execute(COUNT_DEAD, which.params())).fetchone()
     recovery = Recovery(matched=int(found["matched"]) if found else 0)
     if dry_run or not recovery.matched:
         return recovery
-    batches = _Batches(which, recovery, False, batch)
+    batches = _Batches(which, recovery, keep_rows, batch)
     more = True
     while more:
         async with conn.transaction():

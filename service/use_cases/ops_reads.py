@@ -2,8 +2,9 @@
 delivery state, retention, the console's overview — for the ops API and the CLI alike.
 
 A ``Query`` is the statements read in one snapshot (``service.db.ops_queries.Lookup``) and the view
-that formats their rows (``service.use_cases.ops_views``). The ops API reads one on the pool
-(``read``); ``python -m service ops`` on its own connection (``read_on``); both answer the same JSON.
+that formats their rows (``service.use_cases.ops_views``). The ops API reads one on the pool, and
+``python -m service ops`` on its one connection (``service.use_cases.one_connection``), both with
+``read``: both answer the same JSON.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 from uuid import UUID
 
-from psycopg import Connection
-from psycopg.rows import DictRow
-
 from service.db import console_queries
 from service.db import delivery as delivery_db
 from service.db import ops_queries as ops_db
@@ -23,7 +21,7 @@ from service.db.ops_queries import DEFAULT_LIMIT, Lookup, Rows
 from service.domain.cursors import OutboxCursor
 from service.use_cases import ops_views
 from service.use_cases.ops_views import Json
-from service.use_cases.runtime import Runtime
+from service.use_cases.unit_of_work import Works
 
 T = TypeVar("T")
 
@@ -34,16 +32,11 @@ class Query(Generic[T]):
     view: Callable[[Rows], T]
 
 
-async def read(rt: Runtime, query: Query[T]) -> T:
-    """The query's answer, read on a connection of the pool."""
+async def read(rt: Works, query: Query[T]) -> T:
+    """The query's answer, read in one snapshot."""
     async with rt.unit_of_work(transaction=False) as work:
-        rows = await ops_db.read_async(work.conn, query.lookup)
+        rows = await ops_db.read(work.conn, query.lookup)
     return query.view(rows)
-
-
-def read_on(conn: Connection[DictRow], query: Query[T]) -> T:
-    """The query's answer, read on ``conn`` (the CLI's)."""
-    return query.view(ops_db.read(conn, query.lookup))
 
 
 def outbox_list(

@@ -11,19 +11,34 @@ layer signals nothing itself.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from service.db.pool import Pool
 from service.metrics import emit_settled
 from service.wakeups import Wakeups
 
 Conn = AsyncConnection[DictRow]
+
+
+class Connections(Protocol):
+    """Where a unit of work takes its connection: the pool (``serve``), or the one connection of
+    ``python -m service ops`` (``service.use_cases.one_connection``)."""
+
+    def connection(self) -> AbstractAsyncContextManager[Conn]: ...
+
+
+class Works(Protocol):
+    """What the operators' use cases need of a runtime: units of work and the wake-ups they
+    release. ``Runtime`` is one; so is the CLI's ``OneConnection``."""
+
+    wakeups: Wakeups
+
+    def unit_of_work(self, *, transaction: bool = True) -> AbstractAsyncContextManager[UnitOfWork]: ...
 
 
 @dataclass
@@ -69,7 +84,7 @@ class UnitOfWork:
 
 @asynccontextmanager
 async def unit_of_work(
-    pool: Pool, wakeups: Wakeups, *, transaction: bool = True
+    pool: Connections, wakeups: Wakeups, *, transaction: bool = True
 ) -> AsyncIterator[UnitOfWork]:
     """One connection and one transaction, committed on success and rolled back on any error; what
     the work noted is released only after the commit. ``transaction=False`` is for work of one

@@ -148,8 +148,10 @@ async def test_recover_requeues_exactly_the_matching_dead_rows_by_the_requeue_ru
 async def test_recover_goes_in_batches_and_finishes(db: Any, database_url: str) -> None:
     for sequence in range(1, 8):
         add_outbox_row(db, f"conv-{sequence % 3}", sequence, "dead", attempts=60)
-    with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
-        done = recovery.recover(conn, recovery.DeadFilter(), batch=2, keep_rows=True)
+    async with await psycopg.AsyncConnection.connect(
+        database_url, autocommit=True, row_factory=dict_row
+    ) as conn:
+        done = await recovery.recover(conn, recovery.DeadFilter(), batch=2, keep_rows=True)
     assert (done.matched, done.requeued) == (7, 7)
     # Batch by batch in each conversation's order.
     order = [(row["conversation_id"], row["sequence"]) for row in done.rows]

@@ -31,9 +31,11 @@ def _service(args: list[str], cwd: Path = ROOT, **env: str) -> subprocess.Comple
 
 def test_python_m_service_ops_requeues_all_dead_rows(database_url: str, db: Any) -> None:
     event_id = add_outbox_row(db, "conv-1", 1, "dead", attempts=25)
-    done = _service(["ops", "outbox", "requeue", "--all-dead"], DATABASE_URL=database_url)
+    done = _service(["ops", "outbox", "requeue", "--all-dead", "--json"], DATABASE_URL=database_url)
     assert done.returncode == 0, done.stderr
-    assert f"requeued {event_id}" in done.stdout
+    # stdout is the answer alone; the write's log line, as the ops API logs it, is JSON on stderr.
+    assert [row["event_id"] for row in json.loads(done.stdout)["requeued"]] == [event_id]
+    assert [json.loads(line)["event"] for line in done.stderr.splitlines()] == ["outbox_recovered"]
     assert (outbox_row(db, event_id)["status"], outbox_row(db, event_id)["attempts"]) == ("pending", 0)
 
 

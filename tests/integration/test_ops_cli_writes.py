@@ -17,6 +17,11 @@ from tests.support.ops_cli import outbox_row
 ops = pytest.fixture(name="ops")(ops_cli.ops)
 
 
+def logged(err: str) -> list[dict[str, Any]]:
+    """The log lines a command wrote on stderr: its writes log what the ops API's log."""
+    return [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+
+
 def test_requeue_puts_a_dead_row_back_with_the_same_event_id_and_zero_attempts(ops: Any, db: Any) -> None:
     event_id = add_outbox_row(db, "conv-1", 1, "dead", attempts=25, last_error="HTTP 503", age_seconds=600)
     add_attempt(db, event_id, 1, "dead", status_code=400)
@@ -24,7 +29,8 @@ def test_requeue_puts_a_dead_row_back_with_the_same_event_id_and_zero_attempts(o
 
     code, out, err = ops("outbox", "requeue", event_id)
 
-    assert (code, err) == (0, "")
+    assert code == 0
+    assert [(line["event"], line["event_id"]) for line in logged(err)] == [("outbox_requeued", event_id)]
     assert f"requeued {event_id}" in out and "1 row(s) requeued" in out
     row = outbox_row(db, event_id)
     assert (row["status"], row["attempts"], row["lease_owner"], row["lease_expires_at"]) == (
@@ -77,7 +83,9 @@ def test_requeue_all_dead_requeues_every_dead_row_and_nothing_else(ops: Any, db:
     assert all(row["status"] == "pending" and row["attempts"] == 0 for row in requeued)
     assert outbox_row(db, pending)["attempts"] == 2
     assert outbox_row(db, delivered)["status"] == "delivered"
-    assert ops("outbox", "requeue", "--all-dead") == (0, "no dead rows: nothing requeued\n", "")
+    code, out, err = ops("outbox", "requeue", "--all-dead")
+    assert (code, out) == (0, "no dead rows: nothing requeued\n")
+    assert [(line["event"], line["matched"]) for line in logged(err)] == [("outbox_recovered", 0)]
 
 
 def test_requeue_needs_an_event_id_or_all_dead_but_not_both(ops: Any) -> None:
@@ -112,11 +120,11 @@ def test_outbox_recover_with_a_dry_run_then_for_real(ops: Any, db: Any) -> None:
     busy = add_outbox_row(db, "conv-a", 1, "dead", attempts=60, last_error="HTTP 503: busy")
     rejected = add_outbox_row(db, "conv-a", 2, "dead", attempts=1, last_error="HTTP 400")
 
-    assert ops("outbox", "recover", "--last-error", "HTTP 503", "--dry-run") == (
-        0,
-        "1 dead row(s) match: nothing requeued (dry run)\n",
-        "",
-    )
+    code, out, err = ops("outbox", "recover", "--last-error", "HTTP 503", "--dry-run")
+    assert (code, out) == (0, "1 dead row(s) match: nothing requeued (dry run)\n")
+    assert [(line["event"], line["dry_run"], line["matched"]) for line in logged(err)] == [
+        ("outbox_recovered", True, 1)
+    ]
     assert outbox_row(db, busy)["status"] == "dead"
     code, out, _ = ops("outbox", "recover", "--last-error", "HTTP 503", "--json")
     assert (code, json.loads(out)) == (0, {"matched": 1, "requeued": 1})

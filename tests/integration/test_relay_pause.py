@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
-from service.db import delivery
+from service.use_cases import delivery_control
+from tests.support.ops_cli import as_operator
 from tests.support.outbox import outbox_rows, queue_across, relay_config, running_relay, wait_until
 from tests.support.receiver import Receiver, Reply, always, new_secret
 
@@ -18,7 +18,7 @@ Db = psycopg.Connection[dict[str, Any]]
 
 def test_a_paused_relay_sends_nothing_and_a_resume_delivers_at_once(database_url: str, db: Db) -> None:
     secret = new_secret()
-    delivery.pause(db, "test", "Agent deploy")
+    as_operator(database_url, lambda rt: delivery_control.pause(rt, by="test", reason="Agent deploy"))
     # A poll far longer than the test: only the claim's gate and the resume's wake-up act here.
     with (
         Receiver([secret]) as agent,
@@ -28,8 +28,7 @@ def test_a_paused_relay_sends_nothing_and_a_resume_delivers_at_once(database_url
         time.sleep(1.5)
         assert agent.snapshot() == []
         assert {row["attempts"] for row in outbox_rows(db).values()} == {0}
-        with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as operator:
-            delivery.resume(operator)
+        as_operator(database_url, lambda rt: delivery_control.resume(rt, by="test"))
         resumed = time.monotonic()
         agent.wait_for_accepted({q.event_id for q in queued}, timeout=10)
         assert time.monotonic() - resumed < 2.0
@@ -43,7 +42,7 @@ def test_a_pause_stops_a_busy_relay_within_a_second(database_url: str, db: Db) -
         running_relay(relay_config(database_url, agent.url, [secret], concurrency=2, poll_interval=30.0)),
     ):
         wait_until(lambda: len(agent.snapshot()) >= 5)
-        delivery.pause(db, "test", None)
+        as_operator(database_url, lambda rt: delivery_control.pause(rt, by="test", reason=None))
         paused = time.time()
         time.sleep(2.0)
         late = [d for d in agent.snapshot() if d.arrived_at > paused + 1.0]
@@ -60,5 +59,5 @@ def test_a_pause_does_not_stop_the_answer_to_a_request_already_sent(database_url
         running_relay(relay_config(database_url, agent.url, [secret], timeout=2.0)),
     ):
         wait_until(lambda: agent.snapshot())
-        delivery.pause(db, "test", None)
+        as_operator(database_url, lambda rt: delivery_control.pause(rt, by="test", reason=None))
         wait_until(lambda: outbox_rows(db)[queued.event_id]["status"] == "delivered")
