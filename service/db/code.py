@@ -106,7 +106,8 @@ def definitions(source: Path = SOURCE) -> list[Definition]:
 
 
 # What the database holds now, by (kind, name): functions with their identity (for DROP), types,
-# triggers and views — in the public schema, leaving out what extensions own.
+# triggers and views — in the public schema, leaving out what extensions own, of every kind (Citus
+# puts views such as citus_tables in public; DROP would fail: the extension requires them).
 _PRESENT = """
 SELECT 'function', p.proname, p.oid::regprocedure::text
 FROM pg_proc p
@@ -117,13 +118,20 @@ UNION ALL
 SELECT 'type', t.typname, t.typname
 FROM pg_type t JOIN pg_class c ON c.oid = t.typrelid
 WHERE t.typnamespace = 'public'::regnamespace AND c.relkind = 'c'
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_type'::regclass AND d.objid = t.oid
+                                              AND d.deptype = 'e')
 UNION ALL
 SELECT 'trigger', c.relname || '.' || tg.tgname, format('%I ON %I', tg.tgname, c.relname)
 FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
 WHERE NOT tg.tgisinternal AND c.relnamespace = 'public'::regnamespace
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                                              AND d.deptype = 'e')
 UNION ALL
-SELECT 'view', v.viewname, format('%I', v.viewname)
-FROM pg_views v WHERE v.schemaname = 'public'
+SELECT 'view', c.relname, format('%I', c.relname)
+FROM pg_class c
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'v'
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                                              AND d.deptype = 'e')
 """
 
 _TYPE_ATTRIBUTES = """

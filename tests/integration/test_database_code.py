@@ -130,6 +130,14 @@ def test_migrate_drops_what_left_the_source(database_url: str, db: Any) -> None:
     assert "function stray()" not in catalog(database_url)
 
 
+def test_migrate_leaves_what_an_extension_owns_in_the_schema_alone(database_url: str, db: Any) -> None:
+    # pg_buffercache puts a view and a function into public, as Citus does (citus_tables, …).
+    db.execute("CREATE EXTENSION pg_buffercache SCHEMA public")
+    with psycopg.connect(database_url) as conn:
+        assert code.apply(conn) == []
+    assert db.execute("SELECT to_regclass('public.pg_buffercache') IS NOT NULL AS kept").fetchone()["kept"]
+
+
 def test_a_function_whose_result_changes_is_replaced_and_its_old_overload_dropped(
     database_url: str, source_copy: Path
 ) -> None:
