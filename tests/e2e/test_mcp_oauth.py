@@ -4,6 +4,7 @@ the Origin check with CORS."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import re
@@ -18,8 +19,20 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import psycopg
 import pytest
+from mcp.client import ClientSession
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from psycopg.rows import dict_row
+from pydantic import AnyUrl
 
 from service.mcp.binding import person_conversation_id
 from tests.conftest import AGENT, ServiceProcess
@@ -356,3 +369,76 @@ def test_a_present_origin_must_be_allowed_and_an_allowed_one_gets_cors(service: 
     assert unauthorized.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
     # Without Origin (a client that is no browser) nothing changes.
     assert httpx.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **AGENT}, timeout=10).status_code == 200
+
+
+class MemoryStorage:
+    """The SDK client's token storage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+async def test_the_mcp_sdk_client_signs_a_person_in_by_itself_and_calls_the_tools(
+    service: ServiceProcess, idp: AuthorizationServer
+) -> None:
+    """The ``mcp`` SDK's own OAuth client, given only the server's URL: it discovers the metadata,
+    registers itself (dynamic client registration), sends the person to sign in, exchanges the
+    code (PKCE, resource indicator), and calls the tools with the token."""
+    login = f"carol-{uuid.uuid4().hex[:8]}"
+    landed: list[str] = []
+
+    async def redirect(url: str) -> None:
+        landed.append(await asyncio.to_thread(sign_in, url, login))
+
+    async def callback() -> AuthorizationCodeResult:
+        query = parse_qs(urlsplit(landed[-1]).query)
+        # iss: the authorization response's issuer (RFC 9207), which the SDK checks.
+        return AuthorizationCodeResult(
+            code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
+        )
+
+    storage = MemoryStorage()
+    auth = OAuthClientProvider(
+        server_url=resource(service),
+        client_metadata=OAuthClientMetadata(
+            redirect_uris=[AnyUrl(REDIRECT_URI)],
+            client_name="lineup tests",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=storage,
+        redirect_handler=redirect,
+        callback_handler=callback,
+    )
+    http = create_mcp_http_client(auth=auth)
+    async with (
+        http,
+        streamable_http_client(resource(service), http_client=http) as (read, write),
+        ClientSession(dispatcher=JSONRPCDispatcher(read, write)) as session,
+    ):
+        await session.initialize()
+        started = await session.call_tool("pomodoro.start", start_arguments())
+        stopped = await session.call_tool("pomodoro.interrupt", {})
+    assert len(landed) == 1 and storage.tokens is not None and storage.client is not None
+    assert started.is_error is False and stopped.is_error is False, (started, stopped)
+    assert stopped.structured_content is not None and stopped.structured_content["status"] == "interrupted"
+    own = person_conversation_id(idp.issuer, login)
+    with psycopg.connect(service.database_url, row_factory=dict_row) as db:
+        calls = db.execute(
+            "SELECT tool FROM tool_calls WHERE conversation_id = %s ORDER BY created_at", [own]
+        ).fetchall()
+    assert [row["tool"] for row in calls] == ["pomodoro.start", "pomodoro.interrupt"]
