@@ -143,7 +143,7 @@ class McpFace:
             scope["user"] = _sdk_user(person, token)
             await self.manager.handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
             return
-        body = refused(connection, "agent").body()
+        body = refused(connection, "agent" if self.resource is None else "mcp").body()
         challenge = self.resource.challenge() if self.resource is not None else 'Bearer realm="lineup-agent"'
         await _answer(send, 401, body, [(b"www-authenticate", challenge.encode()), *cors])
 

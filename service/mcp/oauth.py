@@ -79,6 +79,7 @@ class _Issuer:
         self._jwks_uri: str | None = None
         self._keys: dict[str | None, PyJWK] = {}
         self._fetched_at = float("-inf")
+        self._unavailable: str | None = None  # why the last fetch failed, until one succeeds
         self._lock = asyncio.Lock()
 
     async def _discover(self) -> str:
@@ -108,13 +109,17 @@ class _Issuer:
             answer = await self._http.get(self._jwks_uri)
             answer.raise_for_status()
             keys = PyJWKSet.from_dict(answer.json()).keys
-        except (httpx.HTTPError, ValueError, jwt.PyJWKSetError) as failure:
+        except (httpx.HTTPError, ValueError, jwt.PyJWKSetError, Unavailable) as failure:
             log.warning("oauth_keys_unavailable", issuer=self.issuer, error=str(failure))
-            raise Unavailable(
-                f"the keys of the authorization server {self.issuer} could not be fetched; retry"
-            ) from None
+            self._unavailable = (
+                failure.message
+                if isinstance(failure, Unavailable)
+                else f"the keys of the authorization server {self.issuer} could not be fetched; retry"
+            )
+            raise Unavailable(self._unavailable) from None
         finally:
             self._fetched_at = time.monotonic()
+        self._unavailable = None
         self._keys = {key.key_id: key for key in keys if key.public_key_use in (None, "sig")}
         log.info("oauth_keys_fetched", issuer=self.issuer, keys=len(self._keys))
 
@@ -129,6 +134,8 @@ class _Issuer:
                 key = self._keys.get(kid)
         if key is None and kid is None and len(self._keys) == 1:
             return next(iter(self._keys.values()))
+        if key is None and self._unavailable is not None:
+            raise Unavailable(self._unavailable)  # not the token's fault: the keys are not known yet
         if key is None:
             raise TokenRefused(f"the token is signed with a key {self.issuer} does not publish (kid {kid!r})")
         return key

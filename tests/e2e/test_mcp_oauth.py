@@ -198,6 +198,9 @@ def test_the_protected_resource_metadata_names_the_issuer_and_scopes_at_both_pat
         assert answer.json()["resource"] == resource(service)
         assert answer.json()["authorization_servers"] == [idp.issuer]
         assert answer.json()["scopes_supported"] == [SCOPE]
+    anonymous = httpx.post(f"{service.base_url}/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=10)
+    assert anonymous.status_code == 401 and "a person's access token" in anonymous.json()["message"]
+    assert "error=" not in anonymous.headers["www-authenticate"]  # no token: a bare challenge (RFC 6750)
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import time
 
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from service.domain.errors import Unavailable
 from service.domain.ids import is_valid_id
 from service.mcp.binding import person_conversation_id
-from service.mcp.oauth import metadata_url
+from service.mcp.oauth import ResourceServer, metadata_url
 from service.settings import SettingsError, load_settings
 
 TOKENS = {
@@ -75,3 +80,25 @@ def test_the_metadata_url_puts_the_well_known_path_before_the_resources_path() -
         metadata_url("https://lineup.example")
         == "https://lineup.example/.well-known/oauth-protected-resource"
     )
+
+
+async def test_an_issuer_whose_keys_cannot_be_fetched_is_unavailable_not_the_tokens_fault() -> None:
+    """Nothing listens at the issuer: 503 (retry) on the first token and on the next within the
+    refresh interval, never "an unknown key"."""
+    issuer = "http://127.0.0.1:1"
+    settings = load_settings(mcp_oauth_issuer=issuer, mcp_resource_url="https://lineup.example/mcp")
+    server = ResourceServer(settings)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    claims = {
+        "iss": issuer,
+        "sub": "alice",
+        "aud": "https://lineup.example/mcp",
+        "exp": int(time.time()) + 60,
+    }
+    token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
+    try:
+        for _ in range(2):
+            with pytest.raises(Unavailable, match="could not be fetched"):
+                await server.authenticate(token)
+    finally:
+        await server.close()
