@@ -32,7 +32,7 @@ from mcp_types import INVALID_PARAMS
 
 from service.domain.errors import NotFound, Unavailable
 from service.http import API_HEADERS, TokenBook, bearer_token, error_code, refused
-from service.mcp.binding import person_conversation, person_conversation_id
+from service.mcp.binding import person_conversation
 from service.mcp.oauth import Person, ResourceServer, TokenRefused
 from service.mcp.server import RuntimeMcpServer, translated
 from service.use_cases import tasks
@@ -167,7 +167,7 @@ async def as_person(ctx: ServerRequestContext[Any, Any], call_next: CallNext) ->
     person: Person | None = request.scope.get(PERSON) if request is not None else None
     if person is None:
         return await call_next(ctx)
-    own = person_conversation_id(person.issuer, person.subject)
+    own = person.conversation_id
     bound = person_conversation.set(own)
     try:
         task_id = ctx.params.get("taskId") if isinstance(ctx.params, Mapping) else None

@@ -28,6 +28,7 @@ import structlog
 from jwt import PyJWK, PyJWKSet
 
 from service.domain.errors import Unavailable
+from service.mcp.binding import person_conversation_id
 from service.settings import Settings
 
 log = structlog.get_logger("service.mcp.oauth")
@@ -50,6 +51,7 @@ class Person:
     client_id: str
     scopes: tuple[str, ...]
     expires_at: int
+    conversation_id: str  # the one conversation the token reaches (service.mcp.binding)
 
 
 class TokenRefused(Exception):  # noqa: N818 - a refusal is an answer, not a fault
@@ -247,7 +249,14 @@ class ResourceServer:
         if not isinstance(subject, str) or not subject:
             raise TokenRefused("the token's sub is not a string")
         client_id = claims.get("client_id", claims.get("azp", ""))
-        return Person(issuer.issuer, subject, str(client_id), granted, int(claims["exp"]))
+        return Person(
+            issuer.issuer,
+            subject,
+            str(client_id),
+            granted,
+            int(claims["exp"]),
+            person_conversation_id(issuer.issuer, subject),
+        )
 
 
 def _scopes(claims: dict[str, Any]) -> tuple[str, ...]:
