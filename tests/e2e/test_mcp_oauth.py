@@ -38,7 +38,7 @@ from service.mcp.binding import person_conversation_id
 from tests.conftest import AGENT, ServiceProcess
 from tests.support import processes
 from tests.support.database import DatabaseFactory, with_database
-from tests.support.mcp import INITIALIZE, MODERN, bound, mcp_session
+from tests.support.mcp import INITIALIZE, MODERN, ModernWire, bound, mcp_session
 from tests.support.oidc import (
     MACHINE_CLIENT,
     PUBLIC_CLIENT,
@@ -282,6 +282,12 @@ async def test_a_person_never_reaches_another_persons_conversation_task_or_sessi
     ):
         answer = modern(service, bob_token, method, params)
         assert "error" in answer and answer["error"]["code"] == -32602, (method, answer)
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {bob_token}"}, timeout=30) as http:
+        wire = ModernWire(http, resource(service))
+        async with wire.stream("subscriptions/listen", {"notifications": {"taskIds": [task_id]}}) as stream:
+            acknowledged = await anext(stream.messages())
+    assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    assert acknowledged["params"]["notifications"] == {"taskIds": []}  # alice's task: not honoured
     with psycopg.connect(service.database_url, row_factory=dict_row) as db:
         state = db.execute("SELECT state FROM operations WHERE operation_id = %s", [task_id]).fetchone()
     assert state == {"state": "focusing"}
