@@ -99,6 +99,7 @@ class TokenBook:
 #: What each audience's endpoints take, as a refusal names it.
 NEEDS = {
     "agent": "AGENT_TOKEN",
+    "mcp": "AGENT_TOKEN or a person's access token (WWW-Authenticate names its authorization server)",
     "host": "HOST_TOKEN or a person's session",
     "operator": "OPERATOR_TOKEN (or the console's sign-in)",
     "capability": "an instance capability",

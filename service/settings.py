@@ -56,6 +56,15 @@ def split_tokens(value: str | None) -> tuple[str, ...]:
     return tuple(part for part in value.replace(",", " ").split() if part)
 
 
+def _as_origin(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise ValueError("must be an origin: http(s)://host[:port], nothing after it")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError("must be an origin: http(s)://host[:port], nothing after it")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=None, extra="ignore", frozen=True)
 
@@ -123,6 +132,16 @@ class Settings(BaseSettings):
     relay_circuit_probe_seconds: float = Field(5.0, ge=0.05, le=3600)
     relay_shutdown_grace_seconds: float = Field(5.0, ge=0, le=300)
     relay_id: str | None = Field(None, min_length=1, max_length=200)
+    # MCP authorization (docs/api.md): the service as an OAuth 2.1 resource server. Off unless
+    # MCP_OAUTH_ISSUER is set; then persons' access tokens (JWTs of these issuers, for the resource
+    # MCP_RESOURCE_URL, holding every scope of MCP_OAUTH_SCOPES) are taken beside AGENT_TOKEN.
+    mcp_oauth_issuer: str | None = None  # one issuer URL, or several separated by spaces or commas
+    mcp_resource_url: str | None = None  # default: PUBLIC_ORIGIN + /mcp
+    mcp_oauth_scopes: str | None = None  # scopes every token must hold, separated by spaces or commas
+    # Leeway for exp/nbf against the authorization server's clock.
+    mcp_oauth_clock_skew_seconds: int = Field(30, ge=0, le=600)
+    # Browser origins that may call /mcp (CORS); PUBLIC_ORIGIN always may. Absent Origin: allowed.
+    mcp_allowed_origins: str | None = None
     # Set by `python -m service dev` for the processes it starts: its secrets are made at random
     # (or chosen by the person on their own machine), so the deployment checks of secrets are off.
     lineup_dev_stack: bool = False
@@ -150,12 +169,25 @@ class Settings(BaseSettings):
     def _origin(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
-            raise ValueError("must be an origin: http(s)://host[:port], nothing after it")
-        if parts.query or parts.fragment or parts.username or parts.password:
-            raise ValueError("must be an origin: http(s)://host[:port], nothing after it")
-        return f"{parts.scheme}://{parts.netloc}".lower()
+        return _as_origin(value)
+
+    @field_validator("mcp_oauth_issuer", "mcp_resource_url")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        for url in split_tokens(value):
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+                raise ValueError(f"{url!r} must be an http:// or https:// URL without query or fragment")
+        return value
+
+    @field_validator("mcp_allowed_origins")
+    @classmethod
+    def _origins(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        return " ".join(_as_origin(origin) for origin in split_tokens(value))
 
     @field_validator("agent_webhook_url")
     @classmethod
@@ -211,6 +243,31 @@ class Settings(BaseSettings):
         if self.relay_lease_seconds is not None:
             return self.relay_lease_seconds
         return max(30.0, 3 * self.relay_timeout_seconds)
+
+    @property
+    def mcp_issuers(self) -> tuple[str, ...]:
+        return split_tokens(self.mcp_oauth_issuer)
+
+    @property
+    def mcp_resource(self) -> str | None:
+        """The resource URL persons' tokens must be for (RFC 8707), when MCP authorization is on."""
+        if not self.mcp_issuers:
+            return None
+        if self.mcp_resource_url:
+            return self.mcp_resource_url
+        return f"{self.public_origin}/mcp" if self.public_origin else None
+
+    @property
+    def mcp_scopes(self) -> tuple[str, ...]:
+        return split_tokens(self.mcp_oauth_scopes)
+
+    @property
+    def mcp_origins(self) -> frozenset[str]:
+        """Origins a browser may call /mcp from: MCP_ALLOWED_ORIGINS and PUBLIC_ORIGIN."""
+        origins = set(split_tokens(self.mcp_allowed_origins))
+        if self.public_origin:
+            origins.add(self.public_origin)
+        return frozenset(origins)
 
     def tokens(self, audience: str) -> tuple[str, ...]:
         """All accepted tokens of one audience; several allow rotation."""
@@ -269,6 +326,8 @@ class Settings(BaseSettings):
             raise SettingsError(f"{command}: " + "; ".join(problems))
         if self.relay_backoff_base_seconds > self.relay_backoff_max_seconds and command == "relay":
             raise SettingsError("RELAY_BACKOFF_BASE_SECONDS must not exceed RELAY_BACKOFF_MAX_SECONDS")
+        if command == "serve" and self.mcp_issuers and self.mcp_resource is None:
+            raise SettingsError("MCP_OAUTH_ISSUER needs MCP_RESOURCE_URL (or PUBLIC_ORIGIN, for its /mcp)")
         if command == "relay" and self.relay_lease <= self.relay_timeout_seconds:
             raise SettingsError("RELAY_LEASE_SECONDS must exceed RELAY_TIMEOUT_SECONDS")
         return self

@@ -41,7 +41,7 @@ from service.domain.errors import Refusal
 from service.host_streams import HostStreams
 from service.http import TokenBook
 from service.manifests import Registry
-from service.mcp.endpoint import mcp_endpoint, mcp_lifespan
+from service.mcp.endpoint import mcp_endpoint, mcp_lifespan, protected_resource_metadata
 from service.outbox_history import OutboxHistory
 from service.projection_hub import ProjectionHub
 from service.settings import Settings
@@ -100,6 +100,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             *probes.HANDLERS,
             ui_asset,
             mcp_endpoint,
+            protected_resource_metadata,
         ],
         exception_handlers={
             Refusal: refusal,

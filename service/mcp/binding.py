@@ -1,7 +1,9 @@
 """What binds an MCP ``tools/call`` to the runtime: ``params._meta`` keys of our own namespace.
 
 MCP's ``tools/call`` names only the tool and its arguments; the conversation and the idempotency
-key travel in ``_meta`` under ``io.lineup/…``. A missing or malformed conversation is an invalid
+key travel in ``_meta`` under ``io.lineup/…``. A person's token (``service.mcp.oauth``) binds every
+request to that person's own conversation (``person_conversation_id``): ``_meta`` may leave it out
+or name that one, any other is refused. A missing or malformed conversation is an invalid
 request (JSON-RPC ``-32602``), as is a malformed tool call id: both follow the id rule of
 ``service.domain.ids``, as over REST. Without a tool call id the server
 makes one (it is returned in the result's ``_meta``, so the caller can replay or trace the call).
@@ -9,6 +11,9 @@ makes one (it is returned in the result's ``_meta``, so the caller can replay or
 
 from __future__ import annotations
 
+import base64
+import contextvars
+import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,9 +50,41 @@ def _id(meta: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
+def person_conversation_id(issuer: str, subject: str) -> str:
+    """A person's conversation: ``person-`` and the unpadded base64url SHA-256 of the issuer, a
+    line feed and the subject (``sub`` is unique only per issuer). Within the id alphabet, the same
+    on every replica and release, and computable by a Host backend from the same two strings."""
+    digest = hashlib.sha256(f"{issuer}\n{subject}".encode()).digest()
+    return "person-" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+#: The conversation a person's token binds this request to; None for the Agent's token (which
+#: names any conversation in ``_meta``). Set per request by ``service.mcp.endpoint``'s middleware.
+person_conversation: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "person_conversation", default=None
+)
+
+
+def not_theirs() -> MCPError:
+    return MCPError(
+        INVALID_PARAMS,
+        f"a person's token reaches only that person's conversation: leave _meta[{CONVERSATION_ID!r}] "
+        "out, or name that one",
+        data={"field": f"_meta.{CONVERSATION_ID}"},
+    )
+
+
+def _persons(meta: Mapping[str, Any], own: str) -> str:
+    named = _id(meta, CONVERSATION_ID)
+    if named not in (None, own):
+        raise not_theirs()
+    return own
+
+
 def bind(meta: Mapping[str, Any] | None) -> Binding:
     meta = meta or {}
-    conversation_id = _id(meta, CONVERSATION_ID)
+    own = person_conversation.get()
+    conversation_id = _id(meta, CONVERSATION_ID) if own is None else _persons(meta, own)
     if conversation_id is None:
         raise MCPError(
             INVALID_PARAMS,
@@ -61,5 +98,7 @@ def bind(meta: Mapping[str, Any] | None) -> Binding:
 
 
 def bound_conversation(meta: Mapping[str, Any] | None) -> str | None:
-    """The conversation a task request names, if it names one (a task of another is unknown)."""
-    return _id(meta or {}, CONVERSATION_ID)
+    """The conversation a task request names, if it names one (a task of another is unknown); for
+    a person always theirs."""
+    own = person_conversation.get()
+    return _id(meta or {}, CONVERSATION_ID) if own is None else _persons(meta or {}, own)

@@ -1,24 +1,41 @@
 """``/mcp`` inside ``serve``: the SDK's streamable HTTP session manager, mounted in Litestar.
 
-The Agent's bearer token is checked here, before the SDK sees the request: no token, or one of
-another audience, is ``401`` with the contract's error body. The session manager runs in the
+The origin and the bearer token are checked here, before the SDK sees the request. A present
+``Origin`` must be an allowed one (``MCP_ALLOWED_ORIGINS``, ``PUBLIC_ORIGIN``), else ``403``; an
+allowed one gets CORS headers, and its preflight is answered without credentials. The token is the
+Agent's (``AGENT_TOKEN``, which names any conversation) or, with MCP authorization configured, a
+person's access token (``service.mcp.oauth``), which binds the request to that person's
+conversation. Anything else is ``401`` with the contract's error body and a ``WWW-Authenticate``
+challenge naming the protected-resource metadata. The session manager runs in the
 application's lifespan, after the runtime it serves is up, and stops before it goes down.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import msgspec
 import structlog
-from litestar import Litestar, asgi
+from litestar import Litestar, Response, asgi, get
 from litestar.connection import ASGIConnection
+from litestar.datastructures import State
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Message, Receive, Scope, Send
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
+from service.domain.errors import NotFound, Unavailable
 from service.http import API_HEADERS, TokenBook, bearer_token, error_code, refused
-from service.mcp.server import RuntimeMcpServer
+from service.mcp.binding import person_conversation
+from service.mcp.oauth import Person, ResourceServer, TokenRefused
+from service.mcp.server import RuntimeMcpServer, translated
+from service.use_cases import tasks
 
 log = structlog.get_logger("service.mcp")
 
@@ -26,39 +43,155 @@ PATH = "/mcp"
 _API_HEADERS = [(name.lower().encode(), value.encode()) for name, value in API_HEADERS.items()]
 
 
+#: What a browser may read of an answer (CORS), beyond the safelisted headers.
+EXPOSED = b"Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate"
+_PREFLIGHT_METHODS = b"GET, POST, DELETE, OPTIONS"
+#: Where the person a request's token speaks for rides the ASGI scope to the SDK's handlers.
+PERSON = "io.lineup.person"
+
+
+async def _answer(
+    send: Send, status: int, body: dict[str, Any] | None, headers: list[tuple[bytes, bytes]]
+) -> None:
+    encoded = msgspec.json.encode(body) if body is not None else b""
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            *([(b"content-type", b"application/json")] if body is not None else []),
+            (b"content-length", str(len(encoded)).encode()),
+            *headers,
+            *_API_HEADERS,
+        ],
+    }
+    await send(start)
+    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": encoded, "more_body": False}
+    await send(end)
+
+
 class McpFace:
-    """The session manager behind the Agent audience's token check."""
+    """The session manager behind the origin check and the token check: the Agent's token, or
+    (with MCP authorization configured) a person's access token."""
 
     def __init__(
-        self, server: RuntimeMcpServer, manager: StreamableHTTPSessionManager, tokens: TokenBook
+        self,
+        server: RuntimeMcpServer,
+        manager: StreamableHTTPSessionManager,
+        tokens: TokenBook,
+        *,
+        origins: frozenset[str] = frozenset(),
+        resource: ResourceServer | None = None,
     ) -> None:
         self.server = server
         self.manager = manager
         self._tokens = tokens
+        self._origins = origins
+        self.resource = resource
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         connection = ASGIConnection(scope)  # type: ignore[var-annotated]
+        cors: list[tuple[bytes, bytes]] = []
+        origin = connection.headers.get("origin")
+        if origin is not None:
+            # The transport's MUST against DNS rebinding: a present Origin must be one we know.
+            if origin.lower() not in self._origins:
+                message = (
+                    f"the origin {origin!r} may not call /mcp (MCP_ALLOWED_ORIGINS lists those that may)"
+                )
+                await _answer(send, 403, {"error": "forbidden", "message": message}, [(b"vary", b"Origin")])
+                return
+            cors = [
+                (b"access-control-allow-origin", origin.encode()),
+                (b"access-control-expose-headers", EXPOSED),
+                (b"vary", b"Origin"),
+            ]
+            if scope.get("method") == "OPTIONS":  # the preflight: answered without credentials
+                requested = connection.headers.get("access-control-request-headers", "")
+                await _answer(
+                    send,
+                    204,
+                    None,
+                    [
+                        *cors,
+                        (b"access-control-allow-methods", _PREFLIGHT_METHODS),
+                        (b"access-control-allow-headers", requested.encode("latin-1")),
+                        (b"access-control-max-age", b"600"),
+                    ],
+                )
+                return
         token = bearer_token(connection)
-        if token is None or not self._tokens.accepts("agent", token):
-            body = msgspec.json.encode(refused(connection, "agent").body())
-            refusal: HTTPResponseStartEvent = {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"www-authenticate", b'Bearer realm="lineup-agent"'),
-                    (b"content-length", str(len(body)).encode()),
-                    *_API_HEADERS,
-                ],
-            }
-            await send(refusal)
-            answer: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
-            await send(answer)
+        if token is not None and self._tokens.accepts("agent", token):
+            await self.manager.handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
             return
-        await self.manager.handle_request(scope, receive, _as_api_answer(send))  # type: ignore[arg-type]
+        if token is not None and self.resource is not None:
+            try:
+                person = await self.resource.authenticate(token)
+            except TokenRefused as refusal:
+                challenge = self.resource.challenge(refusal)
+                body = {
+                    "error": "unauthorized" if refusal.status == 401 else "forbidden",
+                    "message": refusal.description,
+                }
+                await _answer(send, refusal.status, body, [(b"www-authenticate", challenge.encode()), *cors])
+                return
+            except Unavailable as unavailable:
+                body = {"error": "unavailable", "message": unavailable.message}
+                await _answer(send, 503, body, [(b"retry-after", b"5"), *cors])
+                return
+            scope[PERSON] = person  # type: ignore[literal-required]
+            # The SDK binds a session to the principal that opened it: another's request on it is 404.
+            scope["user"] = _sdk_user(person, token)
+            await self.manager.handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
+            return
+        body = refused(connection, "agent" if self.resource is None else "mcp").body()
+        challenge = self.resource.challenge() if self.resource is not None else 'Bearer realm="lineup-agent"'
+        await _answer(send, 401, body, [(b"www-authenticate", challenge.encode()), *cors])
 
 
-def _as_api_answer(send: Send) -> Send:
+def _sdk_user(person: Person, token: str) -> AuthenticatedUser:
+    access = AccessToken(
+        token=token,
+        client_id=person.client_id,
+        scopes=list(person.scopes),
+        expires_at=person.expires_at,
+        subject=person.subject,
+        claims={"iss": person.issuer},
+    )
+    return AuthenticatedUser(access)
+
+
+async def as_person(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: a person's request runs bound to that person's conversation
+    (``service.mcp.binding``), and a task request of theirs names only a task of it."""
+    request = ctx.request
+    person: Person | None = request.scope.get(PERSON) if request is not None else None
+    if person is None:
+        return await call_next(ctx)
+    own = person.conversation_id
+    bound = person_conversation.set(own)
+    try:
+        task_id = ctx.params.get("taskId") if isinstance(ctx.params, Mapping) else None
+        if isinstance(task_id, str):
+            await _own_task(ctx, task_id, own)
+        return await call_next(ctx)
+    finally:
+        person_conversation.reset(bound)
+
+
+async def _own_task(ctx: ServerRequestContext[Any, Any], task_id: str, own: str) -> None:
+    """Every task method, at every revision: a task of another conversation is an unknown one."""
+    face: McpFace = ctx.request.scope["litestar_app"].state.mcp  # type: ignore[union-attr]
+    try:
+        task_uuid = uuid.UUID(task_id)
+    except ValueError:
+        task_uuid = None
+    with translated():
+        found = task_uuid is not None and await tasks.read_task(face.server.rt, task_uuid, own) is not None
+    if not found:
+        raise MCPError(INVALID_PARAMS, f"no task {task_id!r}", data={"taskId": task_id})
+
+
+def _as_api_answer(send: Send, cors: list[tuple[bytes, bytes]]) -> Send:
     """The SDK's answers with what every API answer carries (``Cache-Control: no-store``,
     ``X-Content-Type-Options: nosniff``); a refusal it words as plain text without a type (a wrong
     ``Content-Type``, say) leaves as the contract's error body."""
@@ -73,7 +206,7 @@ def _as_api_answer(send: Send) -> Send:
             if message["status"] >= 400 and b"content-type" not in names:
                 refusal = message["status"]
                 return
-            headers += [header for header in _API_HEADERS if header[0] not in names]
+            headers += [header for header in [*_API_HEADERS, *cors] if header[0] not in names]
             message = {**message, "headers": headers}
         elif message["type"] == "http.response.body" and refusal is not None:
             text += message.get("body", b"")
@@ -93,6 +226,7 @@ def _as_api_answer(send: Send) -> Send:
                         (b"content-type", b"application/json"),
                         (b"content-length", str(len(body)).encode()),
                         *_API_HEADERS,
+                        *cors,
                     ],
                 }
             )
@@ -111,20 +245,44 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
 @contextlib.asynccontextmanager
 async def mcp_lifespan(app: Litestar) -> AsyncIterator[None]:
     """Runs after the lifespan that opens the runtime (it needs ``app.state.runtime``)."""
+    settings = app.state.runtime.settings
     server = RuntimeMcpServer(app.state.runtime, app.state.projections)
+    server.middleware.insert(0, as_person)
     manager = StreamableHTTPSessionManager(
         app=server,
         # Every answer is one JSON body: no tool sends anything while it runs, and an SSE stream
         # per POST costs more CPU than the tool call itself. Pushes ride the session's GET stream.
         json_response=True,
-        # The bearer token is the guard here: a page of another origin cannot send it, so the
-        # SDK's Host/Origin checks (meant for token-less local servers) are not switched on.
+        # McpFace checks Origin against MCP_ALLOWED_ORIGINS (and answers CORS) before the SDK;
+        # the SDK's own Host/Origin checks (meant for token-less local servers) are not switched on.
         security_settings=None,
         max_request_body_size=app.state.runtime.settings.request_max_body_bytes,
     )
-    app.state.mcp = McpFace(server, manager, app.state.tokens)
+    resource = ResourceServer(settings) if settings.mcp_resource is not None else None
+    app.state.mcp = McpFace(
+        server, manager, app.state.tokens, origins=settings.mcp_origins, resource=resource
+    )
     async with manager.run():
         try:
             yield
         finally:
             await server.pushes.close()
+            if resource is not None:
+                await resource.close()
+
+
+@get(
+    ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"],
+    include_in_schema=False,
+    sync_to_thread=False,
+)
+def protected_resource_metadata(state: State) -> Response[dict[str, Any]]:
+    """RFC 9728's metadata of ``/mcp`` (at the well-known path, and suffixed with the resource's
+    path as MCP clients look first): the authorization servers and scopes. Public, so any origin."""
+    face: McpFace = state.mcp
+    if face.resource is None:
+        raise NotFound("MCP authorization is not configured here (MCP_OAUTH_ISSUER)", code="not_found")
+    return Response(
+        face.resource.metadata(),
+        headers={"Access-Control-Allow-Origin": "*", "Cache-Control": "public, max-age=300"},
+    )

@@ -14,6 +14,8 @@ from typing import Any
 
 import mcp_types as types
 import msgspec
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from service.domain.errors import Refusal
 from service.http import status_of, status_of_kind
@@ -76,8 +78,16 @@ class Answer:
         return str(operation["operation_id"]) if isinstance(operation, dict) else None
 
 
+def unknown_tool(name: str) -> MCPError:
+    """A tool this server does not list is a protocol error at every revision (2025-06-18 on),
+    not a tool result; REST answers the same call ``404 unknown_tool``."""
+    return MCPError(INVALID_PARAMS, f"Unknown tool: {name}", data={"error": "unknown_tool", "tool": name})
+
+
 async def run_tool(rt: Runtime, name: str, arguments: dict[str, Any] | None, binding: Binding) -> Answer:
     """Decide (or replay) one MCP tool call through the use case ``POST /v1/tool-calls`` uses."""
+    if name not in rt.registry.tools:
+        raise unknown_tool(name)
     request = ToolCallRequest(binding.tool_call_id, binding.conversation_id, name, arguments or {})
     try:
         answer = await call_tool(rt, request)

@@ -254,10 +254,24 @@ async def test_ids_that_cannot_travel_in_a_header_or_a_path_are_invalid_params_a
     assert recorded == {"n": 0}
 
 
-async def test_an_unknown_tool_is_an_error_result(service: ServiceProcess) -> None:
+async def test_an_unknown_tool_is_a_protocol_error_over_mcp_and_404_over_rest(
+    service: ServiceProcess,
+) -> None:
+    cid = conversation()
     async with mcp_session(service.base_url) as mcp:
-        unknown = await mcp.call("pomodoro.pause", {}, conversation_id=conversation())
-    assert unknown.is_error is True and unknown.structured_content["error"] == "unknown_tool"
+        with pytest.raises(MCPError) as unknown:
+            await mcp.call("pomodoro.pause", {}, conversation_id=cid)
+    assert unknown.value.code == -32602 and unknown.value.message == "Unknown tool: pomodoro.pause"
+    rest = rest_call(
+        service,
+        {
+            "tool_call_id": f"t-{uuid.uuid4()}",
+            "conversation_id": cid,
+            "tool": "pomodoro.pause",
+            "arguments": {},
+        },
+    )
+    assert rest.status_code == 404 and rest.json()["error"] == "unknown_tool"
 
 
 async def test_interrupt_is_interrupted_then_operation_already_final(
