@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import mcp_types as types
@@ -22,8 +22,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from psycopg.rows import dict_row
 
-from tests.conftest import AGENT_TOKEN, HOST, ServiceProcess, service_on_own_database
-from tests.support.database import DatabaseFactory
+from tests.conftest import AGENT_TOKEN, HOST, ServiceProcess
+from tests.support import processes
+from tests.support.database import DatabaseFactory, with_database
 from tests.support.mcp import TASKS, bound, modern_wire
 
 pytestmark = pytest.mark.e2e
@@ -31,12 +32,29 @@ pytestmark = pytest.mark.e2e
 Elicit = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult | types.ErrorData]]
 
 
+class PatientService(ServiceProcess):
+    """The tests' service, given longer to start on a machine shared with other work."""
+
+    def start(self) -> Self:
+        processes.ServiceProcess.start(self)
+        self.wait_http(f"{self.base_url}/healthz", 180.0)
+        return self
+
+
 @pytest.fixture(scope="module")
 def service(
     database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
-    with service_on_own_database(database_factory, tmp_path_factory.mktemp("mcp-elicitation")) as process:
-        yield process
+    name = database_factory.create()
+    process = PatientService(
+        with_database(database_factory.server, name), tmp_path_factory.mktemp("mcp-elicitation")
+    )
+    try:
+        yield process.start()
+    finally:
+        if process.process is not None:
+            process.stop()
+        database_factory.drop(name)
 
 
 def conversation() -> str:
