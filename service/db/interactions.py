@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
@@ -21,6 +23,12 @@ WHERE conversation_id = %(conversation_id)s AND status = 'pending'
 ORDER BY created_at, tool_call_id
 """
 
+# The interaction behind an interact.ask task (2026-07-28's tasks extension).
+BY_TASK = f"""
+SELECT {", ".join("i." + column.strip() for column in COLUMNS.split(","))}
+FROM interaction_tasks t JOIN interactions i USING (tool_call_id) WHERE t.task_id = %(task_id)s
+"""
+
 # Decided once: pending -> answered; the winner queues the one outbox row and posts the answer to
 # the main conversation. answer_interaction, service/db/sql/90_interact.sql.
 ANSWER = "SELECT * FROM answer_interaction(%(tool_call_id)s, %(answer)s)"
@@ -28,6 +36,11 @@ ANSWER = "SELECT * FROM answer_interaction(%(tool_call_id)s, %(answer)s)"
 
 async def get(conn: Conn, tool_call_id: str) -> DictRow | None:
     cursor = await conn.execute(GET, {"tool_call_id": tool_call_id})
+    return await cursor.fetchone()
+
+
+async def by_task(conn: Conn, task_id: UUID) -> DictRow | None:
+    cursor = await conn.execute(BY_TASK, {"task_id": task_id})
     return await cursor.fetchone()
 
 

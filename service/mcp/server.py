@@ -25,7 +25,7 @@ from psycopg import OperationalError
 
 from service.domain.errors import Refusal
 from service.http import status_of
-from service.mcp import tasks_extension
+from service.mcp import elicitation, tasks_extension
 from service.mcp.binding import bind
 from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
@@ -144,6 +144,17 @@ class RuntimeMcpServer(Server[Any]):
                 created = await tasks_extension.created(self.rt, answer, result["_meta"])
             if created is not None:
                 return created
+        if (
+            not _modern(ctx)
+            and answer.opens == "interaction"
+            and answer.status == 202
+            and elicitation.elicits(ctx.session.client_capabilities)
+        ):
+            # The client asks the person itself; the call waits for the answer (or the Host's).
+            with translated():
+                answered = await elicitation.ask(self.rt, self._hub, ctx, answer)
+            if answered is not None:
+                return answered
         # The SDK checks this against the negotiated revision's CallToolResult (2026-07-28 requires
         # resultType; the 2025 check drops it).
         return {**result, "resultType": "complete"}
@@ -194,4 +205,4 @@ class RuntimeMcpServer(Server[Any]):
         if not _modern(ctx):
             raise _not_found(ctx)
         with translated():
-            return await tasks_extension.update(self.rt, ctx, params.task_id)
+            return await tasks_extension.update(self.rt, ctx, params.task_id, params.input_responses)

@@ -18,8 +18,14 @@ refusal or a replayed refusal is the tool's result as ever). The call has commit
   ``pomodoro.interrupt``), answered with the empty acknowledgement whoever wins the race; an
   interaction waits for the person, so cancelling it changes nothing (the extension's cancel is
   cooperative).
-* ``tasks/update``: our tasks never ask the client for input (never ``input_required``), so no key
-  is ever outstanding; the extension says to ignore such responses: acknowledged, nothing changes.
+* ``input_required``: an interaction's task, still waiting, read by a request that declares
+  elicitation (``_meta`` client capabilities): its question is in ``inputRequests`` under
+  ``"answer"``, an ``elicitation/create`` request (``service.mcp.elicitation``). Without the
+  declaration it reads ``working``, as before; operations never ask for input.
+* ``tasks/update``: an accepted ``inputResponses["answer"]`` answers the question exactly as the
+  Host's answer does (one decision: whichever comes first wins); any other key, a declined or
+  cancelled response, or a question already answered changes nothing (the extension says to ignore
+  responses to keys that are not outstanding): acknowledged.
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ from mcp_types import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, Reque
 from pydantic import Field
 
 from service.domain.errors import NotFound
+from service.mcp import elicitation
 from service.mcp.binding import bound_conversation
 from service.mcp.tasks import POLL_INTERVAL_MS, ended, unknown_task
 from service.mcp.tools import Answer
-from service.use_cases import tasks
+from service.use_cases import interactions, tasks
 from service.use_cases.operation_interrupt import interrupt_operation
 from service.use_cases.runtime import Runtime
 
@@ -150,8 +157,26 @@ async def created(rt: Runtime, answer: Answer, meta: dict[str, Any]) -> dict[str
     return {"resultType": "task", **task_wire(task), "_meta": meta}
 
 
+async def _asked(rt: Runtime, ctx: Ctx, task: dict[str, Any]) -> dict[str, Any] | None:
+    """The interaction a waiting interaction's task asks this request's client, if it can answer."""
+    if task["kind"] != "interaction" or task["state"] != "pending":
+        return None
+    if not elicitation.elicits(ctx.session.client_capabilities):
+        return None
+    return await interactions.asked_by_task(rt, _task_uuid(task["task_id"]))
+
+
 async def get(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
-    return detailed(await read(rt, task_id, checked(ctx, task_id)))
+    task = await read(rt, task_id, checked(ctx, task_id))
+    wire = detailed(task)
+    asked = await _asked(rt, ctx, task)
+    if asked is not None and asked["status"] == "pending":
+        wire["status"] = "input_required"
+        wire["statusMessage"] = "waiting for the person's answer: answer it with tasks/update"
+        wire["inputRequests"] = {
+            elicitation.ANSWER_KEY: elicitation.input_request(asked["prompt"], list(asked["choices"]))
+        }
+    return wire
 
 
 async def cancel(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
@@ -164,6 +189,11 @@ async def cancel(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
     return {}
 
 
-async def update(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
-    await read(rt, task_id, checked(ctx, task_id))
+async def update(rt: Runtime, ctx: Ctx, task_id: str, responses: dict[str, Any]) -> dict[str, Any]:
+    task = await read(rt, task_id, checked(ctx, task_id))
+    text = elicitation.accepted_text(responses.get(elicitation.ANSWER_KEY))
+    if task["kind"] == "interaction" and task["state"] == "pending" and text is not None:
+        asked = await interactions.asked_by_task(rt, _task_uuid(task_id))
+        if asked is not None:
+            await elicitation.record(rt, asked["tool_call_id"], text)
     return {}

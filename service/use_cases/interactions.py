@@ -8,6 +8,7 @@ main IM, and its answer goes to the main conversation.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from psycopg.rows import DictRow
 
@@ -50,3 +51,10 @@ async def answer(rt: Runtime, tool_call_id: str, answer_text: str) -> dict[str, 
         assert decided is not None  # the workspace lock keeps anyone else from deciding it
         work.changed(decided["conversation_id"], outbox=True)
         return _receipt(decided)
+
+
+async def asked_by_task(rt: Runtime, task_id: UUID) -> dict[str, Any] | None:
+    """The interaction behind an ``interact.ask`` task (its question, choices and state)."""
+    async with rt.unit_of_work(transaction=False) as work:
+        row = await inter_db.by_task(work.conn, task_id)
+    return None if row is None else interaction_view(row)

@@ -1,0 +1,141 @@
+"""``interact.ask`` answered by the MCP client itself: elicitation.
+
+At 2025-11-25, a session whose client declared ``elicitation`` (form mode) gets the question as an
+``elicitation/create`` request and the ``tools/call`` waits for the answer: choices as a string
+``enum``, free text as a string of 1 to 2000 characters, under the one property ``answer``. The
+request rides the session's standalone stream (its open ``GET``): every answer of this server is
+one JSON body, which cannot carry a request. The answer is recorded exactly as the Host's answer
+is (``service.use_cases.interactions.answer``: one decision under the conversation's lock; whichever
+answer comes first wins, the other gets the first one's receipt), and the call's result is the
+interaction's result, as the relay delivers it. The Host may answer while the elicitation is open:
+the call then ends with that answer (and the elicitation is cancelled). A declined or cancelled
+elicitation leaves the question open for the Host; the call then answers what it always did, the
+``202`` body.
+
+At 2026-07-28 the tasks extension carries the same request: an interaction's task reads
+``input_required`` with it in ``inputRequests`` (under ``ANSWER_KEY``) for a request that declares
+elicitation, and ``tasks/update`` with ``inputResponses`` answers it (``service.mcp.tasks_extension``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import mcp_types as types
+import structlog
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from service.domain.errors import Refusal
+from service.mcp.tasks import until_final
+from service.mcp.tools import Answer, call_result
+from service.projection_hub import ProjectionHub
+from service.use_cases import interactions, tasks
+from service.use_cases.runtime import Runtime
+
+log = structlog.get_logger("service.mcp")
+
+Ctx = ServerRequestContext[Any, Any]
+
+#: The key of the one input request an interaction's task has (and of its response).
+ANSWER_KEY = "answer"
+
+
+def elicits(capabilities: types.ClientCapabilities | None) -> bool:
+    """Whether these client capabilities take a form-mode ``elicitation/create`` (an empty
+    ``elicitation`` object means form mode, for clients of 2025-06-18)."""
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+def requested_schema(choices: list[str]) -> dict[str, Any]:
+    """The form of the question: one string property ``answer``, an ``enum`` of the choices."""
+    answer: dict[str, Any] = {"type": "string", "title": "Your answer"}
+    if choices:
+        answer["enum"] = list(choices)
+    else:
+        answer |= {"minLength": 1, "maxLength": 2000}
+    return {"type": "object", "properties": {ANSWER_KEY: answer}, "required": [ANSWER_KEY]}
+
+
+def input_request(prompt: str, choices: list[str]) -> dict[str, Any]:
+    """The ``elicitation/create`` request of a question, as the tasks extension carries it."""
+    return {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": prompt, "requestedSchema": requested_schema(choices)},
+    }
+
+
+def accepted_text(response: Any) -> str | None:
+    """The answer in an ``ElicitResult`` (a model or its wire dict): None unless accepted with a
+    string ``answer``."""
+    if isinstance(response, types.ElicitResult):
+        response = response.model_dump(mode="json")
+    if not isinstance(response, dict):
+        return None
+    action, content = response.get("action"), response.get("content")
+    value = content.get(ANSWER_KEY) if action == "accept" and isinstance(content, dict) else None
+    return value if isinstance(value, str) else None
+
+
+async def record(rt: Runtime, tool_call_id: str, text: str) -> None:
+    """The person's answer through the client, decided as the Host's is; an answer outside the
+    choices is the protocol's invalid params."""
+    try:
+        await interactions.answer(rt, tool_call_id, text)
+    except Refusal as refusal:
+        raise MCPError(types.INVALID_PARAMS, refusal.message, data=refusal.body()) from None
+
+
+def _answered(task: dict[str, Any], answer: Answer) -> dict[str, Any]:
+    result = task["result"]
+    return {
+        "content": [{"type": "text", "text": f"The person answered: {result['answer']}"}],
+        "structuredContent": result,
+        "isError": False,
+        "_meta": call_result(answer)["_meta"],
+        "resultType": "complete",
+    }
+
+
+async def ask(rt: Runtime, hub: ProjectionHub, ctx: Ctx, answer: Answer) -> dict[str, Any] | None:
+    """Ask an accepted ``interact.ask`` through the session and wait for the answer, the client's
+    or the Host's; the call's result, or None when it stays open (declined, cancelled, no answer)."""
+    binding = answer.binding
+    interaction = answer.body["interaction"]
+    task = await tasks.interaction_task(rt, binding.tool_call_id, binding.conversation_id)
+    if task is None:
+        return None
+    if task["state"] != "pending":  # a replay of a question answered meanwhile
+        return _answered(task, answer)
+
+    async def read() -> dict[str, Any]:
+        again = await tasks.interaction_task(rt, binding.tool_call_id, binding.conversation_id)
+        assert again is not None
+        return again
+
+    by_host = asyncio.create_task(until_final(hub, read, task), name="mcp-interaction-wait")
+    by_client = asyncio.create_task(
+        ctx.session.elicit_form(interaction["prompt"], requested_schema(list(interaction["choices"]))),
+        name="mcp-elicitation",
+    )
+    try:
+        await asyncio.wait({by_host, by_client}, return_when=asyncio.FIRST_COMPLETED)
+        if not by_host.done():
+            try:
+                text = accepted_text(by_client.result())
+            except MCPError as exc:
+                log.info("mcp_elicitation_refused", tool_call_id=binding.tool_call_id, error=exc.message)
+                text = None
+            if text is None:
+                return None  # declined, cancelled or refused: the question stays open for the Host
+            await record(rt, binding.tool_call_id, text)
+        return _answered(await read(), answer)
+    finally:
+        for waiting in (by_host, by_client):
+            if not waiting.done():
+                waiting.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await waiting
