@@ -276,12 +276,11 @@ def results_dir(keep: bool) -> Iterator[Path]:
 
 
 async def run_all(
-    suites: dict[str, tuple[Path, list[str]]], upstream: str, token: str, out: Path
+    suites: dict[str, tuple[Path, list[str]]], proxies: dict[str, CredentialsProxy], out: Path
 ) -> list[Outcome]:
     outcomes = []
     for version, (folder, scenarios) in suites.items():
-        # A conversation per suite version: the suite's calls never meet another run's.
-        proxy = CredentialsProxy(upstream, token, f"conformance-{secrets.token_hex(6)}")
+        proxy = proxies[version]
         async with proxy.running():
             began = time.monotonic()
             for scenario in scenarios:
@@ -309,13 +308,22 @@ def main(argv: list[str] | None = None) -> int:
             scenarios = [name for name in scenarios if name in args.scenario]
         suites[version] = (folder, scenarios)
     token = "rig-agent-" + secrets.token_hex(16)
+    # A proxy and a conversation per suite version: the suite's calls never meet another run's.
+    # Their ports are known before the service starts, so that it allows their origins: the
+    # suite's DNS-rebinding scenario wants its own origin served and any other refused.
+    proxies = {
+        version: CredentialsProxy("", token, f"conformance-{secrets.token_hex(6)}") for version in suites
+    }
+    origins = " ".join(f"{proxy.url},http://localhost:{proxy.port}" for proxy in proxies.values())
     print(f"database server: {named_server()}")
     with (
         results_dir(args.keep) as out,
         throwaway_database("mcp_conformance") as url,
-        running_service(url, out, env={"AGENT_TOKEN": token}) as service,
+        running_service(url, out, env={"AGENT_TOKEN": token, "MCP_ALLOWED_ORIGINS": origins}) as service,
     ):
-        outcomes = asyncio.run(run_all(suites, service.base_url, token, out))
+        for proxy in proxies.values():
+            proxy.upstream = service.base_url
+        outcomes = asyncio.run(run_all(suites, proxies, out))
     problems = judge(outcomes)
     not_applicable, pending = listed()
     print()
