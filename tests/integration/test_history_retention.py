@@ -12,7 +12,7 @@ from litestar.testing import AsyncTestClient
 
 from service.db.pool import Pool, open_pool
 from service.use_cases.history_retention import HistoryPruning, prune_history
-from tests.conftest import AGENT, HOST
+from tests.conftest import AGENT, HOST, OPERATOR
 from tests.support.calls import interrupt_body, start_body
 
 Client = AsyncTestClient[Any]
@@ -123,8 +123,10 @@ async def test_finished_history_older_than_the_period_goes(
     assert len(kept) == 9 and {(k["status_code"], k["r"]) for k in kept} == {
         (410, '{"error":"tool_call_expired"}')
     }
-    report = db.execute("SELECT * FROM history_retention").fetchone()
-    assert report["retention_days"] == DAYS and report["last_pruned"]["operations"] == 3
+    stats = (await client.get("/v1/ops/stats", headers=OPERATOR)).json()["history"]
+    assert stats["retention_days"] == DAYS and stats["reported_by"] == "test"
+    assert stats["last_pruned"]["operations"] == 3 and stats["total_pruned"] == sum(done.values())
+    assert stats["oldest_operation_at"] is None and stats["oldest_answer_at"] is None
 
 
 async def test_what_is_live_is_never_removed(client: Client, db: Any, database_url: str) -> None:
