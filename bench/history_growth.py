@@ -10,9 +10,9 @@ calls, its delivered outbox row and attempt, two messages and a surface event, e
 its own time, as the service makes them. Then, with ``--workers`` Agents running start+interrupt
 cycles through ``call_tool_v2`` (the service's one round trip per call) all along:
 
-1. **baseline**: ``--seconds`` of load with no pruning: the calls' p50/p99, and the database
-   buffers one cycle touches (``pg_stat_database`` of this database, so other databases on the
-   shared server do not count);
+1. **baseline**: ``--seconds`` of load with no pruning: the calls' p50/p99, and the shared buffers
+   one cycle touches (EXPLAIN (ANALYZE, BUFFERS) of its two calls, on their own: the work of the
+   hot path, which the machine's load does not move);
 2. **catch-up**: one retention round (``service.use_cases.history_retention.prune_history``, the
    loop ``serve`` runs) removes the day older than the period; the calls' p99 meanwhile, and the
    pruner's backend CPU (``/proc/<pid>/stat`` of its one connection) per Pomodoro removed;
@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -69,7 +70,7 @@ WITH r AS (
            'call-' || gen_random_uuid() AS start_id, 'call-' || gen_random_uuid() AS interrupt_id, t
     FROM generate_series(%(first)s, %(first)s + %(count)s - 1) g,
          LATERAL (SELECT %(start)s::timestamptz
-                         + make_interval(secs => (g - %(first)s) * %(span)s / %(count)s)) AS at(t)
+                         + make_interval(secs => (g - %(first)s) * %(span)s::float8 / %(count)s)) AS at(t)
 ),
 ws AS (
     INSERT INTO workspaces (conversation_id)
@@ -145,7 +146,8 @@ SELECT instance_id, 'dimmed', t + interval '2 minutes' FROM r ORDER BY g
 """
 
 SIZES = "SELECT sum(pg_total_relation_size(c::regclass))::bigint AS bytes FROM unnest(%(tables)s::text[]) c"
-BUFFERS = "SELECT blks_hit + blks_read AS n FROM pg_stat_database WHERE datname = current_database()"
+SAMPLES = 21
+WARM = 3  # a connection's first calls load the catalog caches
 CALL = "SELECT outcome FROM call_tool_v2(%s, %s, %s, %s, %s::jsonb, %s, %s::jsonb)"
 
 
@@ -230,14 +232,31 @@ def _ms(values: list[float], q: float) -> float:
 async def _buffers_per_cycle(
     conn: psycopg.AsyncConnection[Any], agents: Agents, seconds: float
 ) -> tuple[float, list[float]]:
-    await asyncio.sleep(1.0)
-    await conn.execute("SELECT pg_stat_clear_snapshot()")
-    before = (await (await conn.execute(BUFFERS)).fetchone() or [0])[0]
-    latencies, cycles = await agents.run_for(seconds)
-    await asyncio.sleep(1.5)  # backends flush their statistics within a second of going idle
-    await conn.execute("SELECT pg_stat_clear_snapshot()")
-    after = (await (await conn.execute(BUFFERS)).fetchone() or [0])[0]
-    return (after - before) / max(cycles, 1), latencies
+    """The load for ``seconds``, then the shared buffers one start+interrupt cycle touches, as
+    EXPLAIN (ANALYZE, BUFFERS) counts them for the call statement and everything it runs (the
+    median of ``SAMPLES`` cycles on this connection alone: other backends, autovacuum included, do
+    not count)."""
+    latencies, _ = await agents.run_for(seconds)
+    per_cycle = []
+    for n in range(WARM + SAMPLES):
+        touched = 0
+        conversation = f"sample-{uuid.uuid4().hex[:8]}-{n}"
+        for tool, arguments in (
+            ("pomodoro.start", '{"duration_seconds": 1500}'),
+            ("pomodoro.interrupt", "{}"),
+        ):
+            decide, context = agents.contexts[tool]
+            plan = await (
+                await conn.execute(
+                    "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + CALL,
+                    (uuid.uuid4().hex, conversation, tool, "0" * 64, arguments, decide, context),
+                )
+            ).fetchone()
+            assert plan is not None
+            top = plan[0][0]["Plan"]
+            touched += top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)
+        per_cycle.append(touched)
+    return float(statistics.median(per_cycle[WARM:])), latencies
 
 
 async def run(url: str, args: argparse.Namespace) -> int:
@@ -246,10 +265,10 @@ async def run(url: str, args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     span = (days + 1) * 86400
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute("SET session_replication_role = replica")
         conversations = max(1, args.pomodoros // 8)
         began = time.perf_counter()
         chunk = 250_000
+        await conn.execute("SET session_replication_role = replica")
         for first in range(0, args.pomodoros, chunk):
             count = min(chunk, args.pomodoros - first)
             start = now - timedelta(seconds=span) + timedelta(seconds=span * first / args.pomodoros)
@@ -258,6 +277,7 @@ async def run(url: str, args: argparse.Namespace) -> int:
                 {"first": first, "count": count, "start": start, "span": span * count / args.pomodoros,
                  "conversations": conversations},
             )  # fmt: skip
+        await conn.execute("RESET session_replication_role")
         await conn.execute("VACUUM ANALYZE")
         size0 = (await (await conn.execute(SIZES, {"tables": list(TABLES)})).fetchone() or [0])[0]
         seeded = time.perf_counter() - began
@@ -321,11 +341,13 @@ async def run(url: str, args: argparse.Namespace) -> int:
             sizes = []
             for day in range(1, args.sim_days + 1):
                 sim_now = now + timedelta(days=day)
+                await conn.execute("SET session_replication_role = replica")
                 await conn.execute(
                     HISTORY,
                     {"first": args.pomodoros + (day - 1) * per_day, "count": per_day,
                      "start": sim_now - timedelta(days=1), "span": 86400, "conversations": conversations},
                 )  # fmt: skip
+                await conn.execute("RESET session_replication_role")
                 cpu0 = _cpu_seconds(pid)
                 t0 = time.perf_counter()
                 daily = await prune_history(pool, days, by="history-bench", now=sim_now)
