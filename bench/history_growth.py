@@ -1,7 +1,7 @@
 """History retention under Agent load: a large history pruned while tool calls keep coming, then
 simulated days of new history and pruning, to see the tables' size level off.
 
-    .venv/bin/python -m bench.history_growth [--pomodoros 1000000] [--days 30] [--seconds 30]
+    .venv/bin/python -m bench.history_growth [--pomodoros 300000] [--days 30] [--seconds 30]
 
 A throwaway database gets ``--pomodoros`` finished Pomodoros, generated set-wise (INSERT ... SELECT
 generate_series, not by HTTP) and backdated evenly over the retention period and one day more: each with its
@@ -392,7 +392,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--pomodoros", type=int, default=1_000_000, help="history before the first round")
+    parser.add_argument("--pomodoros", type=int, default=300_000, help="history before the first round")
     parser.add_argument("--days", type=int, default=30, help="the retention period (HISTORY_RETENTION_DAYS)")
     parser.add_argument("--seconds", type=float, default=20.0, help="each measured load phase")
     parser.add_argument("--workers", type=int, default=4, help="Agents calling at once")
