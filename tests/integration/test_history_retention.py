@@ -157,6 +157,29 @@ async def test_what_is_live_is_never_removed(client: Client, db: Any, database_u
         " WHERE conversation_id = 'live-ask' AND tool_call_id <> 'ask-live'"
     )
     await client.post(f"/v1/host/instances/{asked.json()['instance_id']}/close", headers=HOST)
+    # An interaction asked in an app and answered, its answer not delivered yet; the app closed.
+    in_app = (await client.post("/v1/tool-calls", json=start_body("live-in-app"), headers=AGENT)).json()
+    await client.post(
+        "/v1/tool-calls",
+        json={
+            "tool_call_id": "ask-in-app",
+            "conversation_id": "live-in-app",
+            "tool": "interact.ask",
+            "arguments": {"prompt": "Another round?", "choices": ["yes", "no"]},
+        },
+        headers=AGENT,
+    )
+    await client.post("/v1/host/interactions/ask-in-app/answer", json={"answer": "no"}, headers=HOST)
+    await client.post("/v1/tool-calls", json=interrupt_body("live-in-app"), headers=AGENT)
+    await client.post(f"/v1/host/instances/{in_app['instance_id']}/close", headers=HOST)
+    db.execute(
+        "UPDATE outbox SET status = 'delivered', delivered_at = now()"
+        " WHERE conversation_id = 'live-in-app' AND tool_call_id <> 'ask-in-app'"
+    )
+    asked_in = db.execute(
+        "SELECT asked_in_sub_session_id FROM interactions WHERE tool_call_id = 'ask-in-app'"
+    )
+    assert asked_in.fetchone()["asked_in_sub_session_id"] is not None
     before = {c: counts(db, c) for c in ("live-focusing", "live-pending", "live-dead", "live-ask")}
 
     assert await pruned(database_url) is not None
@@ -169,9 +192,10 @@ async def test_what_is_live_is_never_removed(client: Client, db: Any, database_u
         db.execute("SELECT status FROM interactions WHERE tool_call_id = 'ask-live'").fetchone()["status"]
         == "pending"
     )
-    # The two Pomodoro results and the two answers not delivered: kept, with what they reference.
-    assert db.execute("SELECT count(*) AS n FROM outbox WHERE status <> 'delivered'").fetchone()["n"] == 4
-    assert db.execute("SELECT count(*) AS n FROM interactions").fetchone()["n"] == 3
+    # The two Pomodoro results and the three answers not delivered: kept, with what they reference.
+    assert db.execute("SELECT count(*) AS n FROM outbox WHERE status <> 'delivered'").fetchone()["n"] == 5
+    assert db.execute("SELECT count(*) AS n FROM interactions").fetchone()["n"] == 4
+    assert counts(db, "live-in-app")["app_instances"] == 1 and counts(db, "live-in-app")["sub_sessions"] == 1
     whole = db.execute(
         "SELECT tool_call_id FROM tool_calls WHERE status_code <> 410 ORDER BY tool_call_id"
     ).fetchall()

@@ -84,8 +84,8 @@ END $$;
 -- prune_instances: app instances closed before p_cutoff (made before it too), walked in
 -- instance_id order after p_after (up to p_limit looked at), with their sub-session, snapshot,
 -- capabilities, surface events, and the messages and interactions of their sub-session. One that
--- still has an operation (focusing, or kept by its outbox row), a pending interaction, or holds a
--- foreground stays. Answers as prune_operations does.
+-- still has an operation (focusing, or kept by its outbox row), an interaction pending or whose
+-- outbox row is not delivered, or holds a foreground stays. Answers as prune_operations does.
 CREATE OR REPLACE FUNCTION prune_instances(
     p_cutoff timestamptz, p_limit integer, p_after uuid,
     OUT removed integer, OUT examined integer, OUT last_id uuid)
@@ -111,7 +111,11 @@ BEGIN
       AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.instance_id = a.instance_id)
       AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.foreground_instance_id = a.instance_id)
       AND NOT EXISTS (SELECT 1 FROM interactions i
-                      WHERE i.asked_in_sub_session_id = s.sub_session_id AND i.status = 'pending');
+                      WHERE i.asked_in_sub_session_id = s.sub_session_id
+                        AND (i.status = 'pending'
+                             OR EXISTS (SELECT 1 FROM outbox o
+                                        WHERE o.tool_call_id = i.tool_call_id
+                                          AND o.status <> 'delivered')));
     removed := 0;
     IF ids IS NULL THEN
         RETURN;
