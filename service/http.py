@@ -14,6 +14,7 @@ from litestar.connection import ASGIConnection
 from service.domain.errors import (
     Conflict,
     Forbidden,
+    Gone,
     Invalid,
     Malformed,
     NotFound,
@@ -35,6 +36,7 @@ STATUS_OF_KIND: dict[type, int] = {
     Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
+    Gone: 410,
     TooLarge: 413,
     Invalid: 422,
     TooMany: 429,

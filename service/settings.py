@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     sweeper_poll_seconds: float = Field(1.0, ge=0.05, le=60)
     # After-commit wake-ups of other processes: at most one NOTIFY statement per this interval.
     wakeup_interval_seconds: float = Field(0.005, ge=0, le=1)
+    # History retention (service/use_cases/history_retention.py): finished operations, their
+    # instances, messages, surface events, answered interactions and recorded answers older than
+    # this go (an expired answer keeps its fingerprint: a replay is refused, never run again).
+    history_retention_days: int = Field(90, ge=1, le=36500)
     # The relay (``python -m relay``).
     relay_poll_only: bool = False  # for connection poolers that drop LISTEN
     relay_poll_interval_seconds: float = Field(1.0, ge=0.01, le=60)

@@ -52,6 +52,7 @@ STATUS_MEANING = {
     403: "Refused",
     404: "No such resource",
     409: "Conflict",
+    410: "No longer kept (history retention)",
     413: "The body is too large",
     422: "The request has the wrong shape",
     429: "Too many at once",

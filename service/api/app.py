@@ -46,6 +46,7 @@ from service.outbox_history import OutboxHistory
 from service.projection_hub import ProjectionHub
 from service.settings import Settings
 from service.use_cases.deadlines import DeadlineSweeper
+from service.use_cases.history_retention import HistoryPruning
 from service.use_cases.host_sessions import SessionTokens
 from service.use_cases.maintenance import Maintenance
 from service.use_cases.runtime import Runtime
@@ -70,6 +71,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             session_check_seconds=settings.sse_session_check_seconds,
         )
         loops: list[Loop] = [wakeups, app.state.projections, Maintenance(pool, app.state.outbox_history)]
+        loops.append(HistoryPruning(pool, settings.history_retention_days))
         if sweeper:
             app.state.sweeper = DeadlineSweeper(
                 pool,

@@ -105,11 +105,27 @@ class AttemptStats(TypedDict):
     total: Count
 
 
+class HistoryStats(TypedDict):
+    """History retention (HISTORY_RETENTION_DAYS) as the last replica to prune reported it (nulls
+    until one has), and the oldest rows kept."""
+
+    retention_days: Annotated[int, KwargDefinition(ge=1)] | None
+    reported_by: str | None
+    reported_at: Time | None
+    last_pruned_at: Time | None
+    last_pruned: dict[str, Count]
+    total_pruned: Count
+    oldest_operation_at: Time | None
+    oldest_answer_at: Time | None
+    oldest_message_at: Time | None
+
+
 class Stats(TypedDict):
     outbox: OutboxStats
     operations: OperationStats
     deadline_lateness_ms: LatenessStats
     attempts_last_hour: AttemptStats
+    history: HistoryStats
     server_time: Time
 
 

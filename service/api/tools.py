@@ -62,7 +62,15 @@ class AgentToolController(Controller):
                 _answers(202), "An operation tool accepted the call; its result comes through the outbox"
             ),
             200: answer(_answers(200), f"A direct tool's answer ({_names(200)})"),
-            **refusals({404: ("unknown_tool",), 409: _CONFLICTS, 422: ("invalid_arguments",)}, body=True),
+            **refusals(
+                {
+                    404: ("unknown_tool",),
+                    409: _CONFLICTS,
+                    410: ("tool_call_expired",),
+                    422: ("invalid_arguments",),
+                },
+                body=True,
+            ),
         },
     )
     async def tool_call(

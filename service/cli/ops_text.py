@@ -327,8 +327,21 @@ def stats_text(data: Json, delivery: Json) -> str:
         f"deadline lateness   p50 {cell(late['p50'])} ms  p99 {cell(late['p99'])} ms  "
         f"max {cell(late['max'])} ms  (over {late['completed']} completed)",
         "attempts, last hour " + pairs(attempts["by_outcome"]) + f"  (total {attempts['total']})",
+        history_line(data["history"]),
     ]
     return "\n".join(lines)
+
+
+def history_line(history: Json) -> str:
+    """History retention's setting, its last round and the oldest operation kept."""
+    if history["retention_days"] is None:
+        kept = "not pruned yet (HISTORY_RETENTION_DAYS)"
+    else:
+        kept = (
+            f"{history['retention_days']} days, last pruned {cell(history['last_pruned_at'])} "
+            f"({sum(history['last_pruned'].values())} rows; {history['total_pruned']} in all)"
+        )
+    return f"history kept        {kept}, oldest operation {cell(history['oldest_operation_at'])}"
 
 
 def requeued_text(rows: list[Json]) -> str:

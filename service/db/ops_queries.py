@@ -133,6 +133,17 @@ SELECT count(*) FILTER (WHERE state = 'focusing') AS focusing,
 FROM operations
 """
 
+# History retention: what the last replica to prune reported (none yet: NULLs), and the oldest row
+# kept of each kind it removes, each the first entry of an index (no scan of the history).
+STATS_HISTORY = """
+SELECT r.retention_days, r.reported_by, r.reported_at, r.last_pruned_at, r.last_pruned, r.total_pruned,
+       (SELECT o.started_at FROM operations o ORDER BY o.operation_id LIMIT 1) AS oldest_operation_at,
+       (SELECT min(t.created_at) FROM tool_calls t WHERE t.status_code <> 410) AS oldest_answer_at,
+       (SELECT m.created_at FROM messages m ORDER BY m.message_id LIMIT 1) AS oldest_message_at
+FROM (VALUES (true)) AS one(id)
+LEFT JOIN history_retention r ON r.id = one.id
+"""
+
 STATS_ATTEMPTS = """
 SELECT outcome, count(*) AS attempts
 FROM outbox_attempts
@@ -302,9 +313,14 @@ def operations_list(
 
 def stats() -> Lookup:
     """Outbox by status and its oldest pending age (``outbox``), operations by state and deadline
-    lateness over completed operations (``operations``), and delivery attempts by outcome over the
-    last hour (``attempts``)."""
-    statements = (("outbox", STATS_OUTBOX), ("operations", STATS_OPERATIONS), ("attempts", STATS_ATTEMPTS))
+    lateness over completed operations (``operations``), delivery attempts by outcome over the
+    last hour (``attempts``), and history retention with the oldest rows kept (``history``)."""
+    statements = (
+        ("outbox", STATS_OUTBOX),
+        ("operations", STATS_OPERATIONS),
+        ("attempts", STATS_ATTEMPTS),
+        ("history", STATS_HISTORY),
+    )
     return Lookup(statements, {})
 
 

@@ -59,6 +59,12 @@ class Conflict(Refusal):
     code = "conflict"
 
 
+class Gone(Refusal):
+    """What was asked for existed once and is no longer kept (history retention)."""
+
+    code = "gone"
+
+
 class TooLarge(Refusal):
     code = "too_large"
 

@@ -7,7 +7,7 @@ the use cases speak outcomes, and ``service.http`` alone turns a kind into an HT
 
 from __future__ import annotations
 
-from service.domain.errors import Conflict
+from service.domain.errors import Conflict, Gone
 
 
 class Accepted:
@@ -20,4 +20,7 @@ class Answered:
 
 #: Every Tool's: the same tool_call_id came with another body (call_tool_v2 answers it).
 IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
-SHARED_OUTCOMES: dict[str, type] = {IDEMPOTENCY_KEY_REUSED: Conflict}
+#: Every Tool's: the same tool_call_id and body, answered longer ago than the history is kept
+#: (HISTORY_RETENTION_DAYS): refused, never run again (call_tool_v2 answers it).
+TOOL_CALL_EXPIRED = "tool_call_expired"
+SHARED_OUTCOMES: dict[str, type] = {IDEMPOTENCY_KEY_REUSED: Conflict, TOOL_CALL_EXPIRED: Gone}

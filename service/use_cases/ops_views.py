@@ -60,7 +60,7 @@ def operation_list(rows: Rows) -> Json:
 
 def stats_view(rows: Rows) -> Json:
     """Outbox by status and its oldest pending age, operations by state, deadline lateness over
-    completed operations, and delivery attempts by outcome over the last hour."""
+    completed operations, delivery attempts by outcome over the last hour, history retention."""
     box, ops = rows["outbox"][0], rows["operations"][0]
     by_outcome = dict.fromkeys(ATTEMPT_OUTCOMES, 0)
     by_outcome.update({row["outcome"]: row["attempts"] for row in rows["attempts"]})
@@ -82,8 +82,18 @@ def stats_view(rows: Rows) -> Json:
             "max": ops["lateness_max_ms"],
         },
         "attempts_last_hour": {"by_outcome": by_outcome, "total": sum(by_outcome.values())},
+        "history": history_view(rows["history"][0]),
         "server_time": rfc3339(box["server_time"]),
     }
+
+
+def history_view(row: Mapping[str, Any]) -> Json:
+    """History retention as the last replica to prune reported it (``retention_days`` None: none
+    has yet), and the oldest operation, recorded answer and message kept."""
+    view = jsonable(row)
+    view["last_pruned"] = view["last_pruned"] or {}
+    view["total_pruned"] = view["total_pruned"] or 0
+    return view
 
 
 def trace_view(tool_call_id: str, rows: Rows) -> Json | None:

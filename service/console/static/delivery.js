@@ -84,8 +84,18 @@ export function retentionPanel() {
   const body = h("div", { "data-testid": "retention" });
   const element = h("section", { class: "panel" }, h("h2", {}, "Retention"), body);
 
-  function update(retention, now = new Date().toISOString()) {
+  function update(retention, now = new Date().toISOString(), history = null) {
     const oldest = (iso) => (iso ? [timeEl(iso), ` (${age(secondsSince(iso, now))} ago)`] : "none");
+    const kept = !history ? [] : [
+      history.retention_days === null
+        ? h("p", { class: "muted", "data-testid": "history-retention" }, "History is not pruned yet: the period shows once a service has pruned (HISTORY_RETENTION_DAYS).")
+        : h("p", { "data-testid": "history-retention" }, `History (operations, instances, messages, answers) is kept ${history.retention_days} days; last pruned `,
+          timeEl(history.last_pruned_at), ` by ${history.reported_by}, ${count(history.total_pruned)} row(s) removed in all.`),
+      h("dl", { class: "fields" },
+        h("dt", {}, "Oldest operation"), h("dd", { "data-testid": "oldest-operation" }, oldest(history.oldest_operation_at)),
+        h("dt", {}, "Oldest recorded answer"), h("dd", { "data-testid": "oldest-answer" }, oldest(history.oldest_answer_at)),
+        h("dt", {}, "Oldest message"), h("dd", { "data-testid": "oldest-message" }, oldest(history.oldest_message_at))),
+    ];
     replace(body,
       retention.delivered_days === null
         ? h("p", { class: "muted" }, "No relay has pruned yet: the settings show once one has (RELAY_RETENTION_DAYS, RELAY_DEAD_RETENTION_DAYS).")
@@ -95,7 +105,8 @@ export function retentionPanel() {
           `, last pruned ${count(retention.last_pruned_rows)} row(s).`),
       h("dl", { class: "fields" },
         h("dt", {}, "Oldest delivered row"), h("dd", { "data-testid": "oldest-delivered" }, oldest(retention.oldest_delivered_at)),
-        h("dt", {}, "Oldest dead row"), h("dd", { "data-testid": "oldest-dead" }, oldest(retention.oldest_dead_at))));
+        h("dt", {}, "Oldest dead row"), h("dd", { "data-testid": "oldest-dead" }, oldest(retention.oldest_dead_at))),
+      ...kept);
   }
 
   return { element, update };

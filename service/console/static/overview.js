@@ -31,7 +31,7 @@ export function overviewView() {
   function draw(data) {
     const { stats, last_hour: hour, depth } = data;
     delivery.update(data.delivery, stats.server_time);
-    retention.update(data.retention, stats.server_time);
+    retention.update(data.retention, stats.server_time, stats.history);
     const box = stats.outbox;
     const dead = box.by_status.dead;
     const late = hour.lateness_ms;

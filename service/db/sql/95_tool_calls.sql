@@ -1,6 +1,8 @@
 -- call_tool_v2: one Agent Tool call in one statement, exactly one answer per tool_call_id. The same
 -- id with the same body (p_fingerprint) replays the recorded body byte for byte; another body is
--- `idempotency_key_reused`. Otherwise, in the one implicit transaction of the caller's statement,
+-- `idempotency_key_reused`. An answer history retention expired (97_retention.sql) keeps its
+-- fingerprint: the same body is refused with `tool_call_expired`, and the Tool never runs again.
+-- Otherwise, in the one implicit transaction of the caller's statement,
 -- the Tool's decision function p_decide runs (it takes the conversation's lock first, and ends
 -- operations only through settle_focusing) and its answer is recorded in tool_calls. A concurrent
 -- call with the same id waits on the tool_calls key until the first commits, then fails with a
@@ -35,6 +37,13 @@ BEGIN
                     'error', 'idempotency_key_reused',
                     'message', 'this tool_call_id was already used with a different request body')::text,
                 false, NULL::timestamptz, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::uuid;
+        ELSIF recorded.response ->> 'error' = 'tool_call_expired' THEN
+            RETURN QUERY SELECT 'tool_call_expired',
+                jsonb_build_object(
+                    'error', 'tool_call_expired',
+                    'message', 'this tool_call_id was answered longer ago than the history is kept; '
+                               'its answer is gone and the call is not run again')::text,
+                true, NULL::timestamptz, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::uuid;
         ELSE
             RETURN QUERY SELECT coalesce(recorded.response ->> 'status', recorded.response ->> 'error'),
                 recorded.response::text, true, NULL::timestamptz, NULL::uuid, NULL::text, NULL::text,

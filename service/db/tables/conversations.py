@@ -38,6 +38,13 @@ tool_calls = Table(
     CheckConstraint("status_code BETWEEN 200 AND 599", name="status_code"),
     # BRIN: the operators' list of recent calls, at next to no cost per tool call.
     Index("ix_tool_calls_created_at", "created_at", postgresql_using="brin"),
+    # The answers history retention has yet to expire, oldest first (migration 0015); an expired
+    # row keeps its fingerprint and answers 410 tool_call_expired (service/db/sql/97_retention.sql).
+    Index(
+        "ix_tool_calls_answer_kept",
+        "created_at",
+        postgresql_where=text("status_code <> 410"),
+    ),
 )
 
 
@@ -98,6 +105,13 @@ interactions = Table(
         "conversation_id",
         "created_at",
         postgresql_where=text("status = 'pending'"),
+    ),
+    # History retention's order, and the interactions of a sub-session it removes (migration 0015).
+    Index("ix_interactions_created_at", "created_at"),
+    Index(
+        "ix_interactions_sub_session",
+        "asked_in_sub_session_id",
+        postgresql_where=text("asked_in_sub_session_id IS NOT NULL"),
     ),
 )
 

@@ -68,6 +68,13 @@ outbox = Table(
         "sequence",
         postgresql_where=text("status = 'dead'"),
     ),
+    # An operation's outbox rows: history retention removes its delivered ones with it, and keeps
+    # it while one is pending or dead (migration 0015).
+    Index(
+        "ix_outbox_operation",
+        "operation_id",
+        postgresql_where=text("operation_id IS NOT NULL"),
+    ),
 )
 
 outbox_attempts = Table(
@@ -153,4 +160,23 @@ outbox_retention = Table(
     CheckConstraint("id", name="one_row"),
     CheckConstraint("delivered_days >= 1", name="delivered_days_positive"),
     CheckConstraint("dead_days >= 0", name="dead_days_nonnegative"),
+)
+
+
+# History retention (service/use_cases/history_retention.py), as the last replica to prune reported
+# it: the period, what its last round removed and when. One row.
+history_retention = Table(
+    "history_retention",
+    metadata,
+    Column("id", Boolean, primary_key=True, server_default=text("true")),
+    Column("retention_days", Integer, nullable=False),
+    Column("reported_by", Text, nullable=False),
+    timestamp("reported_at", default=True),
+    timestamp("last_pruned_at", nullable=True),
+    Column("last_pruned", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("total_pruned", BigInteger, nullable=False, server_default=text("0")),
+    CheckConstraint("id", name="one_row"),
+    CheckConstraint("retention_days >= 1", name="retention_days_positive"),
+    CheckConstraint("jsonb_typeof(last_pruned) = 'object'", name="last_pruned_object"),
+    CheckConstraint("total_pruned >= 0", name="total_pruned_nonnegative"),
 )

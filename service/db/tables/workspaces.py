@@ -43,6 +43,12 @@ workspaces = Table(
     timestamp("updated_at", default=True),
     CheckConstraint("char_length(conversation_id) BETWEEN 1 AND 255", name="conversation_id_length"),
     CheckConstraint("outbox_sequence >= 0", name="outbox_sequence_nonnegative"),
+    # Removing an instance checks no foreground names it (history retention, migration 0015).
+    Index(
+        "ix_workspaces_foreground",
+        "foreground_instance_id",
+        postgresql_where=text("foreground_instance_id IS NOT NULL"),
+    ),
 )
 
 app_instances = Table(
