@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import socket
 import sys
 from collections.abc import Callable
@@ -18,10 +17,12 @@ from psycopg.rows import DictRow
 
 from service.cli.ops_text import (
     delivery_text,
+    json_text,
     operations_table,
     outbox_block,
     outbox_table,
     requeued_text,
+    screen,
     stats_text,
     trace_text,
     when,
@@ -64,12 +65,12 @@ def resolve_event(conn: Conn, value: str) -> UUID | str:
 
 
 def fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(screen(f"error: {message}"), file=sys.stderr)
     return 1
 
 
 def emit_json(data: Any, out: TextIO) -> int:
-    print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
+    print(json_text(data), file=out)
     return 0
 
 
@@ -84,7 +85,7 @@ def outbox_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     data = ops_reads.read_on(conn, query)
     if args.json:
         return emit_json(data, out)
-    print(outbox_table(data, args.wide), file=out)
+    print(screen(outbox_table(data, args.wide)), file=out)
     if data["next_cursor"]:
         print(f"more: --cursor {data['next_cursor']}", file=out)
     return 0
@@ -99,7 +100,7 @@ def outbox_show(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
         return fail(f"no outbox row with event_id {args.event_id}")
     if args.json:
         return emit_json(row, out)
-    print(outbox_block(row), file=out)
+    print(screen(outbox_block(row)), file=out)
     return 0
 
 
@@ -117,7 +118,7 @@ def outbox_requeue(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     rows = [outbox_row(row) for row in found]
     if args.json:
         return emit_json({"requeued": rows}, out)
-    print(requeued_text(rows), file=out)
+    print(screen(requeued_text(rows)), file=out)
     return 0
 
 
@@ -147,7 +148,7 @@ def delivery_status(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     retention = ops_reads.read_on(conn, ops_reads.retention())
     if args.json:
         return emit_json({"delivery": state, "retention": retention}, out)
-    print(delivery_text(state, retention), file=out)
+    print(screen(delivery_text(state, retention)), file=out)
     return 0
 
 
@@ -155,7 +156,7 @@ def delivery_pause(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     state = delivery_view(delivery_db.pause(conn, _operator(), args.reason))
     if args.json:
         return emit_json(state, out)
-    print(f"delivery paused since {when(state['paused_at'])} by {state['paused_by']}", file=out)
+    print(screen(f"delivery paused since {when(state['paused_at'])} by {state['paused_by']}"), file=out)
     return 0
 
 
@@ -172,7 +173,7 @@ def operations_list(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     data = ops_reads.read_on(conn, query)
     if args.json:
         return emit_json(data, out)
-    print(operations_table(data, args.wide), file=out)
+    print(screen(operations_table(data, args.wide)), file=out)
     return 0
 
 
@@ -181,7 +182,7 @@ def show_stats(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         return emit_json(data, out)
     delivery = ops_reads.read_on(conn, ops_reads.delivery_state())
-    print(stats_text(data, delivery), file=out)
+    print(screen(stats_text(data, delivery)), file=out)
     return 0
 
 
@@ -202,5 +203,5 @@ def trace_tool_call(conn: Conn, args: argparse.Namespace, out: TextIO) -> int:
         )
     if args.json:
         return emit_json(trace, out)
-    print(trace_text(trace), file=out)
+    print(screen(trace_text(trace)), file=out)
     return 0
