@@ -49,7 +49,9 @@ async def test_one_sessions_flood_of_messages_and_surface_events_stops_at_the_li
     session = bearer(await mint(client, "conv-flood"))
     text = "😀" * 8000  # 32,000 bytes of text
     answers = [
-        await client.post("/v1/host/conversations/conv-flood/messages", json={"role": "user", "text": text}, headers=session)
+        await client.post(
+            "/v1/host/conversations/conv-flood/messages", json={"role": "user", "text": text}, headers=session
+        )
         for _ in range(200)
     ]
     allowed = settings.write_limit_message_bytes // len(text.encode())
@@ -92,7 +94,9 @@ async def test_a_session_spanning_conversations_has_one_allowance(
         codes = [
             (
                 await client.post(
-                    f"/v1/host/conversations/conv-s{1 + n % 2}/messages", json={"role": "user", "text": "hi"}, headers=session
+                    f"/v1/host/conversations/conv-s{1 + n % 2}/messages",
+                    json={"role": "user", "text": "hi"},
+                    headers=session,
                 )
             ).status_code
             for n in range(8)
@@ -115,7 +119,9 @@ async def test_two_replicas_share_one_allowance(database_url: str, registry: Reg
         codes = [
             (
                 await replica.post(
-                    "/v1/host/conversations/conv-replicas/messages", json={"role": "user", "text": "hi"}, headers=session
+                    "/v1/host/conversations/conv-replicas/messages",
+                    json={"role": "user", "text": "hi"},
+                    headers=session,
                 )
             ).status_code
             for _ in range(5)
