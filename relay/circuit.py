@@ -8,7 +8,11 @@ every change of it is a conditional UPDATE that one relay wins:
   The claim (``relay.claims.CLAIM``) then hands out nothing, so rows wait without spending
   attempts;
 * **half_open**: once ``next_probe_at`` has come, one relay (``TAKE_PROBE``) claims one pending row
-  as the probe; its attempt is given back if it fails;
+  as the probe, the row with the fewest attempts first (so a row that keeps failing is not the
+  probe each time). Its attempt is given back if the endpoint as a whole failed it
+  (``is_endpoint_wide``: no answer, a redirect, 408, 429, 502, 503, 504 or a ``Retry-After``);
+  an answer about the row itself (a 500, say) counts as the row's attempt, with its backoff, so a
+  row the Agent keeps failing dies after ``max_attempts`` even when it is all that is pending;
 * **closed** again when the probe is answered (2xx, or a 4xx: the endpoint is up, the row is what
   it rejects); every pending row waiting for its own retry is made due at once, and the other
   relays are woken. A failed probe opens it again until the next probe interval (or the
@@ -56,9 +60,15 @@ WHERE e.endpoint = %(endpoint)s AND (b.circuit = 'closed' OR %(extend)s)
 RETURNING b.circuit AS was, e.circuit_since
 """
 
+# The probe is chosen among this many of the rows waiting longest: a long backlog costs a probe
+# no more than a short one.
+PROBE_CANDIDATES = 64
+
 # One relay wins the probe: the circuit not closed, not paused, its next probe due, no live probe,
-# and a row to probe with. The probe is the claimable row waiting longest (its own retry time does
-# not matter: the circuit holds every row), in its conversation's order, under the usual lease.
+# and a row to probe with. The probe is the claimable row with the fewest attempts among the
+# ``PROBE_CANDIDATES`` waiting longest, then the one waiting longest (its own retry time does not
+# matter: the circuit holds every row), in its conversation's order, under the usual lease: a row
+# that failed as a probe has one attempt more, so the next probe takes one that has not failed.
 TAKE_PROBE = f"""
 WITH won AS (
     UPDATE delivery_endpoints
@@ -74,12 +84,19 @@ WITH won AS (
                   WHERE status = 'pending' AND (lease_expires_at IS NULL OR lease_expires_at <= now()))
     RETURNING endpoint
 ),
-probe AS (
+oldest AS (
     SELECT o.event_id
     FROM outbox o
     WHERE EXISTS (SELECT 1 FROM won)
       AND {CLAIMABLE}
     ORDER BY o.next_attempt_at
+    LIMIT {PROBE_CANDIDATES}
+),
+probe AS (
+    SELECT o.event_id
+    FROM outbox o JOIN oldest USING (event_id)
+    WHERE o.status = 'pending' AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
+    ORDER BY o.attempts, o.next_attempt_at
     LIMIT 1
     FOR UPDATE OF o SKIP LOCKED
 ),
@@ -140,6 +157,17 @@ WAKE_RELAYS = "SELECT pg_notify('lineup_outbox', '')"
 def is_endpoint_failure(result: AttemptResult) -> bool:
     """No answer, or an answer that says the endpoint (not the row) is in trouble."""
     return result.status_code is None or is_retryable_status(result.status_code)
+
+
+# Answers that say nothing about the row sent: the endpoint (or the proxy in front of it) is down,
+# overloaded or misconfigured. A 500 and other 5xx are the Agent failing that request.
+_ENDPOINT_WIDE = frozenset({408, 429, 502, 503, 504})
+
+
+def is_endpoint_wide(result: AttemptResult) -> bool:
+    """A failure that is the endpoint's, not the row's: a failed probe with it spends no attempt."""
+    code = result.status_code
+    return code is None or result.retry_after is not None or 300 <= code < 400 or code in _ENDPOINT_WIDE
 
 
 @dataclass

@@ -23,7 +23,7 @@ import structlog
 from relay import circuit
 from relay import claims as claims_db
 from relay.backoff import retry_delay
-from relay.circuit import is_endpoint_failure
+from relay.circuit import is_endpoint_wide
 from relay.claims import Claim, Outcome
 from relay.config import RelayConfig
 from relay.database import RelayPool
@@ -206,9 +206,10 @@ class Claimer:
         result = attempt.result
         decided = verdict(result, claim.attempts, cfg.max_attempts)
         refund = 0
-        if claim.probe and (delay is not None or is_endpoint_failure(result)):
+        if claim.probe and (delay is not None or is_endpoint_wide(result)):
             # The endpoint failed, not the row: the attempt is given back, and the row waits
-            # behind the circuit like the others (due whenever it closes).
+            # behind the circuit like the others (due whenever it closes). A probe the endpoint
+            # answered about the row (a 500, say) is the row's attempt, below: counted, backed off.
             decided, delay, refund = "retry", 0.0, 1
         elif delay is not None:
             decided = "retry"

@@ -105,6 +105,7 @@ NEEDS = {
     "host": "HOST_TOKEN or a person's session",
     "operator": "OPERATOR_TOKEN (or the console's sign-in)",
     "capability": "an instance capability",
+    "metrics": "METRICS_TOKEN or OPERATOR_TOKEN",
 }
 
 

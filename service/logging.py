@@ -10,6 +10,7 @@ them the same way.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 from typing import Any
@@ -26,9 +27,17 @@ _SHARED: list[Processor] = [
 ]
 
 
+# What msgspec leaves raw that a terminal tailing the log would act on: DEL, the C1 controls and
+# the bidirectional overrides (JSON escapes C0 itself). Only inside strings, so \\u is still JSON.
+_RAW_CONTROLS = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
 def _json(event: Any, **_: Any) -> bytes:
     # msgspec renders str, numbers, UUIDs and datetimes natively; anything else as its str().
-    return msgspec.json.encode(event, enc_hook=str)
+    line = msgspec.json.encode(event, enc_hook=str)
+    if line.isascii() and b"\x7f" not in line:
+        return line
+    return _RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", line.decode()).encode()
 
 
 class _StderrLogger:

@@ -42,7 +42,7 @@ MAKE_WEBHOOK_SECRET = "WEBHOOK_SECRET with " + (
     "python3 -c 'import base64, secrets; "
     'print("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())\''
 )
-_AUDIENCES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
+_AUDIENCES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN", "METRICS_TOKEN")
 
 
 def _guessable(secret: str) -> bool:
@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     agent_token: str | None = None
     host_token: str | None = None
     operator_token: str | None = None
+    # Who may read the service's GET /metrics: a bearer METRICS_TOKEN (Prometheus's, reaching
+    # nothing else) or OPERATOR_TOKEN; with METRICS_PUBLIC=true anyone who reaches the port (a
+    # private network only: it shows the backlog, dead rows, pause and circuit state).
+    metrics_token: str | None = None
+    metrics_public: bool = False
     agent_webhook_url: str | None = None
     webhook_secret: str | None = None
     # With these three, a row whose every attempt fails is retried for 24 to 48 hours before it is
@@ -103,6 +108,16 @@ class Settings(BaseSettings):
     sse_session_check_seconds: float = Field(5.0, ge=0.05, le=60)
     # SDK capabilities one person's session may mint (each lives only as long as that session).
     capabilities_per_session: int = Field(1000, ge=1, le=100000)
+    # Writes on the Host API per conversation and per person's session in each window of
+    # WRITE_LIMIT_WINDOW_SECONDS, counted in the database (every replica shares them); past one,
+    # 429 too_many_requests with Retry-After. Far above what a person types or clicks.
+    write_limit_window_seconds: int = Field(60, ge=1, le=86400)
+    write_limit_messages: int = Field(120, ge=1, le=1_000_000)
+    write_limit_message_bytes: int = Field(1_048_576, ge=8000, le=1_073_741_824)
+    write_limit_surface_events: int = Field(120, ge=1, le=1_000_000)
+    write_limit_instance_opens: int = Field(30, ge=1, le=1_000_000)
+    # interact.ask questions waiting for the person in one conversation (then 429).
+    interact_pending_per_conversation: int = Field(100, ge=1, le=100000)
     # The interactive API pages (/schema/swagger, self-hosted); the JSON and YAML documents are
     # always served.
     api_docs_ui: bool = False
@@ -158,7 +173,7 @@ class Settings(BaseSettings):
         urls.parse(value)  # one host or several (h1:5432,h2:5432); ValueError says what is wrong
         return value
 
-    @field_validator("agent_token", "host_token", "operator_token")
+    @field_validator("agent_token", "host_token", "operator_token", "metrics_token")
     @classmethod
     def _token_strength(cls, value: str | None) -> str | None:
         if value is None or value == "":

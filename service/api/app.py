@@ -52,6 +52,9 @@ from service.use_cases.maintenance import Maintenance
 from service.use_cases.runtime import Runtime
 from service.wakeups import Wakeups
 
+# The audiences whose bearer tokens the service takes (``Settings.tokens``).
+AUDIENCES = ("agent", "host", "operator", "metrics")
+
 
 def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) -> Litestar:
     """The service. ``sweeper=False`` leaves deadlines to the requests and to other replicas."""
@@ -113,7 +116,9 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         },
         state=State(
             {
-                "tokens": TokenBook({a: settings.tokens(a) for a in ("agent", "host", "operator")}),
+                "tokens": TokenBook(
+                    {a: settings.tokens(a) for a in ("agent", "host", "operator", "metrics")}
+                ),
                 "session_tokens": SessionTokens(settings.host_session_secret),
                 "console_sessions": ConsoleSessions(settings.tokens("operator")),
                 "outbox_history": OutboxHistory(),

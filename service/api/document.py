@@ -40,6 +40,9 @@ SECURITY_SCHEMES = {
         "(unsafe methods also need Content-Type: application/json).",
     ),
     "operator": SecurityScheme(type="http", scheme="bearer", description="OPERATOR_TOKEN: the ops API."),
+    "metrics": SecurityScheme(
+        type="http", scheme="bearer", description="METRICS_TOKEN (or OPERATOR_TOKEN): GET /metrics."
+    ),
     "operatorSession": SecurityScheme(
         type="apiKey",
         name=CONSOLE_COOKIE_NAME,

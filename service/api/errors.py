@@ -11,7 +11,7 @@ from litestar.types import Empty
 from litestar.utils.scope.state import ScopeState
 from psycopg import OperationalError
 
-from service.domain.errors import InvalidRequest, Malformed, Refusal, Unavailable
+from service.domain.errors import InvalidRequest, Malformed, Refusal, Unavailable, WriteLimited
 from service.http import API_HEADERS, error_code, status_of
 from service.metrics import count_server_error
 
@@ -20,7 +20,7 @@ log = structlog.get_logger("service.api")
 
 def refusal(request: Request[Any, Any, Any], exc: Refusal) -> Response[dict[str, Any]]:
     headers = dict(API_HEADERS)
-    if isinstance(exc, Unavailable) and exc.retry_after is not None:
+    if isinstance(exc, Unavailable | WriteLimited) and exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
     status = status_of(exc)
     if status >= 500:

@@ -26,6 +26,8 @@ from service.domain.errors import Forbidden
 from service.use_cases import interactions, lifecycle, messages
 
 CONVERSATION_ERRORS = {422: ("invalid_request",)}
+# A write past its conversation's or session's allowance (service.use_cases.write_limits).
+WRITE_LIMITED = {429: ("too_many_requests",)}
 
 
 class HostController(Controller):
@@ -50,7 +52,9 @@ class HostController(Controller):
         status_code=200,
         summary="Bring Interact or an app to the foreground",
         response_description="The workspace after the switch",
-        responses=refusals({404: ("unknown_app",), 409: ("app_not_resumable",)}, body=True, path=True),
+        responses=refusals(
+            {404: ("unknown_app",), 409: ("app_not_resumable",), **WRITE_LIMITED}, body=True, path=True
+        ),
         opt=where("path"),
     )
     async def foreground(
@@ -58,7 +62,8 @@ class HostController(Controller):
     ) -> Workspace:
         scope = "interact" if data.target == "interact" else data.target.app_scope
         cid = inputs.new_conversation_id(conversation_id)
-        return cast(Workspace, await lifecycle.switch_foreground(runtime_of(request), cid, scope))
+        session = principal_of(request).session_id
+        return cast(Workspace, await lifecycle.switch_foreground(runtime_of(request), cid, scope, session))
 
     @post(
         "/instances/{instance_id:str}/close",
@@ -77,14 +82,15 @@ class HostController(Controller):
         status_code=200,
         summary="Record a surface event; it never changes an operation",
         response_description="Recorded",
-        responses=refusals({404: ("unknown_instance",)}, body=True, path=True),
+        responses=refusals({404: ("unknown_instance",), **WRITE_LIMITED}, body=True, path=True),
         opt=where("instance"),
     )
     async def surface_event(
         self, instance_id: UuidPath, data: JSONBody[SurfaceEventBody], request: Request[Any, Any, Any]
     ) -> SurfaceEventResult:
         instance = inputs.uuid_naming(instance_id, "instance")
-        recorded = await lifecycle.record_surface_event(runtime_of(request), instance, data.event)
+        session = principal_of(request).session_id
+        recorded = await lifecycle.record_surface_event(runtime_of(request), instance, data.event, session)
         return cast(SurfaceEventResult, recorded)
 
     @post(
@@ -93,7 +99,12 @@ class HostController(Controller):
         summary="Post a message to the conversation or to one of its sub-sessions",
         response_description="The message",
         responses=refusals(
-            {403: ("forbidden",), 404: ("unknown_sub_session",), 409: ("sub_session_ended",)},
+            {
+                403: ("forbidden",),
+                404: ("unknown_sub_session",),
+                409: ("sub_session_ended",),
+                **WRITE_LIMITED,
+            },
             body=True,
             path=True,
         ),
@@ -110,6 +121,7 @@ class HostController(Controller):
             data.role,
             data.text,
             data.sub_session_id,
+            principal_of(request).session_id,
         )
         return cast(Message, posted)
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
-from litestar import MediaType, Response, get
+from litestar import MediaType, Request, Response, get
 from litestar.datastructures import State
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.api.answers import Health, NotReady, Ready, answer
+from service.api.answers import Health, NotReady, Ready, answer, refusals
 from service.db.migrate import head_revision
+from service.http import TokenBook, bearer_token, refused
 from service.use_cases.readiness import not_ready
 from service.use_cases.runtime import Runtime
 
@@ -44,11 +45,19 @@ def _not_ready(reason: str) -> Response[Ready]:
 @get(
     "/metrics",
     tags=PROBES,
-    summary="Prometheus metrics",
+    summary="Prometheus metrics (METRICS_TOKEN or OPERATOR_TOKEN, unless METRICS_PUBLIC=true)",
     media_type=MediaType.TEXT,
     response_description="Prometheus text exposition format",
+    security=[{"metrics": []}, {"operator": []}],
+    responses=refusals(),
 )
-async def metrics() -> Response[bytes]:
+async def metrics(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    runtime: Runtime = state.runtime
+    if not runtime.settings.metrics_public:
+        book: TokenBook = state.tokens
+        token = bearer_token(request)
+        if token is None or not (book.accepts("metrics", token) or book.accepts("operator", token)):
+            raise refused(request, "metrics")
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import socket
 import sys
 from collections.abc import Awaitable, Callable
@@ -16,10 +15,12 @@ from uuid import UUID
 
 from service.cli.ops_text import (
     delivery_text,
+    json_text,
     operations_table,
     outbox_block,
     outbox_table,
     requeued_text,
+    screen,
     stats_text,
     trace_text,
     when,
@@ -61,12 +62,12 @@ async def resolve_event(rt: OneConnection, value: str) -> UUID | str:
 
 
 def fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(screen(f"error: {message}"), file=sys.stderr)
     return 1
 
 
 def emit_json(data: Any, out: TextIO) -> int:
-    print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
+    print(json_text(data), file=out)
     return 0
 
 
@@ -81,7 +82,7 @@ async def outbox_list(rt: OneConnection, args: argparse.Namespace, out: TextIO) 
     data = await ops_reads.read(rt, query)
     if args.json:
         return emit_json(data, out)
-    print(outbox_table(data, args.wide), file=out)
+    print(screen(outbox_table(data, args.wide)), file=out)
     if data["next_cursor"]:
         print(f"more: --cursor {data['next_cursor']}", file=out)
     return 0
@@ -96,7 +97,7 @@ async def outbox_show(rt: OneConnection, args: argparse.Namespace, out: TextIO) 
         return fail(f"no outbox row with event_id {args.event_id}")
     if args.json:
         return emit_json(row, out)
-    print(outbox_block(row), file=out)
+    print(screen(outbox_block(row)), file=out)
     return 0
 
 
@@ -115,7 +116,7 @@ async def outbox_requeue(rt: OneConnection, args: argparse.Namespace, out: TextI
             return fail(refused.message)
     if args.json:
         return emit_json({"requeued": rows}, out)
-    print(requeued_text(rows), file=out)
+    print(screen(requeued_text(rows)), file=out)
     return 0
 
 
@@ -145,7 +146,7 @@ async def delivery_status(rt: OneConnection, args: argparse.Namespace, out: Text
     retention = await ops_reads.read(rt, ops_reads.retention())
     if args.json:
         return emit_json({"delivery": state, "retention": retention}, out)
-    print(delivery_text(state, retention), file=out)
+    print(screen(delivery_text(state, retention)), file=out)
     return 0
 
 
@@ -153,7 +154,7 @@ async def delivery_pause(rt: OneConnection, args: argparse.Namespace, out: TextI
     state = await delivery_control.pause(rt, by=_operator(), reason=args.reason)
     if args.json:
         return emit_json(state, out)
-    print(f"delivery paused since {when(state['paused_at'])} by {state['paused_by']}", file=out)
+    print(screen(f"delivery paused since {when(state['paused_at'])} by {state['paused_by']}"), file=out)
     return 0
 
 
@@ -170,7 +171,7 @@ async def operations_list(rt: OneConnection, args: argparse.Namespace, out: Text
     data = await ops_reads.read(rt, query)
     if args.json:
         return emit_json(data, out)
-    print(operations_table(data, args.wide), file=out)
+    print(screen(operations_table(data, args.wide)), file=out)
     return 0
 
 
@@ -179,7 +180,7 @@ async def show_stats(rt: OneConnection, args: argparse.Namespace, out: TextIO) -
     if args.json:
         return emit_json(data, out)
     delivery = await ops_reads.read(rt, ops_reads.delivery_state())
-    print(stats_text(data, delivery), file=out)
+    print(screen(stats_text(data, delivery)), file=out)
     return 0
 
 
@@ -200,5 +201,5 @@ async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: Text
         )
     if args.json:
         return emit_json(trace, out)
-    print(trace_text(trace), file=out)
+    print(screen(trace_text(trace)), file=out)
     return 0

@@ -3,14 +3,48 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 Json = dict[str, Any]
 
+# What a terminal acts on instead of printing: C0 controls (ESC starts every escape sequence), DEL,
+# C1 controls (U+009B is a one-character CSI to some terminals), the bidirectional overrides and
+# isolates that reorder what is shown, and the line and paragraph separators. Outside text — an
+# endpoint's reply in ``last_error``, a pause reason, a tool's answer — reaches the operator's
+# terminal only through ``visible``; the database and the JSON APIs keep it as it came.
+_OUTSIDE_C0 = r"\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_HIDDEN = re.compile(rf"[\x00-\x1f{_OUTSIDE_C0}]")
+# JSON text escapes C0 itself (its only raw line breaks are its indentation).
+_HIDDEN_IN_JSON = re.compile(rf"[{_OUTSIDE_C0}]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal would act on shown as an escape (``\\x1b``,
+    ``\\u202e``): printed, it can move no cursor, retitle no window and hide no line."""
+    return _HIDDEN.sub(_escaped, text)
+
+
+def screen(text: str) -> str:
+    """Text the CLI prints: its own line breaks kept, every other control character escaped."""
+    return "\n".join(visible(line) for line in text.split("\n"))
+
+
+def json_text(data: Any) -> str:
+    """``--json`` output: JSON escapes C0 controls itself; the rest are escaped here too (the same
+    \\u escape, so the text is still the same JSON)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    return _HIDDEN_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
 
 def cell(value: Any) -> str:
-    return "-" if value is None else str(value)
+    return "-" if value is None else visible(str(value))
 
 
 def when(value: str | None) -> str:
@@ -24,8 +58,8 @@ def short_when(value: str | None) -> str:
 
 
 def flat(value: str | None) -> str:
-    """A value on one line."""
-    return "-" if value is None else " ".join(value.split())
+    """A value on one line, control characters escaped."""
+    return "-" if value is None else visible(" ".join(value.split()))
 
 
 def clip(value: str | None, width: int = 60) -> str:
@@ -38,7 +72,7 @@ def pairs(counts: dict[str, int]) -> str:
 
 
 def compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return visible(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
 
 
 def table(

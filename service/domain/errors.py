@@ -81,6 +81,15 @@ class TooMany(Refusal):
     code = "too_many_requests"
 
 
+class WriteLimited(TooMany):
+    """A principal wrote as much as its window allows; the same write may succeed after
+    ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int, **extra: Any) -> None:
+        super().__init__(message, **extra)
+        self.retry_after = retry_after
+
+
 class Unavailable(Refusal):
     """Not now: the caller may retry (``retry_after`` seconds, when known)."""
 

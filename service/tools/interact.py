@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from service.domain.errors import TooMany
 from service.domain.outcomes import Accepted
 from service.tools import Hints, Registration
 from service.tools.answers import InteractAskAccepted
+
+if TYPE_CHECKING:
+    from service.manifests import Registry
+    from service.settings import Settings
+
+
+def _pending_cap(settings: Settings, registry: Registry) -> Mapping[str, Any]:
+    return {"max_pending": settings.interact_pending_per_conversation}
 
 
 def _asked(body: Mapping[str, Any]) -> str:
@@ -17,10 +26,11 @@ def _asked(body: Mapping[str, Any]) -> str:
 ASK = Registration(
     name="interact.ask",
     decide="interact_ask",
-    outcomes={"accepted": Accepted},
+    outcomes={"accepted": Accepted, "too_many_requests": TooMany},
     hints=Hints(title="Ask the person"),
     sentence=_asked,
     opens="interaction",
+    context=_pending_cap,
     answers={202: InteractAskAccepted},
 )
 

@@ -19,6 +19,7 @@ from service.db import workspaces as ws_db
 from service.domain.errors import AppNotResumable, UnknownApp, not_found
 from service.domain.operations import APP_CLOSED, POMODORO_SCOPE, USER_LEFT
 from service.domain.timefmt import rfc3339
+from service.use_cases import write_limits
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
 from service.use_cases.serializers import interaction_view, operation_brief, operation_view
@@ -80,8 +81,11 @@ async def get_workspace(rt: Runtime, conversation_id: str) -> dict[str, Any]:
         return await _workspace(conn, conversation_id)
 
 
-async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str) -> dict[str, Any]:
-    """Bring Interact (``target_scope == "interact"``) or an app to the foreground."""
+async def switch_foreground(
+    rt: Runtime, conversation_id: str, target_scope: str, session_id: UUID | None = None
+) -> dict[str, Any]:
+    """Bring Interact (``target_scope == "interact"``) or an app to the foreground; an instance it
+    opens counts against the write limits (``session_id``: a person's session)."""
     app = rt.registry.app(target_scope)
     if app is None:
         raise UnknownApp(f"no app with scope {target_scope!r}")
@@ -102,6 +106,9 @@ async def switch_foreground(rt: Runtime, conversation_id: str, target_scope: str
             # Leaving the focusing Pomodoro interrupts it (completed if its deadline passed).
             work.observed(await operations_db.settle_focusing(conn, [focusing["operation_id"]], USER_LEFT))
         if app.surface_kind != "builtin" and target is None:
+            await write_limits.spend(
+                conn, rt.settings, write_limits.INSTANCE_OPEN, conversation_id, session_id
+            )
             feature = app.instance_state
             opened = await inst_db.open_app(
                 conn,
@@ -145,11 +152,18 @@ async def close_instance(rt: Runtime, instance_id: UUID) -> dict[str, Any]:
 SURFACE_EVENTS = ("dimmed", "undimmed", "locked", "unlocked", "reloaded")
 
 
-async def record_surface_event(rt: Runtime, instance_id: UUID, event: str) -> dict[str, Any]:
-    """Dimming, locking and reloading are recorded and never interrupt anything."""
+async def record_surface_event(
+    rt: Runtime, instance_id: UUID, event: str, session_id: UUID | None = None
+) -> dict[str, Any]:
+    """Dimming, locking and reloading are recorded and never interrupt anything; each counts
+    against the instance's conversation's write limits (and the person's session's)."""
     async with rt.unit_of_work() as work:
         conn = work.conn
-        if await ws_db.instance(conn, instance_id) is None:
+        instance = await ws_db.instance(conn, instance_id)
+        if instance is None:
             raise not_found("instance")
+        await write_limits.spend(
+            conn, rt.settings, write_limits.SURFACE_EVENT, instance["conversation_id"], session_id, len(event)
+        )
         await inst_db.record_surface_event(conn, instance_id, event)
     return {"interrupted": False}

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import AGENT, AGENT_TOKEN, HOST, HOST_TOKEN, OPERATOR_TOKEN
+from tests.conftest import AGENT, AGENT_TOKEN, HOST, HOST_TOKEN, OPERATOR, OPERATOR_TOKEN
 from tests.support.calls import interrupt_body, start_body
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,7 @@ def test_metrics_count_tool_calls_and_decisions_and_logs_carry_ids_but_no_secret
         client.get("/v1/tools", headers={"Authorization": "Bearer not-a-real-token-1234"})
         client.get("/v1/host/conversations/conv-m/workspace", headers=HOST)
         time.sleep(0.2)
-        text = client.get("/metrics").text
+        text = client.get("/metrics", headers=OPERATOR).text
     assert 'lineup_tool_calls_total{outcome="accepted",tool="pomodoro.start"} 1.0' in text
     assert 'lineup_tool_calls_total{outcome="interrupted",tool="pomodoro.interrupt"} 1.0' in text
     assert 'lineup_tool_calls_total{outcome="invalid_arguments",tool="pomodoro.interrupt"} 1.0' in text

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import AGENT, ServiceProcess
+from tests.conftest import AGENT, OPERATOR, ServiceProcess
 from tests.support.browser import eventually
 from tests.support.processes import free_port, spawn, stop, wait_http
 from tests.support.promql import PROMETHEUS_SERIES, queried_metrics
@@ -84,7 +84,7 @@ def test_every_metric_the_rules_and_the_dashboard_query_is_exported(
         15,
     )
 
-    from_service = exported(httpx.get(f"{service.base_url}/metrics", timeout=10).text)
+    from_service = exported(httpx.get(f"{service.base_url}/metrics", headers=OPERATOR, timeout=10).text)
     from_relay = exported(httpx.get(f"{relay_metrics}/metrics", timeout=10).text)
     queried = queried_metrics()
     assert len(queried) >= 10  # the extraction found the queries

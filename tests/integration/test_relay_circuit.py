@@ -174,3 +174,60 @@ def test_a_relay_that_stops_hands_its_probe_back(database_url: str, db: Db) -> N
             run.stop()  # while the probe waits for its answer
     state = endpoint(db)
     assert (state["circuit"], state["probe_owner"], state["probe_expires_at"]) == ("open", None, None)
+
+
+def poison(conversation: str) -> Any:
+    """An Agent that answers 500 for one conversation's results and 204 for every other."""
+    return lambda d, _earlier: Reply(500) if d.payload["conversation_id"] == conversation else Reply(204)
+
+
+def test_a_row_the_agent_keeps_failing_dies_after_max_attempts_even_as_the_probe(
+    database_url: str, db: Db
+) -> None:
+    # The third security review: with nothing else pending, the one failing row was the probe at
+    # every interval, each failed probe gave its attempt back, and it was re-sent forever.
+    secret = new_secret()
+    (bad,) = queue_results(db, "conv-poison")
+    with Receiver([secret], responder=poison("conv-poison")) as agent:
+        config = relay_config(
+            database_url, agent.url, [secret], circuit_failures=3, circuit_probe_seconds=0.2, max_attempts=5
+        )
+        with running_relay(config):
+            opened(db)
+            row = wait_until(lambda: (r := outbox_rows(db)[bad.event_id])["status"] == "dead" and r)
+            sent_while_pending = len(agent.snapshot())
+            # Healthy results flow again: the next probe is one of them, and the circuit closes.
+            good = queue_across(db, conversations=4, per_conversation=2, prefix="conv-healthy")
+            agent.wait_for_accepted({q.event_id for q in good})
+            state = wait_until(lambda: (e := endpoint(db))["circuit"] == "closed" and e)
+    assert row["attempts"] == 5 and row["last_error"].startswith("HTTP 500")
+    # max_attempts requests for the row, no more: its probes were its attempts.
+    assert sent_while_pending == 5
+    assert [d.event_id for d in agent.snapshot()].count(bad.event_id) == 5
+    assert state["circuit"] == "closed"
+
+
+def test_the_probe_prefers_a_row_that_has_not_failed(database_url: str, db: Db) -> None:
+    secret = new_secret()
+    (bad,) = queue_results(db, "conv-poison")
+    with Receiver([secret], responder=poison("conv-poison")) as agent:
+        config = relay_config(
+            database_url,
+            agent.url,
+            [secret],
+            circuit_failures=3,
+            circuit_probe_seconds=1.0,
+            max_attempts=10,
+            backoff_max=0.05,
+        )
+        with running_relay(config):
+            opened(db)
+            # Queued while the circuit is open: the oldest pending row is still the failing one.
+            good = queue_across(db, conversations=3, per_conversation=1, prefix="conv-healthy")
+            agent.wait_for_accepted({q.event_id for q in good})
+            wait_until(lambda: outbox_rows(db)[bad.event_id]["status"] == "dead")
+    sent = [d.event_id for d in agent.snapshot()]
+    # Three failures opened the circuit; the probe after them was a healthy row, which closed it.
+    assert sent[:3] == [bad.event_id] * 3
+    assert sent[3] in {q.event_id for q in good}
+    assert sent.count(bad.event_id) == 10

@@ -27,7 +27,7 @@ AUDIENCE_BY_PREFIX = [
     ("/v1/ops", "operator"),
     ("/v1/sdk", "capability"),
 ]
-PUBLIC = {"/healthz", "/readyz", "/metrics"}
+PUBLIC = {"/healthz", "/readyz"}
 HEADERS = {"agent": AGENT, "host": HOST, "operator": OPERATOR}
 
 
@@ -138,3 +138,27 @@ async def test_a_401_says_which_credential_is_wanted_and_what_is_wrong_with_the_
     assert messages["none"].startswith("no credentials")
     assert messages["not bearer"].startswith('the Authorization header must read "Bearer <token>"')
     assert messages["another audience's"].startswith("this token is not accepted here")
+
+
+METRICS_TOKEN = "metrics-token-for-tests-1"
+
+
+async def test_metrics_need_the_metrics_or_the_operator_token_unless_made_public(
+    database_url: str, registry: Registry
+) -> None:
+    # The third security review: /metrics (backlog, dead rows, pause and circuit state) answered
+    # anyone who reached the public port.
+    app = create_app(make_settings(database_url, metrics_token=METRICS_TOKEN), registry, sweeper=False)
+    async with AsyncTestClient(app=app) as client:
+        for headers in ({}, AGENT, HOST, {"Authorization": "Bearer not-a-real-token-1234"}):
+            refused = await client.get("/metrics", headers=headers)
+            assert refused.status_code == 401, headers
+            assert refused.json()["error"] == "unauthorized"
+            assert "METRICS_TOKEN or OPERATOR_TOKEN" in refused.json()["message"]
+            assert "lineup_" not in refused.text
+        for headers in ({"Authorization": f"Bearer {METRICS_TOKEN}"}, OPERATOR):
+            scraped = await client.get("/metrics", headers=headers)
+            assert scraped.status_code == 200 and "lineup_" in scraped.text
+    public = create_app(make_settings(database_url, metrics_public=True), registry, sweeper=False)
+    async with AsyncTestClient(app=public) as client:
+        assert (await client.get("/metrics")).status_code == 200

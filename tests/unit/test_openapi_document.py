@@ -127,7 +127,7 @@ def test_a_handler_with_a_fixed_status_documents_it(app: Litestar, document: Jso
 
 def test_every_protected_operation_documents_its_scheme_and_401(document: Json) -> None:
     schemes = document["components"]["securitySchemes"]
-    for name in ("agent", "host", "operator", "capability"):
+    for name in ("agent", "host", "operator", "capability", "metrics"):
         assert schemes[name] == {
             "type": "http",
             "scheme": "bearer",
@@ -136,6 +136,10 @@ def test_every_protected_operation_documents_its_scheme_and_401(document: Json) 
     audiences = {"/v1/host/": "host", "/v1/sdk/": "capability", "/v1/ops/": "operator", "/v1/": "agent"}
     for path, item in document["paths"].items():
         for method, op in item.items():
+            if path == "/metrics":
+                assert op["security"] == [{"metrics": []}, {"operator": []}]
+                assert error_codes(document, op["responses"]["401"]) == ["unauthorized"]
+                continue
             if not path.startswith("/v1/"):
                 assert "security" not in op and "401" not in op["responses"], (method, path)
                 continue

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from relay.circuit import FailureStreak, Look, is_endpoint_failure
+from relay.circuit import FailureStreak, Look, is_endpoint_failure, is_endpoint_wide
 from relay.policy import AttemptResult
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -76,3 +76,15 @@ def test_nothing_is_probed_while_paused_or_while_another_probe_is_live() -> None
     assert not Look(None, True, "open", -1.0, False).probe_due
     assert not Look(None, False, "half_open", -1.0, True).probe_due
     assert Look(0.01, True, "closed", None, False).wait(1.0) == 1.0
+
+
+def test_a_probe_the_endpoint_fails_as_a_whole_spends_no_attempt_but_a_500_does() -> None:
+    for wide in (
+        AttemptResult(None, "ConnectTimeout"),
+        AttemptResult(503),
+        AttemptResult(502),
+        AttemptResult(429),
+    ):
+        assert is_endpoint_wide(wide)
+    assert is_endpoint_wide(AttemptResult(500, retry_after="5"))
+    assert not is_endpoint_wide(AttemptResult(500)) and not is_endpoint_wide(AttemptResult(400))

@@ -2,7 +2,9 @@
 
 -- interact_ask: a pending interaction owned by the conversation, recording the sub-session of the
 -- app instance in the foreground when it was asked (a Pomodoro whose deadline has passed is settled
--- first: it is no longer in front). p_context is unused.
+-- first: it is no longer in front). A conversation holds at most p_context's "max_pending"
+-- interactions waiting for the person (counted under the conversation's lock): past it the call
+-- is refused as too_many_requests, and nothing is written but its recorded answer.
 CREATE OR REPLACE FUNCTION interact_ask(
     p_tool_call_id text, p_conversation_id text, p_arguments jsonb, p_context jsonb,
     OUT outcome text, OUT response jsonb, OUT deadline timestamptz, OUT settled settled_operation)
@@ -13,6 +15,19 @@ DECLARE
 BEGIN
     PERFORM lock_workspace(p_conversation_id, true);
     SELECT * INTO settled FROM settle_if_overdue(p_conversation_id);
+    IF (SELECT count(*) FROM (
+            SELECT 1 FROM interactions
+            WHERE conversation_id = p_conversation_id AND status = 'pending'
+            LIMIT (p_context ->> 'max_pending')::integer) AS waiting)
+       >= (p_context ->> 'max_pending')::integer THEN
+        outcome := 'too_many_requests';
+        response := jsonb_build_object(
+            'error', 'too_many_requests',
+            'message', format('%s interactions already wait for the person in this conversation '
+                              '(INTERACT_PENDING_PER_CONVERSATION): ask again once one is answered',
+                              p_context ->> 'max_pending'));
+        RETURN;
+    END IF;
     SELECT s.sub_session_id INTO asked_in
     FROM workspaces w
     JOIN app_instances i ON i.instance_id = w.foreground_instance_id AND i.status = 'open'

@@ -9,12 +9,13 @@ Importing this package defines every table on ``metadata``:
 - ``conversations``: tool-call answers, messages, interactions, surface and projection events;
 - ``delivery``: the outbox, its attempts, the endpoint's controls, tallies and retention;
 - ``access``: Host sessions, SDK capabilities, console sign-ins;
-- ``database_code``: the applied database code and its checksums.
+- ``database_code``: the applied database code and its checksums;
+- ``limits``: the write limits' counters per principal.
 """
 
 from __future__ import annotations
 
-from service.db.tables import access, conversations, database_code, delivery, workspaces
+from service.db.tables import access, conversations, database_code, delivery, limits, workspaces
 from service.db.tables.conventions import (
     ATTEMPT_OUTCOMES,
     CIRCUIT_STATES,
@@ -36,6 +37,7 @@ __all__ = [
     "conversations",
     "database_code",
     "delivery",
+    "limits",
     "metadata",
     "workspaces",
 ]
