@@ -27,6 +27,7 @@ from uuid import UUID
 
 from relay.claims import CLAIMABLE, LEASE, Claim, Conn, claim_columns
 from relay.policy import AttemptResult, is_retryable_status
+from service.wakeups import OUTBOX_CHANNEL
 
 # Nothing for this relay to act on: only the age of the states matters to it.
 LOOK = """
@@ -151,7 +152,7 @@ RETURNING circuit_since
 """
 
 # After the close commits, so that idle relays start at once (never inside a transaction).
-WAKE_RELAYS = "SELECT pg_notify('lineup_outbox', '')"
+WAKE_RELAYS = f"SELECT pg_notify('{OUTBOX_CHANNEL}', '')"
 
 
 def is_endpoint_failure(result: AttemptResult) -> bool:

@@ -72,11 +72,12 @@ class Settings(BaseSettings):
     agent_token: str | None = None
     host_token: str | None = None
     operator_token: str | None = None
-    # Who may read the service's GET /metrics: a bearer METRICS_TOKEN (Prometheus's, reaching
-    # nothing else) or OPERATOR_TOKEN; with METRICS_PUBLIC=true anyone who reaches the port (a
-    # private network only: it shows the backlog, dead rows, pause and circuit state).
+    # Who may read the service's GET /metrics. Open (the contract's probe, as Prometheus scrapes
+    # it by default) until METRICS_TOKEN is set or METRICS_PUBLIC=false: then only a bearer
+    # METRICS_TOKEN (Prometheus's, reaching nothing else) or OPERATOR_TOKEN. A deployment whose
+    # port is public closes it: it shows the backlog, dead rows, pause and circuit state.
     metrics_token: str | None = None
-    metrics_public: bool = False
+    metrics_public: bool | None = None
     agent_webhook_url: str | None = None
     webhook_secret: str | None = None
     # With these three, a row whose every attempt fails is retried for 24 to 48 hours before it is
@@ -250,6 +251,12 @@ class Settings(BaseSettings):
         """The URL in the form psycopg accepts: no SQLAlchemy driver suffix, and with several hosts
         ``target_session_attrs=read-write`` unless the URL says otherwise (``service.db.urls``)."""
         return urls.psycopg_url(self.database_url) if self.database_url else ""
+
+    @property
+    def metrics_open(self) -> bool:
+        """Whether GET /metrics answers without a token: METRICS_PUBLIC when set, else until a
+        METRICS_TOKEN is."""
+        return self.metrics_public if self.metrics_public is not None else self.metrics_token is None
 
     @property
     def webhook_secrets(self) -> tuple[str, ...]:

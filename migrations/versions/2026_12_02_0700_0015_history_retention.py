@@ -1,7 +1,7 @@
 """history retention: its report row, and the indexes its bounded batches walk
 
 Revision ID: 0015
-Revises: 0012
+Revises: 0014
 Create Date: 2026-12-02 07:00:00+00:00
 
 Expand-only. A new table (the last round's report), then five indexes built CONCURRENTLY (outside a
@@ -19,7 +19,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0015"
-down_revision: str | None = "0012"
+down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -45,7 +45,7 @@ def _not_ready(reason: str) -> Response[Ready]:
 @get(
     "/metrics",
     tags=PROBES,
-    summary="Prometheus metrics (METRICS_TOKEN or OPERATOR_TOKEN, unless METRICS_PUBLIC=true)",
+    summary="Prometheus metrics (once METRICS_TOKEN is set: that token or OPERATOR_TOKEN)",
     media_type=MediaType.TEXT,
     response_description="Prometheus text exposition format",
     security=[{"metrics": []}, {"operator": []}],
@@ -53,7 +53,7 @@ def _not_ready(reason: str) -> Response[Ready]:
 )
 async def metrics(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
     runtime: Runtime = state.runtime
-    if not runtime.settings.metrics_public:
+    if not runtime.settings.metrics_open:
         book: TokenBook = state.tokens
         token = bearer_token(request)
         if token is None or not (book.accepts("metrics", token) or book.accepts("operator", token)):

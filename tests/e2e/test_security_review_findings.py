@@ -1,6 +1,6 @@
 """The third security review's findings, black-box against a real ``python -m service serve`` on
 loopback: one person's session can no longer write without limit, and ``/metrics`` no longer
-answers anyone who reaches the public port."""
+answers anyone who reaches the public port once a deployment closes it (METRICS_TOKEN)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 def test_a_sessions_flood_answers_429_after_the_limit_and_metrics_need_a_token(
     service_process: Any, db: Any
 ) -> None:
-    service = service_process(WRITE_LIMIT_WINDOW_SECONDS="86400")
+    service = service_process(WRITE_LIMIT_WINDOW_SECONDS="86400", METRICS_TOKEN="metrics-token-for-tests-1")
     with httpx.Client(base_url=service.base_url, timeout=10) as client:
         minted = client.post(
             "/v1/host/sessions", json={"subject": "a person", "conversation_ids": ["conv-bb"]}, headers=HOST

@@ -162,3 +162,15 @@ async def test_metrics_need_the_metrics_or_the_operator_token_unless_made_public
     public = create_app(make_settings(database_url, metrics_public=True), registry, sweeper=False)
     async with AsyncTestClient(app=public) as client:
         assert (await client.get("/metrics")).status_code == 200
+    closed = create_app(make_settings(database_url, metrics_public=False), registry, sweeper=False)
+    async with AsyncTestClient(app=closed) as client:
+        assert (await client.get("/metrics")).status_code == 401
+        assert (await client.get("/metrics", headers=OPERATOR)).status_code == 200
+
+
+async def test_metrics_answer_without_a_token_until_one_is_set(database_url: str, registry: Registry) -> None:
+    # The contract's probe: GET /metrics, as a Prometheus with no credentials scrapes it.
+    app = create_app(make_settings(database_url), registry, sweeper=False)
+    async with AsyncTestClient(app=app) as client:
+        scraped = await client.get("/metrics")
+    assert scraped.status_code == 200 and "lineup_" in scraped.text
