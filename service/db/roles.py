@@ -187,8 +187,8 @@ def unclassified(conn: Connection) -> list[str]:
     """Tables, views and functions of the public schema that the grants map does not name."""
     missing = []
     for kind, name, _identity, _table in _objects(conn):
-        known = {"table": TABLES, "view": VIEWS, "function": FUNCTIONS}.get(kind)
-        if known is not None and name not in known:
+        known: dict[str, set[str]] = {"table": set(TABLES), "view": set(VIEWS), "function": set(FUNCTIONS)}
+        if kind in known and name not in known[kind]:
             missing.append(f"{kind} {name}")
     return sorted(set(missing))
 
@@ -198,8 +198,8 @@ def _wanted(conn: Connection, names: Names, present_roles: set[str]) -> set[tupl
     wanted: set[tuple[str, str, str, str]] = set()
     role = names.grantees()
     inserting: dict[str, set[str]] = {}
-    for table, grants in TABLES.items():
-        for kind, privileges in grants.items():
+    for table, by_role in TABLES.items():
+        for kind, privileges in by_role.items():
             if "INSERT" in privileges:
                 inserting.setdefault(table, set()).add(kind)
     for kind, name, identity, table in _objects(conn):
@@ -212,9 +212,9 @@ def _wanted(conn: Connection, names: Names, present_roles: set[str]) -> set[tupl
             grants = {k: ("EXECUTE",) for k in FUNCTIONS.get(name, ())}
         elif kind == "sequence":  # an identity column's: whoever inserts into its table uses it
             grants = {k: ("USAGE",) for k in inserting.get(table, ())}
-        for grantee_kind, privileges in grants.items():
+        for grantee_kind, allowed in grants.items():
             if role[grantee_kind] in present_roles:
-                wanted.update((kind, identity, role[grantee_kind], p) for p in privileges)
+                wanted.update((kind, identity, role[grantee_kind], p) for p in allowed)
     return wanted
 
 
@@ -308,7 +308,7 @@ def _database(conn: Connection) -> str:
     return str(row[0])
 
 
-def _attempt(conn: Connection, outcome: Outcome, statement: sql.Composable, done: str) -> bool:
+def _attempt(conn: Connection, outcome: Outcome, statement: sql.SQL | sql.Composed, done: str) -> bool:
     """Run one statement the administrator may lack the right for; a refusal becomes a warning
     naming the statement, for someone who has the right to run."""
     try:
