@@ -145,7 +145,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"error: cannot connect to the database: {exc}", file=sys.stderr)
         return 1
     with conn:
-        return command(conn, args, out or sys.stdout)
+        try:
+            return command(conn, args, out or sys.stdout)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            # The read-only operator role (docs/operations.md, "Database roles") reads, never writes.
+            user = conn.info.user
+            print(
+                f"error: the database refused {user}: {exc.diag.message_primary}; this command needs a"
+                " role that may write (the service's), not the read-only operator role",
+                file=sys.stderr,
+            )
+            return 1
 
 
 def _limit(value: str) -> int:

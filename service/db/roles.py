@@ -30,6 +30,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 
 Connection = psycopg.Connection[Any]
 
@@ -172,14 +173,19 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
 
 
+def _q(conn: Connection) -> psycopg.Cursor[tuple[Any, ...]]:
+    """A cursor with plain tuples, whatever the connection's row factory."""
+    return conn.cursor(row_factory=tuple_row)
+
+
 def existing(conn: Connection, names: Iterable[str]) -> set[str]:
     wanted = list(names)
-    rows = conn.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (wanted,)).fetchall()
+    rows = _q(conn).execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (wanted,)).fetchall()
     return {row[0] for row in rows}
 
 
 def _objects(conn: Connection) -> list[tuple[str, str, str, str]]:
-    rows = conn.execute(_OBJECTS.replace("%%", "%")).fetchall()
+    rows = _q(conn).execute(_OBJECTS.replace("%%", "%")).fetchall()
     return [(row[0], row[1], row[2], row[3]) for row in rows]
 
 
@@ -228,7 +234,7 @@ def grant(conn: Connection, names: Names) -> Outcome:
     if not present_roles:
         return outcome
     wanted = _wanted(conn, names, present_roles)
-    rows = conn.execute(_PRIVILEGES, {"roles": sorted(present_roles)}).fetchall()
+    rows = _q(conn).execute(_PRIVILEGES, {"roles": sorted(present_roles)}).fetchall()
     present = {(row[0], row[1], row[2], row[3]) for row in rows}
     for kind, identity, grantee, privilege in sorted(present - wanted):
         on = "FUNCTION " if kind == "function" else ("SEQUENCE " if kind == "sequence" else "")
@@ -286,9 +292,9 @@ def _holds(conn: Connection, on: str, grantee: str, privilege: str) -> bool:
     by a grant of its own."""
     oid = 0
     if grantee != "PUBLIC":
-        row = conn.execute("SELECT %s::regrole::oid", (grantee,)).fetchone()
+        row = _q(conn).execute("SELECT %s::regrole::oid", (grantee,)).fetchone()
         oid = row[0] if row else 0
-    held = conn.execute(_HOLDS[on], (oid, privilege)).fetchone()
+    held = _q(conn).execute(_HOLDS[on], (oid, privilege)).fetchone()
     return bool(held and held[0])
 
 
@@ -303,7 +309,7 @@ def _plain(conn: Connection, name: str) -> bool:
 
 
 def _database(conn: Connection) -> str:
-    row = conn.execute("SELECT current_database()").fetchone()
+    row = _q(conn).execute("SELECT current_database()").fetchone()
     assert row is not None
     return str(row[0])
 
@@ -337,7 +343,7 @@ def ensure(
     must exist and are left as they are."""
     passwords = passwords or {}
     outcome = Outcome()
-    me = conn.execute("SELECT current_user").fetchone()
+    me = _q(conn).execute("SELECT current_user").fetchone()
     if me is not None and me[0] in {names.of(kind) for kind in KINDS}:
         raise ValueError(f"connected as {me[0]}, one of the roles to make: run this as another (admin) role")
     present = existing(conn, (names.of(kind) for kind in KINDS))
@@ -388,7 +394,7 @@ def ensure(
         _attempt(conn, outcome, statement, done)
     # Objects an earlier migrate made as another role (a superuser, before these roles) go to the
     # owner, so that its migrate can alter them.
-    for kind, identity in conn.execute(_NOT_OWNED, {"owner": owner}).fetchall():
+    for kind, identity in _q(conn).execute(_NOT_OWNED, {"owner": owner}).fetchall():
         _attempt(
             conn,
             outcome,
