@@ -391,7 +391,10 @@ def ensure(
         )
         verb, to = ("granted", "to") if grant_it else ("revoked", "from")
         done = f"{verb} {privilege} on {on} {to} {grantee}"
-        _attempt(conn, outcome, statement, done)
+        if _attempt(conn, outcome, statement, done) and _holds(conn, on, grantee, privilege) != grant_it:
+            # Not the object's owner: Postgres warns and changes nothing.
+            outcome.changes.remove(done)
+            outcome.warnings.append(f"{statement.as_string(conn)}: not in effect (run it as an admin)")
     # Objects an earlier migrate made as another role (a superuser, before these roles) go to the
     # owner, so that its migrate can alter them.
     for kind, identity in _q(conn).execute(_NOT_OWNED, {"owner": owner}).fetchall():
