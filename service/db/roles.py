@@ -344,7 +344,7 @@ def ensure(
     passwords = passwords or {}
     outcome = Outcome()
     me = _q(conn).execute("SELECT current_user").fetchone()
-    if me is not None and me[0] in {names.of(kind) for kind in KINDS}:
+    if create and me is not None and me[0] in {names.of(kind) for kind in KINDS}:
         raise ValueError(f"connected as {me[0]}, one of the roles to make: run this as another (admin) role")
     present = existing(conn, (names.of(kind) for kind in KINDS))
     missing = [names.of(kind) for kind in KINDS if names.of(kind) not in present]

@@ -27,6 +27,7 @@ from tests.conftest import AGENT, HOST, OPERATOR, ServiceProcess
 from tests.integration.test_ops_api import add_attempt, add_outbox_row
 from tests.support import ops_cli
 from tests.support.calls import expire, interrupt_body, start_body
+from tests.support.database import DatabaseFactory, with_database
 from tests.support.outbox import outbox_rows, queue_results, relay_config, running_relay, wait_until
 from tests.support.processes import Child
 from tests.support.receiver import Receiver, new_secret
@@ -386,3 +387,43 @@ def test_the_reader_role_runs_ops_reads_and_writes_nothing(
         refused(reader, "INSERT INTO delivery_endpoints (endpoint) VALUES ('x')")
         for table in ("host_sessions", "console_sessions", "capabilities", "messages"):
             refused(reader, f"SELECT * FROM {table}")
+
+
+def _managed_sql(names: roles.Names, database: str) -> list[str]:
+    """The SQL docs/operations.md gives a managed-Postgres user, for these names and database."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    block = text[text.index("**Managed Postgres**") :]
+    block = block[block.index("```sql") + len("```sql") : block.index("```", block.index("```sql") + 6)]
+    for kind in roles.KINDS:
+        block = block.replace(f"lineup_{kind}", names.of(kind))
+    block = block.replace("DATABASE lineup", f"DATABASE {database}").replace("PASSWORD '…'", "")
+    return [statement.strip() for statement in block.split(";") if statement.strip()]
+
+
+def test_on_managed_postgres_the_documented_sql_then_existing_and_migrate_as_the_owner_suffice(
+    database_factory: DatabaseFactory,
+) -> None:
+    name = database_factory.create_empty()
+    url = with_database(database_factory.server, name)
+    made = unique_names()
+    try:
+        with psycopg.connect(url, autocommit=True) as admin:
+            for statement in _managed_sql(made, name):
+                admin.execute(statement.encode())
+        owner_url = as_role(url, made.owner)
+        with psycopg.connect(owner_url) as owner:
+            outcome = roles.ensure(owner, made, create=False)
+        assert outcome.warnings == []
+        upgrade(owner_url, made)
+        with connect(url, made.runtime) as runtime:
+            runtime.execute("SELECT lock_workspace('conv-managed', true)")
+            refused(runtime, "TRUNCATE outbox")
+        with connect(url, made.relay) as relay:
+            relay.execute("SELECT count(*) FROM outbox_attempts")
+            refused(relay, "SELECT * FROM host_sessions")
+        with connect(url, made.reader) as reader:
+            reader.execute("SELECT * FROM outbox_overview")
+            refused(reader, "UPDATE outbox SET attempts = 0")
+    finally:
+        drop_roles(url, made)
+        database_factory.drop(name)
