@@ -45,6 +45,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    except psycopg.errors.LockNotAvailable as exc:
+        print(
+            f"roles: {exc.diag.message_primary} within {roles.LOCK_TIMEOUT} (a long transaction holds it);"
+            " nothing was changed: run roles again",
+            file=sys.stderr,
+        )
+        return 1
     except psycopg.OperationalError as exc:
         print(f"roles: cannot connect to the database: {exc}", file=sys.stderr)
         return 1

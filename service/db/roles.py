@@ -38,6 +38,7 @@ OWNER, RUNTIME, RELAY, READER = "owner", "runtime", "relay", "reader"
 KINDS = (OWNER, RUNTIME, RELAY, READER)
 #: The roles the grants map gives privileges to (the owner has them all by owning).
 GRANTEES = (RUNTIME, RELAY, READER)
+LOCK_TIMEOUT = "5s"
 DEFAULT_NAMES: dict[str, str] = {kind: f"lineup_{kind}" for kind in KINDS}
 
 R = ("SELECT",)
@@ -343,6 +344,9 @@ def ensure(
     must exist and are left as they are."""
     passwords = passwords or {}
     outcome = Outcome()
+    # Handing a table to the owner locks it: while the previous release serves, wait a little at
+    # most (and fail, to be run again) rather than queue every query behind a long transaction.
+    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
     me = _q(conn).execute("SELECT current_user").fetchone()
     if create and me is not None and me[0] in {names.of(kind) for kind in KINDS}:
         raise ValueError(f"connected as {me[0]}, one of the roles to make: run this as another (admin) role")
