@@ -357,6 +357,17 @@ def ensure(
             f"role(s) {', '.join(missing)} do not exist: create them (docs/operations.md, "
             '"Database roles") or run without --existing'
         )
+    superusers = {
+        row[0]
+        for row in _q(conn)
+        .execute("SELECT rolname FROM pg_roles WHERE rolsuper AND rolname = ANY(%s)", (sorted(present),))
+        .fetchall()
+    }
+    if superusers:  # never demoted by a setting that names one: each role is a role of its own
+        raise ValueError(
+            f"{', '.join(sorted(superusers))} is a superuser: give the roles names of their own"
+            " (DB_OWNER_ROLE, DB_RUNTIME_ROLE, DB_RELAY_ROLE, DB_READER_ROLE)"
+        )
     for kind in KINDS if create else ():
         name = names.of(kind)
         password = passwords.get(kind)

@@ -440,3 +440,15 @@ def test_handing_a_table_to_the_owner_never_queues_behind_a_long_transaction(dat
             assert roles.existing(admin, [made.owner]) == set()  # nothing was changed
     finally:
         drop_roles(database_url, made)
+
+
+def test_a_role_name_that_is_a_superuser_is_refused_never_demoted(database_url: str, db: Db) -> None:
+    made = unique_names()
+    db.execute(psycopg.sql.SQL("CREATE ROLE {} SUPERUSER").format(psycopg.sql.Identifier(made.runtime)))
+    try:
+        with psycopg.connect(database_url) as conn, pytest.raises(ValueError, match="is a superuser"):
+            roles.ensure(conn, made)
+        row = db.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (made.runtime,)).fetchone()
+        assert row == {"rolsuper": True}
+    finally:
+        drop_roles(database_url, made)
