@@ -1,5 +1,7 @@
 # One image for the service, the relay and the demo agent.
 # Build: docker build -t lineup-runtime .   Run: see docker-compose.yml.
+# Podman: podman build --format docker -t lineup-runtime .  (the OCI format, Podman's default, drops
+# the HEALTHCHECK below without a word); podman-compose runs docker-compose.yml as it is.
 
 FROM python:3.11-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1

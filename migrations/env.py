@@ -1,8 +1,9 @@
 """Alembic environment: the URL comes from the caller (``service.db.migrate``) or DATABASE_URL.
 
 After the table migrations, an upgrade to head applies the database code (``service.db.code``:
-functions, triggers, types and views from ``service/db/sql/``) in the same transaction. A lock
-keeps two ``migrate`` runs from interleaving.
+functions, triggers, types and views from ``service/db/sql/``) and then the grants of the database
+roles that exist (``service.db.roles.grant``), in the same transaction. A lock keeps two ``migrate``
+runs from interleaving.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from service.db import code
+from service.db import code, roles
 from service.db.tables import metadata
 
 config = context.config
@@ -56,7 +57,10 @@ def run_migrations_online() -> None:
             connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
             context.run_migrations()
             if _to_head():
-                code.apply(connection.connection.driver_connection)
+                driver = connection.connection.driver_connection
+                code.apply(driver)
+                names = config.attributes.get("role_names") or roles.Names()
+                config.attributes["roles_outcome"] = roles.grant(driver, names)
     engine.dispose()
 
 

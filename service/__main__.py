@@ -1,4 +1,4 @@
-"""``python -m service migrate | serve | dev | ops``."""
+"""``python -m service migrate | roles | serve | dev | ops``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 
 from service import dev_env
 from service.cli import ops as ops_cli
+from service.cli import roles as roles_cli
 from service.logging import configure_logging
 from service.settings import SettingsError
 
@@ -16,6 +17,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m service", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="alembic upgrade head against DATABASE_URL")
+    roles = commands.add_parser(
+        "roles",
+        help="create or update the database roles and their grants (run as an admin)",
+        description=roles_cli.DESCRIPTION,
+    )
+    roles_cli.add_arguments(roles)
     serve = commands.add_parser("serve", help="the HTTP service and the deadline sweeper")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -36,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
             from service.cli.migrate import run as run_migrate
 
             return run_migrate()
+        if args.command == "roles":
+            return roles_cli.run(args)
         if args.command == "serve":
             from service.cli.serve import run as run_serve
 

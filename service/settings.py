@@ -25,6 +25,7 @@ REQUIRED_FOR: dict[str, tuple[str, ...]] = {
     "serve": ("DATABASE_URL", "AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN"),
     "relay": ("DATABASE_URL", "AGENT_WEBHOOK_URL", "WEBHOOK_SECRET"),
     "ops": ("DATABASE_URL",),
+    "roles": ("DATABASE_URL",),
 }
 
 
@@ -165,6 +166,19 @@ class Settings(BaseSettings):
     # Set by `python -m service dev` for the processes it starts: its secrets are made at random
     # (or chosen by the person on their own machine), so the deployment checks of secrets are off.
     lineup_dev_stack: bool = False
+    # The database roles (service.db.roles, docs/operations.md "Database roles"): their names, and
+    # for `python -m service roles` the password each one logs in with (unset: none is set or
+    # changed; the role may log in some other way, or keeps the one it has).
+    db_owner_role: str = Field("lineup_owner", min_length=1, max_length=63)
+    db_runtime_role: str = Field("lineup_runtime", min_length=1, max_length=63)
+    db_relay_role: str = Field("lineup_relay", min_length=1, max_length=63)
+    db_reader_role: str = Field("lineup_reader", min_length=1, max_length=63)
+    db_owner_password: str | None = None
+    db_runtime_password: str | None = None
+    db_relay_password: str | None = None
+    db_reader_password: str | None = None
+    # How long `migrate` keeps trying its first connection (the database may still be starting).
+    migrate_connect_seconds: float = Field(60.0, ge=0, le=3600)
 
     @field_validator("database_url")
     @classmethod
@@ -259,6 +273,19 @@ class Settings(BaseSettings):
         return self.metrics_public if self.metrics_public is not None else self.metrics_token is None
 
     @property
+    def role_names(self) -> dict[str, str]:
+        """The database roles' names by kind (owner, runtime, relay, reader)."""
+        return {
+            kind: str(getattr(self, f"db_{kind}_role")) for kind in ("owner", "runtime", "relay", "reader")
+        }
+
+    @property
+    def role_passwords(self) -> dict[str, str | None]:
+        return {
+            kind: getattr(self, f"db_{kind}_password") for kind in ("owner", "runtime", "relay", "reader")
+        }
+
+    @property
     def webhook_secrets(self) -> tuple[str, ...]:
         """Every Standard Webhooks secret; during a rotation each of them signs."""
         return tuple((self.webhook_secret or "").split())
@@ -309,14 +336,23 @@ class Settings(BaseSettings):
                 secrets["HOST_SESSION_SECRET"] = (self.host_session_secret,)
         if command == "relay":
             secrets = {"WEBHOOK_SECRET": self.webhook_secrets}
-        if command in ("serve", "relay", "migrate") and self.database_url:
+        if command == "roles":
+            secrets = {
+                f"DB_{kind.upper()}_PASSWORD": (value,)
+                for kind in ("owner", "runtime", "relay", "reader")
+                if (value := getattr(self, f"db_{kind}_password"))
+            }
+        if command in ("serve", "relay", "migrate", "roles") and self.database_url:
             password = urls.password(self.database_url)
             secrets["DATABASE_URL"] = (password,) if password else ()
         placeholders = [n for n, values in secrets.items() if any(PLACEHOLDER in v.lower() for v in values)]
         guessable = [
             n
             for n, values in secrets.items()
-            if n not in placeholders and n != "DATABASE_URL" and any(_guessable(v) for v in values)
+            if n not in placeholders
+            and n != "DATABASE_URL"
+            and not n.startswith("DB_")
+            and any(_guessable(v) for v in values)
         ]
         problems = []
         if placeholders:

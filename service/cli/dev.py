@@ -29,15 +29,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
+import psycopg
 
 from service import dev_env
+from service.db import roles
 from service.db.migrate import upgrade
 from service.settings import split_tokens
 
 TOKEN_NAMES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
+#: The password of each database role, kept with the tokens; no child process sees them.
+ROLE_PASSWORDS = {kind: f"DB_{kind.upper()}_PASSWORD" for kind in roles.KINDS}
 READY_SECONDS = 60.0
 LOCK_FILE = "dev.lock"
 
@@ -93,6 +97,9 @@ def _secrets(data_dir: Path) -> dict[str, str]:
         made["WEBHOOK_SECRET"] = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     if "HOST_SESSION_SECRET" not in stored:  # data directories from before host sessions get one
         made["HOST_SESSION_SECRET"] = secrets.token_urlsafe(32)
+    for name in ROLE_PASSWORDS.values():  # the database roles' (data directories from before them too)
+        if name not in stored:
+            made[name] = secrets.token_urlsafe(24)
     if made:
         stored.update(made)
         fd = os.open(path.with_suffix(".new"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -129,6 +136,39 @@ def _database_url(data_dir: Path) -> tuple[str, Any]:
     url = str(server.get_uri())
     embedded.write_text(url + "\n")
     return url, server
+
+
+def as_role(url: str, role: str, password: str | None) -> str:
+    """``url`` logging in as ``role`` (with ``password``): same server, database and parameters."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, tail = rest.partition("/")
+    hosts = authority.rsplit("@", 1)[-1]
+    user = quote(role, safe="") + (f":{quote(password, safe='')}" if password else "")
+    return f"{scheme}{sep}{user}@{hosts}{slash}{tail}"
+
+
+def _user(url: str) -> str:
+    return urlsplit(url).username or "(the default user)"
+
+
+def _role_urls(url: str, env: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
+    """The database roles made (or brought up to date) with the admin ``url``, and each one's URL
+    by kind; with an ``url`` that may not make roles, that one URL for every process, said once."""
+    names = roles.Names(
+        **{kind: env.get(f"DB_{kind.upper()}_ROLE") or roles.DEFAULT_NAMES[kind] for kind in roles.KINDS}
+    )
+    passwords = {kind: stored[name] for kind, name in ROLE_PASSWORDS.items()}
+    try:
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            roles.ensure(conn, names, passwords)
+    except (psycopg.errors.InsufficientPrivilege, ValueError) as exc:
+        reason = exc.diag.message_primary if isinstance(exc, psycopg.Error) else str(exc)
+        print(
+            f"dev: cannot make the database roles ({reason}); every process connects with DATABASE_URL",
+            file=sys.stderr,
+        )
+        return dict.fromkeys(roles.KINDS, url)
+    return {kind: as_role(url, names.of(kind), passwords[kind]) for kind in roles.KINDS}
 
 
 def _demo_conversations(env: dict[str, str]) -> list[str]:
@@ -214,10 +254,19 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
     signal.signal(signal.SIGTERM, _stop)
     url, server = _database_url(data_dir)
     env = dict(os.environ)
-    env["DATABASE_URL"] = url
-    for name, value in _secrets(data_dir).items():
-        env.setdefault(name, value)
-    upgrade(url)
+    stored = _secrets(data_dir)
+    for name, value in stored.items():
+        if name not in ROLE_PASSWORDS.values():
+            env.setdefault(name, value)
+    # The database roles (docs/operations.md, "Database roles"), made with the one admin URL:
+    # migrate runs as the owner, the service and the relay as their own roles; commands run beside
+    # the stack (ops, migrate) take the owner's URL from .dev/env.
+    role_urls = _role_urls(url, env, stored)
+    env["DATABASE_URL"] = role_urls[roles.OWNER]
+    upgrade(
+        role_urls[roles.OWNER],
+        roles.Names(**{k: env.get(f"DB_{k.upper()}_ROLE") or v for k, v in roles.DEFAULT_NAMES.items()}),
+    )
 
     # The demo Agent follows the demo conversation(s) and answers the person there; the relay
     # delivers results to it, and it verifies their signatures.
@@ -238,7 +287,9 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
     env_file: Path | None = None
     try:
         serve = [sys.executable, "-m", "service", "serve", "--host", host, "--port", str(port)]
-        children.append(("service", subprocess.Popen(serve, env=env)))
+        children.append(
+            ("service", subprocess.Popen(serve, env={**env, "DATABASE_URL": role_urls[roles.RUNTIME]}))
+        )
         # The demo Agent talks to the service: it starts once the service is ready.
         if not _wait_ready(f"{base}/readyz", children[0][1], _stopped):
             if not _stopped():
@@ -247,13 +298,17 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
             return exit_code
         sign_in = _sign_in_link(base, env)
         agent = [sys.executable, "-m", "demo_agent", "--host", host, "--port", agent_port]
-        children.append(("demo-agent", subprocess.Popen(agent, env=env)))
-        children.append(("relay", subprocess.Popen([sys.executable, "-m", "relay"], env=env)))
+        agent_env = {name: value for name, value in env.items() if name != "DATABASE_URL"}
+        children.append(("demo-agent", subprocess.Popen(agent, env=agent_env)))
+        relay_env = {**env, "DATABASE_URL": role_urls[roles.RELAY]}
+        children.append(("relay", subprocess.Popen([sys.executable, "-m", "relay"], env=relay_env)))
         env_file = dev_env.write(data_dir, env)
         print(
             "\nLineup Runtime (dev) is ready\n"
             f"  service        {base}\n"
             f"  database       {url}\n"
+            f"  roles          migrate as {_user(role_urls[roles.OWNER])}, the service as"
+            f" {_user(role_urls[roles.RUNTIME])}, the relay as {_user(role_urls[roles.RELAY])}\n"
             f"  relay          posts results to {env['AGENT_WEBHOOK_URL']} (the demo Agent logs each one);"
             f" metrics http://{host}:{env['RELAY_METRICS_PORT']}/metrics\n"
             f"  tokens         made once, kept in {_shown(data_dir / 'secrets.json')}; while this runs, every"

@@ -147,7 +147,16 @@ async def _run(command: Command, args: argparse.Namespace, out: TextIO, url: str
         print(f"error: cannot connect to the database: {exc}", file=sys.stderr)
         return 1
     async with conn, one_connection(conn, url) as rt:
-        return await command(rt, args, out)
+        try:
+            return await command(rt, args, out)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            # The read-only operator role (docs/operations.md, "Database roles") reads, never writes.
+            print(
+                f"error: the database refused {conn.info.user}: {exc.diag.message_primary}; this command"
+                " needs a role that may write (the service's), not the read-only operator role",
+                file=sys.stderr,
+            )
+            return 1
 
 
 def _limit(value: str) -> int:

@@ -205,7 +205,37 @@ def apply(conn: Connection, source: Path = SOURCE) -> list[str]:
                     conn.execute(f"DROP {kind.upper()} {identity}")
                 changes.append(f"dropped {kind} {key[1]}")
     _forget_unwanted(conn, wanted_keys)
+    pin_search_paths(conn)  # part of each create or replace: not a change of its own
     return changes
+
+
+#: The search_path every function of the files runs with: its own schema, then pg_temp (last, so a
+#: temporary table or function of the caller's session can never stand in for one of ours).
+SEARCH_PATH = "public, pg_temp"
+
+# Functions whose names are looked up when they run (PL/pgSQL, or SQL with a string body) and that
+# do not run with SEARCH_PATH yet. A SQL function with a SQL-standard body (RETURN … / BEGIN ATOMIC)
+# had its names resolved when it was created, whatever the caller's search_path, and keeps no
+# SET clause: one would stop Postgres from inlining it into the calling query.
+_UNPINNED = """
+SELECT p.oid::regprocedure::text
+FROM pg_proc p
+WHERE p.pronamespace = 'public'::regnamespace AND p.prosqlbody IS NULL
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                                              AND d.deptype = 'e')
+  AND NOT (coalesce(p.proconfig, '{}') @> ARRAY['search_path=' || %s])
+ORDER BY 1
+"""
+
+
+def pin_search_paths(conn: Connection) -> list[str]:
+    """Give every function that needs it the fixed search_path (a ``CREATE OR REPLACE`` drops it,
+    so this runs after each apply and touches only those without it)."""
+    pinned = []
+    for (identity,) in conn.execute(_UNPINNED, (SEARCH_PATH,)).fetchall():
+        conn.execute(f"ALTER FUNCTION {identity} SET search_path = {SEARCH_PATH}")
+        pinned.append(f"pinned the search_path of {identity}")
+    return pinned
 
 
 def _forget_unwanted(conn: Connection, wanted: set[tuple[str, str]]) -> None:

@@ -12,7 +12,7 @@ from alembic.script import ScriptDirectory
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
-from service.db import code
+from service.db import code, roles
 from service.db.urls import sqlalchemy_url
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -27,9 +27,15 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str) -> None:
-    """``alembic upgrade head`` against ``url``."""
-    command.upgrade(alembic_config(url), "head")
+def upgrade(url: str, names: roles.Names | None = None) -> roles.Outcome:
+    """``alembic upgrade head`` against ``url``; in the same transaction, the privileges of the
+    database roles (``names``, the defaults unless given) that exist are brought in line with the
+    grants map (``service.db.roles.grant``). Answers what that changed."""
+    config = alembic_config(url)
+    config.attributes["role_names"] = names or roles.Names()
+    command.upgrade(config, "head")
+    outcome = config.attributes.get("roles_outcome")
+    return outcome if isinstance(outcome, roles.Outcome) else roles.Outcome()
 
 
 @functools.cache

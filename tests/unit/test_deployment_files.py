@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from jsonschema import Draft7Validator, validators
+
+from service.settings import SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 # The Compose Specification's schema as the check-jsonschema package ships it (the test extra):
@@ -62,14 +66,15 @@ def test_no_file_of_the_repository_reaches_outside_it() -> None:
     assert offenders == []
 
 
-def test_compose_runs_postgres_migrate_service_two_relays_and_a_demo_agent_profile(
+def test_compose_runs_postgres_roles_migrate_service_two_relays_and_a_demo_agent_profile(
     compose: dict[str, Any],
 ) -> None:
     services = compose["services"]
     assert services["postgres"]["image"].startswith("postgres:16")
     assert "healthcheck" in services["postgres"]
     assert any(v.startswith("pgdata:") for v in services["postgres"]["volumes"])
-    assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["roles"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["migrate"]["depends_on"]["roles"]["condition"] == "service_completed_successfully"
     assert services["service"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert services["relay"]["deploy"]["replicas"] == 2
     assert services["demo-agent"]["profiles"] == ["demo"]
@@ -81,7 +86,7 @@ def test_the_relay_health_check_asks_the_probe_port_the_relay_is_given(compose: 
     assert f"http://127.0.0.1:{port}/healthz" in " ".join(relay["healthcheck"]["test"])
 
 
-@pytest.mark.parametrize("name", ["migrate", "service", "relay", "demo-agent"])
+@pytest.mark.parametrize("name", ["roles", "migrate", "service", "relay", "demo-agent"])
 def test_every_compose_command_is_a_real_command(compose: dict[str, Any], name: str) -> None:
     command = compose["services"][name]["command"]
     assert command[:2] == ["python", "-m"]
@@ -106,6 +111,128 @@ def test_every_variable_of_the_example_env_file_is_a_setting_or_for_postgres() -
     }
     settings_names = {name.upper() for name in Settings.model_fields}
     assert names - settings_names == {"POSTGRES_PASSWORD"}
+
+
+def test_every_password_of_the_example_env_file_is_a_placeholder_the_settings_refuse() -> None:
+    from service.settings import load_settings
+
+    values = dict(
+        line.split("=", 1)
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    passwords = {name: value for name, value in values.items() if name.endswith("_PASSWORD")}
+    assert set(passwords) == {
+        "POSTGRES_PASSWORD",
+        "DB_OWNER_PASSWORD",
+        "DB_RUNTIME_PASSWORD",
+        "DB_RELAY_PASSWORD",
+        "DB_READER_PASSWORD",
+    }
+    assert len(set(passwords.values())) == len(passwords)  # one per role, never shared
+    roles_settings = {name.lower(): value for name, value in passwords.items() if name.startswith("DB_")}
+    with pytest.raises(SettingsError, match=r"DB_OWNER_PASSWORD.*DB_READER_PASSWORD"):
+        load_settings("roles", database_url="postgresql://admin:Xk29fjqL0pZ7wq@db/lineup", **roles_settings)
+    for value in passwords.values():
+        url = f"postgresql://someone:{value}@postgres:5432/lineup"
+        with pytest.raises(SettingsError, match="DATABASE_URL"):
+            load_settings("migrate", database_url=url)
+
+
+# -- the compose file as it runs: health checks and database roles ---------------------------------
+
+APP_IMAGE = "lineup-runtime:latest"
+
+
+def _dockerfile_healthcheck() -> str:
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    (line,) = [line for line in text.splitlines() if line.startswith("HEALTHCHECK")]
+    return line
+
+
+def _listens_on(service: dict[str, Any]) -> int | None:
+    """The port a service's command listens on (--port N), or its probe port (RELAY_METRICS_PORT)."""
+    command = service.get("command", [])
+    if "--port" in command:
+        return int(command[command.index("--port") + 1])
+    port = service.get("environment", {}).get("RELAY_METRICS_PORT")
+    return int(port) if port else None
+
+
+def _healthcheck(service: dict[str, Any]) -> str | None:
+    """What the container's health check runs: its own, the image's, or None when disabled/absent."""
+    check = service.get("healthcheck")
+    if check is not None:
+        return None if check.get("disable") else " ".join(check["test"])
+    return _dockerfile_healthcheck() if service.get("image") == APP_IMAGE else None
+
+
+def test_every_health_check_asks_the_port_its_service_listens_on(compose: dict[str, Any]) -> None:
+    checked = []
+    for name, service in compose["services"].items():
+        check = _healthcheck(service)
+        if check is None or service.get("image") != APP_IMAGE:
+            continue
+        port = _listens_on(service)
+        assert port is not None, f"{name} has a health check but listens on no port"
+        assert re.findall(r"127\.0\.0\.1:(\d+)", check) == [str(port)], (name, check)
+        checked.append(name)
+    assert sorted(checked) == ["demo-agent", "relay", "service"]
+
+
+def test_the_one_shots_have_no_health_check(compose: dict[str, Any]) -> None:
+    for name in ("roles", "migrate"):
+        assert compose["services"][name]["restart"] == "no"
+        assert compose["services"][name]["healthcheck"] == {"disable": True}
+        assert _healthcheck(compose["services"][name]) is None
+
+
+def test_the_health_check_test_finds_a_wrong_port(compose: dict[str, Any]) -> None:
+    agent = {**compose["services"]["demo-agent"]}
+    agent.pop("healthcheck")  # the image's check on :8000, as before
+    assert re.findall(r"127\.0\.0\.1:(\d+)", _healthcheck(agent) or "") != [str(_listens_on(agent))]
+
+
+def _database_user(service: dict[str, Any]) -> str | None:
+    url = service.get("environment", {}).get("DATABASE_URL")
+    return urlsplit(url).username if url else None
+
+
+def test_no_service_but_the_roles_one_shot_connects_as_the_superuser(compose: dict[str, Any]) -> None:
+    from service.settings import Settings
+
+    services = compose["services"]
+    superuser = services["postgres"]["environment"]["POSTGRES_USER"]
+    users = {name: _database_user(service) for name, service in services.items()}
+    assert {name for name, user in users.items() if user == superuser} == {"roles"}
+    assert services["roles"]["command"] == ["python", "-m", "service", "roles"]
+    defaults = {
+        name: Settings.model_fields[f"db_{name}_role"].default for name in ("owner", "runtime", "relay")
+    }
+    assert users["migrate"] == defaults["owner"]
+    assert users["service"] == defaults["runtime"]
+    assert users["relay"] == defaults["relay"]
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        assert not line.startswith("DATABASE_URL="), "every process has its own URL in the compose file"
+
+
+def test_only_the_roles_one_shot_knows_the_admin_passwords(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        if service.get("image") != APP_IMAGE or name == "roles":
+            continue
+        environment = service["environment"]
+        for secret in ("POSTGRES_PASSWORD", "DB_OWNER_PASSWORD", "DB_RUNTIME_PASSWORD", "DB_RELAY_PASSWORD"):
+            assert environment[secret] == "", (name, secret)
+
+
+def test_env_files_stay_out_of_git_and_of_the_build_context() -> None:
+    for ignore in (".gitignore", ".dockerignore"):
+        lines = (ROOT / ignore).read_text().splitlines()
+        assert ".env" in lines and "!.env.example" in lines, ignore
+
+
+def test_the_readme_says_how_to_build_with_podman() -> None:
+    assert "podman build --format docker" in (ROOT / "README.md").read_text()
 
 
 def test_compose_publishes_the_service_on_this_machine_only_by_default(compose: dict[str, Any]) -> None:

@@ -175,12 +175,22 @@ def test_the_examples_values_cannot_start_anything(monkeypatch: pytest.MonkeyPat
         name, sep, value = line.partition("=")
         if sep and not line.startswith("#"):
             example[name] = value
+    # docker-compose.yml gives each process its own DATABASE_URL, made of the example's passwords.
+    urls = {
+        "roles": f"postgresql://lineup:{example['POSTGRES_PASSWORD']}@postgres:5432/lineup",
+        "migrate": f"postgresql://lineup_owner:{example['DB_OWNER_PASSWORD']}@postgres:5432/lineup",
+        "serve": f"postgresql://lineup_runtime:{example['DB_RUNTIME_PASSWORD']}@postgres:5432/lineup",
+        "relay": f"postgresql://lineup_relay:{example['DB_RELAY_PASSWORD']}@postgres:5432/lineup",
+    }
+    passwords = ("DB_OWNER_PASSWORD", "DB_RUNTIME_PASSWORD", "DB_RELAY_PASSWORD", "DB_READER_PASSWORD")
     for command, needs in [
-        ("serve", ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN", "HOST_SESSION_SECRET")),
-        ("relay", ("WEBHOOK_SECRET",)),
+        ("serve", ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN", "HOST_SESSION_SECRET", "DATABASE_URL")),
+        ("relay", ("WEBHOOK_SECRET", "DATABASE_URL")),
         ("migrate", ("DATABASE_URL",)),
+        ("roles", ("DATABASE_URL", *passwords)),
     ]:
-        set_env(monkeypatch, **{k: v for k, v in example.items() if k.isupper()})
+        values = {k: v for k, v in example.items() if k.isupper()}
+        set_env(monkeypatch, **values, DATABASE_URL=urls[command])
         with pytest.raises(SettingsError) as refused:
             load_settings(command)
         for name in needs:

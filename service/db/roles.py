@@ -1,0 +1,427 @@
+"""The database roles and what each may do: the one grants map, and the idempotent step that makes
+the database agree with it.
+
+Four roles (names configurable, ``service.settings``; roles are cluster-wide):
+
+- **owner** — owns the schema's tables, views, functions and types; ``migrate`` runs as it, and it
+  is the only role that can run DDL.
+- **runtime** — ``serve``: the DML of the tables it writes (never ``TRUNCATE``, ``REFERENCES`` or
+  ``TRIGGER``) and ``EXECUTE`` on the functions it calls.
+- **relay** — ``python -m relay``: the outbox, its attempts and the delivery tables; nothing of
+  sessions, messages or state.
+- **reader** — operators' read-only access: the outbox, its attempts, operations, tool calls and the
+  ops views; it writes nothing.
+
+:func:`grant` converges the privileges of the roles that exist on every table, view, sequence and
+function of the ``public`` schema to :data:`TABLES`, :data:`VIEWS` and :data:`FUNCTIONS` (what is
+granted and not in the map is revoked; ``EXECUTE`` is revoked from ``PUBLIC``). ``migrate`` runs it
+at the end of an upgrade to head, in the migration's transaction, so a table or function a release
+adds is granted in the same commit that creates it. An object the map does not name gets nothing
+(a test fails on it: classify it here). :func:`ensure` — ``python -m service roles``, run as an
+administrator — also creates or updates the roles, hands existing objects to the owner, and grants
+the database and the schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import tuple_row
+
+Connection = psycopg.Connection[Any]
+
+OWNER, RUNTIME, RELAY, READER = "owner", "runtime", "relay", "reader"
+KINDS = (OWNER, RUNTIME, RELAY, READER)
+#: The roles the grants map gives privileges to (the owner has them all by owning).
+GRANTEES = (RUNTIME, RELAY, READER)
+LOCK_TIMEOUT = "5s"
+DEFAULT_NAMES: dict[str, str] = {kind: f"lineup_{kind}" for kind in KINDS}
+
+R = ("SELECT",)
+RU = ("SELECT", "UPDATE")
+RIU = ("SELECT", "INSERT", "UPDATE")
+RIUD = ("SELECT", "INSERT", "UPDATE", "DELETE")
+
+# The grants map: every table of the public schema, and what each role may do with it.
+TABLES: dict[str, dict[str, tuple[str, ...]]] = {
+    # Which release the schema serves: every process checks it at start (/readyz).
+    "alembic_version": {RUNTIME: R, RELAY: R, READER: R},
+    "database_code": {RUNTIME: R, READER: R},
+    # Sessions and credentials: the service only.
+    "host_sessions": {RUNTIME: RIUD},
+    "capabilities": {RUNTIME: RIUD},
+    "console_sessions": {RUNTIME: RIUD},
+    # Conversations and their state.
+    "workspaces": {RUNTIME: RIUD},
+    "app_instances": {RUNTIME: RIUD},
+    "sub_sessions": {RUNTIME: RIUD},
+    "instance_states": {RUNTIME: RIUD},
+    "operations": {RUNTIME: RIUD, READER: R},
+    "tool_calls": {RUNTIME: RIUD, READER: R},
+    "surface_events": {RUNTIME: RIUD},
+    "messages": {RUNTIME: RIUD},
+    "interactions": {RUNTIME: RIUD},
+    "interaction_tasks": {RUNTIME: RIUD},
+    "projection_events": {RUNTIME: RIUD},
+    # Delivery: the service queues rows and controls delivery (requeue, pause); the relay claims,
+    # delivers, records attempts and prunes.
+    "outbox": {RUNTIME: RIU, RELAY: ("SELECT", "UPDATE", "DELETE"), READER: R},
+    "outbox_attempts": {RUNTIME: R, RELAY: ("SELECT", "INSERT", "DELETE"), READER: R},
+    "delivery_endpoints": {RUNTIME: RIU, RELAY: RIU, READER: R},
+    "outbox_tallies": {RUNTIME: R, RELAY: RIU, READER: R},
+    "outbox_retention": {RUNTIME: R, RELAY: RIU, READER: R},
+}
+
+# Every view, and the roles that may read it.
+VIEWS: dict[str, tuple[str, ...]] = {
+    "outbox_overview": (RUNTIME, RELAY, READER),
+}
+
+_PURE = (RUNTIME, RELAY, READER)  # no table behind them: formats and constants
+# Every function, and the roles that may EXECUTE it. A trigger's function gets no one: a trigger
+# runs it whatever the privileges of the role whose statement fired it.
+FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "rfc3339": _PURE,
+    "uuid_v7": (RUNTIME,),
+    "late_interrupt_status": _PURE,
+    "interaction_result": _PURE,
+    "database_interfaces": _PURE,
+    "interface_1_statuses": _PURE,
+    "operations_final_is_final": (),
+    "instance_states_readonly_is_final": (),
+    "messages_sub_session_open": (),
+    "project_operation": (),
+    "project_workspace": (),
+    "project_message": (),
+    "project_interaction": (),
+    "project": (RUNTIME,),
+    "lock_workspace": (RUNTIME,),
+    "open_instance": (RUNTIME,),
+    "close_instances": (RUNTIME,),
+    "queue_outbox": (RUNTIME,),
+    "settle_focusing": (RUNTIME,),
+    "settle_due": (RUNTIME,),
+    "settle_if_overdue": (RUNTIME,),
+    "pomodoro_start": (RUNTIME,),
+    "pomodoro_interrupt": (RUNTIME,),
+    "interact_ask": (RUNTIME,),
+    "answer_interaction": (RUNTIME,),
+    "call_tool_v2": (RUNTIME,),
+    "call_tool": (RUNTIME,),  # interface 1, for the release before this one
+}
+
+# What the public schema holds: tables ('r', 'p'), views ('v'), sequences ('S') with the table that
+# owns them, and functions with their identity, each with its ACL (the default one when never set).
+_OBJECTS = """
+SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'S' THEN 'sequence' ELSE 'table' END AS kind,
+       c.relname AS name, format('%%I', c.relname) AS identity,
+       coalesce(owner_table.relname, '') AS table_name,
+       coalesce(c.relacl,
+                acldefault(CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char", c.relowner)) AS acl
+FROM pg_class c
+LEFT JOIN pg_depend d ON c.relkind = 'S' AND d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                     AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
+LEFT JOIN pg_class owner_table ON owner_table.oid = d.refobjid
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'S')
+UNION ALL
+SELECT 'function', p.proname, p.oid::regprocedure::text, '',
+       coalesce(p.proacl, acldefault('f'::"char", p.proowner))
+FROM pg_proc p
+WHERE p.pronamespace = 'public'::regnamespace
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass AND e.objid = p.oid
+                                             AND e.deptype = 'e')
+"""
+
+_PRIVILEGES = (
+    "WITH objects AS ("
+    + _OBJECTS
+    + """)
+SELECT o.kind, o.identity, CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE r.rolname END AS grantee,
+       a.privilege_type
+FROM objects o CROSS JOIN LATERAL aclexplode(o.acl) a
+LEFT JOIN pg_roles r ON r.oid = a.grantee
+WHERE a.grantee = 0 OR r.rolname = ANY(%(roles)s)
+"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """The four roles' names."""
+
+    owner: str = DEFAULT_NAMES[OWNER]
+    runtime: str = DEFAULT_NAMES[RUNTIME]
+    relay: str = DEFAULT_NAMES[RELAY]
+    reader: str = DEFAULT_NAMES[READER]
+
+    def of(self, kind: str) -> str:
+        return str(getattr(self, kind))
+
+    def grantees(self) -> dict[str, str]:
+        return {kind: self.of(kind) for kind in GRANTEES}
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a run changed, and what the database holds that the grants map does not name."""
+
+    changes: list[str] = field(default_factory=list)
+    unclassified: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _q(conn: Connection) -> psycopg.Cursor[tuple[Any, ...]]:
+    """A cursor with plain tuples, whatever the connection's row factory."""
+    return conn.cursor(row_factory=tuple_row)
+
+
+def existing(conn: Connection, names: Iterable[str]) -> set[str]:
+    wanted = list(names)
+    rows = _q(conn).execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (wanted,)).fetchall()
+    return {row[0] for row in rows}
+
+
+def _objects(conn: Connection) -> list[tuple[str, str, str, str]]:
+    rows = _q(conn).execute(_OBJECTS.replace("%%", "%")).fetchall()
+    return [(row[0], row[1], row[2], row[3]) for row in rows]
+
+
+def unclassified(conn: Connection) -> list[str]:
+    """Tables, views and functions of the public schema that the grants map does not name."""
+    missing = []
+    for kind, name, _identity, _table in _objects(conn):
+        known: dict[str, set[str]] = {"table": set(TABLES), "view": set(VIEWS), "function": set(FUNCTIONS)}
+        if kind in known and name not in known[kind]:
+            missing.append(f"{kind} {name}")
+    return sorted(set(missing))
+
+
+def _wanted(conn: Connection, names: Names, present_roles: set[str]) -> set[tuple[str, str, str, str]]:
+    """(kind, identity, grantee, privilege) the map asks for, for the roles that exist."""
+    wanted: set[tuple[str, str, str, str]] = set()
+    role = names.grantees()
+    inserting: dict[str, set[str]] = {}
+    for table, by_role in TABLES.items():
+        for kind, privileges in by_role.items():
+            if "INSERT" in privileges:
+                inserting.setdefault(table, set()).add(kind)
+    for kind, name, identity, table in _objects(conn):
+        grants: Mapping[str, Iterable[str]] = {}
+        if kind == "table":
+            grants = TABLES.get(name, {})
+        elif kind == "view":
+            grants = {k: ("SELECT",) for k in VIEWS.get(name, ())}
+        elif kind == "function":
+            grants = {k: ("EXECUTE",) for k in FUNCTIONS.get(name, ())}
+        elif kind == "sequence":  # an identity column's: whoever inserts into its table uses it
+            grants = {k: ("USAGE",) for k in inserting.get(table, ())}
+        for grantee_kind, allowed in grants.items():
+            if role[grantee_kind] in present_roles:
+                wanted.update((kind, identity, role[grantee_kind], p) for p in allowed)
+    return wanted
+
+
+def grant(conn: Connection, names: Names) -> Outcome:
+    """Make the privileges of the roles that exist (and of PUBLIC) on the public schema's objects
+    what the grants map says, in the caller's transaction; the caller owns the objects (``migrate``)
+    or is a superuser. Only differences are granted or revoked: a second run changes nothing."""
+    outcome = Outcome(unclassified=unclassified(conn))
+    grantees = names.grantees()
+    present_roles = existing(conn, grantees.values())
+    if not present_roles:
+        return outcome
+    wanted = _wanted(conn, names, present_roles)
+    rows = _q(conn).execute(_PRIVILEGES, {"roles": sorted(present_roles)}).fetchall()
+    present = {(row[0], row[1], row[2], row[3]) for row in rows}
+    for kind, identity, grantee, privilege in sorted(present - wanted):
+        on = "FUNCTION " if kind == "function" else ("SEQUENCE " if kind == "sequence" else "")
+        target = sql.SQL("PUBLIC") if grantee == "PUBLIC" else sql.Identifier(grantee)
+        conn.execute(
+            sql.SQL("REVOKE {} ON {}{} FROM {}").format(
+                sql.SQL(privilege), sql.SQL(on), sql.SQL(identity), target
+            )
+        )
+        outcome.changes.append(f"revoked {privilege} on {kind} {identity} from {grantee}")
+    for kind, identity, grantee, privilege in sorted(wanted - present):
+        on = "FUNCTION " if kind == "function" else ("SEQUENCE " if kind == "sequence" else "")
+        conn.execute(
+            sql.SQL("GRANT {} ON {}{} TO {}").format(
+                sql.SQL(privilege), sql.SQL(on), sql.SQL(identity), sql.Identifier(grantee)
+            )
+        )
+        outcome.changes.append(f"granted {privilege} on {kind} {identity} to {grantee}")
+    return outcome
+
+
+_NOT_OWNED = """
+SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+       format('%%I', c.relname)
+FROM pg_class c
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v')
+  AND c.relowner <> %(owner)s::regrole
+UNION ALL
+SELECT 'FUNCTION', p.oid::regprocedure::text
+FROM pg_proc p
+WHERE p.pronamespace = 'public'::regnamespace AND p.proowner <> %(owner)s::regrole
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass AND e.objid = p.oid
+                                             AND e.deptype = 'e')
+UNION ALL
+SELECT 'TYPE', format('%%I', t.typname)
+FROM pg_type t JOIN pg_class c ON c.oid = t.typrelid
+WHERE t.typnamespace = 'public'::regnamespace AND c.relkind = 'c' AND t.typowner <> %(owner)s::regrole
+"""
+
+
+DATABASE, SCHEMA = "the database", "schema public"
+
+_HOLDS = {
+    DATABASE: "SELECT EXISTS (SELECT 1 FROM pg_database o,"
+    " aclexplode(coalesce(o.datacl, acldefault('d'::\"char\", o.datdba))) a"
+    " WHERE o.datname = current_database() AND a.grantee = %s AND a.privilege_type = %s)",
+    SCHEMA: "SELECT EXISTS (SELECT 1 FROM pg_namespace o,"
+    " aclexplode(coalesce(o.nspacl, acldefault('n'::\"char\", o.nspowner))) a"
+    " WHERE o.nspname = 'public' AND a.grantee = %s AND a.privilege_type = %s)",
+}
+
+
+def _holds(conn: Connection, on: str, grantee: str, privilege: str) -> bool:
+    """Whether ``grantee`` (a role, or PUBLIC) holds ``privilege`` on the database or the schema
+    by a grant of its own."""
+    oid = 0
+    if grantee != "PUBLIC":
+        row = _q(conn).execute("SELECT %s::regrole::oid", (grantee,)).fetchone()
+        oid = row[0] if row else 0
+    held = _q(conn).execute(_HOLDS[on], (oid, privilege)).fetchone()
+    return bool(held and held[0])
+
+
+def _plain(conn: Connection, name: str) -> bool:
+    """Whether a role may log in and nothing more: no superuser, roles, databases or replication."""
+    row = conn.execute(
+        "SELECT rolcanlogin AND NOT (rolsuper OR rolcreatedb OR rolcreaterole OR rolreplication)"
+        " FROM pg_roles WHERE rolname = %s",
+        (name,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _database(conn: Connection) -> str:
+    row = _q(conn).execute("SELECT current_database()").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _attempt(conn: Connection, outcome: Outcome, statement: sql.SQL | sql.Composed, done: str) -> bool:
+    """Run one statement the administrator may lack the right for; a refusal becomes a warning
+    naming the statement, for someone who has the right to run."""
+    try:
+        with conn.transaction():
+            conn.execute(statement)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        outcome.warnings.append(
+            f"{statement.as_string(conn)}: {exc.diag.message_primary} (run it as an admin)"
+        )
+        return False
+    outcome.changes.append(done)
+    return True
+
+
+def ensure(
+    conn: Connection,
+    names: Names,
+    passwords: Mapping[str, str | None] | None = None,
+    *,
+    create: bool = True,
+) -> Outcome:
+    """``python -m service roles``: create (``create``) or update the four roles — each may log in,
+    none is a superuser or may create roles or databases; a password only when given — hand every
+    object of the public schema to the owner, grant the database and the schema, then :func:`grant`.
+    With ``create=False`` (managed Postgres, where the platform's admin made the roles) the roles
+    must exist and are left as they are."""
+    passwords = passwords or {}
+    outcome = Outcome()
+    # Handing a table to the owner locks it: while the previous release serves, wait a little at
+    # most (and fail, to be run again) rather than queue every query behind a long transaction.
+    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+    me = _q(conn).execute("SELECT current_user").fetchone()
+    if create and me is not None and me[0] in {names.of(kind) for kind in KINDS}:
+        raise ValueError(f"connected as {me[0]}, one of the roles to make: run this as another (admin) role")
+    present = existing(conn, (names.of(kind) for kind in KINDS))
+    missing = [names.of(kind) for kind in KINDS if names.of(kind) not in present]
+    if missing and not create:
+        raise LookupError(
+            f"role(s) {', '.join(missing)} do not exist: create them (docs/operations.md, "
+            '"Database roles") or run without --existing'
+        )
+    superusers = {
+        row[0]
+        for row in _q(conn)
+        .execute("SELECT rolname FROM pg_roles WHERE rolsuper AND rolname = ANY(%s)", (sorted(present),))
+        .fetchall()
+    }
+    if superusers:  # never demoted by a setting that names one: each role is a role of its own
+        raise ValueError(
+            f"{', '.join(sorted(superusers))} is a superuser: give the roles names of their own"
+            " (DB_OWNER_ROLE, DB_RUNTIME_ROLE, DB_RELAY_ROLE, DB_READER_ROLE)"
+        )
+    for kind in KINDS if create else ():
+        name = names.of(kind)
+        password = passwords.get(kind)
+        if name in present and _plain(conn, name) and not password:
+            continue
+        verb = "ALTER" if name in present else "CREATE"
+        statement = sql.SQL("{} ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION").format(
+            sql.SQL(verb), sql.Identifier(name)
+        )
+        if password:
+            statement = sql.SQL("{} PASSWORD {}").format(statement, sql.Literal(password))
+        conn.execute(statement)
+        outcome.changes.append(f"{'updated' if name in present else 'created'} role {name}")
+    owner = names.owner
+    # (on, grantee, privilege, wanted): the database and the schema. Only the owner creates in the
+    # schema (PUBLIC could before Postgres 15), so no other role can run DDL.
+    wanted: list[tuple[str, str, str, bool]] = [(DATABASE, names.of(kind), "CONNECT", True) for kind in KINDS]
+    wanted += [
+        (SCHEMA, "PUBLIC", "CREATE", False),
+        (SCHEMA, owner, "USAGE", True),
+        (SCHEMA, owner, "CREATE", True),
+    ]
+    for kind in GRANTEES:
+        wanted += [(SCHEMA, names.of(kind), "USAGE", True), (SCHEMA, names.of(kind), "CREATE", False)]
+    for on, grantee, privilege, grant_it in wanted:
+        if _holds(conn, on, grantee, privilege) == grant_it:
+            continue
+        target = sql.SQL("PUBLIC") if grantee == "PUBLIC" else sql.Identifier(grantee)
+        where = (
+            sql.SQL("DATABASE {}").format(sql.Identifier(_database(conn)))
+            if on == DATABASE
+            else sql.SQL("SCHEMA public")
+        )
+        statement = sql.SQL("GRANT {} ON {} TO {}" if grant_it else "REVOKE {} ON {} FROM {}").format(
+            sql.SQL(privilege), where, target
+        )
+        verb, to = ("granted", "to") if grant_it else ("revoked", "from")
+        done = f"{verb} {privilege} on {on} {to} {grantee}"
+        if _attempt(conn, outcome, statement, done) and _holds(conn, on, grantee, privilege) != grant_it:
+            # Not the object's owner: Postgres warns and changes nothing.
+            outcome.changes.remove(done)
+            outcome.warnings.append(f"{statement.as_string(conn)}: not in effect (run it as an admin)")
+    # Objects an earlier migrate made as another role (a superuser, before these roles) go to the
+    # owner, so that its migrate can alter them.
+    for kind, identity in _q(conn).execute(_NOT_OWNED, {"owner": owner}).fetchall():
+        _attempt(
+            conn,
+            outcome,
+            sql.SQL("ALTER {} {} OWNER TO {}").format(
+                sql.SQL(kind), sql.SQL(identity), sql.Identifier(owner)
+            ),
+            f"{kind.lower()} {identity} now owned by {owner}",
+        )
+    granted = grant(conn, names)
+    outcome.changes.extend(granted.changes)
+    outcome.unclassified = granted.unclassified
+    return outcome
