@@ -67,9 +67,14 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
     "interactions": {RUNTIME: RIUD},
     "interaction_tasks": {RUNTIME: RIUD},
     "projection_events": {RUNTIME: RIUD},
+    # Writes a person's session or a conversation may still make in this window (service.db.limits).
+    "write_allowances": {RUNTIME: RIU},
+    # History retention's last round (the service prunes; operators read what it kept).
+    "history_retention": {RUNTIME: RIU, READER: R},
     # Delivery: the service queues rows and controls delivery (requeue, pause); the relay claims,
     # delivers, records attempts and prunes.
-    "outbox": {RUNTIME: RIU, RELAY: ("SELECT", "UPDATE", "DELETE"), READER: R},
+    # History retention (in the service) removes the delivered rows of the operations it prunes.
+    "outbox": {RUNTIME: RIUD, RELAY: ("SELECT", "UPDATE", "DELETE"), READER: R},
     "outbox_attempts": {RUNTIME: R, RELAY: ("SELECT", "INSERT", "DELETE"), READER: R},
     "delivery_endpoints": {RUNTIME: RIU, RELAY: RIU, READER: R},
     "outbox_tallies": {RUNTIME: R, RELAY: RIU, READER: R},
@@ -112,6 +117,14 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "answer_interaction": (RUNTIME,),
     "call_tool_v2": (RUNTIME,),
     "call_tool": (RUNTIME,),  # interface 1, for the release before this one
+    "spend_write": (RUNTIME,),
+    "uuid_v7_floor": (RUNTIME,),
+    "expire_tool_call_answers": (RUNTIME,),
+    "prune_operations": (RUNTIME,),
+    "prune_instances": (RUNTIME,),
+    "prune_messages": (RUNTIME,),
+    "prune_surface_events": (RUNTIME,),
+    "prune_interactions": (RUNTIME,),
 }
 
 # What the public schema holds: tables ('r', 'p'), views ('v'), sequences ('S') with the table that

@@ -19,11 +19,15 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import psycopg
 import pytest
+from litestar.testing import AsyncTestClient
 from psycopg.rows import dict_row
 
+from service.api.app import create_app
 from service.db import code, roles
 from service.db.migrate import upgrade
-from tests.conftest import AGENT, HOST, OPERATOR, ServiceProcess
+from service.manifests import Registry
+from tests.conftest import AGENT, HOST, OPERATOR, ServiceProcess, make_settings
+from tests.integration.test_history_retention import counts, finished_and_closed, pruned
 from tests.integration.test_ops_api import add_attempt, add_outbox_row
 from tests.support import ops_cli
 from tests.support.calls import expire, interrupt_body, start_body
@@ -452,3 +456,19 @@ def test_a_role_name_that_is_a_superuser_is_refused_never_demoted(database_url: 
         assert row == {"rolsuper": True}
     finally:
         drop_roles(database_url, made)
+
+
+async def test_the_runtime_role_writes_within_its_limits_and_prunes_history(
+    names: roles.Names, database_url: str, db: Db, registry: Registry
+) -> None:
+    # In the service's own process: Host writes spend their allowance, history retention deletes
+    # what it may, each on the runtime role's grants alone.
+    runtime = as_role(database_url, names.runtime)
+    app = create_app(make_settings(runtime), registry, sweeper=False)
+    async with AsyncTestClient(app=app) as client:
+        await finished_and_closed(client, db, "conv-pruned")
+    spent = db.execute("SELECT count(*) AS n FROM write_allowances").fetchone()
+    assert spent is not None and spent["n"] > 0
+    done = await pruned(runtime)
+    assert done is not None and done["operations"] == 1 and done["instances"] == 1
+    assert not any(counts(db, "conv-pruned").values())
