@@ -74,6 +74,17 @@ class Settings(BaseSettings):
     manifests_dir: Path = _REPO_ROOT / "manifests"
     interrupt_late_window_seconds: int = Field(300, ge=0, le=86400)
     db_pool_size: int = Field(10, ge=1, le=200)
+    # Server-side prepared statements (psycopg's automatic prepare and the hot path's explicit
+    # ones). Off for a pooler in transaction mode (PgBouncer before 1.21, most managed poolers):
+    # every connection then runs with prepare_threshold=None (service.db.pool).
+    db_prepared_statements: bool = True
+    # A direct (or session-pooled) URL for what needs a session of its own: the LISTEN of the
+    # event streams, MCP pushes and the relay. Unset: DATABASE_URL, unless that leads through a
+    # transaction pooler, in which case they poll (PROJECTION_POLL_SECONDS, RELAY_POLL_INTERVAL_SECONDS).
+    listen_database_url: str | None = None
+    # Behind a transaction pooler without LISTEN_DATABASE_URL: how often each service process
+    # looks for projection changes other processes committed (an event's extra delay at most).
+    projection_poll_seconds: float = Field(1.0, ge=0.05, le=60)
     request_max_body_bytes: int = Field(65536, ge=1024, le=10 * 1024 * 1024)
     # Persons' sessions on the Host API, minted by the Host backend (POST /v1/host/sessions) and
     # signed with their own secret, never derived from HOST_TOKEN. Unset: minting answers 503.
@@ -127,7 +138,7 @@ class Settings(BaseSettings):
     # (or chosen by the person on their own machine), so the deployment checks of secrets are off.
     lineup_dev_stack: bool = False
 
-    @field_validator("database_url")
+    @field_validator("database_url", "listen_database_url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
         if value is None or value == "":
@@ -199,6 +210,11 @@ class Settings(BaseSettings):
         """The URL in the form psycopg accepts: no SQLAlchemy driver suffix, and with several hosts
         ``target_session_attrs=read-write`` unless the URL says otherwise (``service.db.urls``)."""
         return urls.psycopg_url(self.database_url) if self.database_url else ""
+
+    @property
+    def listen_psycopg_url(self) -> str | None:
+        """``LISTEN_DATABASE_URL`` in the form psycopg accepts, or None when unset."""
+        return urls.psycopg_url(self.listen_database_url) if self.listen_database_url else None
 
     @property
     def webhook_secrets(self) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from service.cli import ops_commands as commands
 from service.cli.ops_commands import MIN_EVENT_PREFIX, Command
 from service.cli.ops_text import LIST_WIDTH
 from service.db.ops_queries import DEFAULT_LIMIT
+from service.db.pool import prepare_options
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.cursors import MAX_CURSOR_LENGTH, OutboxCursor
 from service.settings import load_settings
@@ -140,6 +141,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             row_factory=dict_row,
             application_name="lineup-ops",
             connect_timeout=10,
+            **prepare_options(settings.db_prepared_statements),
         )
     except psycopg.OperationalError as exc:
         print(f"error: cannot connect to the database: {exc}", file=sys.stderr)
