@@ -8,10 +8,12 @@ import sys
 import time
 from types import FrameType
 
+import psycopg
 import uvicorn
 from litestar.datastructures import State
 
-from service.api.app import LOOP_FAILURE_GRACE, create_app
+from service.api.app import LOOP_FAILURE_GRACE, create_app, session_url
+from service.db.pooler import PoolerRefusalError
 from service.logging import configure_logging
 from service.manifests import ManifestError, load_registry
 from service.settings import load_settings
@@ -28,6 +30,14 @@ def run(host: str, port: int, *, sweeper: bool = True) -> int:
     if missing := registry.unregistered():
         print(f"error: manifests declare tools this runtime cannot run: {missing}", file=sys.stderr)
         return 2
+    try:
+        # Before the port opens: a pooler this configuration cannot work behind stops it here.
+        asyncio.run(session_url(settings))
+    except PoolerRefusalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except psycopg.OperationalError:
+        pass  # no database yet: the lifespan's probe, once it answers, decides
     app = create_app(settings, registry, sweeper=sweeper)
     config = uvicorn.Config(
         app,

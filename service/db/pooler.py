@@ -22,6 +22,8 @@ from typing import Any
 
 import psycopg
 
+from service.db.reconnect import PatientConnection
+
 ATTEMPTS = 5
 PROBE_NAME = "lineup-pooler-probe"
 
@@ -34,11 +36,12 @@ async def _pid(conn: psycopg.AsyncConnection[Any]) -> int:
 
 
 async def transaction_pooling(url: str, *, attempts: int = ATTEMPTS) -> bool:
-    """True when ``url`` is proven to lead through a pooler in transaction mode (see the module)."""
+    """True when ``url`` is proven to lead through a pooler in transaction mode (see the module).
+    Its connections ride out a restart or a failover as the pools' do (``PatientConnection``)."""
     options: dict[str, Any] = {"autocommit": True, "application_name": PROBE_NAME, "prepare_threshold": None}
     async with (
-        await psycopg.AsyncConnection.connect(url, **options) as first,
-        await psycopg.AsyncConnection.connect(url, **options) as second,
+        await PatientConnection.connect(url, **options) as first,
+        await PatientConnection.connect(url, **options) as second,
     ):
         for _ in range(attempts):
             before = await _pid(first)

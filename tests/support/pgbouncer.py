@@ -80,10 +80,11 @@ def running_pgbouncer(
     """PgBouncer in ``mode`` (transaction or session) in front of ``database_url``'s server."""
     info = conninfo_to_dict(database_url)
     host, port = str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432)
-    with contextlib.ExitStack() as stack:
-        base = log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pgbouncer-")))
-        work = base / f"pgbouncer-{mode}"
-        work.mkdir(parents=True, exist_ok=True)
+    # A directory of its own under /tmp, which ``nobody`` can reach (pytest's are private to root);
+    # its log is copied to ``log_dir`` at the end.
+    with tempfile.TemporaryDirectory(prefix=f"pgbouncer-{mode}-") as name:
+        work = Path(name)
+        work.chmod(0o755)
         listen_port = free_port()
         names = dict.fromkeys([str(info.get("user") or "postgres"), *users])
         (work / "users.txt").write_text("".join(f'"{name}" ""\n' for name in names))
@@ -93,19 +94,22 @@ def running_pgbouncer(
                 host=host, port=port, listen_port=listen_port, mode=mode, pool_size=pool_size, dir=work
             )
         )
-        user = "nobody" if os.geteuid() == 0 else None
-        if user is not None:
-            account = pwd.getpwnam(user)
-            base.chmod(base.stat().st_mode | 0o711)  # nobody must reach its directory
-            os.chown(work, account.pw_uid, account.pw_gid)
-            for owned in (config, work / "users.txt"):
+        if os.geteuid() == 0:
+            account = pwd.getpwnam("nobody")
+            for owned in (work, config, work / "users.txt"):
                 os.chown(owned, account.pw_uid, account.pw_gid)
+        user = "nobody" if os.geteuid() == 0 else None
         process = launch([PGBOUNCER, str(config)], work / "stdout.log", user=user)
         try:
             _wait_port(listen_port, process, work / "stdout.log")
             yield PgBouncer(listen_port, mode, process, work)
         finally:
             stop(process, 10.0)
+            if log_dir is not None:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                for log in ("pgbouncer.log", "stdout.log"):
+                    with contextlib.suppress(OSError):
+                        shutil.copy(work / log, log_dir / f"pgbouncer-{mode}-{listen_port}-{log}")
 
 
 def _wait_port(port: int, process: subprocess.Popen[bytes], log: Path, timeout: float = 10.0) -> None:
