@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,7 @@ def renamed(db: Db, kind: str, name: str) -> Any:
         db.execute(f"ALTER {kind} {away}{signature} RENAME TO {target}")
 
 
-def failures(logs: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
+def failures(logs: list[MutableMapping[str, Any]], event: str) -> list[MutableMapping[str, Any]]:
     return [entry for entry in logs if entry["event"] == event]
 
 
