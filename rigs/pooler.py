@@ -118,6 +118,54 @@ class SweeperWatch:
                     await asyncio.wait_for(stop.wait(), 1.0)
 
 
+class Balancer:
+    """Round-robin over the replicas on one port of 127.0.0.1, as a load balancer would: a connection
+    goes to the next replica that accepts it, so a killed replica's Agents go on with the other."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self._turn = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in self._tasks:
+            task.cancel()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(len(self.ports)):
+            port = self.ports[self._turn % len(self.ports)]
+            self._turn += 1
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                continue
+            for source, sink in ((reader, up_writer), (up_reader, writer)):
+                task = asyncio.create_task(_pipe(source, sink))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            return
+        writer.close()
+
+
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except (OSError, asyncio.CancelledError):
+        pass
+    finally:
+        with contextlib.suppress(OSError, RuntimeError):
+            sink.close()
+
+
 async def _kill_and_restart(service: ServiceProcess, at: float, paused: set[int], n: int) -> float:
     await asyncio.sleep(at)
     paused.add(n)
@@ -172,16 +220,17 @@ def _delivery_checks(url: str, receiver: Receiver, lateness_ms: float, checks: C
 
 async def run_rig(args: argparse.Namespace, urls: Urls, bouncer: PgBouncer, log_dir: Path) -> int:
     env = settings_for(args.mode)
-    services = [
-        ServiceProcess(
-            urls.service(), log_dir, env={**env, "SWEEPER_POLL_SECONDS": str(SWEEPER_POLL_SECONDS)}
-        )
-        for _ in range(2)
-    ]
+    first = ServiceProcess(
+        urls.service(), log_dir, env={**env, "SWEEPER_POLL_SECONDS": str(SWEEPER_POLL_SECONDS)}
+    )
+    # The same tokens on both replicas: the Agents reach either through the balancer.
+    same = {name: first.env[name] for name in ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")}
+    services = [first, ServiceProcess(urls.service(), log_dir, env={**first.env, **same})]
     figures = Figures()
     checks = Checks()
     stop = asyncio.Event()
     paused: set[int] = set()
+    balancer: Balancer | None = None
     async with Receiver([WEBHOOK_SECRET]) as receiver:
         relays = [
             RelayProcess(
@@ -200,10 +249,11 @@ async def run_rig(args: argparse.Namespace, urls: Urls, bouncer: PgBouncer, log_
             await asyncio.gather(*(asyncio.to_thread(s.wait_ready, 300) for s in services))
             for relay in relays:
                 relay.start()
-            agents = [
-                Agents(s.base_url, s.agent_token, s.host_token, figures, count=args.agents) for s in services
-            ]
-            probe = Probe(services[1].base_url, services[1].agent_token, interval=0.1)
+            balancer = Balancer([s.port for s in services])
+            front = f"http://127.0.0.1:{await balancer.start()}"
+            first = services[0]
+            agents = [Agents(front, first.agent_token, first.host_token, figures, count=2 * args.agents)]
+            probe = Probe(front, first.agent_token, interval=0.1)
             watch = SweeperWatch(services)
 
             async def stop_after() -> None:
@@ -239,6 +289,8 @@ async def run_rig(args: argparse.Namespace, urls: Urls, bouncer: PgBouncer, log_
         finally:
             stop.set()
             codes = await asyncio.to_thread(lambda: [p.stop() for p in (*relays, *services)])
+            if balancer is not None:
+                await balancer.close()
     logs = "".join(p.log.read_text(errors="replace") for p in (*relays, *services) if p.log.exists())
     prepared_errors = logs.count("prepared statement")
     checks.add("no prepared-statement error in any log", prepared_errors == 0, f"{prepared_errors} lines")

@@ -234,3 +234,31 @@ def test_serve_exits_non_zero_a_few_seconds_after_a_loop_ends(database_url: str,
     assert seen_503 is not None and "background loop maintenance failed" in seen_503
     assert "background_loop_failed" in text
     assert "error: background loop maintenance failed" in text
+
+
+def test_the_relay_s_claimer_and_writers_survive_programming_errors(database_url: str, db: Db) -> None:
+    from tests.support.outbox import outbox_rows, queue_results, relay_config, running_relay, wait_until
+    from tests.support.receiver import Receiver, new_secret
+
+    secret = new_secret()
+    with (
+        Receiver([secret]) as agent,
+        running_relay(relay_config(database_url, agent.url, [secret])) as running,
+    ):
+        metrics = running.relay.metrics
+        wait_until(lambda: getattr(running.relay, "_claimer", None) is not None)
+        wait_until(lambda: running.relay._claimer.rounds > 0)
+        # The claimer's statement reads delivery_endpoints: gone, every claim is refused.
+        with renamed(db, "TABLE", "delivery_endpoints"):
+            (first,) = queue_results(db, "relay-claim")
+            wait_until(lambda: metrics.database_errors._value.get() >= 3)
+        agent.wait_for_accepted({first.event_id}, timeout=30)
+        wait_until(lambda: outbox_rows(db)[first.event_id]["status"] == "delivered", timeout=30)
+        # The writers' statement writes outbox_attempts: gone, the delivered outcome waits.
+        errors = metrics.database_errors._value.get()
+        with renamed(db, "TABLE", "outbox_attempts"):
+            (second,) = queue_results(db, "relay-record")
+            agent.wait_for_accepted({second.event_id}, timeout=30)
+            wait_until(lambda: metrics.database_errors._value.get() >= errors + 3)
+        wait_until(lambda: outbox_rows(db)[second.event_id]["status"] == "delivered", timeout=30)
+    assert agent.accepted_per_event()[second.event_id] == 1  # recorded once it could be, not resent
