@@ -7,7 +7,8 @@ replica SIGKILLed and started again; then the checks.
 ```
 
 A Postgres of its own (``initdb`` under a temp dir, a free port; never the machine's), migrated
-directly; PgBouncer in front of it (``pool_mode`` = ``--mode``, 20 server connections); two
+directly; PgBouncer in front of it (``pool_mode`` = ``--mode``; 20 server connections in transaction
+mode, 80 in session mode, where each client connection holds one); two
 ``python -m service serve`` replicas and two ``python -m relay`` through it — in transaction mode
 with ``DB_PREPARED_STATEMENTS=off`` and no ``LISTEN_DATABASE_URL``, so the processes poll where
 they would LISTEN; in session mode as they are. ``--agents`` Agents per replica start Pomodoros and
@@ -56,6 +57,12 @@ from tests.support.receiver import Receiver
 
 WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"pooler-rig-secret-0123456789ab").decode()
 SWEEPER_POLL_SECONDS = 1.0
+# PgBouncer's server connections (default_pool_size and max_db_connections). Transaction mode shares
+# 20 among every client connection; session mode gives each client connection one of its own for
+# as long as it is open, so it needs as many as the processes hold (two replicas x (10 + 2 + 2
+# for the start-up probe) + two relays x (4 + 1 + 2)), and a killed replica's until PgBouncer sees
+# them closed: with 20, the restarted replica waits for a server connection forever.
+SERVER_CONNECTIONS = {"transaction": 20, "session": 80}
 LOOP_ROUND = re.compile(
     r'^lineup_background_loop_last_round_timestamp_seconds\{loop="deadline-sweeper"\} (\S+)$', re.M
 )
@@ -337,7 +344,8 @@ def main() -> int:
         migrate(direct, log_dir)
         with (
             _logs_kept_on_failure(log_dir, code),
-            running_pgbouncer(direct, mode=args.mode, pool_size=20, log_dir=log_dir) as bouncer,
+            running_pgbouncer(direct, mode=args.mode, pool_size=SERVER_CONNECTIONS[args.mode], log_dir=log_dir)
+            as bouncer,
         ):
             print(
                 f"pooler: PgBouncer ({args.mode}) on {bouncer.port} in front of Postgres on {server.port}",
