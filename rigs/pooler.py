@@ -344,8 +344,9 @@ def main() -> int:
         migrate(direct, log_dir)
         with (
             _logs_kept_on_failure(log_dir, code),
-            running_pgbouncer(direct, mode=args.mode, pool_size=SERVER_CONNECTIONS[args.mode], log_dir=log_dir)
-            as bouncer,
+            running_pgbouncer(
+                direct, mode=args.mode, pool_size=SERVER_CONNECTIONS[args.mode], log_dir=log_dir
+            ) as bouncer,
         ):
             print(
                 f"pooler: PgBouncer ({args.mode}) on {bouncer.port} in front of Postgres on {server.port}",
