@@ -7,7 +7,7 @@ PORT ?= 8000
 ARGS ?= --help
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance
+.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -67,6 +67,14 @@ chaos: install ## minutes of load while Postgres, the service and the relays are
 	@test -x /usr/lib/postgresql/15/bin/initdb || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
 	$(PY) -u -m rigs.chaos
+
+pooler: install ## PgBouncer (transaction mode, then session mode) in front of two replicas and two relays under load; the checks
+	@command -v pgbouncer >/dev/null || test -x /usr/sbin/pgbouncer || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends pgbouncer; }
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	$(PY) -u -m rigs.pooler --mode transaction $(POOLER_ARGS)
+	$(PY) -u -m rigs.pooler --mode session $(POOLER_ARGS)
 
 scale-out: install ## two serve processes on one port and two relays against one of each; races checked
 	$(PY) -u -m rigs.scale_out

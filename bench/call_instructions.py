@@ -146,7 +146,7 @@ async def _post(app: Any, body: bytes) -> int:
 # The bench: two releases, two callgrind runs each.
 
 
-def _instructions(tree: Path, url: str, cycles: int, work: Path) -> int:
+def _instructions(tree: Path, url: str, cycles: int, work: Path, env: dict[str, str]) -> int:
     out = work / f"callgrind-{uuid.uuid4().hex[:8]}.out"
     done = subprocess.run(
         [
@@ -161,7 +161,8 @@ def _instructions(tree: Path, url: str, cycles: int, work: Path) -> int:
             str(cycles),
         ],
         cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},  # the driver imports only the release's code
+        # The driver imports only the release's code; ``env`` adds settings (DB_PREPARED_STATEMENTS).
+        env={**os.environ, "PYTHONPATH": str(tree), **env},
         capture_output=True,
         text=True,
         check=False,
@@ -174,9 +175,9 @@ def _instructions(tree: Path, url: str, cycles: int, work: Path) -> int:
     raise RuntimeError(f"no summary in {out}")
 
 
-def _per_call(tree: Path, url: str, cycles: int, work: Path) -> float:
-    short = _instructions(tree, url, WARM, work)
-    long = _instructions(tree, url, WARM + cycles, work)
+def _per_call(tree: Path, url: str, cycles: int, work: Path, env: dict[str, str] | None = None) -> float:
+    short = _instructions(tree, url, WARM, work, env or {})
+    long = _instructions(tree, url, WARM + cycles, work, env or {})
     return (long - short) / (2 * cycles)
 
 
@@ -205,6 +206,10 @@ def main() -> int:
                 with scratch_database(server, f"bench_calls_{name}_{uuid.uuid4().hex[:8]}") as url:
                     migrate_release(tree, url)
                     figures[name] = _per_call(tree, url, args.cycles, work)
+            with scratch_database(server, f"bench_calls_unprepared_{uuid.uuid4().hex[:8]}") as url:
+                migrate_release(ROOT, url)
+                off = {"DB_PREPARED_STATEMENTS": "off"}
+                figures["unprepared"] = _per_call(ROOT, url, args.cycles, work, off)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(
@@ -214,6 +219,8 @@ def main() -> int:
     print(f"    previous release {args.previous[:12]}  {figures['previous'] / 1e6:8.3f} M")
     print(f"    this checkout                {figures['this'] / 1e6:8.3f} M")
     print(f"    ratio this / previous        {figures['this'] / figures['previous']:8.3f}")
+    print(f"    this, DB_PREPARED_STATEMENTS=off {figures['unprepared'] / 1e6:8.3f} M")
+    print(f"    ratio off / on               {figures['unprepared'] / figures['this']:8.3f}")
     return 0
 
 

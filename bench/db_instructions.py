@@ -40,6 +40,14 @@ _CURRENT = (
     "SELECT outcome FROM call_tool_v2('{id}', '{conv}', '{tool}', '{fp}', '{args}'::jsonb, "
     "'{decide}', '{context}'::jsonb);"
 )
+# The same call as a prepared statement (what DB_PREPARED_STATEMENTS=on sends: parsed and planned
+# once per connection, then only bound and executed); the unprepared form above is parsed and
+# planned at every call, as DB_PREPARED_STATEMENTS=off sends it (an unnamed statement).
+_PREPARE = (
+    "PREPARE lineup_call(text, text, text, text, jsonb, regproc, jsonb) AS "
+    "SELECT outcome FROM call_tool_v2($1, $2, $3, $4, $5, $6, $7);"
+)
+_EXECUTE = "EXECUTE lineup_call('{id}', '{conv}', '{tool}', '{fp}', '{args}', '{decide}', '{context}');"
 
 
 def _as_postgres() -> dict[str, object]:
@@ -50,7 +58,7 @@ def _as_postgres() -> dict[str, object]:
     return {"user": user.pw_uid, "group": user.pw_gid}
 
 
-def _script(cycles: int, current: bool) -> str:
+def _script(cycles: int, current: bool, prepared: bool = False) -> str:
     from service.manifests import load_registry
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
@@ -78,7 +86,10 @@ def _script(cycles: int, current: bool) -> str:
                 "decide": registry.runner(tool).decide,
                 "context": runtime.context_of(tool),
             }
-            lines.append((_CURRENT if current else _PREVIOUS).format(**values))
+            form = (_EXECUTE if prepared else _CURRENT) if current else _PREVIOUS
+            lines.append(form.format(**values))
+    if prepared:
+        lines.insert(0, _PREPARE)
     return "\n".join(lines) + "\n"
 
 
@@ -110,9 +121,11 @@ def _instructions(data: Path, database: str, script: str, work: Path) -> int:
     raise RuntimeError(f"no summary in {out}")
 
 
-def _per_cycle(data: Path, database: str, cycles: int, current: bool, work: Path) -> float:
-    short = _instructions(data, database, _script(WARM, current), work)
-    long = _instructions(data, database, _script(WARM + cycles, current), work)
+def _per_cycle(
+    data: Path, database: str, cycles: int, current: bool, work: Path, prepared: bool = False
+) -> float:
+    short = _instructions(data, database, _script(WARM, current, prepared), work)
+    long = _instructions(data, database, _script(WARM + cycles, current, prepared), work)
     return (long - short) / cycles
 
 
@@ -178,10 +191,13 @@ def main() -> int:
             server.wait()
         before = _per_cycle(data, "previous", args.cycles, False, work)
         now = _per_cycle(data, "current", args.cycles, True, work)
+        prepared = _per_cycle(data, "current", args.cycles, True, work, prepared=True)
     print(f"database instructions per start+interrupt cycle (callgrind, {args.cycles} cycles):")
     print(f"    previous release {args.previous[:12]}   {before:>12,.0f}")
     print(f"    this checkout                 {now:>12,.0f}")
     print(f"    ratio this / previous         {now / before:>12.3f}")
+    print(f"    this checkout, prepared       {prepared:>12,.0f}  (PREPARE once, EXECUTE per call)")
+    print(f"    unprepared / prepared         {now / prepared:>12.3f}  (DB_PREPARED_STATEMENTS off / on)")
     return 0
 
 

@@ -17,6 +17,7 @@ from relay.config import RelayConfig
 from relay.probes import ProbePortError
 from relay.worker import Relay
 from service import dev_env
+from service.db.pooler import PoolerRefusalError
 from service.logging import configure_logging
 from service.settings import Settings, SettingsError, load_settings
 
@@ -27,11 +28,14 @@ _NOTES = {
     "relay_poll_only": "false: LISTEN and poll",
     "relay_metrics_port": "unset: no /healthz /readyz /metrics; one port per relay on a host",
     "relay_id": "host-pid-random",
+    "db_prepared_statements": "on; off behind a transaction pooler",
+    "listen_database_url": "unset: DATABASE_URL, or poll only behind a transaction pooler",
 }
 
 
 def _environment() -> str:
-    names = ["database_url", "agent_webhook_url", "webhook_secret"]
+    names = ["database_url", "agent_webhook_url", "webhook_secret", "db_prepared_statements"]
+    names += ["listen_database_url"]
     names += [name for name in Settings.model_fields if name.startswith("relay_")]
     parts = []
     for name in names:
@@ -82,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()  # what start-up built lives as long as the process: the collector skips it
     try:
         _run(_serve(RelayConfig.from_settings(settings)))
-    except ProbePortError as exc:
+    except (ProbePortError, PoolerRefusalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

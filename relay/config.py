@@ -38,6 +38,10 @@ class RelayConfig:
     circuit_failures: int
     circuit_probe_seconds: float
     shutdown_grace: float
+    # DB_PREPARED_STATEMENTS, and LISTEN_DATABASE_URL (None: LISTEN on database_url unless that
+    # leads through a transaction pooler, then poll only).
+    prepared: bool = True
+    listen_url: str | None = None
     endpoint: str = AGENT_ENDPOINT
 
     @classmethod
@@ -63,6 +67,8 @@ class RelayConfig:
             circuit_failures=settings.relay_circuit_failures,
             circuit_probe_seconds=settings.relay_circuit_probe_seconds,
             shutdown_grace=settings.relay_shutdown_grace_seconds,
+            prepared=settings.db_prepared_statements,
+            listen_url=settings.listen_psycopg_url,
         )
 
 

@@ -7,6 +7,7 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from relay.claims import Conn
+from service.background import LoopRounds
 from service.outbox_gauges import OutboxGauges
 
 # Sampled on scrape only, and at most every STATS_MAX_AGE seconds, so that frequent scrapes of
@@ -19,6 +20,7 @@ class RelayMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.outbox = OutboxGauges(r)
+        self.loop_rounds = LoopRounds(r)
         self.attempts = Counter(
             "lineup_relay_delivery_attempts",
             "Delivery attempts by recorded outcome (delivered, retry, dead, lease_lost).",

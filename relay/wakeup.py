@@ -12,7 +12,7 @@ from service.wakeups import OUTBOX_CHANNEL
 CHANNEL = OUTBOX_CHANNEL
 
 
-def listener(url: str, wake: Callable[[], None]) -> Listener:
+def listener(url: str, wake: Callable[[], None], *, prepared: bool = True) -> Listener:
     """Calls ``wake`` on every notification, and once after each (re)connect (``service.listen``)."""
     return Listener(
         url,
@@ -20,6 +20,7 @@ def listener(url: str, wake: Callable[[], None]) -> Listener:
         on_notify=lambda _: wake(),
         on_connect=wake,  # whatever committed while we were not listening
         application_name=f"{APPLICATION_NAME}-listen",
+        prepared=prepared,
     )
 
 
@@ -29,8 +30,8 @@ class OutboxListener:
 
     name = "relay-listen"
 
-    def __init__(self, url: str, wake: Callable[[], None]) -> None:
-        self._listener = listener(url, wake)
+    def __init__(self, url: str, wake: Callable[[], None], *, prepared: bool = True) -> None:
+        self._listener = listener(url, wake, prepared=prepared)
 
     @property
     def rounds(self) -> int:

@@ -28,6 +28,7 @@ from relay.retention import Pruning, Retention
 from relay.signing import Signer
 from relay.wakeup import OutboxListener
 from service.background import Background, Loop
+from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 
 log = structlog.get_logger("relay")
 
@@ -62,6 +63,7 @@ class Relay:
             self._claimer.broken = True
             stop.set()
 
+        listen_url = await self._session_url()
         # Closed in reverse order, each even if an earlier one fails: loops, leases, HTTP, pool.
         async with contextlib.AsyncExitStack() as resources:
             await self._open(resources)
@@ -72,13 +74,20 @@ class Relay:
                 secrets=len(cfg.webhook_secrets),
                 concurrency=cfg.concurrency,
                 lease_seconds=cfg.lease_seconds,
-                poll_only=cfg.poll_only,
+                poll_only=listen_url is None,
+                prepared_statements=cfg.prepared,
                 probe_port=self.probe_port,
             )
             await self._claimer.release(uncount=0)  # leases an earlier process with this relay id left
             await self._circuit.ensure()
-            helpers = self._helpers()
-            async with Background([self._claimer, *helpers], stop, on_failure=failed, cancel_last=helpers):
+            helpers = self._helpers(listen_url)
+            async with Background(
+                [self._claimer, *helpers],
+                stop,
+                on_failure=failed,
+                cancel_last=helpers,
+                rounds=self.metrics.loop_rounds,
+            ):
                 await stop.wait()
         log.info("relay_stopped", relay_id=cfg.relay_id, unrecorded=len(self._claimer.held))
         if claimer_failed:
@@ -86,9 +95,37 @@ class Relay:
         if failures:
             raise RuntimeError("a relay helper task failed") from failures[0]
 
+    async def _session_url(self) -> str | None:
+        """Where the relay LISTENs, None to poll only: ``RELAY_POLL_ONLY``, or a transaction pooler
+        in front of the database and no ``LISTEN_DATABASE_URL``. Refuses (``PoolerRefusalError``) what
+        cannot work: prepared statements, or LISTEN, through a transaction pooler."""
+        cfg = self.config
+        pooled = await transaction_pooling(cfg.database_url)
+        refusal = pooler_refusal(transaction_pooled=pooled, prepared=cfg.prepared)
+        listen_pooled = (
+            refusal is None
+            and not cfg.poll_only
+            and cfg.listen_url is not None
+            and await transaction_pooling(cfg.listen_url)
+        )
+        if listen_pooled:
+            refusal = (
+                "LISTEN_DATABASE_URL leads through a connection pooler in transaction mode, "
+                "where LISTEN hears nothing: point it at Postgres itself or at a pooler in "
+                "session mode, or set RELAY_POLL_ONLY=true"
+            )
+        if refusal is not None:
+            log.error("relay_start_refused", reason=refusal)
+            raise PoolerRefusalError(refusal)
+        if cfg.poll_only:
+            return None
+        if cfg.listen_url is not None:
+            return cfg.listen_url
+        return None if pooled else cfg.database_url
+
     async def _open(self, resources: contextlib.AsyncExitStack) -> None:
         cfg = self.config
-        self._pool = relay_pool(cfg.database_url)
+        self._pool = relay_pool(cfg.database_url, prepared=cfg.prepared)
         await self._pool.open(wait=False)
         resources.push_async_callback(self._pool.close)
         if cfg.metrics_port:
@@ -109,7 +146,7 @@ class Relay:
     def wake(self) -> None:
         self._claimer.wake()
 
-    def _helpers(self) -> list[Loop]:
+    def _helpers(self, listen_url: str | None) -> list[Loop]:
         """The loops that serve the claimer: the writers, the retention, and (unless polling only)
         the LISTEN loop."""
         cfg = self.config
@@ -127,6 +164,6 @@ class Relay:
         ]
         retention = Retention(cfg.retention_days, cfg.dead_retention_days, cfg.relay_id)
         helpers.append(Pruning(self._pool, retention, self.metrics))
-        if not cfg.poll_only:
-            helpers.append(OutboxListener(cfg.database_url, self.wake))
+        if listen_url is not None:
+            helpers.append(OutboxListener(listen_url, self.wake, prepared=cfg.prepared))
         return helpers

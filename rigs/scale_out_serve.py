@@ -42,7 +42,7 @@ def main(shared_port: int, private_port: int) -> None:
         timeout_graceful_shutdown=20,
     )
     sockets = [listening(shared_port, shared=True), listening(private_port, shared=False)]
-    GracefulServer(config, app.state.stopping).run(sockets=sockets)
+    GracefulServer(config, app.state.stopping, app.state).run(sockets=sockets)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Protocol
 
 import structlog
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
 log = structlog.get_logger("service.background")
 
@@ -34,6 +36,57 @@ class Loop(Protocol):
     def rounds(self) -> int: ...
 
     async def run(self, stop: asyncio.Event) -> None: ...
+
+
+class LoopRounds:
+    """Per loop: when it last finished a round (``lineup_background_loop_last_round_timestamp_seconds``)
+    and how often it should (``lineup_background_loop_interval_seconds``, for the loops that go
+    round at an interval: ``interval`` attribute). Read at scrape time, from ``rounds``: a round
+    costs nothing more. A loop whose timestamp falls behind by several intervals is stuck or dead
+    (alert ``LineupBackgroundLoopStalled``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.last_round = Gauge(
+            "lineup_background_loop_last_round_timestamp_seconds",
+            "Unix time at which a background loop was last seen to have finished a round "
+            "(sampled when scraped).",
+            ["loop"],
+            registry=registry,
+        )
+        self.interval = Gauge(
+            "lineup_background_loop_interval_seconds",
+            "How often a background loop finishes a round when healthy (at most).",
+            ["loop"],
+            registry=registry,
+        )
+
+    def watch(self, loops: Iterable[Loop]) -> None:
+        for loop in loops:
+            interval = getattr(loop, "interval", None)
+            if isinstance(interval, int | float) and interval > 0:
+                self.interval.labels(loop.name).set(interval)
+            self.last_round.labels(loop.name).set_function(_last_round(loop))
+
+
+def _last_round(loop: Loop) -> Callable[[], float]:
+    seen = [loop.rounds, time.time()]
+
+    def sample() -> float:
+        if loop.rounds != seen[0]:
+            seen[0], seen[1] = loop.rounds, time.time()
+        return seen[1]
+
+    return sample
+
+
+_DEFAULT_ROUNDS: list[LoopRounds] = []
+
+
+def default_loop_rounds() -> LoopRounds:
+    """The service's, in the default registry (``/metrics`` of ``serve``), made on first use."""
+    if not _DEFAULT_ROUNDS:
+        _DEFAULT_ROUNDS.append(LoopRounds(REGISTRY))
+    return _DEFAULT_ROUNDS[0]
 
 
 class Periodic(ABC):
@@ -95,7 +148,7 @@ class Background:
     ``stop`` sets the loops' stop event and waits for every loop to return, but those named in
     ``cancel_last``: they go on until the others have returned, and are then cancelled.
     ``on_failure`` is called as soon as a loop ends with an error (the error is logged at the stop
-    otherwise).
+    otherwise). ``rounds`` publishes each loop's last round (``LoopRounds``).
     """
 
     def __init__(
@@ -105,8 +158,11 @@ class Background:
         *,
         on_failure: Callable[[Loop, BaseException], None] | None = None,
         cancel_last: Iterable[Loop] = (),
+        rounds: LoopRounds | None = None,
     ) -> None:
         self.loops = list(loops)
+        if rounds is not None:
+            rounds.watch(self.loops)
         self.stopping = stop or asyncio.Event()
         self._on_failure = on_failure
         self._last = {id(loop) for loop in cancel_last}

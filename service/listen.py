@@ -18,6 +18,7 @@ import psycopg
 import structlog
 from psycopg import sql
 
+from service.db.pool import prepare_options
 from service.db.reconnect import Backoff
 
 log = structlog.get_logger("service.listen")
@@ -42,6 +43,7 @@ class Listener:
         backoff: Backoff | None = None,
         heartbeat: float = HEARTBEAT,
         heartbeat_timeout: float = HEARTBEAT_TIMEOUT,
+        prepared: bool = True,
     ) -> None:
         self._url = url
         self._channels = tuple(channels)
@@ -51,6 +53,7 @@ class Listener:
         self._backoff = backoff or Backoff(last=5.0)
         self._heartbeat = heartbeat
         self._heartbeat_timeout = heartbeat_timeout
+        self._options = prepare_options(prepared)
         self.connected = asyncio.Event()
         self.connects = 0
         self.backend_pid: int | None = None
@@ -59,7 +62,7 @@ class Listener:
         while not stop.is_set():
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self._url, autocommit=True, application_name=self._application_name
+                    self._url, autocommit=True, application_name=self._application_name, **self._options
                 ) as conn:
                     for channel in self._channels:
                         await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
@@ -69,7 +72,7 @@ class Listener:
                     self.connected.set()
                     self._on_connect()
                     await self._receive(conn, stop)
-            except (psycopg.Error, OSError, TimeoutError) as exc:
+            except Exception as exc:  # any: the server gone, or an error it answers
                 self.connected.clear()
                 pause = self._backoff.pause()
                 log.warning(

@@ -8,6 +8,12 @@ every replica pushes what any replica committed. A stream always reads the rows 
 (``event_seq`` > the last one it sent), so a lost notification only delays an event until the next
 poll, and a client resumes after a reconnect from ``Last-Event-ID``. Per conversation, every writer
 holds the workspace row lock, so ``event_seq`` order is commit order within a conversation.
+
+Without a session to LISTEN on (``DATABASE_URL`` through a pooler in transaction mode and no
+``LISTEN_DATABASE_URL``), the hub polls instead: every ``poll_seconds`` (``PROJECTION_POLL_SECONDS``,
+1 s) one statement names the conversations with events newer than the last one it saw, and their
+streams wake. What another replica commits then reaches a stream here up to ``poll_seconds``
+later; what this process commits still wakes its own streams at commit.
 """
 
 from __future__ import annotations
@@ -18,9 +24,20 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 import psycopg
+import structlog
 
+from service.db.pool import Pool
+from service.db.reconnect import Backoff
 from service.listen import Listener
 from service.wakeups import PROJECTION_CHANNEL, Wakeups, parse_projection_payload
+
+log = structlog.get_logger("service.projection_hub")
+
+NEWEST = "SELECT coalesce(max(event_seq), 0) AS event_seq FROM projection_events"
+CHANGED = """
+SELECT conversation_id, max(event_seq) AS event_seq FROM projection_events
+WHERE event_seq > %(after)s GROUP BY conversation_id
+"""
 
 
 class ProjectionHub:
@@ -29,18 +46,37 @@ class ProjectionHub:
 
     name = "projection-hub"
 
-    def __init__(self, listen_url: str, wakeups: Wakeups) -> None:
+    def __init__(
+        self,
+        listen_url: str | None,
+        wakeups: Wakeups,
+        *,
+        pool: Pool | None = None,
+        poll_seconds: float = 1.0,
+        prepared: bool = True,
+    ) -> None:
+        """LISTEN on ``listen_url``; without one, poll through ``pool`` every ``poll_seconds``."""
         self._wakeups = wakeups
         wakeups.on_conversation(self._notify)
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
-        self._listener = Listener(
-            listen_url,
-            [PROJECTION_CHANNEL],
-            on_notify=self._received,
-            on_connect=self._notify_all,  # whatever committed while we were not listening
-            application_name="lineup-projections",
-        )
-        self.connected = self._listener.connected
+        self._listener: Listener | None = None
+        self._pool = pool
+        self._polls = 0
+        if listen_url is not None:
+            self._listener = Listener(
+                listen_url,
+                [PROJECTION_CHANNEL],
+                on_notify=self._received,
+                on_connect=self._notify_all,  # whatever committed while we were not listening
+                application_name="lineup-projections",
+                prepared=prepared,
+            )
+            self.connected = self._listener.connected
+        elif pool is None:
+            raise ValueError("a ProjectionHub without a LISTEN URL polls: it needs a pool")
+        else:
+            self.interval = poll_seconds
+            self.connected = asyncio.Event()
 
     @contextlib.contextmanager
     def subscribe(self, conversation_id: str) -> Iterator[asyncio.Event]:
@@ -69,12 +105,48 @@ class ProjectionHub:
                 event.set()
 
     @property
+    def polling(self) -> bool:
+        return self._listener is None
+
+    @property
     def rounds(self) -> int:
-        return self._listener.connects
+        """Connections made (LISTEN), or polls finished."""
+        return self._listener.connects if self._listener is not None else self._polls
 
     async def run(self, stop: asyncio.Event) -> None:
-        """LISTEN until ``stop``, reconnecting after any loss (``service.listen``)."""
-        await self._listener.run(stop)
+        """LISTEN until ``stop``, reconnecting after any loss (``service.listen``); or poll."""
+        if self._listener is not None:
+            await self._listener.run(stop)
+        else:
+            await self._poll(stop)
+
+    async def _poll(self, stop: asyncio.Event) -> None:
+        assert self._pool is not None
+        backoff = Backoff(last=self.interval)
+        seen: int | None = None
+        while not stop.is_set():
+            pause = self.interval
+            try:
+                async with self._pool.connection() as conn:
+                    if seen is None:
+                        row = await (await conn.execute(NEWEST)).fetchone()
+                        seen = int(row["event_seq"]) if row else 0
+                        self.connected.set()
+                        self._notify_all()  # as after a LISTEN's connect
+                    else:
+                        rows = await (await conn.execute(CHANGED, {"after": seen})).fetchall()
+                        for row in rows:
+                            seen = max(seen, int(row["event_seq"]))
+                            self._notify(row["conversation_id"])
+                self._polls += 1
+                backoff.reset()
+            except Exception as exc:
+                pause = backoff.pause()
+                log.warning(
+                    "projection_poll_failed", error=str(exc).strip() or repr(exc), retry_in=round(pause, 3)
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause)
 
     def _received(self, note: psycopg.Notify) -> None:
         if note.pid == self._wakeups.notifier_pid:

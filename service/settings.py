@@ -90,6 +90,17 @@ class Settings(BaseSettings):
     manifests_dir: Path = _REPO_ROOT / "manifests"
     interrupt_late_window_seconds: int = Field(300, ge=0, le=86400)
     db_pool_size: int = Field(10, ge=1, le=200)
+    # Server-side prepared statements (psycopg's automatic prepare and the hot path's explicit
+    # ones). Off for a pooler in transaction mode (PgBouncer before 1.21, most managed poolers):
+    # every connection then runs with prepare_threshold=None (service.db.pool).
+    db_prepared_statements: bool = True
+    # A direct (or session-pooled) URL for what needs a session of its own: the LISTEN of the
+    # event streams, MCP pushes and the relay. Unset: DATABASE_URL, unless that leads through a
+    # transaction pooler, in which case they poll (PROJECTION_POLL_SECONDS, RELAY_POLL_INTERVAL_SECONDS).
+    listen_database_url: str | None = None
+    # Behind a transaction pooler without LISTEN_DATABASE_URL: how often each service process
+    # looks for projection changes other processes committed (an event's extra delay at most).
+    projection_poll_seconds: float = Field(1.0, ge=0.05, le=60)
     request_max_body_bytes: int = Field(65536, ge=1024, le=10 * 1024 * 1024)
     # Persons' sessions on the Host API, minted by the Host backend (POST /v1/host/sessions) and
     # signed with their own secret, never derived from HOST_TOKEN. Unset: minting answers 503.
@@ -180,7 +191,7 @@ class Settings(BaseSettings):
     # How long `migrate` keeps trying its first connection (the database may still be starting).
     migrate_connect_seconds: float = Field(60.0, ge=0, le=3600)
 
-    @field_validator("database_url")
+    @field_validator("database_url", "listen_database_url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
         if value is None or value == "":
@@ -284,6 +295,11 @@ class Settings(BaseSettings):
         return {
             kind: getattr(self, f"db_{kind}_password") for kind in ("owner", "runtime", "relay", "reader")
         }
+
+    @property
+    def listen_psycopg_url(self) -> str | None:
+        """``LISTEN_DATABASE_URL`` in the form psycopg accepts, or None when unset."""
+        return urls.psycopg_url(self.listen_database_url) if self.listen_database_url else None
 
     @property
     def webhook_secrets(self) -> tuple[str, ...]:

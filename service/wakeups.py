@@ -25,6 +25,8 @@ from datetime import datetime
 import psycopg
 import structlog
 
+from service.db.pool import prepare_options
+
 log = structlog.get_logger("service.wakeups")
 
 OUTBOX_CHANNEL = "lineup_outbox"
@@ -73,9 +75,12 @@ class Wakeups:
 
     name = "wakeups"
 
-    def __init__(self, url: str | None = None, *, interval: float = 0.005) -> None:
+    def __init__(self, url: str | None = None, *, interval: float = 0.005, prepared: bool = True) -> None:
         self.url = url  # where the NOTIFYs go; a Wakeups without one only wakes this process
         self.interval = interval
+        # NOTIFY needs no session: each statement commits on its own, so a pooler in transaction
+        # mode carries it — without server-side prepares (DB_PREPARED_STATEMENTS=off).
+        self._options = prepare_options(prepared)
         self._conversation_waiters: list[Callable[[str], None]] = []
         self._deadline_waiters: list[Callable[[datetime], None]] = []
         self._conversations: set[str] = set()
@@ -142,7 +147,7 @@ class Wakeups:
                 try:
                     if conn is None or conn.closed:
                         conn = await psycopg.AsyncConnection.connect(
-                            url, autocommit=True, application_name="lineup-wakeups"
+                            url, autocommit=True, application_name="lineup-wakeups", **self._options
                         )
                         self.notifier_pid = conn.info.backend_pid
                     selects = ", ".join("pg_notify(%s, %s)" for _ in notes)
@@ -151,9 +156,10 @@ class Wakeups:
                         [value for note in notes for value in note],
                     )
                     self.rounds += 1
-                except (psycopg.Error, OSError) as exc:
-                    # The listeners' polling covers what this wake-up would have hastened.
-                    log.warning("wakeup_notify_failed", error=str(exc).strip())
+                except Exception as exc:
+                    # Any failure (the database gone, or an error it answers): the listeners'
+                    # polling covers what this wake-up would have hastened.
+                    log.warning("wakeup_notify_failed", error=str(exc).strip() or repr(exc))
                     if conn is not None:
                         await conn.close()
                     conn = None

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
+import structlog
 from litestar import Litestar
 from litestar.datastructures import ResponseHeader, State
 from litestar.exceptions import HTTPException, ValidationException
@@ -33,10 +36,11 @@ from service.api.ops import OpsController
 from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
 from service.api.web import WebHostController
-from service.background import Background, Loop
+from service.background import Background, Loop, default_loop_rounds
 from service.console.cookie import ConsoleSessions
 from service.console.routes import ConsoleController
 from service.db.pool import open_pool
+from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 from service.domain.errors import Refusal
 from service.host_streams import HostStreams
 from service.http import TokenBook
@@ -55,17 +59,66 @@ from service.wakeups import Wakeups
 # The audiences whose bearer tokens the service takes (``Settings.tokens``).
 AUDIENCES = ("agent", "host", "operator", "metrics")
 
+log = structlog.get_logger("service.app")
+
+
+LOOP_FAILURE_GRACE = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class LoopFailure:
+    """A background loop of this process ended with an error: /readyz says so, the process exits."""
+
+    loop: str
+    error: str
+    at: float  # time.monotonic()
+
+    @property
+    def reason(self) -> str:
+        return f"background loop {self.loop} failed: {self.error}"
+
+
+async def session_url(settings: Settings) -> str | None:
+    """Where this process LISTENs (None: it polls), once the pooler in front of the database, if
+    any, has been told apart (``service.db.pooler``); refuses a combination that cannot work."""
+    pooled = await transaction_pooling(settings.psycopg_url)
+    refusal = pooler_refusal(transaction_pooled=pooled, prepared=settings.db_prepared_statements)
+    listen_url = settings.listen_psycopg_url
+    if refusal is None and listen_url is not None and await transaction_pooling(listen_url):
+        refusal = (
+            "LISTEN_DATABASE_URL leads through a connection pooler in transaction mode, where LISTEN "
+            "hears nothing: point it at Postgres itself or at a pooler in session mode, or unset it"
+        )
+    if refusal is not None:
+        log.error("start_refused", reason=refusal)
+        raise PoolerRefusalError(refusal)
+    if listen_url is None and not pooled:
+        return settings.psycopg_url
+    if listen_url is None:
+        log.info("projections_polling", reason="DATABASE_URL leads through a transaction pooler")
+    return listen_url
+
 
 def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) -> Litestar:
     """The service. ``sweeper=False`` leaves deadlines to the requests and to other replicas."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        pool = await open_pool(settings.psycopg_url, size=settings.db_pool_size, name="lineup-service")
-        wakeups = Wakeups(settings.psycopg_url, interval=settings.wakeup_interval_seconds)
+        prepared = settings.db_prepared_statements
+        listen_url = await session_url(settings)
+        pool = await open_pool(
+            settings.psycopg_url, size=settings.db_pool_size, name="lineup-service", prepared=prepared
+        )
+        wakeups = Wakeups(settings.psycopg_url, interval=settings.wakeup_interval_seconds, prepared=prepared)
         runtime = Runtime(pool=pool, settings=settings, registry=registry, wakeups=wakeups)
         app.state.runtime = runtime
-        app.state.projections = ProjectionHub(settings.psycopg_url, wakeups)
+        app.state.projections = ProjectionHub(
+            listen_url,
+            wakeups,
+            pool=pool,
+            poll_seconds=settings.projection_poll_seconds,
+            prepared=prepared,
+        )
         app.state.host_streams = HostStreams(
             pool,
             app.state.projections,
@@ -84,9 +137,18 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 max_sleep=settings.sweeper_poll_seconds,
             )
             loops.append(app.state.sweeper)
+        app.state.loop_failure = None
+
+        def failed(loop: Loop, error: BaseException) -> None:
+            # No loop of serve ends but at the stop: one that does is a bug or a state it cannot
+            # leave. Say so at once, fail /readyz naming it, and have the process exit non-zero
+            # (``service.cli.serve``) after LOOP_FAILURE_GRACE seconds, for its supervisor.
+            log.error("background_loop_failed", loop=loop.name, error=repr(error))
+            app.state.loop_failure = LoopFailure(loop.name, repr(error), time.monotonic())
+
         try:
             # Stopped on SIGTERM before connections drain (app.state.stopping), so streams end promptly.
-            async with Background(loops, app.state.stopping):
+            async with Background(loops, app.state.stopping, on_failure=failed, rounds=default_loop_rounds()):
                 yield
         finally:
             await pool.close()
@@ -124,6 +186,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 "outbox_history": OutboxHistory(),
                 # Set on SIGTERM before connections drain, so event streams end promptly.
                 "stopping": asyncio.Event(),
+                # A LoopFailure once a background loop has ended with an error.
+                "loop_failure": None,
             }
         ),
         lifespan=[lifespan, mcp_lifespan],

@@ -31,7 +31,8 @@ async def healthz() -> Health:
 )
 async def readyz(state: State) -> Response[Ready]:
     runtime: Runtime = state.runtime
-    problem = await not_ready(runtime)
+    failure = state.get("loop_failure")
+    problem = failure.reason if failure is not None else await not_ready(runtime)
     if problem is not None:
         return _not_ready(problem)
     return Response({"status": "ready", "migration": head_revision()}, status_code=200)

@@ -25,6 +25,7 @@ from service.cli import ops_commands as commands
 from service.cli.ops_commands import MIN_EVENT_PREFIX, Command
 from service.cli.ops_text import LIST_WIDTH
 from service.db.ops_queries import DEFAULT_LIMIT
+from service.db.pool import prepare_options
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.cursors import MAX_CURSOR_LENGTH, OutboxCursor
 from service.settings import load_settings
@@ -135,18 +136,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     command: Command = args.ops_command
     settings = load_settings("ops")
-    return asyncio.run(_run(command, args, out or sys.stdout, settings.psycopg_url))
+    return asyncio.run(
+        _run(command, args, out or sys.stdout, settings.psycopg_url, prepared=settings.db_prepared_statements)
+    )
 
 
-async def _run(command: Command, args: argparse.Namespace, out: TextIO, url: str) -> int:
+async def _run(command: Command, args: argparse.Namespace, out: TextIO, url: str, *, prepared: bool) -> int:
     try:
         conn = await psycopg.AsyncConnection.connect(
-            url, autocommit=True, row_factory=dict_row, application_name="lineup-ops", connect_timeout=10
+            url,
+            autocommit=True,
+            row_factory=dict_row,
+            application_name="lineup-ops",
+            connect_timeout=10,
+            **prepare_options(prepared),
         )
     except psycopg.OperationalError as exc:
         print(f"error: cannot connect to the database: {exc}", file=sys.stderr)
         return 1
-    async with conn, one_connection(conn, url) as rt:
+    async with conn, one_connection(conn, url, prepared=prepared) as rt:
         try:
             return await command(rt, args, out)
         except psycopg.errors.InsufficientPrivilege as exc:

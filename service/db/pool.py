@@ -61,14 +61,27 @@ async def _configure(conn: AsyncConnection[DictRow]) -> None:
     await conn.execute("SET TIME ZONE 'UTC'")
 
 
-async def open_pool(url: str, *, size: int = 10, name: str = "lineup") -> Pool:
+def prepare_options(prepared: bool = True) -> dict[str, Any]:
+    """Connection options for ``DB_PREPARED_STATEMENTS``: off, ``prepare_threshold=None``, which
+    psycopg reads as "never prepare" — neither automatically (after 5 runs of a statement) nor
+    where a call site asks for it (``prepare=True``): every statement is then sent unnamed
+    (parse, bind and execute in one message), which a pooler in transaction mode can carry."""
+    return {} if prepared else {"prepare_threshold": None}
+
+
+async def open_pool(url: str, *, size: int = 10, name: str = "lineup", prepared: bool = True) -> Pool:
     pool: Pool = RecoveringPool(
         url,
         min_size=min(2, size),
         max_size=size,
         # Autocommit: a single statement (a tool call) is its own transaction, with no BEGIN or
         # COMMIT round trips; use cases that need more open one with ``conn.transaction()``.
-        kwargs={"row_factory": dict_row, "autocommit": True, "application_name": name},
+        kwargs={
+            "row_factory": dict_row,
+            "autocommit": True,
+            "application_name": name,
+            **prepare_options(prepared),
+        },
         configure=_configure,
         connection_class=PatientConnection[DictRow],
         open=False,

@@ -7,6 +7,13 @@ A batch is one statement, ``settle_due``: it claims due operations with ``FOR UP
 workspaces SKIP LOCKED`` and settles them through ``settle_focusing``, so any number of claimers
 (``claimers`` here, and those of other replicas) settle side by side, and each decision happens
 exactly once — including the backlog that fell due while no service ran.
+
+A claimer whose statement fails — any error: the database gone (``OperationalError``), or one it
+refuses (``ProgrammingError`` and the like, e.g. a pooler that loses a prepared statement) — logs
+one ``sweeper_failed`` line per failure and tries again after a pause that doubles from 50 ms to
+``max_sleep`` (``service.db.reconnect.Backoff``); it never ends but at the stop. Its rounds stop
+advancing meanwhile (``lineup_background_loop_last_round_timestamp_seconds``), which an alert
+watches.
 """
 
 from __future__ import annotations
@@ -17,11 +24,11 @@ import time
 from datetime import datetime
 from typing import Any
 
-import psycopg
 import structlog
 
 from service.db import operations as operations_db
 from service.db.pool import Pool
+from service.db.reconnect import Backoff
 from service.metrics import SWEEPS
 from service.use_cases.unit_of_work import unit_of_work
 from service.wakeups import Wakeups
@@ -50,6 +57,8 @@ class DeadlineSweeper:
         self._claimers = claimers
         self._batch_size = batch_size
         self._max_sleep = max_sleep
+        self.interval = max_sleep  # a healthy claimer finishes a round at least this often
+        self.failures = 0
         self._busy_backoff = busy_backoff
         # One event per claimer, cleared before it looks: a wake-up that arrives while it works
         # is never lost.
@@ -99,18 +108,29 @@ class DeadlineSweeper:
             await asyncio.gather(*claimers, return_exceptions=True)
 
     async def _claim(self, wake: asyncio.Event, stop: asyncio.Event) -> None:
+        backoff = Backoff(last=self._max_sleep)
         while not stop.is_set():
             wake.clear()
             settled: list[dict[str, Any]] = []
             try:
                 settled = await self.sweep_once()
                 if len(settled) >= self._batch_size:
+                    self.rounds += 1
                     continue
                 wait = await self._seconds_until_next()
                 self.rounds += 1
-            except (psycopg.OperationalError, psycopg.errors.AdminShutdown) as exc:
-                log.warning("sweeper_database_error", error=str(exc))
-                wait = self._max_sleep
+                backoff.reset()
+            except Exception as exc:
+                self.failures += 1
+                pause = backoff.pause()
+                log.warning(
+                    "sweeper_failed",
+                    error=str(exc).strip() or repr(exc),
+                    error_type=type(exc).__name__,
+                    retry_in=round(pause, 3),
+                )
+                await _sleep(pause, wake, stop)
+                continue
             self._next_due = None if wait is None else time.time() + wait
             if wait is None:
                 wait = self._max_sleep

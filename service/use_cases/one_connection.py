@@ -32,10 +32,10 @@ class OneConnection:
 
 
 @asynccontextmanager
-async def one_connection(conn: Conn, url: str) -> AsyncIterator[OneConnection]:
+async def one_connection(conn: Conn, url: str, *, prepared: bool = True) -> AsyncIterator[OneConnection]:
     """``conn`` as a runtime; the wake-ups its work released are sent (or given up, logged) before
     this returns."""
-    wakeups = Wakeups(url, interval=0)
+    wakeups = Wakeups(url, interval=0, prepared=prepared)
     stop = asyncio.Event()
     sender = asyncio.create_task(wakeups.run(stop), name="ops-wakeups")
     try:

@@ -44,6 +44,8 @@ REQUIRED_ALERTS = {
     # Issue 20: the endpoint's circuit, and a pause left on.
     "LineupDeliveryCircuitOpen",
     "LineupDeliveryPausedTooLong",
+    # Issue 27: a background loop that stopped coming round.
+    "LineupBackgroundLoopStalled",
 }
 
 
