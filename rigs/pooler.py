@@ -21,8 +21,9 @@ delivered once per conversation in order, no 5xx, every deadline settled within 
 docs promise (``SWEEPER_POLL_SECONDS``, 1 s, for a deadline another replica opened; ``--lateness``
 adds the margin of a loaded machine), and the sweepers alive. Exits 1 when a check fails.
 
-Which URL each process gets is decided in one place (``Urls``), so that processes can be given
-roles of their own later without touching the rest.
+Which URL each process gets is decided in one place (``Urls``): ``migrate`` as the schema's owner,
+the replicas as the runtime role and the relays as the relay role (made by ``roles.ensure`` as an
+operator's ``python -m service roles`` makes them), the checks as the admin.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ from psycopg.rows import dict_row
 from rigs.checks import Checks, check, print_figures, settle
 from rigs.load import Agents, Figures, Probe
 from rigs.stack import migrate
-from tests.support.database import create_database
+from service.db import roles
+from tests.support.database import create_database, with_user
 from tests.support.pgbouncer import PgBouncer, available, running_pgbouncer
 from tests.support.postgres import own_postgres
 from tests.support.processes import RelayProcess, ServiceProcess
@@ -70,20 +72,22 @@ LOOP_ROUND = re.compile(
 
 @dataclass(frozen=True)
 class Urls:
-    """The one place a process's database URL is chosen: ``migrate`` and the checks go to Postgres
-    itself, the service replicas and the relays through the pooler."""
+    """The one place a process's database URL is chosen: ``migrate`` goes to Postgres itself as the
+    schema's owner, the service replicas and the relays through the pooler, each on its
+    least-privilege role (``python -m service roles``), and the checks directly as the admin."""
 
     direct: str
     pooled: str
+    names: roles.Names = field(default_factory=roles.Names)
 
     def migrate(self) -> str:
-        return self.direct
+        return with_user(self.direct, self.names.owner)
 
     def service(self) -> str:
-        return self.pooled
+        return with_user(self.pooled, self.names.runtime)
 
     def relay(self) -> str:
-        return self.pooled
+        return with_user(self.pooled, self.names.relay)
 
     def checks(self) -> str:
         return self.direct
@@ -341,18 +345,26 @@ def main() -> int:
         log_dir.mkdir()
         create_database(server.url(), "lineup")
         direct = server.url("lineup")
-        migrate(direct, log_dir)
+        names = roles.Names()
+        with psycopg.connect(direct) as conn:  # the admin makes the roles, as an operator would
+            roles.ensure(conn, names)
+        migrate(Urls(direct, direct, names).migrate(), log_dir)
         with (
             _logs_kept_on_failure(log_dir, code),
             running_pgbouncer(
-                direct, mode=args.mode, pool_size=SERVER_CONNECTIONS[args.mode], log_dir=log_dir
+                direct,
+                mode=args.mode,
+                pool_size=SERVER_CONNECTIONS[args.mode],
+                log_dir=log_dir,
+                users=(names.runtime, names.relay),
             ) as bouncer,
         ):
             print(
                 f"pooler: PgBouncer ({args.mode}) on {bouncer.port} in front of Postgres on {server.port}",
                 flush=True,
             )
-            code.append(asyncio.run(run_rig(args, Urls(direct, bouncer.url(direct)), bouncer, log_dir)))
+            urls = Urls(direct, bouncer.url(direct), names)
+            code.append(asyncio.run(run_rig(args, urls, bouncer, log_dir)))
     return code[0]
 
 

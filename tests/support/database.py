@@ -55,6 +55,11 @@ def shown(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def with_user(url: str, user: str) -> str:
+    """``url`` connecting as ``user`` (servers of the tests and rigs trust local connections)."""
+    return make_url(url).set(username=user, password=None).render_as_string(hide_password=False)
+
+
 def with_hosts(url: str, hosts: Sequence[tuple[str, int]], **params: str) -> str:
     """``url`` (user, password, database and options kept) aimed at ``hosts``, in the multi-host
     form when there are several: what a deployment's URL for a primary and its standbys looks like."""
