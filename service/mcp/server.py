@@ -26,7 +26,7 @@ from psycopg import OperationalError
 from service.domain.errors import Refusal
 from service.http import status_of
 from service.mcp import elicitation, tasks_extension
-from service.mcp.binding import bind
+from service.mcp.binding import bind, person_conversation
 from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
 from service.mcp.tasks import cancel_task, read_task, settled, task_result, task_view
@@ -66,6 +66,14 @@ def _modern(ctx: Ctx) -> bool:
 
 def _not_found(ctx: Ctx) -> MCPError:
     return MCPError(METHOD_NOT_FOUND, "Method not found", data=ctx.method)
+
+
+#: A person's client that could never bring the answer back is told so, and nothing is asked.
+UNANSWERABLE = (
+    "{tool} asks the person a question, and this client could never bring the answer back: it "
+    "needs elicitation (2025-11-25), and at 2026-07-28 also the tasks extension "
+    "(io.modelcontextprotocol/tasks) for input_required; nothing was asked"
+)
 
 
 class RuntimeMcpServer(Server[Any]):
@@ -133,6 +141,8 @@ class RuntimeMcpServer(Server[Any]):
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
         raw = ctx.params or {}
+        if person_conversation.get() is not None and not self._can_answer(ctx, raw.get("name")):
+            raise MCPError(INVALID_PARAMS, UNANSWERABLE.format(tool=raw.get("name")))
         answer = await self._run(ctx, raw)
         result = call_result(answer)
         if (
@@ -158,6 +168,17 @@ class RuntimeMcpServer(Server[Any]):
         # The SDK checks this against the negotiated revision's CallToolResult (2026-07-28 requires
         # resultType; the 2025 check drops it).
         return {**result, "resultType": "complete"}
+
+    def _can_answer(self, ctx: Ctx, name: object) -> bool:
+        """Whether this client can bring the person's answer to a question the tool would ask: it
+        takes elicitation, and at 2026-07-28 also the tasks extension (``input_required``). The
+        Agent's questions are answered through the Host; a person's MCP client has no Host."""
+        runner = self.rt.registry.runners.get(name) if isinstance(name, str) else None
+        if runner is None or runner.opens != "interaction":
+            return True
+        return elicitation.elicits(ctx.session.client_capabilities) and (
+            not _modern(ctx) or tasks_extension.declares(ctx)
+        )
 
     async def _task_augmented_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         params = ctx.params

@@ -451,3 +451,28 @@ async def test_the_mcp_sdk_client_signs_a_person_in_by_itself_and_calls_the_tool
             "SELECT tool FROM tool_calls WHERE conversation_id = %s ORDER BY created_at", [own]
         ).fetchall()
     assert [row["tool"] for row in calls] == ["pomodoro.start", "pomodoro.interrupt"]
+
+
+async def test_a_persons_client_that_cannot_answer_a_question_is_told_so_and_nothing_is_asked(
+    service: ServiceProcess, idp: AuthorizationServer
+) -> None:
+    login = f"dora-{uuid.uuid4().hex[:8]}"
+    token = person_token(service, login)
+    own = person_conversation_id(idp.issuer, login)
+    ask = {"prompt": "Another round?", "choices": ["yes", "no"]}
+    # A 2025-11-25 session that declares no elicitation: the question could never come back.
+    async with mcp_session(service.base_url, token) as mcp:
+        with pytest.raises(MCPError) as refused:
+            await mcp.session.call_tool("interact.ask", ask)
+        started = await mcp.session.call_tool("pomodoro.start", start_arguments())
+    assert refused.value.error.code == -32602
+    assert "could never bring the answer back" in refused.value.error.message
+    assert started.is_error is False  # the other tools are as ever
+    # At 2026-07-28: the tasks extension without elicitation is not enough either.
+    modern_refusal = modern(service, token, "tools/call", {"name": "interact.ask", "arguments": ask})
+    assert modern_refusal["error"]["code"] == -32602, modern_refusal
+    with psycopg.connect(service.database_url, row_factory=dict_row) as db:
+        asked = db.execute(
+            "SELECT count(*) AS n FROM interactions WHERE conversation_id = %s", [own]
+        ).fetchone()
+    assert asked == {"n": 0}
