@@ -39,6 +39,7 @@ hypothesis_settings.register_profile("lineup", deadline=None, suppress_health_ch
 hypothesis_settings.load_profile("lineup")
 
 
+@pytest.hookimpl(trylast=True)  # after the slowest durations
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Which Postgres the run used, on the last lines (``-q`` hides the header)."""
     for used in database.USED:

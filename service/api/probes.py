@@ -49,7 +49,8 @@ def _not_ready(reason: str) -> Response[Ready]:
     summary="Prometheus metrics (once METRICS_TOKEN is set: that token or OPERATOR_TOKEN)",
     media_type=MediaType.TEXT,
     response_description="Prometheus text exposition format",
-    security=[{"metrics": []}, {"operator": []}],
+    # Optional: open until METRICS_TOKEN is set (or METRICS_PUBLIC=false).
+    security=[{}, {"metrics": []}, {"operator": []}],
     responses=refusals(),
 )
 async def metrics(request: Request[Any, Any, Any], state: State) -> Response[bytes]:

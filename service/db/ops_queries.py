@@ -137,11 +137,10 @@ FROM operations
 # kept of each kind it removes, each the first entry of an index (no scan of the history).
 STATS_HISTORY = """
 SELECT r.retention_days, r.reported_by, r.reported_at, r.last_pruned_at, r.last_pruned, r.total_pruned,
-       (SELECT o.started_at FROM operations o ORDER BY o.operation_id LIMIT 1) AS oldest_operation_at,
-       (SELECT min(t.created_at) FROM tool_calls t WHERE t.status_code <> 410) AS oldest_answer_at,
-       (SELECT m.created_at FROM messages m ORDER BY m.message_id LIMIT 1) AS oldest_message_at
+       h.oldest_operation_at, h.oldest_answer_at, h.oldest_message_at
 FROM (VALUES (true)) AS one(id)
 LEFT JOIN history_retention r ON r.id = one.id
+CROSS JOIN history_oldest h
 """
 
 STATS_ATTEMPTS = """

@@ -84,6 +84,7 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
 # Every view, and the roles that may read it.
 VIEWS: dict[str, tuple[str, ...]] = {
     "outbox_overview": (RUNTIME, RELAY, READER),
+    "history_oldest": (RUNTIME, READER),
 }
 
 _PURE = (RUNTIME, RELAY, READER)  # no table behind them: formats and constants

@@ -106,6 +106,8 @@ PLAN: dict[str, Place] = {
     "delivery_endpoints": _place(REFERENCE),
     "outbox_retention": _place(REFERENCE),
     "outbox_tallies": _place(OWN_KEY),
+    "write_allowances": _place(OWN_KEY),
+    "history_retention": _place(REFERENCE),
     "database_code": _place(COORDINATOR),
 }
 

@@ -196,3 +196,10 @@ BEGIN
     DELETE FROM interactions i WHERE i.tool_call_id = ANY(ids);
     GET DIAGNOSTICS removed = ROW_COUNT;
 END $$;
+
+-- For operators: the oldest history kept, each the first entry of an index (no scan). A view, so
+-- that the read-only operator role sees these three times and nothing of the rows behind them.
+CREATE OR REPLACE VIEW history_oldest AS
+SELECT (SELECT o.started_at FROM operations o ORDER BY o.operation_id LIMIT 1) AS oldest_operation_at,
+       (SELECT min(t.created_at) FROM tool_calls t WHERE t.status_code <> 410) AS oldest_answer_at,
+       (SELECT m.created_at FROM messages m ORDER BY m.message_id LIMIT 1) AS oldest_message_at;
