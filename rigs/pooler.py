@@ -12,7 +12,9 @@ mode, 80 in session mode, where each client connection holds one); two
 ``python -m service serve`` replicas and two ``python -m relay`` through it — in transaction mode
 with ``DB_PREPARED_STATEMENTS=off`` and no ``LISTEN_DATABASE_URL``, so the processes poll where
 they would LISTEN; in session mode as they are. ``--agents`` Agents per replica start Pomodoros and
-end them every way there is (interrupt, leave, close, the deadline falling due); at ``--kill-at`` s
+end them every way there is (interrupt, leave, close, the deadline falling due), beside questions
+(``interact.ask`` answered by the Host), MCP ``tools/call`` and a Host event stream
+(``rigs.faces_load``); at ``--kill-at`` s
 replica 1 is SIGKILLed and started again. Throughout, each replica's ``/metrics`` is read every
 second: its deadline sweeper must keep coming round (``lineup_background_loop_last_round_timestamp_seconds``).
 
@@ -48,6 +50,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from rigs.checks import Checks, check, print_figures, settle
+from rigs.faces_load import FacesFigures, OtherFaces
 from rigs.load import Agents, Figures, Probe
 from rigs.stack import migrate
 from service.db import roles
@@ -265,6 +268,7 @@ async def run_rig(args: argparse.Namespace, urls: Urls, bouncer: PgBouncer, log_
             first = services[0]
             agents = [Agents(front, first.agent_token, first.host_token, figures, count=2 * args.agents)]
             probe = Probe(front, first.agent_token, interval=0.1)
+            faces = OtherFaces(front, first.agent_token, first.host_token, figures)
             watch = SweeperWatch(services)
 
             async def stop_after() -> None:
@@ -278,6 +282,7 @@ async def run_rig(args: argparse.Namespace, urls: Urls, bouncer: PgBouncer, log_
                 watch.run(stop, paused),
                 _kill_and_restart(services[0], args.kill_at, paused, 0),
                 stop_after(),
+                faces.run(stop),
             )
             restart = results[len(agents) + 2]
             loaded = time.monotonic() - began
@@ -289,6 +294,7 @@ async def run_rig(args: argparse.Namespace, urls: Urls, bouncer: PgBouncer, log_
                 str(left),
             )
             await asyncio.to_thread(_delivery_checks, urls.checks(), receiver, args.lateness, checks)
+            _faces_checks(faces.faces, checks)
             alive = all(watch.advanced[n] > 0 for n in range(len(services)))
             worst = max(watch.worst.values(), default=float("inf"))
             checks.add(
@@ -312,6 +318,24 @@ async def run_rig(args: argparse.Namespace, urls: Urls, bouncer: PgBouncer, log_
     )
     print_figures(figures, receiver)
     return checks.verdict(log_dir)
+
+
+def _faces_checks(faces: FacesFigures, checks: Checks) -> None:
+    checks.add(
+        "interact.ask through the pooler: every question asked was answered by the Host",
+        faces.asked > 0 and faces.answered == faces.asked,
+        f"{faces.asked} asked, {faces.answered} answered",
+    )
+    checks.add(
+        "MCP tools/call through the pooler: every call answered, none an error",
+        faces.mcp_calls > 0 and not faces.mcp_failures,
+        f"{faces.mcp_calls} calls; failures {faces.mcp_failures[:3]}",
+    )
+    checks.add(
+        "the Host's event stream through the pooler carried the questions' changes",
+        faces.events > 0 and not faces.stream_errors,
+        f"{faces.events} events over {faces.stream_opens} stream(s); errors {faces.stream_errors[:3]}",
+    )
 
 
 @contextlib.contextmanager
