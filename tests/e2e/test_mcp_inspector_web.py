@@ -1,0 +1,150 @@
+"""The MCP Inspector's web UI (npm ``@modelcontextprotocol/inspector``, the version the CLI test
+pins) in headless chromium: a person connects it to a ``serve`` with MCP authorization, signs in
+at the real authorization server (oidc-provider, tests/support/oidc.py) through the Inspector's
+own OAuth flow (protected-resource discovery, dynamic registration, authorization code + PKCE),
+then calls ``pomodoro.start`` and ``pomodoro.interrupt`` from its Tools tab and reads the results."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from service.mcp.binding import person_conversation_id
+from tests.conftest import ServiceProcess
+from tests.e2e.test_mcp_clients import INSPECTOR
+from tests.e2e.test_mcp_oauth import SCOPE
+from tests.support import processes
+from tests.support.browser import chromium, eventually, requires_chromium, screenshot
+from tests.support.database import DatabaseFactory, with_database
+from tests.support.oidc import AuthorizationServer, authorization_server
+
+pytestmark = [
+    pytest.mark.e2e,
+    requires_chromium,
+    pytest.mark.skipif(shutil.which("npx") is None, reason="the MCP Inspector runs with npx (Node.js)"),
+]
+
+API_TOKEN = "lineup-inspector-web-token-5d1f0c"
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("inspector-web")
+
+
+@pytest.fixture(scope="module")
+def idp(logs: Path) -> Iterator[AuthorizationServer]:
+    with authorization_server(logs) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def inspector_port() -> int:
+    return processes.free_port()
+
+
+@pytest.fixture(scope="module")
+def service(
+    database_factory: DatabaseFactory, logs: Path, idp: AuthorizationServer, inspector_port: int
+) -> Iterator[ServiceProcess]:
+    name = database_factory.create()
+    process = ServiceProcess(
+        with_database(database_factory.server, name),
+        logs,
+        MCP_OAUTH_ISSUER=idp.issuer,
+        MCP_OAUTH_SCOPES=SCOPE,
+        MCP_ALLOWED_ORIGINS=f"http://127.0.0.1:{inspector_port}",
+    )
+    try:
+        processes.ServiceProcess.start(process)
+        process.wait_http(f"{process.base_url}/healthz", 90.0)
+        yield process
+    finally:
+        if process.process is not None:
+            process.stop()
+        database_factory.drop(name)
+
+
+@pytest.fixture(scope="module")
+def inspector(service: ServiceProcess, logs: Path, inspector_port: int) -> Iterator[str]:
+    """The Inspector's web server (its Node backend makes the MCP connection for the page), on a
+    loopback port the service's MCP_ALLOWED_ORIGINS names; its API token is ours, its secrets
+    (the OAuth tokens it gets) in memory only; the URL of its UI."""
+    home = logs / "inspector-home"
+    home.mkdir()
+    env = {
+        **processes.environment({}),
+        "HOME": str(home),
+        "CLIENT_PORT": str(inspector_port),
+        "MCP_SANDBOX_PORT": str(processes.free_port()),
+        "MCP_INSPECTOR_API_TOKEN": API_TOKEN,
+        "MCP_AUTO_OPEN_ENABLED": "false",
+        "MCP_INSPECTOR_SECRET_STORE": "memory",
+        "MCP_STORAGE_DIR": str(home / "storage"),
+    }
+    command = [*INSPECTOR, "--web", "--transport", "http", "--server-url", f"{service.base_url}/mcp"]
+    process = processes.launch(command, logs / "inspector.log", env, new_group=True)
+    url = f"http://127.0.0.1:{inspector_port}"
+    try:
+        processes.wait_http(url, 300.0, process)
+        yield url
+    finally:
+        processes.stop(process, group=True)
+
+
+def operation(service: ServiceProcess, conversation_id: str) -> dict[str, Any] | None:
+    with psycopg.connect(service.database_url, row_factory=dict_row) as db:
+        row: dict[str, Any] | None = db.execute(
+            "SELECT operation_id, state, reason FROM operations WHERE conversation_id = %s",
+            [conversation_id],
+        ).fetchone()
+    return row
+
+
+def test_a_person_signs_in_from_the_inspectors_web_ui_and_starts_and_interrupts_a_period(
+    inspector: str, service: ServiceProcess, idp: AuthorizationServer, logs: Path
+) -> None:
+    login = f"inspector-{uuid.uuid4().hex[:8]}"
+    own = person_conversation_id(idp.issuer, login)
+    with chromium(logs / "chromium") as context:
+        context.set_default_timeout(60_000)  # a machine shared with others is slow
+        page = context.new_page()
+        page.goto(f"{inspector}/?MCP_INSPECTOR_API_TOKEN={API_TOKEN}")
+        # The Inspector meets the 401, reads the protected-resource metadata, registers itself
+        # with the authorization server and sends the browser to its sign-in (code + PKCE).
+        page.get_by_role("switch", name=re.compile("Connect or disconnect")).click(force=True)
+        page.wait_for_url(f"{idp.url}/interaction/**")
+        page.fill("input[name=login]", login)
+        page.fill("input[name=password]", "any")
+        page.click("button[type=submit]")
+        page.get_by_role("button", name="Continue").click()  # the consent page
+        page.wait_for_url(f"{inspector}/**")
+        page.get_by_text("Connected", exact=True).wait_for()
+
+        page.get_by_text("Tools", exact=True).first.click()
+        page.get_by_role("button", name="pomodoro.start").click()
+        page.get_by_role("textbox", name=re.compile("^duration_seconds")).fill("1500")
+        page.get_by_role("textbox", name="activity", exact=True).fill("inspector web")
+        page.get_by_role("button", name="Execute Tool").click()
+        started = eventually(lambda: operation(service, own), 60)
+        assert started["state"] == "focusing"
+        accepted = '{"status":"accepted","operation":{"state":"focusing",'
+        page.get_by_text("A 1500-second focus period started").wait_for()
+        page.get_by_text(re.compile(re.escape(accepted) + ".*" + str(started["operation_id"]))).wait_for()
+        screenshot(page, "mcp-inspector-web")
+
+        page.get_by_role("button", name="pomodoro.interrupt").click()
+        page.get_by_role("button", name="Execute Tool").click()
+        page.get_by_text("The focus period was stopped.").wait_for()
+        interrupted = f'{{"status":"interrupted","operation_id":"{started["operation_id"]}"'
+        page.get_by_text(interrupted).wait_for()
+    stopped = operation(service, own)
+    assert stopped is not None and (stopped["state"], stopped["reason"]) == ("interrupted", "agent_interrupt")
