@@ -47,13 +47,8 @@ def idp(logs: Path) -> Iterator[AuthorizationServer]:
 
 
 @pytest.fixture(scope="module")
-def inspector_port() -> int:
-    return processes.free_port()
-
-
-@pytest.fixture(scope="module")
 def service(
-    database_factory: DatabaseFactory, logs: Path, idp: AuthorizationServer, inspector_port: int
+    database_factory: DatabaseFactory, logs: Path, idp: AuthorizationServer
 ) -> Iterator[ServiceProcess]:
     name = database_factory.create()
     process = ServiceProcess(
@@ -61,7 +56,6 @@ def service(
         logs,
         MCP_OAUTH_ISSUER=idp.issuer,
         MCP_OAUTH_SCOPES=SCOPE,
-        MCP_ALLOWED_ORIGINS=f"http://127.0.0.1:{inspector_port}",
     )
     try:
         processes.ServiceProcess.start(process)
@@ -74,16 +68,17 @@ def service(
 
 
 @pytest.fixture(scope="module")
-def inspector(service: ServiceProcess, logs: Path, inspector_port: int) -> Iterator[str]:
-    """The Inspector's web server (its Node backend makes the MCP connection for the page), on a
-    loopback port the service's MCP_ALLOWED_ORIGINS names; its API token is ours, its secrets
-    (the OAuth tokens it gets) in memory only; the URL of its UI."""
+def inspector(service: ServiceProcess, logs: Path) -> Iterator[str]:
+    """The Inspector's web server on a loopback port; the URL of its UI. Its Node backend makes
+    the MCP requests for the page (no browser ``Origin`` reaches the service, so the service needs
+    no MCP_ALLOWED_ORIGINS for it); its API token is ours; the OAuth tokens it gets stay in memory."""
+    port = processes.free_port()
     home = logs / "inspector-home"
     home.mkdir()
     env = {
         **processes.environment({}),
         "HOME": str(home),
-        "CLIENT_PORT": str(inspector_port),
+        "CLIENT_PORT": str(port),
         "MCP_SANDBOX_PORT": str(processes.free_port()),
         "MCP_INSPECTOR_API_TOKEN": API_TOKEN,
         "MCP_AUTO_OPEN_ENABLED": "false",
@@ -92,7 +87,7 @@ def inspector(service: ServiceProcess, logs: Path, inspector_port: int) -> Itera
     }
     command = [*INSPECTOR, "--web", "--transport", "http", "--server-url", f"{service.base_url}/mcp"]
     process = processes.launch(command, logs / "inspector.log", env, new_group=True)
-    url = f"http://127.0.0.1:{inspector_port}"
+    url = f"http://127.0.0.1:{port}"
     try:
         processes.wait_http(url, 300.0, process)
         yield url
