@@ -73,17 +73,14 @@ def inspector(service: ServiceProcess, logs: Path) -> Iterator[str]:
     the MCP requests for the page (no browser ``Origin`` reaches the service, so the service needs
     no MCP_ALLOWED_ORIGINS for it); its API token is ours; the OAuth tokens it gets stay in memory."""
     port = processes.free_port()
-    home = logs / "inspector-home"
-    home.mkdir()
     env = {
         **processes.environment({}),
-        "HOME": str(home),
         "CLIENT_PORT": str(port),
         "MCP_SANDBOX_PORT": str(processes.free_port()),
         "MCP_INSPECTOR_API_TOKEN": API_TOKEN,
         "MCP_AUTO_OPEN_ENABLED": "false",
         "MCP_INSPECTOR_SECRET_STORE": "memory",
-        "MCP_STORAGE_DIR": str(home / "storage"),
+        "MCP_STORAGE_DIR": str(logs / "inspector-storage"),  # not ~/.mcp-inspector
     }
     command = [*INSPECTOR, "--web", "--transport", "http", "--server-url", f"{service.base_url}/mcp"]
     process = processes.launch(command, logs / "inspector.log", env, new_group=True)
