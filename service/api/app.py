@@ -126,7 +126,11 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             total=settings.sse_streams_total,
             session_check_seconds=settings.sse_session_check_seconds,
         )
-        loops: list[Loop] = [wakeups, app.state.projections, Maintenance(pool, app.state.outbox_history)]
+        loops: list[Loop] = [
+            wakeups,
+            app.state.projections,
+            Maintenance(pool, app.state.outbox_history, write_window=settings.write_limit_window_seconds),
+        ]
         loops.append(HistoryPruning(pool, settings.history_retention_days))
         if sweeper:
             app.state.sweeper = DeadlineSweeper(

@@ -14,6 +14,17 @@ SELECT spend_write(%(principals)s::text[], %(kind)s, %(bytes)s, %(window)s, %(ma
     AS retry_in
 """
 
+# Allowances whose window has ended count for nothing (spend_write starts a new window over them):
+# removed in batches, so the table holds the principals that wrote in the current window only.
+PRUNE_ENDED = """
+DELETE FROM write_allowances
+WHERE (principal, kind) IN (
+    SELECT principal, kind FROM write_allowances
+    WHERE window_start < statement_timestamp() - make_interval(secs => %(window)s)
+    LIMIT 1000
+    FOR UPDATE SKIP LOCKED)
+"""
+
 
 async def spend(
     conn: Conn,
@@ -42,3 +53,9 @@ async def spend(
     assert row is not None
     retry_in: float | None = row["retry_in"]
     return retry_in
+
+
+async def prune_ended(conn: Conn, window: int) -> int:
+    """Remove a batch of allowances whose ``window``-second window has ended; how many went."""
+    cursor = await conn.execute(PRUNE_ENDED, {"window": window})
+    return cursor.rowcount

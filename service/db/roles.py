@@ -68,7 +68,7 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
     "interaction_tasks": {RUNTIME: RIUD},
     "projection_events": {RUNTIME: RIUD},
     # Writes a person's session or a conversation may still make in this window (service.db.limits).
-    "write_allowances": {RUNTIME: RIU},
+    "write_allowances": {RUNTIME: RIUD},
     # History retention's last round (the service prunes; operators read what it kept).
     "history_retention": {RUNTIME: RIU, READER: R},
     # Delivery: the service queues rows and controls delivery (requeue, pause); the relay claims,

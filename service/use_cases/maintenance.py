@@ -11,6 +11,7 @@ from service.db import capabilities as cap_db
 from service.db import console_sessions as console_db
 from service.db import gauges
 from service.db import host_sessions as host_sessions_db
+from service.db import limits as limits_db
 from service.db import projections as proj_db
 from service.db.pool import Pool
 from service.metrics import DATABASE_REACHABLE, FOCUSING_OPERATIONS, OUTBOX
@@ -21,12 +22,14 @@ CLOSED_CAPABILITY_RETENTION_SECONDS = 24 * 3600
 ENDED_SESSION_RETENTION_SECONDS = 24 * 3600
 PRUNE_INTERVAL_SECONDS = 300.0
 SAMPLE_INTERVAL_SECONDS = 15.0
+#: The longest WRITE_LIMIT_WINDOW_SECONDS allows: a write allowance older than this has ended.
+LONGEST_WRITE_WINDOW_SECONDS = 86400
 
 
-async def prune_projections(pool: Pool) -> int:
-    """Delete old projection events, the capabilities of long-closed instances, and sessions a day
-    after they ended (a person's takes the capabilities minted under it along), in small batches;
-    returns how many rows went."""
+async def prune_projections(pool: Pool, write_window: int = LONGEST_WRITE_WINDOW_SECONDS) -> int:
+    """Delete old projection events, the capabilities of long-closed instances, sessions a day
+    after they ended (a person's takes the capabilities minted under it along) and write allowances
+    whose ``write_window``-second window has ended, in small batches; returns how many rows went."""
     total = 0
     while True:
         async with pool.connection() as conn, conn.transaction():
@@ -34,6 +37,7 @@ async def prune_projections(pool: Pool) -> int:
             deleted += await cap_db.prune_closed(conn, CLOSED_CAPABILITY_RETENTION_SECONDS)
             deleted += await host_sessions_db.prune(conn, ENDED_SESSION_RETENTION_SECONDS)
             deleted += await console_db.prune(conn, ENDED_SESSION_RETENTION_SECONDS)
+            deleted += await limits_db.prune_ended(conn, write_window)
         total += deleted
         if deleted == 0:
             return total
@@ -57,17 +61,24 @@ class Maintenance(Periodic):
 
     name = "maintenance"
 
-    def __init__(self, pool: Pool, history: OutboxHistory | None = None) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        history: OutboxHistory | None = None,
+        *,
+        write_window: int = LONGEST_WRITE_WINDOW_SECONDS,
+    ) -> None:
         super().__init__(SAMPLE_INTERVAL_SECONDS)
         self._pool = pool
         self._history = history
+        self._write_window = write_window
         self._last_prune = float("-inf")
 
     async def run_once(self) -> None:
         loop = asyncio.get_running_loop()
         await sample_gauges(self._pool, self._history)
         if loop.time() - self._last_prune >= PRUNE_INTERVAL_SECONDS:
-            await prune_projections(self._pool)
+            await prune_projections(self._pool, self._write_window)
             self._last_prune = loop.time()
 
     def failed(self, error: Exception) -> None:

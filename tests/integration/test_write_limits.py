@@ -15,6 +15,7 @@ from litestar.testing import AsyncTestClient
 from service.api.app import create_app
 from service.manifests import Registry
 from service.settings import Settings
+from service.use_cases.maintenance import prune_projections
 from tests.conftest import AGENT, HOST, make_settings
 from tests.integration.test_host_sessions import bearer, mint
 
@@ -183,3 +184,27 @@ async def test_pending_interactions_per_conversation_are_capped(
         assert answered.status_code == 200, answered.text
         assert (await client.post("/v1/tool-calls", json=ask("conv-asks"), headers=AGENT)).status_code == 202
     assert count(db, "SELECT count(*) AS n FROM interactions WHERE conversation_id = 'conv-asks'") == 4
+
+
+async def test_maintenance_removes_allowances_whose_window_ended(
+    database_url: str, registry: Registry, db: Any
+) -> None:
+    settings = make_settings(database_url, write_limit_window_seconds=60)
+    async with AsyncTestClient(app=create_app(settings, registry, sweeper=False)) as client:
+        for conversation in ("conv-old", "conv-now"):
+            written = await client.post(
+                f"/v1/host/conversations/{conversation}/messages",
+                json={"role": "user", "text": "hi"},
+                headers=HOST,
+            )
+            assert written.status_code == 201, written.text
+        # conv-old's window ended two minutes ago: the row counts for nothing any more.
+        db.execute(
+            "UPDATE write_allowances SET window_start = window_start - interval '2 minutes'"
+            " WHERE principal LIKE '%%conv-old%%'"
+        )
+        assert count(db, "SELECT count(*) AS n FROM write_allowances") == 2
+        removed = await prune_projections(client.app.state.runtime.pool, settings.write_limit_window_seconds)
+    assert removed >= 1
+    kept = db.execute("SELECT principal FROM write_allowances").fetchall()
+    assert len(kept) == 1 and "conv-now" in kept[0]["principal"]
