@@ -15,8 +15,11 @@ a throwaway database of the server named by ``DATABASE_URL`` (default the local 
    sometimes ``interact.ask`` answered by the person through the Host API; every call is sent to a
    release picked at random among those taking traffic, and some are replayed at once through the
    other;
-2. this release's ``migrate`` runs while that load goes on;
-3. this release starts beside it: one ``serve`` and two relays;
+2. this release's ``python -m service roles`` makes the least-privilege roles (names of the run's
+   own) and hands the schema to the owner, then its ``migrate`` runs as that owner, while that load
+   goes on (``--admin-only``: this release as the admin too, no roles);
+3. this release starts beside it: one ``serve`` as the runtime role and two relays as the relay
+   role;
 4. the old relays stop one by one, then the old ``serve`` (no new request is sent to it first, as a
    load balancer would, then ``SIGTERM``); the load goes on against this release alone;
 5. the load stops; every deadline falls due and the outbox drains; every call made is replayed
@@ -51,6 +54,7 @@ from psycopg.rows import dict_row
 
 from rigs.upgrade_load import Load
 from rigs.upgrade_stack import Release, Stack
+from service.db import roles
 from tests.support.database import named_server, scratch_database
 from tests.support.processes import ROOT, Child, ServiceProcess
 from tests.support.receiver import Receiver, new_secret
@@ -142,6 +146,9 @@ async def drive(stack: Stack, previous: Release, current: Release, args: argpars
         workers = [asyncio.create_task(load.conversation(http, c)) for c in conversations]
         note(f"{previous.name} serving ({len(conversations)} conversations of Agent load)")
         await asyncio.sleep(phase)
+        if current.roles is not None:
+            await asyncio.to_thread(stack.make_roles, current)
+            note(f"{current.name}'s roles made ({', '.join(current.roles.of(k) for k in roles.KINDS)})")
         note(f"{current.name}'s migrate starts")
         took = await asyncio.to_thread(stack.migrate, current)
         note(f"{current.name}'s migrate done in {took:.1f} s, under load")
@@ -215,6 +222,11 @@ def main() -> int:
     parser.add_argument("--phase-seconds", type=float, default=12.0)
     parser.add_argument("--runs", type=int, default=1, help="run the whole upgrade this many times")
     parser.add_argument("--previous", default=PREVIOUS_RELEASE, help="the commit of the previous release")
+    parser.add_argument(
+        "--admin-only",
+        action="store_true",
+        help="run this release as the admin too (by default it runs on the least-privilege roles)",
+    )
     args = parser.parse_args()
     failed = 0
     with previous_release(args.previous) as tree:
@@ -222,16 +234,23 @@ def main() -> int:
             print(f"\n=== upgrade run {run} of {args.runs}: {args.previous[:12]} -> this checkout ===")
             logs = Path(tempfile.mkdtemp(prefix="lineup-upgrade-"))
             secret = new_secret()
-            with (
-                scratch_database(named_server(), f"rig_upgrade_{secrets.token_hex(4)}") as url,
-                Receiver([secret]) as receiver,
-            ):
-                stack = Stack(url, logs, receiver.url, secret)
-                previous = Release("previous", tree)
-                current = Release("this", ROOT)
-                stack.migrate(previous)
-                load = asyncio.run(drive(stack, previous, current, args))
-                problems = check(load, receiver, url)
+            tag = secrets.token_hex(4)
+            names = None if args.admin_only else roles.Names(**{k: f"rig_{tag}_{k}" for k in roles.KINDS})
+            previous = Release("previous", tree)
+            current = Release("this", ROOT, roles=names)
+            server = named_server()
+            try:
+                with (
+                    scratch_database(server, f"rig_upgrade_{tag}") as url,
+                    Receiver([secret]) as receiver,
+                ):
+                    stack = Stack(url, logs, receiver.url, secret)
+                    stack.migrate(previous)
+                    load = asyncio.run(drive(stack, previous, current, args))
+                    problems = check(load, receiver, url)
+            finally:
+                if names is not None:
+                    Stack.drop_roles(current, server)
             _report(load, problems)
             failed += bool(problems)
             print(f"logs: {logs}")

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     except psycopg.errors.LockNotAvailable as exc:
         print(
             f"roles: {exc.diag.message_primary} within {roles.LOCK_TIMEOUT} (a long transaction holds it);"
-            " nothing was changed: run roles again",
+            " what was done stays done: run roles again to finish",
             file=sys.stderr,
         )
         return 1

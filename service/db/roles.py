@@ -352,15 +352,15 @@ def ensure(
     create: bool = True,
 ) -> Outcome:
     """``python -m service roles``: create (``create``) or update the four roles — each may log in,
-    none is a superuser or may create roles or databases; a password only when given — hand every
-    object of the public schema to the owner, grant the database and the schema, then :func:`grant`.
+    none is a superuser or may create roles or databases; a password only when given — grant the
+    database and the schema, hand every object of the public schema to the owner, then
+    :func:`grant`. Commits as it goes (``conn`` must not be in a transaction of the caller's): the
+    roles and the schema's grants, then each object handed over, then the grants; a run stopped
+    half-way (a lock not given within ``LOCK_TIMEOUT``) is completed by running it again.
     With ``create=False`` (managed Postgres, where the platform's admin made the roles) the roles
     must exist and are left as they are."""
     passwords = passwords or {}
     outcome = Outcome()
-    # Handing a table to the owner locks it: while the previous release serves, wait a little at
-    # most (and fail, to be run again) rather than queue every query behind a long transaction.
-    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
     me = _q(conn).execute("SELECT current_user").fetchone()
     if create and me is not None and me[0] in {names.of(kind) for kind in KINDS}:
         raise ValueError(f"connected as {me[0]}, one of the roles to make: run this as another (admin) role")
@@ -424,9 +424,15 @@ def ensure(
             # Not the object's owner: Postgres warns and changes nothing.
             outcome.changes.remove(done)
             outcome.warnings.append(f"{statement.as_string(conn)}: not in effect (run it as an admin)")
+    conn.commit()
     # Objects an earlier migrate made as another role (a superuser, before these roles) go to the
-    # owner, so that its migrate can alter them.
+    # owner, so that its migrate can alter them. Handing a table over locks it (ACCESS EXCLUSIVE)
+    # until commit, while the previous release may be serving: each object goes in a transaction of
+    # its own, so this never holds one lock while waiting for another (a deadlock with a request
+    # that holds that one and waits for this), and waits a little at most (and fails, to be run
+    # again) rather than queue every query behind a long transaction.
     for kind, identity in _q(conn).execute(_NOT_OWNED, {"owner": owner}).fetchall():
+        conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
         _attempt(
             conn,
             outcome,
@@ -435,7 +441,8 @@ def ensure(
             ),
             f"{kind.lower()} {identity} now owned by {owner}",
         )
-    granted = grant(conn, names)
+        conn.commit()
+    granted = grant(conn, names)  # GRANT and REVOKE lock no table
     outcome.changes.extend(granted.changes)
     outcome.unclassified = granted.unclassified
     return outcome

@@ -433,19 +433,6 @@ def test_on_managed_postgres_the_documented_sql_then_existing_and_migrate_as_the
         database_factory.drop(name)
 
 
-def test_handing_a_table_to_the_owner_never_queues_behind_a_long_transaction(database_url: str) -> None:
-    made = unique_names()
-    try:
-        with psycopg.connect(database_url) as long_one, psycopg.connect(database_url) as admin:
-            long_one.execute("SELECT count(*) FROM outbox")  # its transaction stays open, holding a lock
-            with pytest.raises(psycopg.errors.LockNotAvailable):
-                roles.ensure(admin, made)
-            admin.rollback()
-            assert roles.existing(admin, [made.owner]) == set()  # nothing was changed
-    finally:
-        drop_roles(database_url, made)
-
-
 def test_a_role_name_that_is_a_superuser_is_refused_never_demoted(database_url: str, db: Db) -> None:
     made = unique_names()
     db.execute(psycopg.sql.SQL("CREATE ROLE {} SUPERUSER").format(psycopg.sql.Identifier(made.runtime)))
