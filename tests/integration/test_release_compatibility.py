@@ -38,6 +38,24 @@ def test_the_previous_releases_tool_call_answers_and_replays_as_before(db: Any) 
     assert recorded["status_code"] == 202
 
 
+def test_the_previous_release_refuses_a_replay_of_an_expired_answer_and_never_runs_it(db: Any) -> None:
+    # During an upgrade the previous release may serve a replay of an answer this release's history
+    # retention expired: the Tool is not run again, and the refusal has its status (not NULL).
+    arguments = json.dumps({"duration_seconds": 60})
+    call = ("prev-old", "conv-prev", "pomodoro.start", "fp", arguments, 300.0, 1)
+    db.execute(PREVIOUS_CALL, call)
+    stop = ("prev-stop", "conv-prev", "pomodoro.interrupt", "fp", "{}", 300.0, 1)
+    assert db.execute(PREVIOUS_CALL, stop).fetchone()["outcome"] == "interrupted"
+    db.execute("UPDATE outbox SET status = 'delivered', delivered_at = now()")
+    expired = db.execute("SELECT * FROM expire_tool_call_answers(now() + interval '1 day', 100)")
+    assert expired.fetchone()["expired"] == 2
+    again = db.execute(PREVIOUS_CALL, call).fetchone()
+    assert (again["status_code"], again["outcome"], again["replayed"]) == (410, "tool_call_expired", True)
+    assert json.loads(again["response"])["error"] == "tool_call_expired"
+    operations = db.execute("SELECT count(*) AS n FROM operations WHERE conversation_id = 'conv-prev'")
+    assert operations.fetchone()["n"] == 1
+
+
 def test_an_answer_recorded_by_this_release_carries_the_status_the_previous_one_reads(db: Any) -> None:
     db.execute(
         "SELECT * FROM call_tool_v2('new-1', 'conv-new', 'pomodoro.interrupt', 'fp', '{}', "

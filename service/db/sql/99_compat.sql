@@ -15,7 +15,7 @@ CREATE OR REPLACE FUNCTION interface_1_statuses() RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN '{"accepted": 202, "interrupted": 200, "operation_already_final": 200,
          "no_active_focusing_operation": 200, "operation_already_focusing": 409,
-         "idempotency_key_reused": 409}'::jsonb;
+         "idempotency_key_reused": 409, "tool_call_expired": 410}'::jsonb;
 
 -- Interface 1's tool call: call_tool_v2 with the Tool's function and settings as the previous
 -- release named them, and the status it expects.
