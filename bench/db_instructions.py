@@ -27,6 +27,8 @@ import time
 import uuid
 from pathlib import Path
 
+import psycopg
+
 from tests.support.processes import ROOT
 from tests.support.releases import PREVIOUS_RELEASE, migrate_release, previous_release
 
@@ -129,6 +131,27 @@ def _per_cycle(
     return (long - short) / cycles
 
 
+def _until_ready(port: int, timeout: float = 60.0) -> None:
+    """Wait for the throwaway server to accept connections (a loaded machine starts it slowly)."""
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", str(port)], check=False).returncode:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the throwaway server on {port} did not start within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def _unpin(url: str) -> None:
+    """Reset the fixed search_path of every function (``service.db.code.pin_search_paths``): what
+    the pin costs a cycle, measured beside the pinned database."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pinned = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p"
+            " WHERE p.pronamespace = 'public'::regnamespace AND p.proconfig IS NOT NULL"
+        ).fetchall()
+        for (identity,) in pinned:
+            conn.execute(f"ALTER FUNCTION {identity} RESET search_path")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -167,8 +190,8 @@ def main() -> int:
             **_as_postgres(),  # type: ignore[call-overload]
         )
         try:
-            time.sleep(2)
-            for name in ("previous", "current"):
+            _until_ready(port)
+            for name in ("previous", "current", "unpinned"):
                 subprocess.run(
                     [
                         "psql",
@@ -186,18 +209,23 @@ def main() -> int:
                 )
             migrate_release(previous, f"postgresql://postgres@127.0.0.1:{port}/previous")
             migrate_release(ROOT, f"postgresql://postgres@127.0.0.1:{port}/current")
+            migrate_release(ROOT, f"postgresql://postgres@127.0.0.1:{port}/unpinned")
+            _unpin(f"postgresql://postgres@127.0.0.1:{port}/unpinned")
         finally:
             server.terminate()
             server.wait()
         before = _per_cycle(data, "previous", args.cycles, False, work)
         now = _per_cycle(data, "current", args.cycles, True, work)
         prepared = _per_cycle(data, "current", args.cycles, True, work, prepared=True)
+        unpinned = _per_cycle(data, "unpinned", args.cycles, True, work)
     print(f"database instructions per start+interrupt cycle (callgrind, {args.cycles} cycles):")
     print(f"    previous release {args.previous[:12]}   {before:>12,.0f}")
     print(f"    this checkout                 {now:>12,.0f}")
     print(f"    ratio this / previous         {now / before:>12.3f}")
     print(f"    this checkout, prepared       {prepared:>12,.0f}  (PREPARE once, EXECUTE per call)")
     print(f"    unprepared / prepared         {now / prepared:>12.3f}  (DB_PREPARED_STATEMENTS off / on)")
+    print(f"    this checkout, search_path free {unpinned:>10,.0f}  (each function's SET search_path reset)")
+    print(f"    pinned / not pinned           {now / unpinned:>12.3f}  (what the fixed search_path costs)")
     return 0
 
 
