@@ -29,10 +29,11 @@ ops: install ## operator commands beside make dev: make ops ARGS="trace call-1" 
 test: install ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-lint: install ## ruff and mypy
+lint: install ## ruff, mypy and the import layers (lint-imports)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 format: install ## apply ruff's formatting and safe fixes
 	$(VENV)/bin/ruff check --fix .

@@ -177,8 +177,8 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
 
     import structlog
 
-    from service.api.app import create_app
     from service.api.bodies import ToolCallBody, parse_json, validate
+    from service.app import create_app
     from service.db import tool_calls as tc_db
     from service.domain.idempotency import fingerprint
     from service.http import status_of_kind

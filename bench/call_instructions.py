@@ -44,7 +44,11 @@ def _drive(url: str, cycles: int) -> None:
     import logging
 
     import service
-    from service.api.app import create_app
+
+    try:
+        from service.app import create_app
+    except ImportError:  # a release before the app was assembled outside the REST face
+        from service.api.app import create_app  # type: ignore[no-redef,import-not-found]
     from service.logging import configure_logging
     from service.manifests import load_registry
     from service.settings import load_settings

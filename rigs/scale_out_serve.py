@@ -12,7 +12,7 @@ import sys
 
 import uvicorn
 
-from service.api.app import create_app
+from service.app import create_app
 from service.cli.serve import GracefulServer
 from service.logging import configure_logging
 from service.manifests import load_registry

@@ -14,7 +14,7 @@ from hypothesis import settings as hypothesis_settings
 from litestar.testing import AsyncTestClient
 from psycopg.rows import dict_row
 
-from service.api.app import create_app
+from service.app import create_app
 from service.logging import configure_logging
 from service.manifests import Registry, load_registry
 from service.settings import Settings, load_settings

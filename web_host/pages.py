@@ -9,11 +9,11 @@ it reaches the Runtime only through the host's Bridge.
 from __future__ import annotations
 
 import html
+from functools import cache
 from string import Template
 from urllib.parse import quote
 
-from service.domain.ids import is_recorded_id
-from web_host.assets import catalogue
+from web_host.assets import STATIC_DIR
 
 _COMMON = {
     "X-Content-Type-Options": "nosniff",
@@ -47,20 +47,19 @@ def app_page_headers(origin: str) -> dict[str, str]:
     return {**_PAGE, "Content-Security-Policy": csp.replace(" ;", ";")}
 
 
-def valid_conversation_id(value: object) -> str | None:
-    if is_recorded_id(value):
-        return value
-    return None
-
-
 def host_url(conversation_id: str | None) -> str:
     if conversation_id is None:
         return "/host/"
     return "/host/?conversation_id=" + quote(conversation_id, safe="")
 
 
+@cache
+def _signin_template() -> Template:
+    return Template((STATIC_DIR / "host" / "signin.html").read_text("utf-8"))
+
+
 def signin_page(conversation_id: str | None, error: str | None) -> bytes:
-    template = Template(catalogue()["host/signin.html"].body.decode("utf-8"))
+    template = _signin_template()
     error_html = f'<p class="error" role="alert">{html.escape(error)}</p>' if error else ""
     return template.substitute(
         conversation_id=html.escape(conversation_id or "", quote=True), error=error_html

@@ -1,6 +1,6 @@
 """The REST API's credential checks: bearer tokens per audience (``service.http``), compared in
 constant time; on the Host API, persons' sessions too; on the ops API, the operator console's
-sign-ins (``service.console.access``)."""
+sign-ins (``service.web.console_access``)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 from litestar import Request
 
 from service.api import host_scope
-from service.api.host_cookie import cookie_session
-from service.api.state import runtime_of
-from service.console.access import console_cookie
 from service.http import TokenBook, bearer_token, refused
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import BACKEND, HostPrincipal, SessionTokens
+from service.web.console_access import console_cookie
+from service.web.host_cookie import cookie_session
+from service.web.state import runtime_of
 
 # The document's security requirement of each audience (schemes in service/api/document.py).
 AGENT_SECURITY: list[dict[str, list[str]]] = [{"agent": []}]

@@ -24,10 +24,10 @@ from litestar.openapi.spec import Components, OpenAPI, Operation, SecurityScheme
 from litestar.params import FromPath
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api.host_cookie import COOKIE_NAME
-from service.console.cookie import SECURE_COOKIE_NAME as CONSOLE_COOKIE_NAME
 from service.domain.errors import NotFound
 from service.http import API_HEADERS
+from service.web.console_cookie import SECURE_COOKIE_NAME as CONSOLE_COOKIE_NAME
+from service.web.host_cookie import COOKIE_NAME
 
 SECURITY_SCHEMES = {
     "agent": SecurityScheme(type="http", scheme="bearer", description="AGENT_TOKEN: the Agent Tool API."),

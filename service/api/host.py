@@ -21,9 +21,9 @@ from service.api.auth import HOST_SECURITY, principal_of, require
 from service.api.bodies import AnswerBody, ForegroundBody, MessageBody, SurfaceEventBody
 from service.api.host_scope import where
 from service.api.inputs import IdPath, LimitQuery, NewIdPath, UuidPath, UuidQuery
-from service.api.state import runtime_of
 from service.domain.errors import Forbidden
 from service.use_cases import interactions, lifecycle, messages
+from service.web.state import runtime_of
 
 CONVERSATION_ERRORS = {422: ("invalid_request",)}
 # A write past its conversation's or session's allowance (service.use_cases.write_limits).

@@ -12,8 +12,8 @@ from service.api.answers import Capability, refusals
 from service.api.auth import HOST_SECURITY, principal_of, require
 from service.api.host_scope import where
 from service.api.inputs import UuidPath
-from service.api.state import runtime_of
 from service.use_cases.capabilities import mint_capability
+from service.web.state import runtime_of
 
 
 class HostCapabilityController(Controller):

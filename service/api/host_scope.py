@@ -15,10 +15,10 @@ from uuid import UUID
 
 from litestar import Request
 
-from service.api.state import runtime_of
 from service.domain.errors import NotFound, unauthorized
 from service.use_cases import conversations
 from service.use_cases.host_sessions import HostPrincipal
+from service.web.state import runtime_of
 
 Where = Literal["path", "instance", "interaction", "backend"]
 KEY = "conversation"

@@ -13,11 +13,11 @@ from service.api.auth import require
 from service.api.bodies import SessionRequest
 from service.api.host_scope import where
 from service.api.inputs import UuidPath
-from service.api.state import runtime_of
 from service.domain.errors import not_found
 from service.host_streams import HostStreams
 from service.use_cases import host_sessions
 from service.use_cases.host_sessions import SessionTokens
+from service.web.state import runtime_of
 
 
 class HostSessionsController(Controller):

@@ -35,7 +35,6 @@ from service.api.ops_answers import (
     ToolCallList,
     ToolCallTrace,
 )
-from service.api.state import runtime_of
 from service.db.ops_queries import DEFAULT_LIMIT
 from service.db.recovery import DeadFilter
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
@@ -44,6 +43,7 @@ from service.http import bearer_token
 from service.outbox_history import OutboxHistory
 from service.use_cases import delivery_control, ops_reads
 from service.use_cases.outbox_requeue import recover_dead, requeue_dead
+from service.web.state import runtime_of
 
 T = TypeVar("T")
 QUERY_ERRORS = {422: ("invalid_request",)}

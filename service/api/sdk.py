@@ -15,10 +15,10 @@ from litestar.params import JSONBody
 from service.api.answers import CloseResult, InstanceState, SdkContext, StateRevision, refusals
 from service.api.auth import CAPABILITY_SECURITY
 from service.api.bodies import StateWrite
-from service.api.state import runtime_of
 from service.http import bearer_token, refused
 from service.use_cases import instance_state, lifecycle, sdk_context
 from service.use_cases.capabilities import Capability, resolve_capability
+from service.web.state import runtime_of
 
 # A state body may exceed the service-wide body limit: max_bytes is up to 1 MiB of compact JSON
 # (manifest schema), which a client may send with spaces or \u escapes. Within this bound the

@@ -14,13 +14,13 @@ from service.api.answers import Operation, ToolList, answer, refusals
 from service.api.auth import AGENT_SECURITY, require
 from service.api.bodies import ToolCallBody
 from service.api.inputs import UuidPath
-from service.api.state import runtime_of
 from service.domain.errors import Conflict
 from service.domain.outcomes import SHARED_OUTCOMES
 from service.http import status_of_kind
 from service.tools import builtin
 from service.use_cases.operation_status import get_operation
 from service.use_cases.tool_calls import ToolCallRequest, call_tool
+from service.web.state import runtime_of
 
 
 def _answers(status: int) -> Any:

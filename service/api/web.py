@@ -9,10 +9,10 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import FromPath
 from litestar.response import Redirect
 
-from service.api.assets import asset_response
-from service.api.host_cookie import cleared_cookie, cookie_name, same_site, session_cookie
-from service.api.state import runtime_of
+from service import assets
+from service.assets import Asset
 from service.domain.errors import Forbidden, not_found, unauthorized
+from service.domain.ids import is_recorded_id
 from service.domain.timefmt import rfc3339
 from service.host_streams import HostStreams
 from service.http import API_HEADERS, TokenBook
@@ -23,16 +23,25 @@ from service.use_cases.host_sessions import (
     HostPrincipal,
     SessionTokens,
 )
-from web_host.assets import app_scopes, catalogue
-from web_host.pages import (
-    app_page_headers,
-    host_page_headers,
-    host_url,
-    signin_page,
-    valid_conversation_id,
-)
+from service.web.assets import asset_response
+from service.web.host_cookie import cleared_cookie, cookie_name, same_site, session_cookie
+from service.web.state import runtime_of
+from web_host.assets import STATIC_DIR, app_scopes
+from web_host.pages import app_page_headers, host_page_headers, host_url, signin_page
 
 HTML = "text/html"
+
+
+def catalogue() -> dict[str, Asset]:
+    """Every servable file of the Web Host by its path under ``web_host/static/`` (``host/…``,
+    ``apps/…``, ``sdk/…``), read once."""
+    return assets.catalogue(STATIC_DIR)
+
+
+def valid_conversation_id(value: object) -> str | None:
+    if is_recorded_id(value):
+        return value
+    return None
 
 
 def _tokens(request: Request[Any, Any, Any]) -> SessionTokens:

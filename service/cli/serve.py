@@ -12,7 +12,7 @@ import psycopg
 import uvicorn
 from litestar.datastructures import State
 
-from service.api.app import LOOP_FAILURE_GRACE, create_app, session_url
+from service.app import LOOP_FAILURE_GRACE, create_app, session_url
 from service.db.pooler import PoolerRefusalError
 from service.logging import configure_logging
 from service.manifests import ManifestError, load_registry

@@ -1,8 +1,8 @@
 """The operator console's routes (``/ops/``): its page shell, its files, sign-in and sign-out.
 
-The cookie follows the Web Host's rules: HttpOnly, SameSite=Strict, signed (``service.console.cookie``),
+The cookie follows the Web Host's rules: HttpOnly, SameSite=Strict, signed (``service.web.console_cookie``),
 a name of its own, Secure over https; it names a server-side sign-in (``console_sessions``), which
-signing out ends on every replica. What it may do on ``/v1/ops/*`` is ``service.console.access``'s to
+signing out ends on every replica. What it may do on ``/v1/ops/*`` is ``service.web.console_access``'s to
 say. Signing in is refused from another site.
 """
 
@@ -15,14 +15,14 @@ from litestar.datastructures import Cookie
 from litestar.params import FromPath
 from litestar.response import Redirect
 
-from service.api.assets import asset_response
-from service.api.host_cookie import same_site
-from service.api.state import runtime_of
-from service.console import access
-from service.console.cookie import cookie_name
 from service.console.pages import catalogue, console_path, page_headers, signin_page
 from service.http import TokenBook
 from service.use_cases import console_sessions
+from service.web import console_access as access
+from service.web.assets import asset_response
+from service.web.console_cookie import cookie_name
+from service.web.host_cookie import same_site
+from service.web.state import runtime_of
 
 HTML = "text/html"
 

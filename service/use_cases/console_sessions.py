@@ -1,5 +1,5 @@
 """The operator console's sign-ins: a row per sign-in, named by the console's signed cookie
-(``service.console.cookie``), so that signing out or the expiry ends it on every replica."""
+(``service.web.console_cookie``), so that signing out or the expiry ends it on every replica."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from service.api.app import create_app
+from service.app import create_app
 from service.manifests import load_registry
 from service.settings import Settings
 from service.tools import builtin

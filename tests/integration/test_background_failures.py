@@ -25,7 +25,7 @@ import pytest
 import structlog
 from litestar.testing import AsyncTestClient
 
-from service.api.app import create_app
+from service.app import create_app
 from service.background import Background, Loop
 from service.db.pool import Pool, open_pool
 from service.listen import Listener

@@ -16,8 +16,8 @@ from litestar import Litestar
 from litestar.routes import HTTPRoute
 from litestar.testing import AsyncTestClient
 
-from service.api.app import create_app
 from service.api.host_scope import KEY
+from service.app import create_app
 from service.manifests import Registry
 from tests.conftest import AGENT, HOST, make_settings
 from tests.support.calls import start_body

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from service.api.app import create_app
+from service.app import create_app
 from service.db import states as states_db
 from service.manifests import load_registry
 from service.settings import Settings

@@ -39,7 +39,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from service.api.app import create_app
+from service.app import create_app
 from service.manifests import Registry, load_registry
 from tests.conftest import (
     AGENT,

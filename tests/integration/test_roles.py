@@ -22,7 +22,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 from psycopg.rows import dict_row
 
-from service.api.app import create_app
+from service.app import create_app
 from service.db import code, roles
 from service.db.migrate import upgrade
 from service.manifests import Registry

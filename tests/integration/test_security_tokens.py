@@ -13,7 +13,7 @@ from litestar import Litestar
 from litestar.routes import HTTPRoute
 from litestar.testing import AsyncTestClient
 
-from service.api.app import create_app
+from service.app import create_app
 from service.manifests import Registry
 from tests.conftest import AGENT, HOST, OPERATOR, make_settings
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from service.api.app import create_app
+from service.app import create_app
 from service.manifests import Registry
 from tests.conftest import AGENT, HOST, make_settings
 from tests.integration.test_host_sessions import bearer, mint

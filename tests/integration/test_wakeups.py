@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from litestar.testing import AsyncTestClient
 
-from service.api.app import create_app
+from service.app import create_app
 from service.manifests import Registry
 from service.wakeups import OUTBOX_CHANNEL, PROJECTION_CHANNEL, Wakeups
 from tests.conftest import AGENT, make_settings

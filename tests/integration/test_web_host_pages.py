@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from service.api.host_cookie import PLAIN_COOKIE_NAME, SECURE_COOKIE_NAME
+from service.web.host_cookie import PLAIN_COOKIE_NAME, SECURE_COOKIE_NAME
 from tests.conftest import AGENT, HOST, HOST_TOKEN, make_settings
 from tests.support.calls import start_body
 
@@ -124,7 +124,7 @@ async def test_a_session_token_sets_an_httponly_strict_cookie_and_returns_to_the
 
 
 async def test_by_default_the_cookie_is_secure_and_host_prefixed(database_url: str, registry: Any) -> None:
-    from service.api.app import create_app
+    from service.app import create_app
 
     app = create_app(make_settings(database_url, cookie_secure=True), registry, sweeper=False)
     async with AsyncTestClient(app=app, base_url="https://testserver.local") as secure:
@@ -139,7 +139,7 @@ async def test_by_default_the_cookie_is_secure_and_host_prefixed(database_url: s
 async def test_host_token_signs_in_only_where_the_deployment_allows_it(
     database_url: str, registry: Any
 ) -> None:
-    from service.api.app import create_app
+    from service.app import create_app
 
     for allowed, status in ((False, 401), (True, 303)):
         app = create_app(make_settings(database_url, host_token_sign_in=allowed), registry, sweeper=False)
@@ -216,7 +216,7 @@ async def test_a_tampered_or_foreign_cookie_is_refused(
 
     # A replica with the same HOST_SESSION_SECRET accepts it (whatever its HOST_TOKEN); one with
     # another secret does not.
-    from service.api.app import create_app
+    from service.app import create_app
 
     for overrides, status in [
         ({"host_token": "another-host-token-0000001"}, 200),
@@ -248,7 +248,7 @@ async def test_the_host_page_may_not_be_framed_and_talks_only_to_the_service(cli
 async def test_an_app_page_is_always_sandboxed_and_framed_only_by_the_service(
     database_url: str, registry: Any, client: Client
 ) -> None:
-    from service.api.app import create_app
+    from service.app import create_app
 
     settings = make_settings(database_url, public_origin="http://lineup.example:8443")
     async with AsyncTestClient(app=create_app(settings, registry, sweeper=False)) as configured:

@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 from litestar.testing import TestClient
 from psycopg.rows import dict_row
 
-from service.api.app import create_app
+from service.app import create_app
 from service.db import operations as operations_sql
 from service.manifests import Registry
 from service.settings import Settings

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from service.api.app import create_app
+from service.app import create_app
 from service.manifests import Registry
 from service.settings import Settings
 from service.use_cases.maintenance import prune_projections

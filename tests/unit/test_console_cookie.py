@@ -3,7 +3,7 @@ configured now, and good for its lifetime only."""
 
 from __future__ import annotations
 
-from service.console.cookie import MAX_COOKIE_LENGTH, ConsoleSessions
+from service.web.console_cookie import MAX_COOKIE_LENGTH, ConsoleSessions
 
 OLD, NEW = "operator-token-old-000001", "operator-token-new-000002"
 

@@ -14,7 +14,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 from pydantic import BaseModel
 
 from service.api import document as document_module
-from service.api.app import create_app
+from service.app import create_app
 from service.manifests import Registry
 from tests.conftest import make_settings
 

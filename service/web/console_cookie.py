@@ -4,7 +4,7 @@ Signed with itsdangerous (HMAC-SHA256) under the OPERATOR token the operator sig
 checked against every token ``OPERATOR_TOKEN`` holds now, so retiring a token ends the sessions it
 opened; what it names is a row of ``console_sessions`` (``service.use_cases.console_sessions``),
 so signing out — or the expiry — ends it on every replica, whoever kept a copy of the cookie. It
-stands for that token on ``/v1/ops/*`` only (``service.console.access``), with the Web Host's rules:
+stands for that token on ``/v1/ops/*`` only (``service.web.console_access``), with the Web Host's rules:
 HttpOnly, SameSite=Strict, and writes only from the console's own origin with a JSON body.
 """
 

@@ -37,7 +37,6 @@ from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
 from service.api.web import WebHostController
 from service.background import Background, Loop, default_loop_rounds
-from service.console.cookie import ConsoleSessions
 from service.console.routes import ConsoleController
 from service.db.pool import open_pool
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
@@ -55,6 +54,7 @@ from service.use_cases.host_sessions import SessionTokens
 from service.use_cases.maintenance import Maintenance
 from service.use_cases.runtime import Runtime
 from service.wakeups import Wakeups
+from service.web.console_cookie import ConsoleSessions
 
 # The audiences whose bearer tokens the service takes (``Settings.tokens``).
 AUDIENCES = ("agent", "host", "operator", "metrics")

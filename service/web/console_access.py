@@ -13,10 +13,10 @@ from uuid import UUID
 
 from litestar.connection import ASGIConnection
 
-from service.api.host_cookie import same_site
-from service.api.state import runtime_of
-from service.console.cookie import ConsoleSessions, cookie_name
 from service.use_cases import console_sessions
+from service.web.console_cookie import ConsoleSessions, cookie_name
+from service.web.host_cookie import same_site
+from service.web.state import runtime_of
 
 SESSION_PATH_PREFIX = "/v1/ops/"
 _UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
