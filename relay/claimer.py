@@ -32,6 +32,7 @@ from relay.endpoint_circuit import EndpointCircuit
 from relay.metrics import RelayMetrics
 from relay.policy import AttemptResult, describe, verdict
 from relay.recording import MAX_ERROR_PAUSE
+from service.background import sleep_until
 
 log = structlog.get_logger("relay")
 
@@ -146,11 +147,7 @@ class Claimer:
         return 0.0
 
     async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
-        waiters = [_spawn(self._wake.wait(), "wake"), _spawn(stop.wait(), "stop")]
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        for task in waiters:
-            task.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)
+        await sleep_until(seconds, self._wake, stop)
 
     async def release(self, *, uncount: int, keep: list[UUID] | None = None) -> None:
         try:

@@ -129,17 +129,23 @@ class Periodic(ABC):
             await self._wait(stop, self.interval * random.uniform(1 - self.jitter, 1 + self.jitter))
 
     async def _wait(self, stop: asyncio.Event, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._woken.wait())]
-        try:
-            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
-            for waiter in waiters:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await waiter
+        await sleep_until(seconds, stop, self._woken)
+
+
+async def sleep_until(seconds: float, *events: asyncio.Event) -> None:
+    """The loops' one wait: ``seconds`` at most, less when any of ``events`` (a stop, a wake-up) is
+    set; the waiters are gone when it returns, however it ends (a cancellation included)."""
+    if seconds <= 0:
+        return
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        for waiter in waiters:
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter
 
 
 class Background:

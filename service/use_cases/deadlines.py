@@ -19,13 +19,13 @@ watches.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from datetime import datetime
 from typing import Any
 
 import structlog
 
+from service.background import sleep_until
 from service.db import operations as operations_db
 from service.db.pool import Pool
 from service.db.reconnect import Backoff
@@ -129,7 +129,7 @@ class DeadlineSweeper:
                     error_type=type(exc).__name__,
                     retry_in=round(pause, 3),
                 )
-                await _sleep(pause, wake, stop)
+                await sleep_until(pause, wake, stop)
                 continue
             self._next_due = None if wait is None else time.time() + wait
             if wait is None:
@@ -138,16 +138,4 @@ class DeadlineSweeper:
                 # Due but held by someone else (a request, another claimer or replica): look
                 # again shortly rather than spin.
                 wait = 0 if settled else self._busy_backoff
-            await _sleep(min(wait, self._max_sleep), wake, stop)
-
-
-async def _sleep(seconds: float, wake: asyncio.Event, stop: asyncio.Event) -> None:
-    if seconds <= 0:
-        return
-    waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())]
-    _, pending = await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    for task in waiters:
-        task.cancel()
-    for task in pending:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+            await sleep_until(min(wait, self._max_sleep), wake, stop)
