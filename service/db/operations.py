@@ -1,6 +1,6 @@
 """Named statements on ``operations``; the terminal transition is ``settle_focusing``.
 
-``settle_focusing``, ``settle_due`` and ``settle_if_overdue`` are SQL functions (migration 0005):
+``settle_focusing``, ``settle_due`` and ``settle_if_overdue`` are SQL functions (``70_settle.sql``):
 the one compare-and-set every ending goes through, run in the caller's transaction. It decides by
 the database clock (arriving at or after ``ends_at`` settles ``completed`` whatever the caller
 asked for), touches only rows still focusing — so of several concurrent callers exactly one gets a

@@ -42,7 +42,7 @@ POMODORO_SCOPE = "pomodoro"
 
 class InterruptStatus(StrEnum):
     """The receipts of ``pomodoro.interrupt``; the late-interrupt rule that picks between the last
-    two is the SQL function ``late_interrupt_status`` (migration 0005)."""
+    two is the SQL function ``late_interrupt_status`` (the Pomodoro's decision SQL)."""
 
     INTERRUPTED = "interrupted"
     ALREADY_FINAL = "operation_already_final"
