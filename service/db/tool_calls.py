@@ -15,15 +15,9 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import AsyncConnection
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, tuple_row
 
 Conn = AsyncConnection[DictRow]
-
-CALL_TOOL = """
-SELECT * FROM call_tool_v2(
-    %(tool_call_id)s, %(conversation_id)s, %(tool)s, %(fingerprint)s, %(arguments)s, %(decide)s,
-    %(context)s)
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +32,13 @@ class CallResult:
     settled_lateness_ms: int | None
     settled_event_id: UUID | None
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> CallResult:
-        """By column name: a column a later schema adds breaks nothing."""
-        return cls(*map(row.__getitem__, _COLUMNS))
-
 
 _COLUMNS = tuple(field.name for field in fields(CallResult))
+
+# The result's columns are named in the statement, in CallResult's order: a column a later schema
+# adds breaks nothing, and each row is a plain tuple (no per-row dict, no column-name lookups).
+# Positional parameters: psycopg converts no named placeholders per call.
+CALL_TOOL = f"SELECT {', '.join(_COLUMNS)} FROM call_tool_v2(%s, %s, %s, %s, %s, %s, %s)"
 
 
 async def call(
@@ -59,19 +53,12 @@ async def call(
     context: str,
 ) -> CallResult:
     """Run one tool call on an autocommit connection: the statement is its own transaction."""
-    cursor = await conn.execute(
+    cursor = conn.cursor(row_factory=tuple_row)
+    await cursor.execute(
         CALL_TOOL,
-        {
-            "tool_call_id": tool_call_id,
-            "conversation_id": conversation_id,
-            "tool": tool,
-            "fingerprint": fingerprint,
-            "arguments": arguments,
-            "decide": decide,
-            "context": context,
-        },
+        (tool_call_id, conversation_id, tool, fingerprint, arguments, decide, context),
         prepare=True,
     )
-    row = await cursor.fetchone()
+    row: Any = await cursor.fetchone()
     assert row is not None
-    return CallResult.from_row(row)
+    return CallResult(*row)
