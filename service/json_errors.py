@@ -162,7 +162,14 @@ def _compile(schema: Any) -> Check | None:
     if len(checks) == 1:
         return checks[0]
     every = tuple(checks)
-    return lambda v: all(check(v) for check in every)
+
+    def check_all(v: Any) -> bool:
+        for check in every:  # noqa: SIM110 - a loop, not all() over a generator: on every tool call
+            if not check(v):
+                return False
+        return True
+
+    return check_all
 
 
 def _count(value: Any) -> int | None:
@@ -184,7 +191,10 @@ def _properties(value: Any, schema: dict[str, Any]) -> Check | None:
     def check(v: Any) -> bool:
         if type(v) is not dict:
             return type(v) in _PLAIN
-        return all(sub(v[name]) for name, sub in pairs if name in v)  # type: ignore[misc]
+        for name, sub in pairs:  # noqa: SIM110 - as above
+            if name in v and not sub(v[name]):  # type: ignore[misc]
+                return False
+        return True
 
     return check
 
@@ -201,8 +211,8 @@ def _additional(value: Any, schema: dict[str, Any]) -> Check | None:
 def _required(value: Any, schema: dict[str, Any]) -> Check | None:
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
         return None
-    names = tuple(value)
-    return lambda v: all(name in v for name in names) if type(v) is dict else type(v) in _PLAIN
+    names = frozenset(value)
+    return lambda v: names.issubset(v) if type(v) is dict else type(v) in _PLAIN
 
 
 def _items(value: Any, schema: dict[str, Any]) -> Check | None:

@@ -15,6 +15,8 @@ from uuid import UUID
 
 import msgspec
 from litestar import Request
+from litestar.exceptions import ClientException
+from litestar.types import Empty
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -166,6 +168,23 @@ def validate(model: type[ModelT], data: Any) -> ModelT:
 class ContractRequest(Request[Any, Any, Any]):
     """The service's request class: JSON bodies are read, and checked against the handler's body
     model, with the contract's errors (Litestar reads ``data`` through ``json()``)."""
+
+    @property
+    def content_length(self) -> int | None:
+        """Litestar's ``content_length`` (its check of the body's size reads it), read from the
+        scope's raw headers: reading a body no longer builds the request's header mapping."""
+        cached = self._content_length
+        if cached is not Empty:
+            return cached
+        header = next((v for k, v in self.scope["headers"] if k.lower() == b"content-length"), None)
+        if header is None:
+            self._content_length = None
+            return None
+        try:
+            length = self._content_length = int(header)
+        except ValueError:
+            raise ClientException(f"Invalid content-length: {header.decode('latin-1')!r}") from None
+        return length
 
     async def json(self) -> Any:
         if getattr(self, "_contract_json", None) is None:

@@ -9,19 +9,20 @@ what is both recorded and sent, so a replay is byte for byte the first answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, tuple_row
 
 Conn = AsyncConnection[DictRow]
 
 
-@dataclass(frozen=True, slots=True)
-class CallResult:
+class CallResult(NamedTuple):
+    """The statement's row, made from its tuple at once (a frozen dataclass would set each field
+    through ``object.__setattr__``)."""
+
     outcome: str
     response: str
     replayed: bool
@@ -33,12 +34,23 @@ class CallResult:
     settled_event_id: UUID | None
 
 
-_COLUMNS = tuple(field.name for field in fields(CallResult))
+_COLUMNS = CallResult._fields
 
 # The result's columns are named in the statement, in CallResult's order: a column a later schema
 # adds breaks nothing, and each row is a plain tuple (no per-row dict, no column-name lookups).
 # Positional parameters: psycopg converts no named placeholders per call.
 CALL_TOOL = f"SELECT {', '.join(_COLUMNS)} FROM call_tool_v2(%s, %s, %s, %s, %s, %s, %s)"
+
+
+def _cursor(conn: Conn) -> AsyncCursor[tuple[Any, ...]]:
+    """The connection's cursor for tool calls, made on its first call and kept on the connection
+    (a new cursor builds its adapters and transformer each time; a pooled connection runs one
+    statement at a time, and ``execute`` starts the cursor afresh)."""
+    cursor: AsyncCursor[tuple[Any, ...]] | None = getattr(conn, "_lineup_tool_call_cursor", None)
+    if cursor is None or cursor.closed:
+        cursor = conn.cursor(row_factory=tuple_row)
+        conn._lineup_tool_call_cursor = cursor  # type: ignore[attr-defined]
+    return cursor
 
 
 async def call(
@@ -53,7 +65,7 @@ async def call(
     context: str,
 ) -> CallResult:
     """Run one tool call on an autocommit connection: the statement is its own transaction."""
-    cursor = conn.cursor(row_factory=tuple_row)
+    cursor = _cursor(conn)
     await cursor.execute(
         CALL_TOOL,
         (tool_call_id, conversation_id, tool, fingerprint, arguments, decide, context),
@@ -61,4 +73,4 @@ async def call(
     )
     row: Any = await cursor.fetchone()
     assert row is not None
-    return CallResult(*row)
+    return CallResult._make(row)

@@ -13,8 +13,7 @@ outcome word, its kind and its body; the faces name the status (``service.http``
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import structlog
@@ -44,9 +43,10 @@ _RETRYABLE = (
 ATTEMPTS = 5
 
 
-@dataclass(frozen=True)
-class ToolCallRequest:
-    """A tool call as a face received it (REST's body; MCP's name, arguments and ``_meta``)."""
+class ToolCallRequest(NamedTuple):
+    """A tool call as a face received it (REST's body; MCP's name, arguments and ``_meta``). Named
+    tuples here, made on every call: one tuple at once, where a frozen dataclass sets each field
+    through ``object.__setattr__``."""
 
     tool_call_id: str
     conversation_id: str
@@ -64,8 +64,7 @@ class ToolCallRequest:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolAnswer:
+class ToolAnswer(NamedTuple):
     tool: str
     outcome: str  # the answer's status word or error code
     kind: type  # Accepted, Answered, or the kind of refusal (service.domain)
