@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +216,9 @@ def main() -> int:
         help="event loops to drive the apps on: asyncio (the figures before 2026-12-02), uvloop (serve's)",
     )
     parser.add_argument("--no-unprepared", action="store_true", help="skip DB_PREPARED_STATEMENTS=off")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="figures counted at once (each is one process at a time)"
+    )
     args = parser.parse_args()
     if not 10 <= args.cycles <= 2000:
         parser.error("keep it bounded: --cycles 10..2000")
@@ -233,21 +237,23 @@ def main() -> int:
         "this checkout",
     ]
     try:
-        with contextlib.ExitStack() as trees:
-            releases = [trees.enter_context(previous_release(c)) for c in (args.previous, *args.also)]
+        with contextlib.ExitStack() as stack, ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            releases = [stack.enter_context(previous_release(c)) for c in (args.previous, *args.also)]
+            runs: list[tuple[str, Path, str, dict[str, str]]] = []
             for name, tree in zip(names, [*releases, ROOT], strict=True):
-                with scratch_database(server, f"bench_calls_{uuid.uuid4().hex[:8]}") as url:
-                    migrate_release(tree, url)
-                    for loop in loops:
-                        figures[name, loop] = per_call(tree, url, args.cycles, work, loop=loop)
+                url = stack.enter_context(scratch_database(server, f"bench_calls_{uuid.uuid4().hex[:8]}"))
+                migrate_release(tree, url)
+                runs += [(name, tree, url, {})]
             if not args.no_unprepared:
-                with scratch_database(server, f"bench_calls_unprepared_{uuid.uuid4().hex[:8]}") as url:
-                    migrate_release(ROOT, url)
-                    off = {"DB_PREPARED_STATEMENTS": "off"}
-                    for loop in loops:
-                        figures["this, DB_PREPARED_STATEMENTS=off", loop] = per_call(
-                            ROOT, url, args.cycles, work, off, loop
-                        )
+                url = stack.enter_context(scratch_database(server, f"bench_calls_off_{uuid.uuid4().hex[:8]}"))
+                migrate_release(ROOT, url)
+                runs += [("this, DB_PREPARED_STATEMENTS=off", ROOT, url, {"DB_PREPARED_STATEMENTS": "off"})]
+            jobs = {
+                (name, loop): pool.submit(per_call, tree, url, args.cycles, work, env, loop)
+                for name, tree, url, env in runs
+                for loop in loops
+            }
+            figures = {key: job.result() for key, job in jobs.items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(

@@ -176,8 +176,10 @@ class ContractRequest(Request[Any, Any, Any]):
         cached = self._content_length
         if cached is not Empty:
             return cached
-        header = next((v for k, v in self.scope["headers"] if k.lower() == b"content-length"), None)
-        if header is None:
+        for name, header in self.scope["headers"]:  # noqa: B007 - the one found is used below
+            if name.lower() == b"content-length":
+                break
+        else:
             self._content_length = None
             return None
         try:
