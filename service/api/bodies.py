@@ -167,7 +167,8 @@ def validate(model: type[ModelT], data: Any) -> ModelT:
 
 class ContractRequest(Request[Any, Any, Any]):
     """The service's request class: JSON bodies are read, and checked against the handler's body
-    model, with the contract's errors (Litestar reads ``data`` through ``json()``)."""
+    model, with the contract's errors (Litestar reads ``data`` through ``json()``, which answers
+    the checked model for a handler that takes one, the decoded JSON otherwise)."""
 
     @property
     def content_length(self) -> int | None:
@@ -194,6 +195,8 @@ class ContractRequest(Request[Any, Any, Any]):
             field = self.route_handler.parsed_fn_signature.parameters.get("data")
             model = field.annotation if field is not None else None
             if isinstance(model, type) and issubclass(model, BaseModel):
-                validate(model, data)
+                # The checked model itself: Litestar hands an instance of the handler's type on
+                # as it is, instead of validating the body a second time.
+                data = validate(model, data)
             self._contract_json = data
         return self._contract_json

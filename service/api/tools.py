@@ -42,8 +42,8 @@ _CONFLICTS = tuple(
 ) + tuple(outcome for outcome, kind in SHARED_OUTCOMES.items() if issubclass(kind, Conflict))
 
 
-# What every answer of the app carries (``create_app``'s response_headers), then its type and length,
-# in the order Litestar's own Response writes them.
+# What every answer of the app carries (``create_app``'s response_headers), then its type and length
+# (Litestar's own order of the first two follows its frozenset of them, so varies by process).
 _ANSWER_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store"))
 _JSON = (b"content-type", b"application/json")
 
@@ -51,8 +51,8 @@ _JSON = (b"content-type", b"application/json")
 class ToolAnswerResponse(ASGIResponse):
     """A tool call's answer as ASGI messages, built from the recorded JSON text at once: the bytes
     and headers Litestar's ``Response`` would send, without its per-answer work (the response
-    object, then an ASGI response with its header and cookie merging), about a tenth of a call's
-    Python. Litestar passes an ASGI response through as it is (its handler's return type)."""
+    object, then an ASGI response with its header and cookie merging). Litestar passes an ASGI
+    response through as it is (its handler's return type)."""
 
     __slots__ = ("_body", "_start")
 
