@@ -32,6 +32,11 @@ CYCLES = 300  # cycles cost little beside the start-up; more of them amortise th
 LOOP = "uvloop"
 
 
+def over_allowance(figure: float, baseline: float) -> bool:
+    """Whether ``figure`` grew by more than the allowance over ``baseline``."""
+    return figure > baseline * (1 + ALLOWANCE)
+
+
 def _commit(root: Path) -> str:
     done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() or "unknown"
@@ -74,14 +79,13 @@ def main() -> int:
         print(f"instructions_check: recorded {figure / 1e6:.3f} M instructions per tool call ({took:.0f} s)")
         return 0
     baseline = json.loads(BASELINE.read_text())
-    limit = baseline["python_instructions_per_tool_call"] * (1 + ALLOWANCE)
     ratio = figure / baseline["python_instructions_per_tool_call"]
     print(
         f"instructions_check: {figure / 1e6:.3f} M Python instructions per tool call, baseline "
         f"{baseline['python_instructions_per_tool_call'] / 1e6:.3f} M ({baseline['commit'][:12]}): "
         f"{ratio:.3f}x, allowed up to {1 + ALLOWANCE:.2f}x ({took:.0f} s)"
     )
-    if figure > limit:
+    if over_allowance(figure, baseline["python_instructions_per_tool_call"]):
         print(
             "instructions_check: FAILED — the tool-call path grew; find what (bench/README.md, "
             "'Where the instructions go') or, if the growth is meant, move the baseline: "
