@@ -7,7 +7,7 @@ PORT ?= 8000
 ARGS ?= --help
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler
+.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -57,6 +57,11 @@ bench: install ## the benchmarks (they print numbers; see bench/README.md)
 	$(PY) -m bench.deadline_lateness
 	$(PY) -m bench.deadline_lateness --due 5000 --focusing 100000
 	$(PY) -m bench.capacity
+
+instructions: install ## CI check: Python instructions per tool call within 5 % of bench/instructions_baseline.json (callgrind, ~4 min; DATABASE_URL's server)
+	@command -v valgrind >/dev/null || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends valgrind; }
+	$(PY) -m bench.instructions_check
 
 failover: install ## Patroni + etcd on this machine under load: a switchover, a crashed primary, the checks
 	@command -v patroni >/dev/null && command -v etcd >/dev/null && test -x /usr/lib/postgresql/15/bin/initdb || { \

@@ -9,7 +9,8 @@ the local one), migrated by that release, and the same work: its ASGI applicatio
 ``serve`` builds it (frozen for the collector where that release's ``serve`` freezes it), driven
 in-process without an HTTP server (no sockets, no uvicorn) through start+interrupt cycles over four
 conversations — Litestar's routing, the guard, body checks, the use case, the statement through
-psycopg, the log lines, the metrics, the after-commit wake-ups. Each runs twice under
+psycopg, the log lines, the metrics, the after-commit wake-ups (the loops that run on the clock, not
+on calls, idle: ``_without_timed_loops``). Each runs twice under
 ``valgrind --tool=callgrind``, with 20 cycles and with ``20 + --cycles``; the difference divided by
 the calls is one tool call without the start-up. What Postgres does is not counted here
 (``bench.db_instructions`` counts it). Every call is checked; a wrong answer stops the bench. Takes
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +43,7 @@ TOKEN = "bench-agent-token-0000000"
 # only what both releases have (``service``'s app, settings, manifests and logging).
 
 
-def _drive(url: str, cycles: int) -> None:
+def _drive(url: str, cycles: int, loop: str = "asyncio") -> None:
     import logging
 
     import service
@@ -62,6 +65,7 @@ def _drive(url: str, cycles: int) -> None:
         host_token="bench-host-token-00000000",
         operator_token="bench-operator-token-0000",
     )
+    _without_timed_loops()
     app = create_app(settings, load_registry(settings.manifests_dir), sweeper=False)
     if "gc.freeze()" in (Path.cwd() / "service" / "cli" / "serve.py").read_text():
         gc.freeze()  # as this release's serve does once its app is built
@@ -69,9 +73,41 @@ def _drive(url: str, cycles: int) -> None:
         saved, sys.stderr = sys.stderr, devnull
         try:
             configure_logging(logging.INFO)  # the log lines as serve writes them, to /dev/null
-            asyncio.run(_cycles(app, cycles))
+            factory = None
+            if loop == "uvloop":  # the event loop serve runs on (uvicorn's loop="uvloop")
+                import uvloop
+
+                factory = uvloop.new_event_loop
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runner.run(_cycles(app, cycles))
         finally:
             sys.stderr = saved
+
+
+def _without_timed_loops() -> None:
+    """The loops that go round on the clock, not on calls — the maintenance samples and pruning,
+    the history retention — wait for the stop and do nothing here: under valgrind a run lasts
+    minutes, so a round of theirs would fall into one run of a pair and not the other, and be
+    charged to the calls (a retention round alone is millions of instructions). What a call sets off
+    (the wake-ups, the projection listener) still runs. Each release names its loops its own way."""
+    import importlib
+
+    async def idle(*args: Any) -> None:
+        stop = next(arg for arg in args if isinstance(arg, asyncio.Event))
+        await stop.wait()
+
+    for module, name in (
+        ("service.use_cases.maintenance", "Maintenance"),
+        ("service.use_cases.history_retention", "HistoryPruning"),
+    ):
+        try:
+            loop = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        loop.run = idle
+    app_module = importlib.import_module("service.api.app")
+    if hasattr(app_module, "run_maintenance"):  # releases before the loops were classes
+        setattr(app_module, "run_maintenance", idle)  # noqa: B010 - absent from this release
 
 
 async def _cycles(app: Any, cycles: int) -> None:
@@ -147,10 +183,12 @@ async def _post(app: Any, body: bytes) -> int:
     return status
 
 
-# The bench: two releases, two callgrind runs each.
+# The bench: each release, two callgrind runs per figure.
 
 
-def _instructions(tree: Path, url: str, cycles: int, work: Path, env: dict[str, str]) -> int:
+def _instructions(
+    tree: Path, url: str, cycles: int, work: Path, env: dict[str, str], loop: str = "asyncio"
+) -> int:
     out = work / f"callgrind-{uuid.uuid4().hex[:8]}.out"
     done = subprocess.run(
         [
@@ -163,6 +201,8 @@ def _instructions(tree: Path, url: str, cycles: int, work: Path, env: dict[str, 
             url,
             "--cycles",
             str(cycles),
+            "--loop",
+            loop,
         ],
         cwd=tree,
         # The driver imports only the release's code; ``env`` adds settings (DB_PREPARED_STATEMENTS).
@@ -175,13 +215,17 @@ def _instructions(tree: Path, url: str, cycles: int, work: Path, env: dict[str, 
         raise RuntimeError(f"the driver failed in {tree}:\n{done.stderr[-3000:]}")
     for line in out.read_text().splitlines():
         if line.startswith("summary:"):
+            out.unlink()
             return int(line.split()[1])
     raise RuntimeError(f"no summary in {out}")
 
 
-def _per_call(tree: Path, url: str, cycles: int, work: Path, env: dict[str, str] | None = None) -> float:
-    short = _instructions(tree, url, WARM, work, env or {})
-    long = _instructions(tree, url, WARM + cycles, work, env or {})
+def per_call(
+    tree: Path, url: str, cycles: int, work: Path, env: dict[str, str] | None = None, loop: str = "asyncio"
+) -> float:
+    """Python instructions per tool call of the release in ``tree`` (migrated into ``url``)."""
+    short = _instructions(tree, url, WARM, work, env or {}, loop)
+    long = _instructions(tree, url, WARM + cycles, work, env or {}, loop)
     return (long - short) / (2 * cycles)
 
 
@@ -194,42 +238,71 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--previous", default=PREVIOUS_RELEASE, help="the release to compare with")
+    parser.add_argument(
+        "--also", action="append", default=[], metavar="COMMIT", help="another commit to count (e.g. main)"
+    )
     parser.add_argument("--cycles", type=int, default=100, help="measured start+interrupt cycles")
+    parser.add_argument(
+        "--loops",
+        default="asyncio,uvloop",
+        help="event loops to drive the apps on: asyncio (the figures before 2026-12-02), uvloop (serve's)",
+    )
+    parser.add_argument("--no-unprepared", action="store_true", help="skip DB_PREPARED_STATEMENTS=off")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="figures counted at once (each is one process at a time)"
+    )
     args = parser.parse_args()
     if not 10 <= args.cycles <= 2000:
         parser.error("keep it bounded: --cycles 10..2000")
+    loops = [loop for loop in args.loops.split(",") if loop]
+    if not loops or not set(loops) <= {"asyncio", "uvloop"}:
+        parser.error("--loops: asyncio and/or uvloop")
     if shutil.which("valgrind") is None:
         print("needs valgrind (Debian: valgrind)")
         return 2
     work = Path(tempfile.mkdtemp(prefix="lineup-call-instructions-"))
     server = named_server()
-    figures: dict[str, float] = {}
+    figures: dict[tuple[str, str], float] = {}
+    names = [
+        f"previous release {args.previous[:12]}",
+        *(f"commit {c[:12]}" for c in args.also),
+        "this checkout",
+    ]
     try:
-        with previous_release(args.previous) as previous:
-            for name, tree in (("previous", previous), ("this", ROOT)):
-                with scratch_database(server, f"bench_calls_{name}_{uuid.uuid4().hex[:8]}") as url:
-                    migrate_release(tree, url)
-                    figures[name] = _per_call(tree, url, args.cycles, work)
-            with scratch_database(server, f"bench_calls_unprepared_{uuid.uuid4().hex[:8]}") as url:
+        with contextlib.ExitStack() as stack, ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            releases = [stack.enter_context(previous_release(c)) for c in (args.previous, *args.also)]
+            runs: list[tuple[str, Path, str, dict[str, str]]] = []
+            for name, tree in zip(names, [*releases, ROOT], strict=True):
+                url = stack.enter_context(scratch_database(server, f"bench_calls_{uuid.uuid4().hex[:8]}"))
+                migrate_release(tree, url)
+                runs += [(name, tree, url, {})]
+            if not args.no_unprepared:
+                url = stack.enter_context(scratch_database(server, f"bench_calls_off_{uuid.uuid4().hex[:8]}"))
                 migrate_release(ROOT, url)
-                off = {"DB_PREPARED_STATEMENTS": "off"}
-                figures["unprepared"] = _per_call(ROOT, url, args.cycles, work, off)
+                runs += [("this, DB_PREPARED_STATEMENTS=off", ROOT, url, {"DB_PREPARED_STATEMENTS": "off"})]
+            jobs = {
+                (name, loop): pool.submit(per_call, tree, url, args.cycles, work, env, loop)
+                for name, tree, url, env in runs
+                for loop in loops
+            }
+            figures = {key: job.result() for key, job in jobs.items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(
         f"call_instructions: Python instructions per tool call (in-process ASGI, {args.cycles} "
-        f"start+interrupt cycles, callgrind)"
+        f"start+interrupt cycles, callgrind), M"
     )
-    print(f"    previous release {args.previous[:12]}  {figures['previous'] / 1e6:8.3f} M")
-    print(f"    this checkout                {figures['this'] / 1e6:8.3f} M")
-    print(f"    ratio this / previous        {figures['this'] / figures['previous']:8.3f}")
-    print(f"    this, DB_PREPARED_STATEMENTS=off {figures['unprepared'] / 1e6:8.3f} M")
-    print(f"    ratio off / on               {figures['unprepared'] / figures['this']:8.3f}")
+    print(f"    {'':40} " + " ".join(f"{loop:>9}" for loop in loops))
+    base = names[0]
+    for name in [*names, *(["this, DB_PREPARED_STATEMENTS=off"] if not args.no_unprepared else [])]:
+        row = " ".join(f"{figures[name, loop] / 1e6:9.3f}" for loop in loops)
+        ratio = " ".join(f"{figures[name, loop] / figures[base, loop]:8.3f}x" for loop in loops)
+        print(f"    {name:40} {row}   / previous: {ratio}")
     return 0
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--drive":
-        _drive(sys.argv[2], int(sys.argv[4]))
+        _drive(sys.argv[2], int(sys.argv[4]), sys.argv[6] if len(sys.argv) > 6 else "asyncio")
         sys.exit(0)
     sys.exit(main())

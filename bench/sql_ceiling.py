@@ -58,15 +58,15 @@ def _pgbench_call(tool: str, arguments: dict[str, Any]) -> str:
 
     return (
         CALL_TOOL.strip()
-        % {
-            "tool_call_id": "gen_random_uuid()::text",
-            "conversation_id": "'pgb-' || :client_id::text",
-            "tool": literal(tool),
-            "fingerprint": literal("0" * 64),
-            "arguments": literal(json.dumps(arguments)) + "::jsonb",
-            "decide": literal(DECIDE[tool]),
-            "context": literal(CONTEXTS[tool]) + "::jsonb",
-        }
+        % (
+            "gen_random_uuid()::text",  # tool_call_id
+            "'pgb-' || :client_id::text",  # conversation_id
+            literal(tool),
+            literal("0" * 64),  # fingerprint
+            literal(json.dumps(arguments)) + "::jsonb",  # arguments
+            literal(DECIDE[tool]),
+            literal(CONTEXTS[tool]) + "::jsonb",  # context
+        )
         + ";"
     )
 
@@ -84,7 +84,7 @@ def _with_notify(statement: str, channel: str) -> str:
     """The statement plus one NOTIFY, as the service's statements and triggers sent before the
     decision engine moved into SQL functions (at least one per tool call): shows what the
     cluster-wide NOTIFY commit lock costs. Not the baseline."""
-    return statement.replace("SELECT * FROM", f"SELECT *, pg_notify('{channel}', '') FROM", 1)
+    return statement.replace(" FROM call_tool_v2(", f", pg_notify('{channel}', '') FROM call_tool_v2(", 1)
 
 
 def run_pgbench(

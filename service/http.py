@@ -126,8 +126,17 @@ def unauthorized_message(header: str | None, audience: str) -> str:
     return f"this token is not accepted here: this API takes {needs}"
 
 
+def authorization_header(connection: ASGIConnection) -> str | None:  # type: ignore[type-arg]
+    """The first ``Authorization`` header, as ``connection.headers.get`` reads it (latin-1), from the
+    scope's raw list: no header mapping is built for the request (on every call's path)."""
+    for name, value in connection.scope["headers"]:
+        if name.lower() == b"authorization":
+            return value.decode("latin-1")
+    return None
+
+
 def bearer_token(connection: ASGIConnection) -> str | None:  # type: ignore[type-arg]
-    header = connection.headers.get("authorization")
+    header = authorization_header(connection)
     if not header:
         return None
     scheme, _, token = header.partition(" ")

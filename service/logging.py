@@ -19,11 +19,12 @@ import msgspec
 import structlog
 from structlog.typing import Processor
 
+_STAMP = structlog.processors.TimeStamper(fmt="iso", utc=True)
 _SHARED: list[Processor] = [
     structlog.contextvars.merge_contextvars,
     structlog.stdlib.add_log_level,
     structlog.stdlib.add_logger_name,
-    structlog.processors.TimeStamper(fmt="iso", utc=True),
+    _STAMP,
 ]
 
 
@@ -38,6 +39,18 @@ def _json(event: Any, **_: Any) -> bytes:
     if line.isascii() and b"\x7f" not in line:
         return line
     return _RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", line.decode()).encode()
+
+
+def _own_line(logger: Any, method_name: str, event_dict: Any) -> bytes:
+    """Our own events' chain as one processor: ``_SHARED``, ``format_exc_info`` and the JSON
+    rendering, called in that order (the same line; one processor call instead of six)."""
+    event_dict = structlog.contextvars.merge_contextvars(logger, method_name, event_dict)
+    event_dict = structlog.stdlib.add_log_level(logger, method_name, event_dict)
+    event_dict = structlog.stdlib.add_logger_name(logger, method_name, event_dict)
+    event_dict = _STAMP(logger, method_name, event_dict)
+    if "exc_info" in event_dict:
+        event_dict = structlog.processors.format_exc_info(logger, method_name, event_dict)
+    return _json(event_dict)
 
 
 class _StderrLogger:
@@ -88,11 +101,7 @@ def configure_logging(level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     structlog.configure(
-        processors=[
-            *_SHARED,
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=_json),
-        ],
+        processors=[_own_line],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=_logger_factory,
         cache_logger_on_first_use=True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
@@ -11,6 +11,25 @@ from prometheus_client import Counter, Gauge, Histogram
 from service.outbox_gauges import OutboxGauges
 
 log = structlog.get_logger("service.decisions")
+
+M = TypeVar("M", Counter, Histogram)
+
+
+class Children(Generic[M]):
+    """A labelled metric's children, each made once: ``labels()`` takes a lock and builds its key
+    on every call, a dictionary lookup here does not. For labels of few values (tools, outcomes,
+    states), never for anything a caller chooses freely."""
+
+    def __init__(self, metric: M) -> None:
+        self.metric: M = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
+
 
 TOOL_CALLS = Counter(
     "lineup_tool_calls_total",
@@ -36,6 +55,9 @@ TOOL_CALL_SECONDS = Histogram(
     ["tool"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 6, 15, 30),
 )
+TOOL_CALLS_BY = Children(TOOL_CALLS)
+TOOL_CALL_SECONDS_BY = Children(TOOL_CALL_SECONDS)
+TERMINAL_DECISIONS_BY = Children(TERMINAL_DECISIONS)
 SERVER_ERRORS = Counter(
     "lineup_http_server_errors_total",
     "HTTP answers with a 5xx status, by API (tools, host, sdk, ops, mcp, probes, web) and status.",
@@ -65,7 +87,7 @@ def count_server_error(path: str, status: int) -> None:
 def emit_settled(rows: Iterable[Mapping[str, Any]]) -> None:
     """Count and log operations settled by a committed transaction (``UnitOfWork.release``)."""
     for row in rows:
-        TERMINAL_DECISIONS.labels(str(row["state"]), str(row["reason"])).inc()
+        TERMINAL_DECISIONS_BY(str(row["state"]), str(row["reason"])).inc()
         lateness = row.get("lateness_ms")
         if isinstance(lateness, int):
             DEADLINE_LATENESS.observe(max(lateness, 0) / 1000)

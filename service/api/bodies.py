@@ -15,6 +15,8 @@ from uuid import UUID
 
 import msgspec
 from litestar import Request
+from litestar.exceptions import ClientException
+from litestar.types import Empty
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -165,7 +167,27 @@ def validate(model: type[ModelT], data: Any) -> ModelT:
 
 class ContractRequest(Request[Any, Any, Any]):
     """The service's request class: JSON bodies are read, and checked against the handler's body
-    model, with the contract's errors (Litestar reads ``data`` through ``json()``)."""
+    model, with the contract's errors (Litestar reads ``data`` through ``json()``, which answers
+    the checked model for a handler that takes one, the decoded JSON otherwise)."""
+
+    @property
+    def content_length(self) -> int | None:
+        """Litestar's ``content_length`` (its check of the body's size reads it), read from the
+        scope's raw headers: reading a body no longer builds the request's header mapping."""
+        cached = self._content_length
+        if cached is not Empty:
+            return cached
+        for name, header in self.scope["headers"]:  # noqa: B007 - the one found is used below
+            if name.lower() == b"content-length":
+                break
+        else:
+            self._content_length = None
+            return None
+        try:
+            length = self._content_length = int(header)
+        except ValueError:
+            raise ClientException(f"Invalid content-length: {header.decode('latin-1')!r}") from None
+        return length
 
     async def json(self) -> Any:
         if getattr(self, "_contract_json", None) is None:
@@ -173,6 +195,8 @@ class ContractRequest(Request[Any, Any, Any]):
             field = self.route_handler.parsed_fn_signature.parameters.get("data")
             model = field.annotation if field is not None else None
             if isinstance(model, type) and issubclass(model, BaseModel):
-                validate(model, data)
+                # The checked model itself: Litestar hands an instance of the handler's type on
+                # as it is, instead of validating the body a second time.
+                data = validate(model, data)
             self._contract_json = data
         return self._contract_json

@@ -6,8 +6,10 @@ import functools
 import operator
 from typing import Any, cast
 
-from litestar import Controller, MediaType, Request, Response, get, post
+from litestar import Controller, Request, get, post
 from litestar.params import JSONBody
+from litestar.response.base import ASGIResponse
+from litestar.types import Receive, Scope, Send
 
 from service.api import inputs
 from service.api.answers import Operation, ToolList, answer, refusals
@@ -38,6 +40,30 @@ _CONFLICTS = tuple(
     for outcome, kind in registration.outcomes.items()
     if issubclass(kind, Conflict)
 ) + tuple(outcome for outcome, kind in SHARED_OUTCOMES.items() if issubclass(kind, Conflict))
+
+
+# What every answer of the app carries (``create_app``'s response_headers), then its type and length
+# (Litestar's own order of the first two follows its frozenset of them, so varies by process).
+_ANSWER_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store"))
+_JSON = (b"content-type", b"application/json")
+
+
+class ToolAnswerResponse(ASGIResponse):
+    """A tool call's answer as ASGI messages, built from the recorded JSON text at once: the bytes
+    and headers Litestar's ``Response`` would send, without its per-answer work (the response
+    object, then an ASGI response with its header and cookie merging). Litestar passes an ASGI
+    response through as it is (its handler's return type)."""
+
+    __slots__ = ("_body", "_start")
+
+    def __init__(self, body: bytes, status_code: int) -> None:  # nothing of ASGIResponse's state is used
+        headers = [*_ANSWER_HEADERS, _JSON, (b"content-length", str(len(body)).encode())]
+        self._start = {"type": "http.response.start", "status": status_code, "headers": headers}
+        self._body = {"type": "http.response.body", "body": body, "more_body": False}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(self._start)  # type: ignore[arg-type]
+        await send(self._body)  # type: ignore[arg-type]
 
 
 class AgentToolController(Controller):
@@ -75,10 +101,10 @@ class AgentToolController(Controller):
     )
     async def tool_call(
         self, data: JSONBody[ToolCallBody], request: Request[Any, Any, Any]
-    ) -> Response[bytes]:
+    ) -> ToolAnswerResponse:
         call = ToolCallRequest(data.tool_call_id, data.conversation_id, data.tool, data.arguments)
         answered = await call_tool(runtime_of(request), call)
-        return Response(answered.body, status_code=status_of_kind(answered.kind), media_type=MediaType.JSON)
+        return ToolAnswerResponse(answered.body, status_of_kind(answered.kind))
 
     @get(
         "/operations/{operation_id:str}",

@@ -9,25 +9,20 @@ what is both recorded and sent, so a replay is byte for byte the first answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
-from psycopg import AsyncConnection
-from psycopg.rows import DictRow
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.rows import DictRow, tuple_row
 
 Conn = AsyncConnection[DictRow]
 
-CALL_TOOL = """
-SELECT * FROM call_tool_v2(
-    %(tool_call_id)s, %(conversation_id)s, %(tool)s, %(fingerprint)s, %(arguments)s, %(decide)s,
-    %(context)s)
-"""
 
+class CallResult(NamedTuple):
+    """The statement's row, made from its tuple at once (a frozen dataclass would set each field
+    through ``object.__setattr__``)."""
 
-@dataclass(frozen=True, slots=True)
-class CallResult:
     outcome: str
     response: str
     replayed: bool
@@ -38,13 +33,24 @@ class CallResult:
     settled_lateness_ms: int | None
     settled_event_id: UUID | None
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> CallResult:
-        """By column name: a column a later schema adds breaks nothing."""
-        return cls(*map(row.__getitem__, _COLUMNS))
+
+_COLUMNS = CallResult._fields
+
+# The result's columns are named in the statement, in CallResult's order: a column a later schema
+# adds breaks nothing, and each row is a plain tuple (no per-row dict, no column-name lookups).
+# Positional parameters: psycopg converts no named placeholders per call.
+CALL_TOOL = f"SELECT {', '.join(_COLUMNS)} FROM call_tool_v2(%s, %s, %s, %s, %s, %s, %s)"
 
 
-_COLUMNS = tuple(field.name for field in fields(CallResult))
+def _cursor(conn: Conn) -> AsyncCursor[tuple[Any, ...]]:
+    """The connection's cursor for tool calls, made on its first call and kept on the connection
+    (a new cursor builds its adapters and transformer each time; a pooled connection runs one
+    statement at a time, and ``execute`` starts the cursor afresh)."""
+    cursor: AsyncCursor[tuple[Any, ...]] | None = getattr(conn, "_lineup_tool_call_cursor", None)
+    if cursor is None or cursor.closed:
+        cursor = conn.cursor(row_factory=tuple_row)
+        conn._lineup_tool_call_cursor = cursor  # type: ignore[attr-defined]
+    return cursor
 
 
 async def call(
@@ -59,19 +65,12 @@ async def call(
     context: str,
 ) -> CallResult:
     """Run one tool call on an autocommit connection: the statement is its own transaction."""
-    cursor = await conn.execute(
+    cursor = _cursor(conn)
+    await cursor.execute(
         CALL_TOOL,
-        {
-            "tool_call_id": tool_call_id,
-            "conversation_id": conversation_id,
-            "tool": tool,
-            "fingerprint": fingerprint,
-            "arguments": arguments,
-            "decide": decide,
-            "context": context,
-        },
+        (tool_call_id, conversation_id, tool, fingerprint, arguments, decide, context),
         prepare=True,
     )
-    row = await cursor.fetchone()
+    row: Any = await cursor.fetchone()
     assert row is not None
-    return CallResult.from_row(row)
+    return CallResult._make(row)

@@ -11,8 +11,12 @@ import hashlib
 import json
 from typing import Any
 
+# What ``json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` builds on every
+# call, built once (the same text: json.dumps is this encoder's ``encode``).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
 
 def fingerprint(body: dict[str, Any]) -> str:
     """A digest of the body as a JSON value: key order and whitespace do not matter."""
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = _CANONICAL.encode(body)
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -13,8 +13,7 @@ outcome word, its kind and its body; the faces name the status (``service.http``
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import structlog
@@ -25,7 +24,7 @@ from service.domain.errors import InvalidArguments, InvalidRequest, UnknownTool
 from service.domain.idempotency import fingerprint
 from service.domain.outcomes import Accepted
 from service.domain.text import nul_paths
-from service.metrics import TOOL_CALL_SECONDS, TOOL_CALLS
+from service.metrics import TOOL_CALL_SECONDS_BY, TOOL_CALLS, TOOL_CALLS_BY
 from service.use_cases.runtime import Runtime
 from service.use_cases.unit_of_work import UnitOfWork
 
@@ -44,9 +43,10 @@ _RETRYABLE = (
 ATTEMPTS = 5
 
 
-@dataclass(frozen=True)
-class ToolCallRequest:
-    """A tool call as a face received it (REST's body; MCP's name, arguments and ``_meta``)."""
+class ToolCallRequest(NamedTuple):
+    """A tool call as a face received it (REST's body; MCP's name, arguments and ``_meta``). Named
+    tuples here, made on every call: one tuple at once, where a frozen dataclass sets each field
+    through ``object.__setattr__``."""
 
     tool_call_id: str
     conversation_id: str
@@ -64,8 +64,7 @@ class ToolCallRequest:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolAnswer:
+class ToolAnswer(NamedTuple):
     tool: str
     outcome: str  # the answer's status word or error code
     kind: type  # Accepted, Answered, or the kind of refusal (service.domain)
@@ -148,8 +147,8 @@ def _noted(
         work.opened(result.deadline)
 
     def report() -> None:
-        TOOL_CALLS.labels(request.tool, "replayed" if result.replayed else result.outcome).inc()
-        TOOL_CALL_SECONDS.labels(request.tool).observe(time.perf_counter() - began)
+        TOOL_CALLS_BY(request.tool, "replayed" if result.replayed else result.outcome).inc()
+        TOOL_CALL_SECONDS_BY(request.tool).observe(time.perf_counter() - began)
         log.info(
             "tool_call",
             tool_call_id=request.tool_call_id,

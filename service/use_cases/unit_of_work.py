@@ -10,10 +10,11 @@ layer signals nothing itself.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import TracebackType
 from typing import Any, Protocol
 
 from psycopg import AsyncConnection
@@ -82,18 +83,61 @@ class UnitOfWork:
             wakeups.committed(self.conversations, outbox=self.outbox, deadline=self.deadline)
 
 
-@asynccontextmanager
-async def unit_of_work(
-    pool: Connections, wakeups: Wakeups, *, transaction: bool = True
-) -> AsyncIterator[UnitOfWork]:
+class unit_of_work:  # noqa: N801 - used as a function: ``async with unit_of_work(pool, wakeups)``
     """One connection and one transaction, committed on success and rolled back on any error; what
     the work noted is released only after the commit. ``transaction=False`` is for work of one
-    statement, which is its own transaction on the pool's autocommit connections."""
-    async with pool.connection() as conn:
-        work = UnitOfWork(conn)
-        if transaction:
-            async with conn.transaction():
-                yield work
-        else:
-            yield work
-    work.release(wakeups)
+    statement, which is its own transaction on the pool's autocommit connections.
+
+    A class rather than a generator-based context manager: every tool call runs in one, and a
+    generator costs it an async generator, its finalizer hooks and contextlib's wrapper."""
+
+    __slots__ = ("_connection", "_pool", "_transaction", "_wakeups", "_work")
+
+    def __init__(self, pool: Connections, wakeups: Wakeups, *, transaction: bool = True) -> None:
+        self._pool = pool
+        self._wakeups = wakeups
+        self._transaction: AbstractAsyncContextManager[Any] | None = None if transaction else _NO_TRANSACTION
+        self._connection: AbstractAsyncContextManager[Conn] | None = None
+        self._work: UnitOfWork | None = None
+
+    async def __aenter__(self) -> UnitOfWork:
+        self._connection = self._pool.connection()
+        conn = await self._connection.__aenter__()
+        work = self._work = UnitOfWork(conn)
+        if self._transaction is None:
+            self._transaction = conn.transaction()
+            try:
+                await self._transaction.__aenter__()
+            except BaseException as error:
+                await self._connection.__aexit__(type(error), error, error.__traceback__)
+                raise
+        return work
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> bool:
+        assert self._connection is not None
+        assert self._work is not None
+        assert self._transaction is not None
+        swallowed = False
+        if self._transaction is not _NO_TRANSACTION:
+            try:
+                # psycopg commits here, or rolls back (and swallows only its own Rollback).
+                swallowed = bool(await self._transaction.__aexit__(kind, error, trace))
+            except BaseException as failure:  # the commit failed: the connection sees that error
+                if not await self._connection.__aexit__(type(failure), failure, failure.__traceback__):
+                    raise
+                return True
+            if swallowed:
+                kind = error = trace = None
+        suppressed = bool(await self._connection.__aexit__(kind, error, trace))
+        if kind is None:
+            self._work.release(self._wakeups)
+        return swallowed or suppressed
+
+
+class _NoTransaction:
+    """Stands for "no transaction of its own" (``transaction=False``)."""
+
+
+_NO_TRANSACTION: Any = _NoTransaction()

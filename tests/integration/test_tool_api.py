@@ -253,3 +253,26 @@ async def test_result_sequence_counts_per_conversation(client: Client, db: Any) 
         ("conv-s", 3),
         ("conv-t", 1),
     ]
+
+
+async def test_a_tool_call_answer_carries_the_headers_litestar_gives_every_other_answer(
+    client: Client,
+) -> None:
+    # The tool call's answer is written without Litestar's Response (service.api.tools); the
+    # catalogue still is one of Litestar's: both must say the same. (Not in the same order:
+    # Litestar keeps the app's headers in a frozenset, so its order varies with the hash seed.)
+    answer = await client.post("/v1/tool-calls", json=start_body("conv-headers"), headers=AGENT)
+    listed = await client.get("/v1/tools", headers=AGENT)
+
+    def headers(response: Any) -> list[tuple[str, str]]:
+        return [(name, value) for name, value in response.headers.multi_items() if name != "content-length"]
+
+    assert answer.status_code == 202
+    assert sorted(headers(answer)) == sorted(headers(listed))
+    assert len(headers(answer)) == 3
+    assert dict(headers(answer)) == {
+        "x-content-type-options": "nosniff",
+        "cache-control": "no-store",
+        "content-type": "application/json",
+    }
+    assert answer.headers["content-length"] == str(len(answer.content))
