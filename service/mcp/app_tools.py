@@ -35,7 +35,6 @@ from service.db import workspaces as ws_db
 from service.domain.errors import Refusal, not_found
 from service.domain.operations import POMODORO_SCOPE, State
 from service.domain.timefmt import rfc3339
-from service.mcp.app_resource import POMODORO_URI
 from service.mcp.binding import bound_conversation
 from service.use_cases import instance_state, lifecycle
 from service.use_cases.capabilities import Capability
@@ -102,7 +101,8 @@ def app_tools() -> list[types.Tool]:
             description=description,
             input_schema=_schema(properties),
             annotations=types.ToolAnnotations(read_only_hint=read_only, destructive_hint=False),
-            meta={"ui": {"resourceUri": POMODORO_URI, "visibility": ["app"]}},
+            # No resourceUri: these are the View's tools, not Apps of their own.
+            meta={"ui": {"visibility": ["app"]}},
         )
         for name, (description, properties, read_only) in sorted(_DESCRIPTIONS.items())
     ]
