@@ -158,12 +158,15 @@ def _time(value: Any) -> str:
     return value if isinstance(value, str) else rfc3339(value)  # a row's, or an operation view's
 
 
-def _context(row: Mapping[str, Any], status: str, now: Any) -> dict[str, Any]:
+def _context(row: Mapping[str, Any], now: Any) -> dict[str, Any]:
+    """The SDK context of the operation's instance. A Pomodoro's instance is open exactly while its
+    operation is focusing: the transaction that ends the period closes the instance (the deadline,
+    an interrupt, a leave), and the close cancels a focusing period in the same transaction."""
     return {
         "app_scope": row["app_scope"],
         "instance_id": str(row["instance_id"]),
         "conversation_id": row["conversation_id"],
-        "status": status,
+        "status": "open" if row["state"] == State.FOCUSING else "closed",
         "operation": {
             "operation_id": str(row["operation_id"]),
             "state": row["state"],
@@ -183,16 +186,12 @@ async def read(rt: Runtime, operation_id: uuid.UUID, conversation_id: str | None
         conn = work.conn
         row = _bound(await operations_db.get_by_id(conn, operation_id), conversation_id)
         if not (row["state"] == State.FOCUSING and row["overdue"]):
-            instance = await ws_db.instance(conn, row["instance_id"])
-            assert instance is not None  # an operation references its instance
-            return _context(row, instance["status"], (await ws_db.server_time(conn))["now"])
+            return _context(row, (await ws_db.server_time(conn))["now"])
     # Its deadline has passed: the operation read settles it first, as every read does.
     settled = await get_operation(rt, operation_id)
     async with rt.unit_of_work(transaction=False) as work:
-        instance = await ws_db.instance(work.conn, row["instance_id"])
         now = (await ws_db.server_time(work.conn))["now"]
-    assert instance is not None
-    return _context(settled, instance["status"], now)
+    return _context(settled, now)
 
 
 async def close(rt: Runtime, operation_id: uuid.UUID, conversation_id: str | None) -> dict[str, Any]:

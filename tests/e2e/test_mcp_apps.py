@@ -58,6 +58,16 @@ def operation(service: ServiceProcess, operation_id: str) -> dict[str, Any]:
     return row
 
 
+def instance_status(service: ServiceProcess, operation_id: str) -> str:
+    with psycopg.connect(service.database_url, row_factory=dict_row) as db:
+        row = db.execute(
+            "SELECT i.status FROM app_instances i JOIN operations o USING (instance_id) WHERE o.operation_id = %s",
+            [operation_id],
+        ).fetchone()
+    assert row is not None
+    return str(row["status"])
+
+
 def results(service: ServiceProcess, conversation_id: str) -> list[dict[str, Any]]:
     with psycopg.connect(service.database_url, row_factory=dict_row) as db:
         rows = db.execute("SELECT payload FROM outbox WHERE conversation_id = %s", [conversation_id])
@@ -186,11 +196,12 @@ def test_a_view_of_an_old_result_shows_its_own_final_period_and_never_touches_th
     host.call("pomodoro.interrupt", {}, {CONVERSATION: cid})
     new = host.start(cid)
     stale = host.view(READ, {"operation_id": old})["structuredContent"]
-    assert stale["status"] == "closed"
+    assert stale["status"] == "closed" == instance_status(service, old)
     assert (stale["operation"]["operation_id"], stale["operation"]["state"]) == (old, "interrupted")
     host.view(CLOSE, {"operation_id": old})
     assert operation(service, new) == {"state": "focusing", "reason": None}
     assert host.view(READ, {"operation_id": new})["structuredContent"]["status"] == "open"
+    assert instance_status(service, new) == "open"
 
 
 def test_reading_an_overdue_period_settles_it_completed_as_every_read_does(host: AppsHost) -> None:
