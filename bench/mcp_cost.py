@@ -18,7 +18,10 @@ connection, driven in interleaved rounds through each face:
                  each start answers a ``CreateTaskResult``
 
 Then reads of a focusing operation, interleaved the same way: REST ``GET /v1/operations/{id}``
-against MCP ``tasks/get`` at 2026-07-28 (the task of a start above), CPU per read and the ratio.
+against MCP ``tasks/get`` at 2026-07-28 (the task of a start above), the MCP App's reads at
+2026-07-28 — ``resources/read`` of ``ui://pomodoro/timer`` and the View's app-only
+``pomodoro.app.read`` of the same operation — CPU per read and the ratio. ``--reads-only`` skips
+the tool calls.
 
 Each figure is the service process's CPU (user + system, from /proc) per tool call. The machine is
 shared, so the faces take turns round by round, and a face's ratio is the median over the rounds of
@@ -146,6 +149,18 @@ class McpSession:
             "io.modelcontextprotocol/clientCapabilities": capabilities,
         }
 
+    async def read_view(self) -> int:
+        """``resources/read`` of the Pomodoro View; the length of its document."""
+        params = {"uri": "ui://pomodoro/timer", "_meta": self._envelope()}
+        result = await self._rpc("resources/read", params, name="ui://pomodoro/timer")
+        return len(result["contents"][0]["text"])
+
+    async def app_read(self, operation_id: str) -> str:
+        """The View's ``pomodoro.app.read`` (visibility ["app"]); the operation's state."""
+        params = {"name": "pomodoro.app.read", "arguments": {"operation_id": operation_id}}
+        result = await self._rpc("tools/call", {**params, "_meta": self._envelope()})
+        return str(result["structuredContent"]["operation"]["state"])
+
     async def get_task(self, task_id: str) -> str:
         """``tasks/get`` at 2026-07-28; the task's status."""
         task = await self._rpc("tasks/get", {"taskId": task_id, "_meta": self._envelope()}, name=task_id)
@@ -214,7 +229,18 @@ async def read_costs(
     async def mcp(index: int) -> bool:
         return await sessions[index].get_task(task_ids[index]) == "working"
 
-    faces_: dict[str, Callable[[int], Awaitable[bool]]] = {"rest-get": rest, "tasks/get": mcp}
+    async def view(index: int) -> bool:
+        return await sessions[index].read_view() > 0
+
+    async def app_read(index: int) -> bool:
+        return await sessions[index].app_read(task_ids[index]) == "focusing"
+
+    faces_: dict[str, Callable[[int], Awaitable[bool]]] = {
+        "rest-get": rest,
+        "tasks/get": mcp,
+        "resources/read": view,
+        "app-read": app_read,
+    }
     failures = 0
 
     async def reads(read: Callable[[int], Awaitable[bool]], count: int) -> int:
@@ -237,12 +263,14 @@ async def read_costs(
 
 
 def measure(
-    url: str, cycles_per_round: int, rounds: int, concurrency: int, log_dir: Path
+    url: str, cycles_per_round: int, rounds: int, concurrency: int, log_dir: Path, *, with_calls: bool = True
 ) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
     with running_service(url, log_dir) as service:
 
         async def go() -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
             built, connections = await faces(service.base_url, service.agent_token, concurrency)
+            if not with_calls:
+                built = {}
             per_call: dict[str, list[float]] = {name: [] for name in built}
             failures = 0
             for name, calls in built.items():  # warm-up: prepared statements, pools, sessions
@@ -289,19 +317,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=1000, help="start+interrupt cycles per face per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--reads-only", action="store_true", help="only the reads, not the tool calls")
     args = parser.parse_args(argv)
     print(f"database server: {named_server()}")
     with tempfile.TemporaryDirectory(prefix="bench-mcp-cost-") as tmp, throwaway_database("mcp_cost") as url:
-        per_call, per_read, failures = measure(url, args.cycles, args.rounds, args.concurrency, Path(tmp))
-    print(
-        f"\nservice CPU per tool call, {args.rounds} interleaved rounds of {args.cycles} cycles, "
-        f"{args.concurrency} workers (ratio: the median of each round's figure over that round's REST):"
-    )
-    worst = ratios(per_call, "rest")
-    print(f"\nMCP / REST, the worst MCP face: {worst:.2f} times (aim: at most 2)")
+        per_call, per_read, failures = measure(
+            url, args.cycles, args.rounds, args.concurrency, Path(tmp), with_calls=not args.reads_only
+        )
+    if per_call:
+        print(
+            f"\nservice CPU per tool call, {args.rounds} interleaved rounds of {args.cycles} cycles, "
+            f"{args.concurrency} workers (ratio: the median of each round's figure over that round's REST):"
+        )
+        worst = ratios(per_call, "rest")
+        print(f"\nMCP / REST, the worst MCP face: {worst:.2f} times (aim: at most 2)")
     print(f"\nservice CPU per read of a focusing operation, {2 * args.cycles} reads a round:")
-    read_ratio = ratios(per_read, "rest-get")
-    print(f"\ntasks/get / GET /v1/operations/{{id}}: {read_ratio:.2f} times (aim: at most 1.2)")
+    ratios(per_read, "rest-get")
+    for face, aim in (("tasks/get", 1.2), ("resources/read", 1.5), ("app-read", 1.5)):
+        ratio = statistics.median(
+            [value / base for value, base in zip(per_read[face], per_read["rest-get"], strict=True)]
+        )
+        print(f"{face} / GET /v1/operations/{{id}}: {ratio:.2f} times (aim: at most {aim})")
     if failures:
         print(f"FAILED: {failures} wrong answers", file=sys.stderr)
         return 1

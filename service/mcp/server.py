@@ -25,7 +25,7 @@ from psycopg import OperationalError
 
 from service.domain.errors import Refusal
 from service.http import status_of
-from service.mcp import elicitation, tasks_extension
+from service.mcp import app_resource, app_tools, elicitation, tasks_extension
 from service.mcp.binding import bind, person_conversation
 from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
@@ -37,6 +37,13 @@ from service.use_cases.runtime import Runtime
 log = structlog.get_logger("service.mcp")
 
 Ctx = ServerRequestContext[Any, Any]
+
+#: MCP Apps (``io.modelcontextprotocol/ui``): the Pomodoro View (``service.mcp.app_resource``).
+UI_EXTENSION: dict[str, dict[str, Any]] = {
+    app_resource.EXTENSION_ID: {"mimeTypes": [app_resource.APP_MIME_TYPE]}
+}
+APP_TOOLS = app_tools.app_tools()
+APP_TOOL_SCHEMAS = {tool.name: tool.input_schema for tool in APP_TOOLS}
 
 TASKS_CAPABILITY = types.ServerTasksCapability(
     cancel=types.TasksCancelCapability(),
@@ -62,6 +69,12 @@ def translated() -> Iterator[None]:
 
 def _modern(ctx: Ctx) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def renders_apps(ctx: Ctx) -> bool:
+    """Whether the client declares MCP Apps (``io.modelcontextprotocol/ui``) on this session or request."""
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and app_resource.EXTENSION_ID in (capabilities.extensions or {})
 
 
 def _not_found(ctx: Ctx) -> MCPError:
@@ -93,6 +106,8 @@ class RuntimeMcpServer(Server[Any]):
             # this it would run the whole tools/list handler for every call.
             get_tool_input_schema=self._input_schema,
             on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
         )
         self.rt = rt
         self.pushes = Pushes(rt, hub)
@@ -105,7 +120,7 @@ class RuntimeMcpServer(Server[Any]):
         self.add_request_handler(
             "subscriptions/listen", types.SubscriptionsListenRequestParams, TaskListen(rt, hub)
         )
-        self.extensions = {tasks_extension.EXTENSION: {}}
+        self.extensions = {tasks_extension.EXTENSION: {}, **UI_EXTENSION}
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
         # check does not know: a middleware (above that check) answers it. OpenTelemetry's
         # middleware is left out: no exporter is installed, and it costs CPU on every call.
@@ -116,16 +131,31 @@ class RuntimeMcpServer(Server[Any]):
         if kwargs.get("protocol_version") in MODERN_PROTOCOL_VERSIONS:
             # subscriptions/listen is served for task pushes only: the tool list never changes.
             return capabilities.model_copy(update={"tools": types.ToolsCapability(list_changed=False)})
-        return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY, "extensions": None})
+        # The tasks extension is a 2026-07-28 one; MCP Apps (SEP-2133 extensions) is at both.
+        return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY, "extensions": UI_EXTENSION})
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         spec = self.rt.registry.tool(name)
-        return spec.input_schema if spec is not None else None
+        return spec.input_schema if spec is not None else APP_TOOL_SCHEMAS.get(name)
 
     async def _list_tools(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return list_tools(self.rt.registry)
+        listed = list_tools(self.rt.registry)
+        if not renders_apps(ctx):
+            return listed
+        # Only a client that renders MCP Apps lists the View's tools (and keeps them from its model).
+        return listed.model_copy(update={"tools": [*listed.tools, *APP_TOOLS]})
+
+    async def _list_resources(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return app_resource.list_resources()
+
+    async def _read_resource(
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return app_resource.read_resource(params.uri)
 
     async def _run(self, ctx: Ctx, params: Mapping[str, Any], *, as_task: bool = False) -> Answer:
         binding = bind(params.get("_meta"))
@@ -141,6 +171,10 @@ class RuntimeMcpServer(Server[Any]):
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
         raw = ctx.params or {}
+        if raw.get("name") in app_tools.NAMES:  # the MCP App's own (visibility ["app"])
+            with translated():
+                viewed = await app_tools.call(self.rt, raw["name"], raw.get("arguments"), raw.get("_meta"))
+            return {**viewed, "resultType": "complete"}
         if person_conversation.get() is not None and not self._can_answer(ctx, raw.get("name")):
             raise MCPError(INVALID_PARAMS, UNANSWERABLE.format(tool=raw.get("name")))
         answer = await self._run(ctx, raw)

@@ -20,6 +20,7 @@ from mcp_types import INVALID_PARAMS
 from service.domain.errors import Refusal
 from service.http import status_of, status_of_kind
 from service.manifests import Registry
+from service.mcp.app_resource import TOOL_VIEWS
 from service.mcp.binding import HTTP_STATUS, TOOL_CALL_ID, Binding
 from service.tools import Opens
 from service.use_cases.runtime import Runtime
@@ -36,7 +37,7 @@ def runs_as_task(registry: Registry, name: object, *, extension: bool) -> bool:
 
 def list_tools(registry: Registry) -> types.ListToolsResult:
     """One MCP tool per manifest tool: its name, description and input schema unchanged, with the
-    annotations of its registration."""
+    annotations of its registration; a tool that has an MCP App names it (``_meta.ui.resourceUri``)."""
     tools = []
     for name in sorted(registry.tools):
         spec, hints = registry.tools[name], registry.runner(name).hints
@@ -54,6 +55,7 @@ def list_tools(registry: Registry) -> types.ListToolsResult:
                 execution=types.ToolExecution(task_support="optional")
                 if runs_as_task(registry, name, extension=False)
                 else None,
+                meta={"ui": {"resourceUri": TOOL_VIEWS[name]}} if name in TOOL_VIEWS else None,
             )
         )
     return types.ListToolsResult(tools=tools)

@@ -25,6 +25,7 @@ from psycopg.rows import dict_row
 
 from tests.conftest import AGENT_TOKEN, HOST, ServiceProcess, service_on_own_database
 from tests.support.database import DatabaseFactory
+from tests.support.inspector import INSPECTOR
 from tests.support.mcp import TasksExtension, bound
 
 pytestmark = pytest.mark.e2e
@@ -126,19 +127,6 @@ async def test_fastmcps_plain_call_waits_for_the_task_transparently(service: Ser
         result = await client.call_tool("pomodoro.start", {"duration_seconds": 1}, meta=bound(cid))
     assert result.structured_content is not None and result.structured_content["state"] == "completed"
     assert outbox_results(service, cid) == [result.structured_content]
-
-
-#: The MCP Inspector's CLI, pinned, with a Node it runs on (it needs Node >= 22.19; the node
-#: package of the npm registry brings one, whatever Node runs npx).
-INSPECTOR = [
-    "npx",
-    "-y",
-    "-p",
-    "node@22.23.3",
-    "-p",
-    "@modelcontextprotocol/inspector@2.12.0",
-    "mcp-inspector",
-]
 
 
 def inspector(service: ServiceProcess, *args: str) -> dict[str, Any]:

@@ -19,11 +19,11 @@ from psycopg.rows import dict_row
 
 from service.mcp.binding import person_conversation_id
 from tests.conftest import ServiceProcess
-from tests.e2e.test_mcp_clients import INSPECTOR
 from tests.e2e.test_mcp_oauth import SCOPE
 from tests.support import processes
 from tests.support.browser import chromium, eventually, requires_chromium, screenshot
 from tests.support.database import DatabaseFactory, with_database
+from tests.support.inspector import inspector_web, sign_in
 from tests.support.oidc import AuthorizationServer, authorization_server
 
 pytestmark = [
@@ -31,8 +31,6 @@ pytestmark = [
     requires_chromium,
     pytest.mark.skipif(shutil.which("npx") is None, reason="the MCP Inspector runs with npx (Node.js)"),
 ]
-
-API_TOKEN = "lineup-inspector-web-token-5d1f0c"
 
 
 @pytest.fixture(scope="module")
@@ -71,25 +69,9 @@ def service(
 def inspector(service: ServiceProcess, logs: Path) -> Iterator[str]:
     """The Inspector's web server on a loopback port; the URL of its UI. Its Node backend makes
     the MCP requests for the page (no browser ``Origin`` reaches the service, so the service needs
-    no MCP_ALLOWED_ORIGINS for it); its API token is ours; the OAuth tokens it gets stay in memory."""
-    port = processes.free_port()
-    env = {
-        **processes.environment({}),
-        "CLIENT_PORT": str(port),
-        "MCP_SANDBOX_PORT": str(processes.free_port()),
-        "MCP_INSPECTOR_API_TOKEN": API_TOKEN,
-        "MCP_AUTO_OPEN_ENABLED": "false",
-        "MCP_INSPECTOR_SECRET_STORE": "memory",
-        "MCP_STORAGE_DIR": str(logs / "inspector-storage"),  # not ~/.mcp-inspector
-    }
-    command = [*INSPECTOR, "--web", "--transport", "http", "--server-url", f"{service.base_url}/mcp"]
-    process = processes.launch(command, logs / "inspector.log", env, new_group=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        processes.wait_http(url, 300.0, process)
+    no MCP_ALLOWED_ORIGINS for it)."""
+    with inspector_web(f"{service.base_url}/mcp", logs) as url:
         yield url
-    finally:
-        processes.stop(process, group=True)
 
 
 def operation(service: ServiceProcess, conversation_id: str) -> dict[str, Any] | None:
@@ -109,17 +91,7 @@ def test_a_person_signs_in_from_the_inspectors_web_ui_and_starts_and_interrupts_
     with chromium(logs / "chromium") as context:
         context.set_default_timeout(60_000)  # a machine shared with others is slow
         page = context.new_page()
-        page.goto(f"{inspector}/?MCP_INSPECTOR_API_TOKEN={API_TOKEN}")
-        # The Inspector meets the 401, reads the protected-resource metadata, registers itself
-        # with the authorization server and sends the browser to its sign-in (code + PKCE).
-        page.get_by_role("switch", name=re.compile("Connect or disconnect")).click(force=True)
-        page.wait_for_url(f"{idp.url}/interaction/**")
-        page.fill("input[name=login]", login)
-        page.fill("input[name=password]", "any")
-        page.click("button[type=submit]")
-        page.get_by_role("button", name="Continue").click()  # the consent page
-        page.wait_for_url(f"{inspector}/**")
-        page.get_by_text("Connected", exact=True).wait_for()
+        sign_in(page, inspector, idp.url, login)
 
         page.get_by_text("Tools", exact=True).first.click()
         page.get_by_role("button", name="pomodoro.start").click()

@@ -259,7 +259,7 @@ async def test_tasks_result_is_not_a_method_of_the_extension(service: ServicePro
 async def test_server_discover_advertises_the_extension(service: ServiceProcess) -> None:
     async with modern_wire(service.base_url) as wire:
         discovered = await wire.result("server/discover", {})
-    assert discovered["capabilities"]["extensions"] == {"io.modelcontextprotocol/tasks": {}}
+    assert discovered["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"] == {}
     assert discovered["capabilities"]["tools"].get("listChanged") in (None, False)
 
 

@@ -117,6 +117,11 @@
     });
   });
 
+  // An MCP Apps host's SDK asks for a re-read (the Web Host's never does: its host reloads the app).
+  document.addEventListener("lineup:refresh", () => {
+    loadContext().catch(quietly("Could not reach the host"));
+  });
+
   loadContext()
     .then(saveSnapshot)
     .catch(quietly("Could not load"));

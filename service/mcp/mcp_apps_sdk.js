@@ -1,0 +1,217 @@
+// The Lineup MiniApp SDK for an MCP Apps host (io.modelcontextprotocol/ui, 2026-01-26): the same
+// `window.lineup` as the Web Host's SDK, spoken as JSON-RPC 2.0 over postMessage to the host.
+//
+// Plain JSON-RPC rather than the ext-apps App class: the View must stay one self-contained document
+// with nothing to fetch, and it needs six messages of the protocol, not a bundle. The host tells the
+// View which call it belongs to (ui/notifications/tool-result: the operation id of pomodoro.start,
+// or the task id, which is the same id); every read and write is a tools/call of an app-only tool
+// (visibility ["app"]) that the host forwards to the server with its own credentials, and that the
+// server binds to that operation's instance and conversation. The View never holds a token and
+// opens no connection of its own (its resource's CSP declares no domain).
+//
+// A teardown (ui/resource-teardown) is not the person leaving: nothing is sent to the server. The
+// View re-reads the operation while it is focusing (MCP Apps pushes no other call's outcome to it),
+// so an interrupt, a close or the deadline shows as the Runtime decided it.
+(function () {
+  "use strict";
+
+  const PROTOCOL_VERSION = "2026-01-26";
+  const TIMEOUT_MS = 15000;
+  const REREAD_MS = 2000;
+  const TOOLS = {
+    context: "pomodoro.app.read",
+    stateGet: "pomodoro.app.snapshot",
+    stateSave: "pomodoro.app.save_snapshot",
+    close: "pomodoro.app.close",
+  };
+  const pending = new Map();
+  let sequence = 0;
+  let operationId = null;
+  let failure = null;
+  let focusing = true;
+  const waiters = [];
+
+  class LineupError extends Error {
+    constructor(body) {
+      const shaped = body && typeof body === "object" ? body : { error: "sdk_error", message: String(body) };
+      super(typeof shaped.message === "string" ? shaped.message : shaped.error);
+      Object.assign(this, shaped);
+      this.name = "LineupError";
+      this.body = shaped;
+    }
+  }
+
+  const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+  const post = (message) => window.parent.postMessage({ jsonrpc: "2.0", ...message }, "*");
+
+  function request(method, params) {
+    if (window.parent === window) {
+      return Promise.reject(new LineupError({ error: "no_host", message: "this page is not inside an MCP Apps host" }));
+    }
+    sequence += 1;
+    const id = sequence;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        reject(new LineupError({ error: "timeout", message: `${method} got no answer within ${TIMEOUT_MS} ms` }));
+      }, TIMEOUT_MS);
+      pending.set(id, { resolve, reject, timer });
+      post({ id, method, params });
+    });
+  }
+
+  function notify(method, params) {
+    if (window.parent !== window) post({ method, params });
+  }
+
+  // The operation this View is for: from the call's result, never chosen by the View.
+  function operationOf(result) {
+    const body = isObject(result.structuredContent) ? result.structuredContent : {};
+    const operation = isObject(body.operation) ? body.operation : body;
+    const related = isObject(result._meta) ? result._meta["io.modelcontextprotocol/related-task"] : null;
+    const task = isObject(result.task) ? result.task : result;
+    const found = [operation.operation_id, task.taskId, related && related.taskId].find(
+      (id) => typeof id === "string" && id.length > 0,
+    );
+    return { id: found || null, body };
+  }
+
+  function settleWaiters() {
+    while (waiters.length) {
+      const waiter = waiters.shift();
+      if (operationId) waiter.resolve(operationId);
+      else waiter.reject(failure);
+    }
+  }
+
+  function toolResult(result) {
+    const found = operationOf(result || {});
+    if (found.id) {
+      operationId = found.id;
+      failure = null;
+    } else if (!operationId) {
+      const body = found.body.error ? found.body : { error: "no_operation", message: "the call opened no focus period" };
+      failure = new LineupError(body);
+    }
+    settleWaiters();
+    refresh();
+  }
+
+  function boundOperation() {
+    if (operationId) return Promise.resolve(operationId);
+    if (failure) return Promise.reject(failure);
+    return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
+  }
+
+  async function callTool(name, args) {
+    const operation_id = await boundOperation();
+    const result = await request("tools/call", { name, arguments: { ...args, operation_id } });
+    const body = result && result.structuredContent;
+    if (!result || result.isError) throw new LineupError(body || { error: "tool_error", message: `${name} failed` });
+    return body;
+  }
+
+  function applyHostContext(context) {
+    if (!isObject(context)) return;
+    const root = document.documentElement;
+    if (context.theme === "dark" || context.theme === "light") {
+      root.dataset.theme = context.theme;
+      root.style.colorScheme = context.theme;
+    }
+    if (typeof context.displayMode === "string") root.dataset.displayMode = context.displayMode;
+  }
+
+  // Asks the app (pomodoro.js) to read its context again.
+  function refresh() {
+    document.dispatchEvent(new CustomEvent("lineup:refresh"));
+  }
+
+  function answerHost(data) {
+    if (data.method === "ui/resource-teardown" || data.method === "ping") {
+      post({ id: data.id, result: {} });
+    } else {
+      post({ id: data.id, error: { code: -32601, message: "Method not found" } });
+    }
+  }
+
+  window.addEventListener("message", (event) => {
+    if (event.source !== window.parent) return;
+    const data = event.data;
+    if (!isObject(data) || data.jsonrpc !== "2.0") return;
+    if (data.method && data.id !== undefined) {
+      answerHost(data);
+    } else if (data.method === "ui/notifications/tool-result") {
+      toolResult(data.params);
+    } else if (data.method === "ui/notifications/tool-input") {
+      const activity = isObject(data.params) && isObject(data.params.arguments) ? data.params.arguments.activity : null;
+      const heading = document.querySelector('[data-testid="activity"]');
+      if (!operationId && heading && typeof activity === "string" && activity) heading.textContent = activity;
+    } else if (data.method === "ui/notifications/tool-cancelled" && !operationId) {
+      failure = new LineupError({ error: "tool_cancelled", message: (data.params && data.params.reason) || "the call was cancelled" });
+      settleWaiters();
+    } else if (data.method === "ui/notifications/host-context-changed") {
+      applyHostContext(data.params);
+    } else if (data.id !== undefined && pending.has(data.id)) {
+      const waiting = pending.get(data.id);
+      pending.delete(data.id);
+      clearTimeout(waiting.timer);
+      if (data.error) waiting.reject(new LineupError({ error: "host_error", message: data.error.message, code: data.error.code }));
+      else waiting.resolve(data.result);
+    }
+  });
+
+  async function context() {
+    const found = await callTool(TOOLS.context, {});
+    focusing = Boolean(found && found.operation && found.operation.state === "focusing");
+    return found;
+  }
+
+  window.lineup = Object.freeze({
+    LineupError,
+    // {app_scope, instance_id, conversation_id, status, operation, server_time}
+    context,
+    state: Object.freeze({
+      get: () => callTool(TOOLS.stateGet, {}),
+      save: (data, expectedRevision) => {
+        if (!isObject(data) || !Number.isSafeInteger(expectedRevision) || expectedRevision < 0) {
+          return Promise.reject(
+            new LineupError({ error: "invalid_request", message: "save(data: object, expectedRevision: integer >= 0)" }),
+          );
+        }
+        return callTool(TOOLS.stateSave, { data, expected_revision: expectedRevision });
+      },
+    }),
+    navigation: Object.freeze({
+      // The same lifecycle close as the Web Host's; the View then shows how the period ended.
+      close: () =>
+        callTool(TOOLS.close, {}).then((closed) => {
+          refresh();
+          return closed;
+        }),
+    }),
+  });
+
+  const size = () => {
+    const box = document.documentElement.getBoundingClientRect();
+    notify("ui/notifications/size-changed", { width: Math.ceil(box.width), height: Math.ceil(box.height) });
+  };
+
+  request("ui/initialize", {
+    appInfo: { name: "lineup-pomodoro", version: "1" },
+    appCapabilities: { availableDisplayModes: ["inline"] },
+    protocolVersion: PROTOCOL_VERSION,
+  })
+    .then((initialized) => {
+      applyHostContext(initialized && initialized.hostContext);
+      notify("ui/notifications/initialized", {});
+      size();
+      if (typeof ResizeObserver === "function") new ResizeObserver(size).observe(document.body);
+    })
+    .catch((error) => {
+      failure = error;
+      settleWaiters();
+    });
+  setInterval(() => {
+    if (operationId && focusing) refresh();
+  }, REREAD_MS);
+})();
