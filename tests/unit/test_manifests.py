@@ -25,7 +25,7 @@ def test_shipped_manifests_load_with_their_surfaces_and_features(registry: Regis
     pomodoro = registry.app("pomodoro")
     assert pomodoro is not None
     assert (pomodoro.surface_kind, pomodoro.entry) == ("workspace", "/apps/pomodoro/")
-    assert pomodoro.file.endswith("pomodoro.json")
+    assert pomodoro.file.endswith("pomodoro/manifest.json")
     state = pomodoro.instance_state
     assert state is not None
     assert (state.state_schema_version, state.max_bytes, state.retention) == (1, 4096, "retain_readonly")

@@ -111,9 +111,9 @@ BEGIN
     ORDER BY o.started_at DESC
     LIMIT 1;
     IF FOUND AND latest.status = 'operation_already_final' THEN
-        outcome := latest.status;
+        outcome := 'operation_already_final';
         response := jsonb_build_object(
-            'tool_call_id', p_tool_call_id, 'status', latest.status,
+            'tool_call_id', p_tool_call_id, 'status', 'operation_already_final',
             'operation_id', latest.operation_id, 'final_state', latest.state);
     ELSE
         outcome := 'no_active_focusing_operation';

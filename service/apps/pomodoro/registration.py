@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from service.apps.pomodoro.answers import PomodoroInterruptReceipt, PomodoroStartAccepted
 from service.domain.errors import Conflict
 from service.domain.operations import POMODORO_SCOPE
 from service.domain.outcomes import Accepted, Answered
 from service.tools import Hints, Registration
-from service.tools.answers import PomodoroInterruptReceipt, PomodoroStartAccepted
 
 if TYPE_CHECKING:
     from service.manifests import Registry
