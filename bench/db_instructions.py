@@ -63,7 +63,7 @@ def _script(cycles: int, current: bool, prepared: bool = False) -> str:
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
 
-    registry = load_registry(ROOT / "manifests")
+    registry = load_registry()
     settings = load_settings(
         "serve",
         database_url="postgresql://unused/unused",

@@ -47,7 +47,6 @@ from bench.common import percentile
 from service.db.pool import open_pool
 from service.use_cases.history_retention import prune_history
 from tests.support.database import throwaway_database
-from tests.support.processes import ROOT
 
 TABLES = (
     "operations", "app_instances", "sub_sessions", "instance_states", "tool_calls", "outbox",
@@ -156,7 +155,7 @@ def _contexts() -> dict[str, tuple[str, str]]:
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
 
-    registry = load_registry(ROOT / "manifests")
+    registry = load_registry()
     settings = load_settings(
         "serve",
         database_url="postgresql://unused/unused",
