@@ -116,7 +116,8 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "settle_focusing": (RUNTIME,),
     "settle_due": (RUNTIME,),
     "settle_if_overdue": (RUNTIME,),
-    "call_tool_v2": (RUNTIME,),
+    "call_tool_v3": (RUNTIME,),
+    "call_tool_v2": (RUNTIME,),  # interface 2, for the release before this one
     "call_tool": (RUNTIME,),  # interface 1, for the release before this one
     "spend_write": (RUNTIME,),
     "uuid_v7_floor": (RUNTIME,),

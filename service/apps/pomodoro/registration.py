@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from service.apps.pomodoro.answers import PomodoroInterruptReceipt, PomodoroStartAccepted
 from service.domain.errors import Conflict
-from service.domain.operations import POMODORO_SCOPE
 from service.domain.outcomes import Accepted, Answered
 from service.tools import Hints, Registration
 
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def _snapshot_schema(settings: Settings, registry: Registry) -> Mapping[str, Any]:
-    app = registry.app(POMODORO_SCOPE)
+    app = registry.app("pomodoro")
     feature = app.instance_state if app is not None else None
     return {"state_schema_version": feature.state_schema_version if feature is not None else 1}
 
