@@ -28,7 +28,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     recorded record;
     decided record;
-    effects decision_effects;
     body text;
 BEGIN
     SELECT t.fingerprint, t.response INTO recorded FROM tool_calls t WHERE t.tool_call_id = p_tool_call_id;
@@ -59,14 +58,9 @@ BEGIN
     INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
     VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint,
             (p_context -> 'statuses' ->> decided.outcome)::integer, body::json);
-    effects := decided.effects;
-    IF effects IS NULL THEN
-        RETURN QUERY SELECT decided.outcome, body, false, NULL::timestamptz, NULL::jsonb, false, false;
-        RETURN;
-    END IF;
-    RETURN QUERY SELECT decided.outcome, body, false, effects.deadline,
-        CASE WHEN cardinality(effects.settled) > 0 THEN to_jsonb(effects.settled) END,
-        coalesce(cardinality(effects.settled), 0) + coalesce(cardinality(effects.opened), 0)
-            + coalesce(cardinality(effects.closed), 0) + coalesce(cardinality(effects.queued), 0) > 0,
-        coalesce(cardinality(effects.settled), 0) + coalesce(cardinality(effects.queued), 0) > 0;
+    RETURN QUERY SELECT decided.outcome, body, false, e.deadline,
+        CASE WHEN e.settled IS NOT NULL THEN to_jsonb(e.settled) END,
+        e.settled IS NOT NULL OR e.opened IS NOT NULL OR e.closed IS NOT NULL OR e.queued IS NOT NULL,
+        e.settled IS NOT NULL OR e.queued IS NOT NULL
+    FROM (SELECT (decided.effects).*) e;
 END $$;
