@@ -24,7 +24,6 @@ COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 COPY --chown=root:root alembic.ini pyproject.toml ./
 COPY --chown=root:root migrations migrations
-COPY --chown=root:root manifests manifests
 COPY --chown=root:root service service
 COPY --chown=root:root relay relay
 COPY --chown=root:root web_host web_host

@@ -6,7 +6,7 @@ previous release, counted by callgrind, so the figure does not depend on what el
 A throwaway cluster (Debian's PostgreSQL 15 binaries, as the OS user ``postgres`` when run as root)
 holds two databases: one migrated by the previous release (checked out into a git worktree), one by
 this checkout. Each runs the same tool calls — in the previous release's ``call_tool`` and this
-one's ``call_tool_v2``, as their services send them — in a single-user backend under
+one's ``call_tool_v3``, as their services send them — in a single-user backend under
 ``valgrind --tool=callgrind``, once with 40 cycles and once with ``40 + --cycles``; the difference
 divided by ``--cycles`` is the cost of one cycle without the start-up. Every call is checked to
 answer; a failed one stops the bench. Takes a few minutes (valgrind runs the backend ~50x slower).
@@ -39,7 +39,7 @@ _PREVIOUS = (
     "SELECT status_code FROM call_tool('{id}', '{conv}', '{tool}', '{fp}', '{args}'::jsonb, 300.0, 1);"
 )
 _CURRENT = (
-    "SELECT outcome FROM call_tool_v2('{id}', '{conv}', '{tool}', '{fp}', '{args}'::jsonb, "
+    "SELECT outcome FROM call_tool_v3('{id}', '{conv}', '{tool}', '{fp}', '{args}'::jsonb, "
     "'{decide}', '{context}'::jsonb);"
 )
 # The same call as a prepared statement (what DB_PREPARED_STATEMENTS=on sends: parsed and planned
@@ -47,7 +47,7 @@ _CURRENT = (
 # planned at every call, as DB_PREPARED_STATEMENTS=off sends it (an unnamed statement).
 _PREPARE = (
     "PREPARE lineup_call(text, text, text, text, jsonb, regproc, jsonb) AS "
-    "SELECT outcome FROM call_tool_v2($1, $2, $3, $4, $5, $6, $7);"
+    "SELECT outcome FROM call_tool_v3($1, $2, $3, $4, $5, $6, $7);"
 )
 _EXECUTE = "EXECUTE lineup_call('{id}', '{conv}', '{tool}', '{fp}', '{args}', '{decide}', '{context}');"
 
@@ -65,7 +65,7 @@ def _script(cycles: int, current: bool, prepared: bool = False) -> str:
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
 
-    registry = load_registry(ROOT / "manifests")
+    registry = load_registry()
     settings = load_settings(
         "serve",
         database_url="postgresql://unused/unused",

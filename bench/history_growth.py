@@ -8,7 +8,7 @@ generate_series, not by HTTP) and backdated evenly over the retention period and
 closed instance, ended sub-session, read-only snapshot, interrupted operation, its two recorded tool
 calls, its delivered outbox row and attempt, two messages and a surface event, every id a uuid_v7 of
 its own time, as the service makes them. Then, with ``--workers`` Agents running start+interrupt
-cycles through ``call_tool_v2`` (the service's one round trip per call) all along:
+cycles through ``call_tool_v3`` (the service's one round trip per call) all along:
 
 1. **baseline**: ``--seconds`` of load with no pruning: the calls' p50/p99, and the shared buffers
    one cycle touches (EXPLAIN (ANALYZE, BUFFERS) of its two calls, on their own: the work of the
@@ -47,7 +47,6 @@ from bench.common import percentile
 from service.db.pool import open_pool
 from service.use_cases.history_retention import prune_history
 from tests.support.database import throwaway_database
-from tests.support.processes import ROOT
 
 TABLES = (
     "operations", "app_instances", "sub_sessions", "instance_states", "tool_calls", "outbox",
@@ -148,7 +147,7 @@ SELECT instance_id, 'dimmed', t + interval '2 minutes' FROM r ORDER BY g
 SIZES = "SELECT sum(pg_total_relation_size(c::regclass))::bigint AS bytes FROM unnest(%(tables)s::text[]) c"
 SAMPLES = 21
 WARM = 3  # a connection's first calls load the catalog caches
-CALL = "SELECT outcome FROM call_tool_v2(%s, %s, %s, %s, %s::jsonb, %s, %s::jsonb)"
+CALL = "SELECT outcome FROM call_tool_v3(%s, %s, %s, %s, %s::jsonb, %s, %s::jsonb)"
 
 
 def _contexts() -> dict[str, tuple[str, str]]:
@@ -156,7 +155,7 @@ def _contexts() -> dict[str, tuple[str, str]]:
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
 
-    registry = load_registry(ROOT / "manifests")
+    registry = load_registry()
     settings = load_settings(
         "serve",
         database_url="postgresql://unused/unused",

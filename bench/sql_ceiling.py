@@ -21,7 +21,7 @@ PGBENCH = "/usr/bin/pgbench"
 
 # --- (b) the database's ceiling: the service's own statement per Tool call ---------------------
 # pgbench sends what the service sends — service.db.tool_calls.CALL_TOOL, the canonical
-# call_tool_v2 with each Tool's canonical decision function — one statement and one round trip per
+# call_tool_v3 with each Tool's canonical decision function — one statement and one round trip per
 # call, so the ceiling always runs the current database code. What it leaves out is ours outside the
 # database: Python, HTTP, the driver, the pool. (What the database code itself costs against the
 # leanest SQL of the same writes is bench/capacity.py's question.) Written for pgbench: the only

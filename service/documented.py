@@ -1,6 +1,6 @@
 """The scalar types of documented answers: formats, non-negative counts, and the domain's words as
 ``Literal`` types (what an OpenAPI document can show). Shared by the REST API's answers
-(``service.api.answers``) and the Tools' answers (``service.tools.answers``)."""
+(``service.api.answers``) and the Tools' answers (``service.apps.*.answers``)."""
 
 from typing import Annotated, Any, Literal
 

@@ -1,9 +1,11 @@
 """MiniApp manifests: loading, checking, and validating Tool arguments and instance state.
 
-`load_registry` reads every manifest in a directory, checks it against
-`manifest.schema.json` and the rules a schema cannot express (tool names carry
-their app's scope, scopes and tool names are unique, embedded schemas are valid),
-and returns an immutable `Registry`. Every problem surfaces as `ManifestError`.
+`load_registry` reads the manifest of every app folder in a directory (``service/apps/<app>/
+manifest.json``, see ``service.apps``), checks it against `manifest.schema.json` and the rules a
+schema cannot express (tool names carry their app's scope, scopes and tool names are unique,
+embedded schemas are valid), takes each app's registrations from its folder and checks them against
+its SQL (``service.apps.problems``), and returns an immutable `Registry`. Every problem surfaces as
+`ManifestError`.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ from typing import Any, NoReturn
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from service import apps as app_folders
 from service.domain.outcomes import SHARED_OUTCOMES
 from service.json_errors import ErrorDetail, json_path, validate
-from service.tools import Registration, builtin
+from service.tools import Registration
 
 SCHEMA_FILE_NAME = "manifest.schema.json"
 INSTANCE_STATE_FEATURE = "app.instance-state.v1"
 REQUIRED_APP = "interact"
-_SHIPPED_MANIFESTS_DIR = Path(__file__).resolve().parents[1] / "manifests"
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
 _META_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=_FORMAT_CHECKER)
@@ -112,6 +114,16 @@ class InstanceStateFeature:
 
 
 @dataclass(frozen=True)
+class Lifecycle:
+    """What the app declares about its instances (the manifest's ``lifecycle``): whether the person
+    may open one by bringing the app to the foreground or only its Tools open one, and whether
+    leaving the foreground ends its focusing operation (``interrupt``) or leaves it running."""
+
+    opened_by: str = "person"  # or "tools"
+    on_leave: str = "keep"  # or "interrupt"
+
+
+@dataclass(frozen=True)
 class AppManifest:
     app_scope: str
     name: str
@@ -121,6 +133,7 @@ class AppManifest:
     tools: tuple[ToolSpec, ...]
     instance_state: InstanceStateFeature | None
     file: str
+    lifecycle: Lifecycle = Lifecycle()
 
 
 @dataclass(frozen=True)
@@ -152,20 +165,26 @@ class Registry:
         return [self.tools[name].public() for name in sorted(self.tools)]
 
 
-def load_registry(directory: Path, registrations: Iterable[Registration] | None = None) -> Registry:
-    """Load and check every `*.json` manifest in `directory` (the schema file excepted), each Tool
-    with its registration (the shipped ones, unless ``registrations`` are given)."""
+def load_registry(
+    directory: Path = app_folders.APPS_DIR,
+    registrations: Iterable[Registration] | None = None,
+    also: Iterable[Path] = (),
+) -> Registry:
+    """Load and check every app folder in ``directory`` (``*/manifest.json``) and the folders
+    ``also`` names (a test-only app), each Tool with the registration of its folder — or, when
+    ``registrations`` are given, with those."""
     if not directory.is_dir():
-        raise ManifestError(str(directory), "$", "manifest directory does not exist")
+        raise ManifestError(str(directory), "$", "apps directory does not exist")
     manifest_schema = _load_manifest_schema(directory)
-    files = sorted(p for p in directory.glob("*.json") if p.name != SCHEMA_FILE_NAME and p.is_file())
-    if not files:
-        raise ManifestError(str(directory), "$", "no manifests (*.json) found")
+    folders = [*app_folders.folders(directory), *also]
+    if not folders:
+        raise ManifestError(str(directory), "$", f"no apps (*/{app_folders.MANIFEST}) found")
 
     apps: dict[str, AppManifest] = {}
     tools: dict[str, ToolSpec] = {}
-    for path in files:
-        app = _load_manifest(path, manifest_schema)
+    found: list[Registration] = []
+    for folder in folders:
+        app = _load_manifest(folder / app_folders.MANIFEST, manifest_schema)
         if app.app_scope in apps:
             other = apps[app.app_scope].file
             _fail(app.file, "$.app_scope", f"duplicate app_scope {app.app_scope!r} (also in {other})")
@@ -177,10 +196,12 @@ def load_registry(directory: Path, registrations: Iterable[Registration] | None 
                 )
             tools[tool.name] = tool
         apps[app.app_scope] = app
+        if registrations is None:
+            found.extend(_registrations_of(folder, app))
 
     if REQUIRED_APP not in apps:
         raise ManifestError(str(directory), "$", f"the {REQUIRED_APP!r} app manifest is required but missing")
-    known = {r.name: r for r in (builtin() if registrations is None else registrations)}
+    known = {r.name: r for r in (found if registrations is None else registrations)}
     runners = {name: known[name] for name in tools if name in known}
     return Registry(
         apps=MappingProxyType(apps),
@@ -188,6 +209,18 @@ def load_registry(directory: Path, registrations: Iterable[Registration] | None 
         runners=MappingProxyType(runners),
         kinds=MappingProxyType(_outcome_kinds(runners.values())),
     )
+
+
+def _registrations_of(folder: Path, app: AppManifest) -> tuple[Registration, ...]:
+    """The folder's registrations, each of a Tool its manifest declares and agreeing with its SQL."""
+    found = app_folders.registrations(folder)
+    declared = {tool.name for tool in app.tools}
+    for registration in found:
+        if registration.name not in declared:
+            _fail(app.file, "$.tools", f"{registration.name} is registered but not declared here")
+    if problems := app_folders.problems(folder, found, SHARED_OUTCOMES):
+        _fail(str(folder), "$", "; ".join(problems))
+    return found
 
 
 def _outcome_kinds(registrations: Iterable[Registration]) -> dict[str, type]:
@@ -205,7 +238,7 @@ def _outcome_kinds(registrations: Iterable[Registration]) -> dict[str, type]:
 def _load_manifest_schema(directory: Path) -> Draft202012Validator:
     path = directory / SCHEMA_FILE_NAME
     if not path.is_file():
-        path = _SHIPPED_MANIFESTS_DIR / SCHEMA_FILE_NAME
+        path = app_folders.APPS_DIR / SCHEMA_FILE_NAME
     schema = _read_json(path)
     _check_schema(str(path), "$", schema)
     return Draft202012Validator(schema)
@@ -255,6 +288,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         )
 
     surface = doc["surface"]
+    lifecycle = doc.get("lifecycle", {})
     return AppManifest(
         app_scope=scope,
         name=doc["name"],
@@ -264,6 +298,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         tools=tuple(tools),
         instance_state=instance_state,
         file=file,
+        lifecycle=Lifecycle(**lifecycle),
     )
 
 

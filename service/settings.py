@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     relay_backoff_base_seconds: float = Field(1.0, gt=0, le=3600)
     relay_backoff_max_seconds: float = Field(3600.0, gt=0, le=86400)
     relay_timeout_seconds: float = Field(10.0, gt=0, le=300)
-    manifests_dir: Path = _REPO_ROOT / "manifests"
+    manifests_dir: Path = _REPO_ROOT / "service" / "apps"  # the MiniApps' folders (service.apps)
     interrupt_late_window_seconds: int = Field(300, ge=0, le=86400)
     db_pool_size: int = Field(10, ge=1, le=200)
     # Server-side prepared statements (psycopg's automatic prepare and the hot path's explicit

@@ -83,7 +83,7 @@ def db(database_url: str) -> Iterator[psycopg.Connection[dict[str, Any]]]:
 
 @pytest.fixture(scope="session")
 def registry() -> Registry:
-    return load_registry(ROOT / "manifests")
+    return load_registry(ROOT / "service" / "apps")
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:
@@ -92,7 +92,7 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "agent_token": AGENT_TOKEN,
         "host_token": HOST_TOKEN,
         "operator_token": OPERATOR_TOKEN,
-        "manifests_dir": ROOT / "manifests",
+        "manifests_dir": ROOT / "service" / "apps",
         "host_session_secret": HOST_SESSION_SECRET,
         # The test clients speak plain http.
         "cookie_secure": False,

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 from litestar.openapi import ResponseSpec
 from litestar.params import KwargDefinition
 
+from service.apps.interact.answers import Interaction
 from service.documented import (
     Count,
     FinalState,
@@ -24,7 +25,6 @@ from service.documented import (
     Time,
     Uuid,
 )
-from service.tools.answers import Interaction
 
 # --- errors ---------------------------------------------------------------------------------
 

@@ -21,11 +21,13 @@ from typing import Any, Literal
 import psycopg
 
 SOURCE = Path(__file__).with_name("sql")
+# The MiniApps' folders (service/apps/<app>/): each app's decision functions, applied after SOURCE.
+APPS = Path(__file__).resolve().parents[1] / "apps"
 
 # The generation of the database code this release calls: the schema serves it when it is among
 # ``database_interfaces()`` (service/db/sql/99_compat.sql). Bump it with any change to the name,
 # arguments or result of a function the service or the relay calls (see the README).
-INTERFACE = 2
+INTERFACE = 3
 
 Kind = Literal["type", "function", "trigger", "view"]
 
@@ -83,21 +85,26 @@ def _code(statement: str) -> str:
     )
 
 
-def definitions(source: Path = SOURCE) -> list[Definition]:
-    """Every definition of the files, in the order they are applied."""
+def definitions(source: Path = SOURCE, apps: Path | None = APPS) -> list[Definition]:
+    """Every definition of the files, in the order they are applied: ``source``'s, then each app's
+    under ``apps`` (folder by folder, in name order)."""
     found: list[Definition] = []
-    for path in sorted(source.glob("*.sql")):
+    paths = sorted(source.glob("*.sql"))
+    if apps is not None:
+        paths += sorted(apps.glob("*/*.sql"))
+    for path in paths:
+        name_of_file = path.name if path.parent == source else f"{path.parent.name}/{path.name}"
         for statement in statements(path.read_text()):
             header = _HEADER.match(_code(statement))
             if header is None:
                 raise ValueError(
-                    f"{path.name}: only CREATE FUNCTION/TRIGGER/VIEW/TYPE belong here: {statement[:80]!r}"
+                    f"{name_of_file}: only CREATE FUNCTION/TRIGGER/VIEW/TYPE belong here: {statement[:80]!r}"
                 )
             kind = header["kind"].lower()
             name = header["name"]
             if kind == "trigger":
                 name = f"{header['table']}.{name}"
-            found.append(Definition(kind, name, statement, path.name))  # type: ignore[arg-type]
+            found.append(Definition(kind, name, statement, name_of_file))  # type: ignore[arg-type]
     keys = [d.key for d in found]
     duplicated = {key for key in keys if keys.count(key) > 1}
     if duplicated:
@@ -155,11 +162,11 @@ WHERE p.pronamespace = 'public'::regnamespace AND p.proname = %s
 _ALIASES = {"timestamptz": "timestamp with time zone", "int": "integer", "int4": "integer", "bool": "boolean"}
 
 
-def apply(conn: Connection, source: Path = SOURCE) -> list[str]:
+def apply(conn: Connection, source: Path = SOURCE, apps: Path | None = APPS) -> list[str]:
     """Bring the database code of ``conn``'s database in line with the files, in the caller's
     transaction. Answers what it created, replaced or dropped."""
     conn.execute("SET LOCAL check_function_bodies = off")
-    wanted = definitions(source)
+    wanted = definitions(source, apps)
     wanted_keys = {d.key for d in wanted}
     present: dict[tuple[str, str], list[str]] = {}
     for kind, name, identity in conn.execute(_PRESENT).fetchall():

@@ -30,7 +30,7 @@ FROM interaction_tasks t JOIN interactions i USING (tool_call_id) WHERE t.task_i
 """
 
 # Decided once: pending -> answered; the winner queues the one outbox row and posts the answer to
-# the main conversation. answer_interaction, service/db/sql/90_interact.sql.
+# the main conversation. answer_interaction, service/apps/interact/decisions.sql.
 ANSWER = "SELECT * FROM answer_interaction(%(tool_call_id)s, %(answer)s)"
 
 

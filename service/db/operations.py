@@ -1,4 +1,5 @@
-"""Named statements on ``operations``; the terminal transition is ``settle_focusing``.
+"""Named statements on ``operations`` — of every app: nothing here names one; the terminal transition
+is ``settle_focusing``.
 
 ``settle_focusing``, ``settle_due`` and ``settle_if_overdue`` are SQL functions (``70_settle.sql``):
 the one compare-and-set every ending goes through, run in the caller's transaction. It decides by
@@ -30,9 +31,10 @@ SETTLE_IF_OVERDUE = "SELECT * FROM settle_if_overdue(%(conversation_id)s)"
 SETTLE_DUE = "SELECT * FROM settle_due(%(limit)s)"
 
 FOCUSING_IN_CONVERSATION = """
-SELECT operation_id, ends_at, ends_at <= statement_timestamp() AS overdue
+SELECT operation_id, app_scope, ends_at, ends_at <= statement_timestamp() AS overdue
 FROM operations
-WHERE conversation_id = %(conversation_id)s AND state = 'focusing' AND tool = 'pomodoro.start'
+WHERE conversation_id = %(conversation_id)s AND state = 'focusing'
+ORDER BY started_at, operation_id
 """
 
 FOCUSING_FOR_INSTANCE = """
@@ -97,7 +99,7 @@ async def settle_focusing(
 
 
 async def settle_if_overdue(conn: Conn, conversation_id: str) -> list[DictRow]:
-    """``completed`` for the conversation's focusing Pomodoro if its deadline has passed.
+    """``completed`` for each of the conversation's focusing operations whose deadline has passed.
 
     The caller holds the conversation's workspace lock.
     """
@@ -110,9 +112,10 @@ async def settle_due(conn: Conn, limit: int) -> list[DictRow]:
     return await cursor.fetchall()
 
 
-async def focusing_in_conversation(conn: Conn, conversation_id: str) -> DictRow | None:
+async def focusing_in_conversation(conn: Conn, conversation_id: str) -> list[DictRow]:
+    """The conversation's focusing operations, of every app, the earliest started first."""
     cursor = await conn.execute(FOCUSING_IN_CONVERSATION, {"conversation_id": conversation_id})
-    return await cursor.fetchone()
+    return await cursor.fetchall()
 
 
 async def focusing_for_instance(conn: Conn, instance_id: UUID) -> DictRow | None:

@@ -32,6 +32,8 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
+from service.db import code
+
 Connection = psycopg.Connection[Any]
 
 OWNER, RUNTIME, RELAY, READER = "owner", "runtime", "relay", "reader"
@@ -88,9 +90,11 @@ VIEWS: dict[str, tuple[str, ...]] = {
 }
 
 _PURE = (RUNTIME, RELAY, READER)  # no table behind them: formats and constants
-# Every function, and the roles that may EXECUTE it. A trigger's function gets no one: a trigger
-# runs it whatever the privileges of the role whose statement fired it.
-FUNCTIONS: dict[str, tuple[str, ...]] = {
+# Every function of service/db/sql/, and the roles that may EXECUTE it. A trigger's function gets no
+# one: a trigger runs it whatever the privileges of the role whose statement fired it. A MiniApp's
+# functions (service/apps/<app>/*.sql) are the service's decisions: the runtime role's, unless named
+# here.
+_ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "rfc3339": _PURE,
     "uuid_v7": (RUNTIME,),
     "late_interrupt_status": _PURE,
@@ -112,11 +116,8 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "settle_focusing": (RUNTIME,),
     "settle_due": (RUNTIME,),
     "settle_if_overdue": (RUNTIME,),
-    "pomodoro_start": (RUNTIME,),
-    "pomodoro_interrupt": (RUNTIME,),
-    "interact_ask": (RUNTIME,),
-    "answer_interaction": (RUNTIME,),
-    "call_tool_v2": (RUNTIME,),
+    "call_tool_v3": (RUNTIME,),
+    "call_tool_v2": (RUNTIME,),  # interface 2, for the release before this one
     "call_tool": (RUNTIME,),  # interface 1, for the release before this one
     "spend_write": (RUNTIME,),
     "uuid_v7_floor": (RUNTIME,),
@@ -126,6 +127,10 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "prune_messages": (RUNTIME,),
     "prune_surface_events": (RUNTIME,),
     "prune_interactions": (RUNTIME,),
+}
+FUNCTIONS: dict[str, tuple[str, ...]] = {
+    **{d.name: (RUNTIME,) for d in code.definitions(code.APPS, apps=code.APPS) if d.kind == "function"},
+    **_ENGINE_FUNCTIONS,
 }
 
 # What the public schema holds: tables ('r', 'p'), views ('v'), sequences ('S') with the table that

@@ -1,17 +1,18 @@
 """The tool-call statement: one round trip per Agent tool call.
 
-``call_tool_v2(...)`` (service/db/sql/95_tool_calls.sql) runs in the one implicit transaction of its
+``call_tool_v3(...)`` (service/db/sql/95_tool_calls.sql) runs in the one implicit transaction of its
 statement: it replays a recorded answer (or refuses another body under the same id), otherwise runs
 the Tool's decision function — which takes the conversation's lock and ends operations only through
-``settle_focusing`` — records the answer in ``tool_calls`` and returns it. The answer's JSON text is
-what is both recorded and sent, so a replay is byte for byte the first answer.
+``settle_focusing`` — records the answer in ``tool_calls`` and returns it with what the decision did
+(its effects: the deadline it opened, the operations it settled, whether the conversation changed
+and outbox rows were queued). The answer's JSON text is what is both recorded and sent, so a replay
+is byte for byte the first answer.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, NamedTuple
-from uuid import UUID
 
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, tuple_row
@@ -26,12 +27,10 @@ class CallResult(NamedTuple):
     outcome: str
     response: str
     replayed: bool
-    deadline: datetime | None
-    settled_operation_id: UUID | None
-    settled_state: str | None
-    settled_reason: str | None
-    settled_lateness_ms: int | None
-    settled_event_id: UUID | None
+    deadline: datetime | None  # the earliest of the operations it opened
+    settled: list[dict[str, Any]] | None  # the operations it ended (settled_operation, as JSON)
+    changed: bool  # it opened or closed something in the conversation, or settled or queued
+    queued: bool  # it queued outbox rows (its settled operations' included)
 
 
 _COLUMNS = CallResult._fields
@@ -39,7 +38,7 @@ _COLUMNS = CallResult._fields
 # The result's columns are named in the statement, in CallResult's order: a column a later schema
 # adds breaks nothing, and each row is a plain tuple (no per-row dict, no column-name lookups).
 # Positional parameters: psycopg converts no named placeholders per call.
-CALL_TOOL = f"SELECT {', '.join(_COLUMNS)} FROM call_tool_v2(%s, %s, %s, %s, %s, %s, %s)"
+CALL_TOOL = f"SELECT {', '.join(_COLUMNS)} FROM call_tool_v3(%s, %s, %s, %s, %s, %s, %s)"
 
 
 def _cursor(conn: Conn) -> AsyncCursor[tuple[Any, ...]]:

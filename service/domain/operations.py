@@ -1,4 +1,5 @@
-"""The Pomodoro operation: its states, how it may end, and the receipts late callers get."""
+"""An operation (of any app: a Pomodoro's focus period, …): its states, how it may end, and the receipts
+Pomodoro's late interrupt gets."""
 
 from __future__ import annotations
 
@@ -35,14 +36,10 @@ AGENT_INTERRUPT = Ending(State.INTERRUPTED, Reason.AGENT_INTERRUPT)
 USER_LEFT = Ending(State.INTERRUPTED, Reason.USER_LEFT_WORKSPACE)
 APP_CLOSED = Ending(State.CANCELLED, Reason.APP_CLOSED)
 
-POMODORO_START = "pomodoro.start"
-POMODORO_INTERRUPT = "pomodoro.interrupt"
-POMODORO_SCOPE = "pomodoro"
-
 
 class InterruptStatus(StrEnum):
     """The receipts of ``pomodoro.interrupt``; the late-interrupt rule that picks between the last
-    two is the SQL function ``late_interrupt_status`` (the Pomodoro's decision SQL)."""
+    two is the SQL function ``late_interrupt_status`` (service/apps/pomodoro/decisions.sql)."""
 
     INTERRUPTED = "interrupted"
     ALREADY_FINAL = "operation_already_final"

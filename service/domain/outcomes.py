@@ -18,9 +18,9 @@ class Answered:
     """The answer is complete now."""
 
 
-#: Every Tool's: the same tool_call_id came with another body (call_tool_v2 answers it).
+#: Every Tool's: the same tool_call_id came with another body (call_tool_v3 answers it).
 IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
 #: Every Tool's: the same tool_call_id and body, answered longer ago than the history is kept
-#: (HISTORY_RETENTION_DAYS): refused, never run again (call_tool_v2 answers it).
+#: (HISTORY_RETENTION_DAYS): refused, never run again (call_tool_v3 answers it).
 TOOL_CALL_EXPIRED = "tool_call_expired"
 SHARED_OUTCOMES: dict[str, type] = {IDEMPOTENCY_KEY_REUSED: Conflict, TOOL_CALL_EXPIRED: Gone}

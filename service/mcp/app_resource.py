@@ -23,7 +23,6 @@ import mcp_types as types
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPError
 
-from service.domain.operations import POMODORO_START
 from web_host.assets import STATIC_DIR
 
 #: JSON-RPC error of an unknown resource URI (MCP, resources/read).
@@ -32,6 +31,8 @@ RESOURCE_NOT_FOUND = -32002
 __all__ = ["APP_MIME_TYPE", "EXTENSION_ID", "POMODORO_URI", "list_resources", "read_resource"]
 
 POMODORO_URI = "ui://pomodoro/timer"
+#: The tool whose call the View renders beside (service/apps/pomodoro/).
+POMODORO_START = "pomodoro.start"
 #: The tools whose calls a host shows with an MCP App: the View of the operation the call opens.
 TOOL_VIEWS = {POMODORO_START: POMODORO_URI}
 #: Where the Web Host's Pomodoro surface lives: the one place the MCP App reads it from.

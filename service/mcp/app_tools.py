@@ -33,13 +33,16 @@ from psycopg.rows import DictRow
 from service.db import operations as operations_db
 from service.db import workspaces as ws_db
 from service.domain.errors import Refusal, not_found
-from service.domain.operations import POMODORO_SCOPE, State
+from service.domain.operations import State
 from service.domain.timefmt import rfc3339
 from service.mcp.binding import bound_conversation
 from service.use_cases import instance_state, lifecycle
 from service.use_cases.capabilities import Capability
 from service.use_cases.operation_status import get_operation
 from service.use_cases.runtime import Runtime
+
+#: The app whose View these tools serve (service/apps/pomodoro/).
+POMODORO_SCOPE = "pomodoro"
 
 READ = "pomodoro.app.read"
 CLOSE = "pomodoro.app.close"

@@ -1,8 +1,9 @@
 """Every Agent Tool the service runs, declared once.
 
-A Tool is its manifest entry (``manifests/``: what the Agent sees — name, description, input
-schema), its decision function in the database code (``service/db/sql/``) and its registration
-here: how it runs. A registration names the SQL function that decides the Tool, the outcome words
+A Tool belongs to a MiniApp, one folder (``service/apps/<app>/``): its manifest entry (what the
+Agent sees — name, description, input schema), its decision function in the app's SQL and its
+registration (the app's ``registration.py``, of the type defined here): how it runs. A
+registration names the SQL function that decides the Tool, the outcome words
 it answers with and the kind of answer each is, what an accepted call opens (an operation or an
 interaction, which an MCP client may await as a task), the settings its decision reads, its MCP
 annotations, one sentence for a person about an answer, and the types of its answers for the
@@ -56,7 +57,7 @@ class Registration:
 
 
 def builtin() -> tuple[Registration, ...]:
-    """The registrations of the Tools this service ships (manifests/)."""
-    from service.tools import interact, pomodoro
+    """The registrations of the Tools this service ships (``service/apps/*/registration.py``)."""
+    from service.apps import shipped
 
-    return (*pomodoro.REGISTRATIONS, *interact.REGISTRATIONS)
+    return shipped()

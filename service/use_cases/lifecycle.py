@@ -1,7 +1,10 @@
 """The workspace: what is in the foreground, switching it, closing instances.
 
-Leaving a focusing Pomodoro (to Interact or to another app) interrupts it and closing it cancels
-it, through the same compare-and-set as the deadline and the Agent's interrupt.
+What leaving an app does is the app's to say (its manifest's ``lifecycle``): leaving one whose
+``on_leave`` is ``interrupt`` (Pomodoro) for Interact or another app interrupts its focusing
+operation; closing an instance cancels its operation — both through the same compare-and-set as
+the deadline and the Agent's interrupt. An app ``opened_by`` its ``tools`` cannot be opened by
+bringing it to the foreground.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from service.db import interactions as inter_db
 from service.db import operations as operations_db
 from service.db import workspaces as ws_db
 from service.domain.errors import AppNotResumable, UnknownApp, not_found
-from service.domain.operations import APP_CLOSED, POMODORO_SCOPE, USER_LEFT
+from service.domain.operations import APP_CLOSED, USER_LEFT
 from service.domain.timefmt import rfc3339
+from service.manifests import AppManifest
 from service.use_cases import write_limits
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
@@ -47,8 +51,8 @@ async def _workspace(conn: Conn, conversation_id: str) -> dict[str, Any]:
             foreground = {"app_scope": instance["app_scope"], "instance_id": str(instance["instance_id"])}
     focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
     focusing_view = None
-    if focusing is not None:
-        op = await operations_db.get_by_id(conn, focusing["operation_id"])
+    if focusing:
+        op = await operations_db.get_by_id(conn, focusing[0]["operation_id"])
         assert op is not None
         focusing_view = operation_view(op)
     return {
@@ -75,7 +79,7 @@ async def get_workspace(rt: Runtime, conversation_id: str) -> dict[str, Any]:
     async with rt.unit_of_work() as work:
         conn = work.conn
         focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
-        if focusing is not None and focusing["overdue"]:
+        if any(row["overdue"] for row in focusing):
             await ws_db.lock_existing(conn, conversation_id)
             await settle_overdue(work, conversation_id)
         return await _workspace(conn, conversation_id)
@@ -99,12 +103,16 @@ async def switch_foreground(
             existing = await ws_db.open_instance_of_scope(conn, conversation_id, target_scope)
             if existing is not None:
                 target = existing["instance_id"]
-            elif target_scope == POMODORO_SCOPE:
-                raise AppNotResumable("Pomodoro opens only through the pomodoro.start tool")
-        focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
-        if focusing is not None and target_scope != POMODORO_SCOPE:
-            # Leaving the focusing Pomodoro interrupts it (completed if its deadline passed).
-            work.observed(await operations_db.settle_focusing(conn, [focusing["operation_id"]], USER_LEFT))
+            elif app.lifecycle.opened_by == "tools":
+                raise AppNotResumable(f"{app.name} opens only through {_openers(rt, app)}")
+        leaving = [
+            row["operation_id"]
+            for row in await operations_db.focusing_in_conversation(conn, conversation_id)
+            if row["app_scope"] != target_scope and _ends_on_leave(rt, row["app_scope"])
+        ]
+        if leaving:
+            # Leaving an app that says so interrupts its operation (completed if its deadline passed).
+            work.observed(await operations_db.settle_focusing(conn, leaving, USER_LEFT))
         if app.surface_kind != "builtin" and target is None:
             await write_limits.spend(
                 conn, rt.settings, write_limits.INSTANCE_OPEN, conversation_id, session_id
@@ -119,6 +127,17 @@ async def switch_foreground(
             target = opened["instance_id"]
         await ws_db.set_foreground(conn, conversation_id, target)
         return await _workspace(conn, conversation_id)
+
+
+def _ends_on_leave(rt: Runtime, app_scope: str) -> bool:
+    app = rt.registry.app(app_scope)
+    return app is not None and app.lifecycle.on_leave == "interrupt"
+
+
+def _openers(rt: Runtime, app: AppManifest) -> str:
+    """The Tools that open an instance of ``app``: ``the pomodoro.start tool``."""
+    names = [t.name for t in app.tools if t.name in rt.registry.runners and rt.registry.runner(t.name).opens]
+    return f"the {' or '.join(names)} tool" if names else "its tools"
 
 
 async def close_instance(rt: Runtime, instance_id: UUID) -> dict[str, Any]:

@@ -126,23 +126,11 @@ def _noted(
 ) -> ToolAnswer:
     """What the call makes known once committed: the operation it settled, the conversation it
     changed, the deadline it opened; its count, duration and log line."""
-    if result.settled_event_id is not None:
-        work.observed(
-            [
-                {
-                    "operation_id": result.settled_operation_id,
-                    "conversation_id": request.conversation_id,
-                    "tool_call_id": request.tool_call_id,
-                    "state": result.settled_state,
-                    "reason": result.settled_reason,
-                    "lateness_ms": result.settled_lateness_ms,
-                    "event_id": result.settled_event_id,
-                }
-            ]
-        )
+    if result.settled is not None:
+        work.observed([{**row, "tool_call_id": request.tool_call_id} for row in result.settled])
     kind = rt.registry.kind_of(result.outcome)
-    if kind is Accepted and not result.replayed:  # an operation or an interaction opened
-        work.changed(request.conversation_id)
+    if (kind is Accepted or result.changed) and not result.replayed:  # something opened or ended
+        work.changed(request.conversation_id, outbox=result.queued)
     if result.deadline is not None:
         work.opened(result.deadline)
 

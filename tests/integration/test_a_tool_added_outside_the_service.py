@@ -1,12 +1,11 @@
-"""Adding a Tool is its manifest entry, its decision function and its registration: the test-only
-echo app (tests/support/echo_app.py) runs through REST and MCP, replays, and is refused correctly,
-with nothing of it under service/api or service/mcp."""
+"""Adding a Tool is one folder — its manifest, its decision function and its registration: the
+test-only echo app (tests/fixtures/echo_app/) runs through REST and MCP, replays, and is refused
+correctly, with nothing of it under service/."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,20 +14,17 @@ from litestar.testing import AsyncTestClient
 from service.app import create_app
 from service.manifests import load_registry
 from service.settings import Settings
-from service.tools import builtin
-from tests.conftest import AGENT, AGENT_TOKEN, ROOT
-from tests.support.echo_app import ECHO, decision_sql, manifests_with_echo
+from tests.conftest import AGENT, AGENT_TOKEN
+from tests.support.echo_app import FOLDER, decision_sql
 from tests.support.mcp import ModernWire
 
 Client = AsyncTestClient[Any]
 
 
 @pytest.fixture
-async def echo_client(settings: Settings, db: Any, tmp_path: Path) -> AsyncIterator[Client]:
+async def echo_client(settings: Settings, db: Any) -> AsyncIterator[Client]:
     db.execute(decision_sql())
-    registry = load_registry(
-        manifests_with_echo(ROOT / "manifests", tmp_path / "manifests"), registrations=[*builtin(), ECHO]
-    )
+    registry = load_registry(also=[FOLDER])
     assert registry.unregistered() == []
     async with AsyncTestClient(app=create_app(settings, registry, sweeper=False)) as client:
         yield client

@@ -18,6 +18,7 @@ from sqlalchemy import Column, MetaData, Text, create_engine, pool
 
 from service.db import code
 from service.db.tables import metadata
+from service.tools import builtin
 from tests.support.catalog import catalog, differences
 from tests.support.database import DatabaseFactory, with_database
 
@@ -179,3 +180,15 @@ CREATE TYPE t AS (a int);
     assert [s.splitlines()[-1] for s in code.statements(text)] == ["END $$;", "CREATE TYPE t AS (a int);"]
     with pytest.raises(ValueError, match="closing semicolon"):
         list(code.statements("CREATE TYPE t AS (a int)"))
+
+
+def test_every_registered_decision_is_in_the_migrated_database_in_the_one_decision_shape(db: Any) -> None:
+    shape = (
+        "p_tool_call_id text, p_conversation_id text, p_arguments jsonb, p_context jsonb,"
+        " OUT outcome text, OUT response jsonb, OUT effects decision_effects"
+    )
+    for registration in builtin():
+        row = db.execute(
+            "SELECT pg_get_function_arguments(to_regproc(%s)) AS arguments", (registration.decide,)
+        ).fetchone()
+        assert row["arguments"] == shape, registration.name

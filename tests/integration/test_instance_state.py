@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from service.app import create_app
 from service.db import states as states_db
 from service.manifests import load_registry
 from service.settings import Settings
-from tests.conftest import AGENT, HOST, ROOT
+from tests.conftest import AGENT, HOST
 from tests.support.calls import expire, interrupt_body
 from tests.support.sdk import (
     Call,
@@ -66,10 +65,9 @@ def error_of(response: Any) -> str:
 @pytest.fixture
 async def sketch_client(settings: Settings, tmp_path: Path) -> AsyncIterator[Client]:
     """The service with an extra app, ``sketch``, whose manifest lacks app.instance-state.v1."""
-    for name in ("interact.json", "pomodoro.json", "whiteboard.json"):
-        shutil.copy(ROOT / "manifests" / name, tmp_path / name)
-    (tmp_path / "sketch.json").write_text(json.dumps(SKETCH))
-    app = create_app(settings, load_registry(tmp_path), sweeper=False)
+    (tmp_path / "sketch").mkdir()
+    (tmp_path / "sketch" / "manifest.json").write_text(json.dumps(SKETCH))
+    app = create_app(settings, load_registry(also=[tmp_path / "sketch"]), sweeper=False)
     async with AsyncTestClient(app=app) as test_client:
         yield test_client
 

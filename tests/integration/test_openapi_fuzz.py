@@ -48,7 +48,6 @@ from tests.conftest import (
     HOST_TOKEN,
     OPERATOR,
     OPERATOR_TOKEN,
-    ROOT,
     ServiceProcess,
     make_settings,
     service_on_own_database,
@@ -72,7 +71,7 @@ CHECKS = [
 
 def _documented_operations() -> list[str]:
     """Every operation of the document the service generates (no database needed to make it)."""
-    registry = load_registry(ROOT / "manifests")
+    registry = load_registry()
     app = create_app(make_settings("postgresql://nobody@127.0.0.1:1/none"), registry, sweeper=False)
     paths = app.openapi_schema.to_schema()["paths"]
     # The event stream never ends: it is documented, not fuzzed.

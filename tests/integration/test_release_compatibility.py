@@ -89,3 +89,34 @@ async def test_ready_at_a_later_release_that_still_serves_this_one(
     answer = await client.get("/readyz")
     assert answer.status_code == 503
     assert f"no longer serves interface {code.INTERFACE}" in answer.json()["reason"]
+
+
+def test_the_previous_releases_call_tool_v2_reads_the_operation_a_decision_settled(db: Any) -> None:
+    # Interface 2 read one settled operation as five columns; its shim reads them from the effects.
+    context = json.dumps(
+        {
+            "state_schema_version": 1,
+            "late_window_seconds": 300,
+            "statuses": {"accepted": 202, "interrupted": 200},
+        }
+    )
+    call = "SELECT * FROM call_tool_v2(%s, 'conv-v2', %s, 'fp', %s, %s, %s)"
+    started = db.execute(
+        call, ("v2-start", "pomodoro.start", '{"duration_seconds": 60}', "pomodoro_start", context)
+    ).fetchone()
+    assert (started["outcome"], started["settled_operation_id"]) == ("accepted", None)
+    assert started["deadline"] is not None
+    stopped = db.execute(
+        call, ("v2-stop", "pomodoro.interrupt", "{}", "pomodoro_interrupt", context)
+    ).fetchone()
+    operation = db.execute("SELECT operation_id, state FROM operations").fetchone()
+    event = db.execute("SELECT event_id FROM outbox WHERE tool_call_id = 'v2-start'").fetchone()
+    assert (stopped["outcome"], stopped["settled_state"], stopped["settled_reason"]) == (
+        "interrupted",
+        "interrupted",
+        "agent_interrupt",
+    )
+    assert (stopped["settled_operation_id"], stopped["settled_event_id"]) == (
+        operation["operation_id"],
+        event["event_id"],
+    )

@@ -1,5 +1,5 @@
 """Manifests for the manifest tests: the shipped ones, a minimal app, and a manifest written into a
-directory."""
+directory of app folders (``timer.json`` is written as ``timer/manifest.json``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 from service.json_errors import ErrorDetail
 
-SHIPPED = Path(__file__).resolve().parents[2] / "manifests"
+SHIPPED = Path(__file__).resolve().parents[2] / "service" / "apps"
+SCHEMA = "manifest.schema.json"
 
 
 def paths(details: list[ErrorDetail]) -> list[str]:
@@ -17,12 +18,17 @@ def paths(details: list[ErrorDetail]) -> list[str]:
 
 
 def shipped(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((SHIPPED / name).read_text())
+    data: dict[str, Any] = json.loads(_path(SHIPPED, name).read_text())
     return data
 
 
+def _path(directory: Path, name: str) -> Path:
+    return directory / name if name == SCHEMA else directory / name.removesuffix(".json") / "manifest.json"
+
+
 def write(directory: Path, name: str, doc: object) -> Path:
-    path = directory / name
+    path = _path(directory, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
     return path
 

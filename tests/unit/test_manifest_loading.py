@@ -1,5 +1,5 @@
-"""Loading a manifests directory: what is loaded, and every way a directory is refused with the
-file and the place named."""
+"""Loading a directory of app folders: what is loaded, and every way a directory is refused with
+the file and the place named (a manifest's file is ``<app>/manifest.json``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from tests.support.manifests import SHIPPED, minimal, paths, shipped, write
 @pytest.fixture
 def manifests_dir(tmp_path: Path) -> Path:
     """A directory with only the Interact manifest (the one every registry needs)."""
-    shutil.copy(SHIPPED / "interact.json", tmp_path / "interact.json")
+    (tmp_path / "interact").mkdir()
+    shutil.copy(SHIPPED / "interact" / "manifest.json", tmp_path / "interact" / "manifest.json")
     return tmp_path
 
 
@@ -42,7 +43,7 @@ def test_the_schema_file_in_the_directory_is_used_and_not_loaded_as_a_manifest(m
     write(manifests_dir, "manifest.schema.json", schema)
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
-    assert (Path(caught.value.file).name, caught.value.path) == ("interact.json", "$.name")
+    assert (Path(caught.value.file).parent.name, caught.value.path) == ("interact", "$.name")
 
 
 def test_invalid_json_names_the_file_line_and_column(manifests_dir: Path) -> None:
@@ -50,7 +51,7 @@ def test_invalid_json_names_the_file_line_and_column(manifests_dir: Path) -> Non
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
     error = caught.value
-    assert Path(error.file).name == "broken.json"
+    assert Path(error.file).parent.name == "broken"
     assert error.path == "$"
     assert "line 2" in error.reason
     assert "column" in error.reason
@@ -59,10 +60,11 @@ def test_invalid_json_names_the_file_line_and_column(manifests_dir: Path) -> Non
 
 @pytest.mark.parametrize("content", [b'{"a": 1, "a": 2}', b'{"a": NaN}', b"\xff{}", b"[" * 100_000])
 def test_questionable_json_is_refused(manifests_dir: Path, content: bytes) -> None:
-    (manifests_dir / "odd.json").write_bytes(content)
+    (manifests_dir / "odd").mkdir()
+    (manifests_dir / "odd" / "manifest.json").write_bytes(content)
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
-    assert (Path(caught.value.file).name, caught.value.path) == ("odd.json", "$")
+    assert (Path(caught.value.file).parent.name, caught.value.path) == ("odd", "$")
 
 
 def test_a_wrong_tool_kind_points_at_the_kind(manifests_dir: Path) -> None:
@@ -70,9 +72,9 @@ def test_a_wrong_tool_kind_points_at_the_kind(manifests_dir: Path) -> None:
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
     error = caught.value
-    assert (Path(error.file).name, error.path) == ("timer.json", "$.tools[0].kind")
+    assert (Path(error.file).parent.name, error.path) == ("timer", "$.tools[0].kind")
     assert "'background' is not one of" in error.reason
-    assert str(error).endswith("timer.json: $.tools[0].kind: " + error.reason)
+    assert str(error).endswith("timer/manifest.json: $.tools[0].kind: " + error.reason)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +109,7 @@ def test_schema_violations_point_at_the_failing_element(manifests_dir: Path, mut
     write(manifests_dir, "timer.json", doc)
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
-    assert (Path(caught.value.file).name, caught.value.path) == ("timer.json", path)
+    assert (Path(caught.value.file).parent.name, caught.value.path) == ("timer", path)
     assert caught.value.reason
 
 
@@ -116,7 +118,7 @@ def test_a_tool_name_without_the_app_prefix_is_refused(manifests_dir: Path) -> N
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
     error = caught.value
-    assert (Path(error.file).name, error.path) == ("timer.json", "$.tools[0].name")
+    assert (Path(error.file).parent.name, error.path) == ("timer", "$.tools[0].name")
     assert "'timer.'" in error.reason
 
 
@@ -125,8 +127,8 @@ def test_a_duplicate_app_scope_across_files_is_refused(manifests_dir: Path) -> N
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
     error = caught.value
-    assert (Path(error.file).name, error.path) == ("zz-interact-again.json", "$.app_scope")
-    assert "interact.json" in error.reason
+    assert (Path(error.file).parent.name, error.path) == ("zz-interact-again", "$.app_scope")
+    assert "interact" in error.reason
 
 
 def test_a_duplicate_tool_name_in_one_file_is_refused(manifests_dir: Path) -> None:
@@ -165,7 +167,7 @@ def test_an_invalid_input_schema_is_refused(manifests_dir: Path, input_schema: A
     write(manifests_dir, "timer.json", minimal(input_schema=input_schema))
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
-    assert (Path(caught.value.file).name, caught.value.path) == ("timer.json", path)
+    assert (Path(caught.value.file).parent.name, caught.value.path) == ("timer", path)
 
 
 def test_a_local_ref_in_an_input_schema_works(manifests_dir: Path) -> None:
@@ -222,4 +224,4 @@ def test_a_manifest_that_is_not_an_object_is_refused(manifests_dir: Path) -> Non
     write(manifests_dir, "list.json", [minimal()])
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
-    assert (Path(caught.value.file).name, caught.value.path) == ("list.json", "$")
+    assert (Path(caught.value.file).parent.name, caught.value.path) == ("list", "$")

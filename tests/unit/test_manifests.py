@@ -21,11 +21,12 @@ def registry() -> Registry:
 
 
 def test_shipped_manifests_load_with_their_surfaces_and_features(registry: Registry) -> None:
-    assert sorted(registry.apps) == ["interact", "pomodoro", "whiteboard"]
+    # At least these: another app is another folder, and no list here to edit.
+    assert {"interact", "pomodoro", "whiteboard"} <= set(registry.apps)
     pomodoro = registry.app("pomodoro")
     assert pomodoro is not None
     assert (pomodoro.surface_kind, pomodoro.entry) == ("workspace", "/apps/pomodoro/")
-    assert pomodoro.file.endswith("pomodoro.json")
+    assert pomodoro.file.endswith("pomodoro/manifest.json")
     state = pomodoro.instance_state
     assert state is not None
     assert (state.state_schema_version, state.max_bytes, state.retention) == (1, 4096, "retain_readonly")
@@ -63,14 +64,16 @@ def test_pomodoro_state_schema_is_exactly_the_contract_one(registry: Registry) -
 
 def test_public_tools_are_sorted_by_name_with_the_tool_api_fields(registry: Registry) -> None:
     tools = registry.public_tools()
-    assert [t["name"] for t in tools] == ["interact.ask", "pomodoro.interrupt", "pomodoro.start"]
+    names = [t["name"] for t in tools]
+    assert names == sorted(registry.tools)
     assert all(set(t) == {"name", "app_scope", "kind", "description", "input_schema"} for t in tools)
     kinds = {t["name"]: (t["app_scope"], t["kind"]) for t in tools}
-    assert kinds == {
+    shipped = {
         "interact.ask": ("interact", "operation"),
         "pomodoro.interrupt": ("pomodoro", "direct"),
         "pomodoro.start": ("pomodoro", "operation"),
     }
+    assert kinds.items() >= shipped.items()
 
 
 def test_public_tools_hand_out_copies_of_the_input_schema(registry: Registry) -> None:

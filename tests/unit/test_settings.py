@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from service.__main__ import main
 from service.settings import SettingsError, load_settings
 from tests.conftest import ROOT
+from tests.support.manifests import SHIPPED
 
 AGENT, HOST, OPERATOR = "agent-7Fq2xLp9Wz", "host-Kd83mPq0Zt5", "operator-Yx4Nc2Rv"
 GOOD = {
@@ -90,11 +92,23 @@ def test_serve_exits_2_naming_the_missing_variable(
 def test_serve_exits_2_naming_a_bad_manifest(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    (tmp_path / "interact.json").write_text('{"manifest_version": 1, "app_scope": "interact"}')
+    (tmp_path / "interact").mkdir()
+    (tmp_path / "interact" / "manifest.json").write_text('{"manifest_version": 1, "app_scope": "interact"}')
     set_env(monkeypatch, **GOOD, MANIFESTS_DIR=str(tmp_path))
     assert main(["serve", "--port", "1"]) == 2
     err = capsys.readouterr().err
-    assert "interact.json" in err and "$" in err
+    assert "interact/manifest.json" in err and "$" in err
+
+
+def test_serve_exits_2_when_a_registration_and_its_sql_disagree(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shutil.copytree(SHIPPED / "interact", tmp_path / "interact")
+    sql = tmp_path / "interact" / "decisions.sql"
+    sql.write_text(sql.read_text().replace("outcome := 'too_many_requests';", "outcome := 'too_many';"))
+    set_env(monkeypatch, **GOOD, MANIFESTS_DIR=str(tmp_path))
+    assert main(["serve", "--port", "1"]) == 2
+    assert "interact_ask() can answer 'too_many', which its registration" in capsys.readouterr().err
 
 
 def test_token_check_compares_against_every_token_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,5 @@
-"""The docs' table of Tools is what the Tools' registrations and manifests declare (service/tools/,
-manifests/): it changes with them or this test fails."""
+"""The docs' table of Tools is what the apps' registrations and manifests declare (service/apps/*/):
+it changes with them or this test fails."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def tools_table() -> str:
-    registry = load_registry(ROOT / "manifests")
+    registry = load_registry()
     lines = [
         "| tool | kind | outcomes (HTTP status) | an accepted call opens | MCP annotations |",
         "| --- | --- | --- | --- | --- |",

@@ -1,6 +1,6 @@
--- Settling: the one compare-and-set every ending of a focus period goes through — the deadline
--- (the sweeper, or any request arriving after it), the Agent's interrupt, the person leaving the
--- workspace, the app being closed.
+-- Settling: the one compare-and-set every ending of an operation goes through, whichever app's —
+-- the deadline (the sweeper, or any request arriving after it), the Agent's interrupt, the person
+-- leaving the workspace, the app being closed.
 
 -- One settled operation: what callers count, log and answer with.
 CREATE TYPE settled_operation AS (
@@ -13,6 +13,19 @@ CREATE TYPE settled_operation AS (
     finalized_at timestamp with time zone,
     lateness_ms integer,
     event_id uuid
+);
+
+-- What a Tool's decision did besides its answer, in the one shape every decision returns (its OUT
+-- effects; NULL when it did none of it): the operations it ended (settle_focusing's rows, any
+-- number), the earliest deadline of the operations it opened, the instances it opened and those it
+-- closed itself, and the outbox rows it queued itself (their event ids). call_tool_v3 hands them to
+-- the service, which releases what they make known (counts, logs, wake-ups) after the commit.
+CREATE TYPE decision_effects AS (
+    settled settled_operation[],
+    deadline timestamp with time zone,
+    opened uuid[],
+    closed uuid[],
+    queued uuid[]
 );
 
 -- settle_focusing: ends the operations among p_operation_ids that are still focusing, with
@@ -92,18 +105,19 @@ BEGIN
         FOR UPDATE OF w SKIP LOCKED), 'completed', 'deadline_reached', true);
 END $$;
 
--- settle_if_overdue: the deadline rule for any request that touches a conversation: its focusing
--- Pomodoro is settled `completed` first if its ends_at has passed. The caller holds the lock.
+-- settle_if_overdue: the deadline rule for any request that touches a conversation: each of its
+-- focusing operations, of any app, is settled `completed` first if its ends_at has passed. The
+-- caller holds the lock.
 CREATE OR REPLACE FUNCTION settle_if_overdue(p_conversation_id text)
 RETURNS SETOF settled_operation
 LANGUAGE plpgsql AS $$
 DECLARE
-    overdue uuid;
+    overdue uuid[];
 BEGIN
-    SELECT o.operation_id INTO overdue FROM operations o
+    SELECT array_agg(o.operation_id) INTO overdue FROM operations o
     WHERE o.conversation_id = p_conversation_id AND o.state = 'focusing'
-      AND o.tool = 'pomodoro.start' AND o.ends_at <= statement_timestamp();
-    IF FOUND THEN
-        RETURN QUERY SELECT * FROM settle_focusing(ARRAY[overdue], 'completed', 'deadline_reached', true);
+      AND o.ends_at <= statement_timestamp();
+    IF overdue IS NOT NULL THEN
+        RETURN QUERY SELECT * FROM settle_focusing(overdue, 'completed', 'deadline_reached', true);
     END IF;
 END $$;

@@ -1,4 +1,4 @@
--- call_tool_v2: one Agent Tool call in one statement, exactly one answer per tool_call_id. The same
+-- call_tool_v3: one Agent Tool call in one statement, exactly one answer per tool_call_id. The same
 -- id with the same body (p_fingerprint) replays the recorded body byte for byte; another body is
 -- `idempotency_key_reused`. An answer history retention expired (97_retention.sql) keeps its
 -- fingerprint: the same body is refused with `tool_call_expired`, and the Tool never runs again.
@@ -9,24 +9,25 @@
 -- unique violation: the caller runs it again and replays. The answer's text is what is both recorded
 -- and sent.
 --
--- A decision function takes (tool_call_id text, conversation_id text, arguments jsonb, context
--- jsonb) and answers (outcome text, response jsonb, deadline timestamptz, settled
--- settled_operation): the outcome word names the answer (the HTTP status is named from it by the
--- API), deadline is that of an operation it opened, settled the one operation it ended, if any.
+-- A decision function — any app's, in its folder (service/apps/<app>/*.sql) — takes (tool_call_id
+-- text, conversation_id text, arguments jsonb, context jsonb) and answers (outcome text, response
+-- jsonb, effects decision_effects): the outcome word names the answer (the HTTP status is named
+-- from it by the API), effects what it did besides (70_settle.sql). What the service needs of the
+-- effects comes back flat: the earliest deadline opened, the settled operations (as JSON, none
+-- mostly), whether the conversation changed and whether outbox rows were queued.
 -- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them,
 -- and "statuses": the HTTP status the service answers each outcome with (named in its API layer),
 -- recorded with the answer for operators.
-CREATE OR REPLACE FUNCTION call_tool_v2(
+CREATE OR REPLACE FUNCTION call_tool_v3(
     p_tool_call_id text, p_conversation_id text, p_tool text, p_fingerprint text,
     p_arguments jsonb, p_decide regproc, p_context jsonb)
-RETURNS TABLE (outcome text, response text, replayed boolean, deadline timestamptz,
-               settled_operation_id uuid, settled_state text, settled_reason text,
-               settled_lateness_ms integer, settled_event_id uuid)
+RETURNS TABLE (outcome text, response text, replayed boolean, deadline timestamptz, settled jsonb,
+               changed boolean, queued boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     recorded record;
-    answer record;
+    decided record;
     body text;
 BEGIN
     SELECT t.fingerprint, t.response INTO recorded FROM tool_calls t WHERE t.tool_call_id = p_tool_call_id;
@@ -36,28 +37,30 @@ BEGIN
                 jsonb_build_object(
                     'error', 'idempotency_key_reused',
                     'message', 'this tool_call_id was already used with a different request body')::text,
-                false, NULL::timestamptz, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::uuid;
+                false, NULL::timestamptz, NULL::jsonb, false, false;
         ELSIF recorded.response ->> 'error' = 'tool_call_expired' THEN
             RETURN QUERY SELECT 'tool_call_expired',
                 jsonb_build_object(
                     'error', 'tool_call_expired',
                     'message', 'this tool_call_id was answered longer ago than the history is kept; '
                                'its answer is gone and the call is not run again')::text,
-                true, NULL::timestamptz, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::uuid;
+                true, NULL::timestamptz, NULL::jsonb, false, false;
         ELSE
             RETURN QUERY SELECT coalesce(recorded.response ->> 'status', recorded.response ->> 'error'),
-                recorded.response::text, true, NULL::timestamptz, NULL::uuid, NULL::text, NULL::text,
-                NULL::integer, NULL::uuid;
+                recorded.response::text, true, NULL::timestamptz, NULL::jsonb, false, false;
         END IF;
         RETURN;
     END IF;
-    EXECUTE format('SELECT * FROM %s($1, $2, $3, $4)', p_decide) INTO answer
+    EXECUTE format('SELECT d.outcome, d.response, d.effects FROM %s($1, $2, $3, $4) d', p_decide)
+        INTO decided
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
-    body := answer.response::text;
+    body := decided.response::text;
     INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
     VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint,
-            (p_context -> 'statuses' ->> answer.outcome)::integer, body::json);
-    RETURN QUERY SELECT answer.outcome, body, false, answer.deadline,
-        (answer.settled).operation_id, (answer.settled).state, (answer.settled).reason,
-        (answer.settled).lateness_ms, (answer.settled).event_id;
+            (p_context -> 'statuses' ->> decided.outcome)::integer, body::json);
+    RETURN QUERY SELECT decided.outcome, body, false, e.deadline,
+        CASE WHEN e.settled IS NOT NULL THEN to_jsonb(e.settled) END,
+        e.settled IS NOT NULL OR e.opened IS NOT NULL OR e.closed IS NOT NULL OR e.queued IS NOT NULL,
+        e.settled IS NOT NULL OR e.queued IS NOT NULL
+    FROM (SELECT (decided.effects).*) e;
 END $$;

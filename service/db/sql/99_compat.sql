@@ -6,7 +6,7 @@
 -- service checks that its own is among them before it reports ready.
 CREATE OR REPLACE FUNCTION database_interfaces() RETURNS integer[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN ARRAY[1, 2];
+RETURN ARRAY[1, 2, 3];
 
 -- Interface 1 answered with an HTTP status from the database: the status the contract gives each
 -- of its outcomes (this release names statuses in its API layer, service/http.py, and passes them in
@@ -45,3 +45,19 @@ BEGIN
                                          'state_schema_version', p_state_schema_version,
                                          'statuses', interface_1_statuses())) r;
 END $$;
+
+-- Interface 2's tool call: call_tool_v3, with the one operation a decision ended (Pomodoro's end at
+-- most one) as the five settled_* columns the previous release reads.
+CREATE OR REPLACE FUNCTION call_tool_v2(
+    p_tool_call_id text, p_conversation_id text, p_tool text, p_fingerprint text,
+    p_arguments jsonb, p_decide regproc, p_context jsonb)
+RETURNS TABLE (outcome text, response text, replayed boolean, deadline timestamptz,
+               settled_operation_id uuid, settled_state text, settled_reason text,
+               settled_lateness_ms integer, settled_event_id uuid)
+LANGUAGE sql AS $$
+SELECT r.outcome, r.response, r.replayed, r.deadline, (r.settled -> 0 ->> 'operation_id')::uuid,
+       r.settled -> 0 ->> 'state', r.settled -> 0 ->> 'reason',
+       (r.settled -> 0 ->> 'lateness_ms')::integer, (r.settled -> 0 ->> 'event_id')::uuid
+FROM call_tool_v3(p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, p_arguments, p_decide,
+                  p_context) r
+$$;

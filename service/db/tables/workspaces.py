@@ -162,12 +162,18 @@ operations = Table(
     CheckConstraint("duration_seconds BETWEEN 1 AND 14400", name="duration"),
     CheckConstraint("ends_at = started_at + make_interval(secs => duration_seconds)", name="ends_at"),
     CheckConstraint("activity IS NULL OR char_length(activity) <= 200", name="activity_length"),
-    # At most one focusing Pomodoro per conversation.
+    # At most one focusing Pomodoro per conversation (another app's own rule is its decision's).
     Index(
         "uq_operations_one_focusing_per_conversation",
         "conversation_id",
         unique=True,
         postgresql_where=text("state = 'focusing' AND tool = 'pomodoro.start'"),
+    ),
+    # A conversation's focusing operations, of every app (the deadline rule of any request).
+    Index(
+        "ix_operations_focusing_conversation",
+        "conversation_id",
+        postgresql_where=text("state = 'focusing'"),
     ),
     # The sweeper's index: only focusing rows, ordered by deadline.
     Index("ix_operations_focusing_ends_at", "ends_at", postgresql_where=text("state = 'focusing'")),

@@ -7,14 +7,18 @@
 -- is refused as too_many_requests, and nothing is written but its recorded answer.
 CREATE OR REPLACE FUNCTION interact_ask(
     p_tool_call_id text, p_conversation_id text, p_arguments jsonb, p_context jsonb,
-    OUT outcome text, OUT response jsonb, OUT deadline timestamptz, OUT settled settled_operation)
+    OUT outcome text, OUT response jsonb, OUT effects decision_effects)
 LANGUAGE plpgsql AS $$
 DECLARE
     asked interactions;
     asked_in uuid;
+    overdue settled_operation[];
 BEGIN
     PERFORM lock_workspace(p_conversation_id, true);
-    SELECT * INTO settled FROM settle_if_overdue(p_conversation_id);
+    SELECT array_agg(s) INTO overdue FROM settle_if_overdue(p_conversation_id) s;
+    IF overdue IS NOT NULL THEN
+        effects := ROW(overdue, NULL, NULL, NULL, NULL)::decision_effects;
+    END IF;
     IF (SELECT count(*) FROM (
             SELECT 1 FROM interactions
             WHERE conversation_id = p_conversation_id AND status = 'pending'

@@ -1,11 +1,11 @@
-"""The answers of the Tools, as types: each Tool's registration names its own (``service.tools``),
-and the OpenAPI document of ``POST /v1/tool-calls`` is built from them.
+"""The answers of Pomodoro's Tools, as types: its registration names them, and the OpenAPI
+document of ``POST /v1/tool-calls`` is built from them.
 
 No ``from __future__ import annotations`` here: TypedDict needs its ``NotRequired`` markers as
 objects, not strings.
 """
 
-from typing import Annotated, Literal, NotRequired, TypedDict
+from typing import Annotated, Literal, TypedDict
 
 from litestar.params import KwargDefinition
 
@@ -27,23 +27,6 @@ class PomodoroStartAccepted(TypedDict):
     operation: StartedOperation
     instance_id: Uuid
     sub_session_id: Uuid
-
-
-class Interaction(TypedDict):
-    tool_call_id: str
-    conversation_id: str
-    prompt: str
-    choices: list[str]
-    status: Literal["pending", "answered"]
-    asked_in_sub_session_id: Uuid | None
-    answer: NotRequired[str | None]
-    answered_at: NotRequired[Time | None]
-
-
-class InteractAskAccepted(TypedDict):
-    tool_call_id: str
-    status: Literal["accepted"]
-    interaction: Interaction
 
 
 class Interrupted(TypedDict):

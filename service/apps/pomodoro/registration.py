@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from service.apps.pomodoro.answers import PomodoroInterruptReceipt, PomodoroStartAccepted
 from service.domain.errors import Conflict
-from service.domain.operations import POMODORO_SCOPE
 from service.domain.outcomes import Accepted, Answered
 from service.tools import Hints, Registration
-from service.tools.answers import PomodoroInterruptReceipt, PomodoroStartAccepted
 
 if TYPE_CHECKING:
     from service.manifests import Registry
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def _snapshot_schema(settings: Settings, registry: Registry) -> Mapping[str, Any]:
-    app = registry.app(POMODORO_SCOPE)
+    app = registry.app("pomodoro")
     feature = app.instance_state if app is not None else None
     return {"state_schema_version": feature.state_schema_version if feature is not None else 1}
 

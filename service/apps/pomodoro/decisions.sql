@@ -1,5 +1,6 @@
--- Pomodoro's Tools. Each answers an outcome word and its JSON body; call_tool_v2 records and
--- returns them (the HTTP status is the API's business, named from the outcome).
+-- Pomodoro's Tools. Each answers an outcome word and its JSON body, and its effects (the
+-- operation it opened or ended); call_tool_v3 records and returns them (the HTTP status is the
+-- API's business, named from the outcome).
 
 -- late_interrupt_status: the one rule of the late interrupt — `operation_already_final` when the
 -- conversation's latest operation logically ended (ends_at for `completed`, the decision otherwise)
@@ -22,12 +23,13 @@ END;
 -- p_context: {"state_schema_version": int}.
 CREATE OR REPLACE FUNCTION pomodoro_start(
     p_tool_call_id text, p_conversation_id text, p_arguments jsonb, p_context jsonb,
-    OUT outcome text, OUT response jsonb, OUT deadline timestamptz, OUT settled settled_operation)
+    OUT outcome text, OUT response jsonb, OUT effects decision_effects)
 LANGUAGE plpgsql AS $$
 DECLARE
     focusing record;
     opened record;
     started operations;
+    overdue settled_operation[];
     duration integer := (p_arguments ->> 'duration_seconds')::numeric::integer;
 BEGIN
     PERFORM lock_workspace(p_conversation_id, true);
@@ -44,8 +46,8 @@ BEGIN
             RETURN;
         END IF;
         -- Its deadline has passed: that fact is settled before the new period opens.
-        SELECT * INTO settled
-        FROM settle_focusing(ARRAY[focusing.operation_id], 'completed', 'deadline_reached', true);
+        SELECT array_agg(s) INTO overdue
+        FROM settle_focusing(ARRAY[focusing.operation_id], 'completed', 'deadline_reached', true) s;
     END IF;
     SELECT * INTO opened
     FROM open_instance(p_conversation_id, 'pomodoro', (p_context ->> 'state_schema_version')::integer);
@@ -58,7 +60,7 @@ BEGIN
     UPDATE workspaces SET foreground_instance_id = opened.instance_id, updated_at = statement_timestamp()
     WHERE conversation_id = p_conversation_id;
     outcome := 'accepted';
-    deadline := started.ends_at;
+    effects := ROW(overdue, started.ends_at, ARRAY[opened.instance_id], NULL, NULL)::decision_effects;
     response := jsonb_build_object(
         'tool_call_id', p_tool_call_id,
         'status', 'accepted',
@@ -78,11 +80,12 @@ END $$;
 -- late-interrupt rule answers. p_context: {"late_window_seconds": number}.
 CREATE OR REPLACE FUNCTION pomodoro_interrupt(
     p_tool_call_id text, p_conversation_id text, p_arguments jsonb, p_context jsonb,
-    OUT outcome text, OUT response jsonb, OUT deadline timestamptz, OUT settled settled_operation)
+    OUT outcome text, OUT response jsonb, OUT effects decision_effects)
 LANGUAGE plpgsql AS $$
 DECLARE
     focusing uuid;
     latest record;
+    settled settled_operation;
 BEGIN
     IF lock_workspace(p_conversation_id, false) THEN
         SELECT o.operation_id INTO focusing FROM operations o
@@ -91,6 +94,9 @@ BEGIN
         IF FOUND THEN
             SELECT * INTO settled
             FROM settle_focusing(ARRAY[focusing], 'interrupted', 'agent_interrupt');
+            IF settled.state IS NOT NULL THEN
+                effects := ROW(ARRAY[settled], NULL, NULL, NULL, NULL)::decision_effects;
+            END IF;
             IF settled.state = 'interrupted' THEN
                 outcome := 'interrupted';
                 response := jsonb_build_object(
@@ -111,9 +117,9 @@ BEGIN
     ORDER BY o.started_at DESC
     LIMIT 1;
     IF FOUND AND latest.status = 'operation_already_final' THEN
-        outcome := latest.status;
+        outcome := 'operation_already_final';
         response := jsonb_build_object(
-            'tool_call_id', p_tool_call_id, 'status', latest.status,
+            'tool_call_id', p_tool_call_id, 'status', 'operation_already_final',
             'operation_id', latest.operation_id, 'final_state', latest.state);
     ELSE
         outcome := 'no_active_focusing_operation';

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from service.apps.interact.answers import InteractAskAccepted
 from service.domain.errors import TooMany
 from service.domain.outcomes import Accepted
 from service.tools import Hints, Registration
-from service.tools.answers import InteractAskAccepted
 
 if TYPE_CHECKING:
     from service.manifests import Registry

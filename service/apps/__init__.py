@@ -1,0 +1,116 @@
+"""The MiniApps: each is one folder here, ``service/apps/<app>/``, and nothing outside it names it.
+
+A folder holds the app's ``manifest.json`` (what the Agent and the Host see: its surface, its Tools'
+names, descriptions and input schemas, its features and lifecycle), its decision functions in SQL
+(``*.sql``: applied with the database code, after ``service/db/sql/``), and — when it offers Tools —
+``registration.py``, whose ``REGISTRATIONS`` say how each Tool runs (``service.tools``), with the
+types of its answers beside it. The registry (``service.manifests``), the database code
+(``service.db.code``), the grants (``service.db.roles``) and the docs' table of Tools find the apps
+here; a test-only app is a folder of the same shape anywhere else (``load_registry(..., also=...)``).
+
+``problems`` is the check every load makes (so ``serve`` refuses to start, and CI fails, before any
+call): each registration's ``decide`` is a function of its app's SQL; every outcome word that
+function can answer with is one the registration knows; every answer that is not a refusal has a
+documented type.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+
+from service.tools import Registration
+
+APPS_DIR = Path(__file__).resolve().parent
+MANIFEST = "manifest.json"
+REGISTRATION = "registration.py"
+
+# An assignment of the decision's outcome: a literal word, so that it can be checked here.
+_OUTCOME = re.compile(r"\boutcome\s*:=\s*([^;]+);")
+_WORD = re.compile(r"^'([a-z_]+)'$")
+
+
+def folders(root: Path = APPS_DIR) -> list[Path]:
+    """The app folders under ``root``, in name order."""
+    return sorted(p.parent for p in root.glob(f"*/{MANIFEST}"))
+
+
+def sql_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.sql"))
+
+
+def registrations(folder: Path) -> tuple[Registration, ...]:
+    """The app's ``REGISTRATIONS`` (none without a ``registration.py``)."""
+    path = folder / REGISTRATION
+    if not path.is_file():
+        return ()
+    found = getattr(_module(path), "REGISTRATIONS", None)
+    if not isinstance(found, tuple) or not all(isinstance(r, Registration) for r in found):
+        raise TypeError(f"{path}: REGISTRATIONS must be a tuple of service.tools.Registration")
+    return found
+
+
+def _module(path: Path) -> ModuleType:
+    if path.parent.parent == APPS_DIR:  # a shipped app: an ordinary package of the service
+        return importlib.import_module(f"{__name__}.{path.parent.name}.registration")
+    spec = importlib.util.spec_from_file_location(f"lineup_app_{path.parent.name}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shipped() -> tuple[Registration, ...]:
+    """The registrations of every app this service ships."""
+    return tuple(r for folder in folders() for r in registrations(folder))
+
+
+def problems(folder: Path, known: Iterable[Registration], shared: Iterable[str]) -> list[str]:
+    """Where the app's registrations and its SQL disagree (``shared``: the outcome words every Tool
+    may answer with, such as ``idempotency_key_reused``)."""
+    from service.db.code import definitions
+    from service.domain.outcomes import Accepted, Answered
+    from service.http import status_of_kind
+
+    functions = {d.name: d.sql for d in definitions(folder, apps=None) if d.kind == "function"}
+    shared = set(shared)
+    found: list[str] = []
+    for registration in known:
+        name = registration.name
+        body = functions.get(registration.decide)
+        if body is None:
+            found.append(
+                f"{name}: its decision {registration.decide}() is not defined in {folder.name}/*.sql"
+            )
+            continue
+        for expression in _OUTCOME.findall(body):
+            word = _WORD.match(expression.strip())
+            if word is None:
+                found.append(
+                    f"{name}: {registration.decide}() sets its outcome to {expression.strip()!r};"
+                    " an outcome is a literal word, so that it can be checked"
+                )
+            elif word[1] not in registration.outcomes and word[1] not in shared:
+                found.append(
+                    f"{name}: {registration.decide}() can answer {word[1]!r}, which its registration"
+                    " does not know"
+                )
+        for outcome, kind in registration.outcomes.items():
+            if kind not in (Accepted, Answered):
+                continue  # a refusal: the contract's error body
+            answer = registration.answers.get(status_of_kind(kind))
+            if answer is None or not _documented(answer):
+                found.append(f"{name}: its {outcome!r} answer has no type with a schema (answers=)")
+    return found
+
+
+def _documented(answer: object) -> bool:
+    """A TypedDict, or a union of them: what the OpenAPI document can show."""
+    members = typing.get_args(answer) or (answer,)
+    return all(typing.is_typeddict(member) for member in members)
