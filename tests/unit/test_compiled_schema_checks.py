@@ -3,7 +3,6 @@ argument a tool call may carry is decided the same with and without them."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -12,8 +11,6 @@ from jsonschema import Draft202012Validator
 
 from service.json_errors import _check_of, _compile, validate
 from service.manifests import load_registry
-
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 
 json_values = st.recursive(
     st.none()
@@ -29,7 +26,7 @@ json_values = st.recursive(
 
 
 def _shipped_schemas() -> list[dict[str, Any]]:
-    registry = load_registry(MANIFESTS)
+    registry = load_registry()
     schemas = [spec.input_schema for spec in registry.tools.values()]
     assert schemas, "no tool schemas in the shipped manifests"
     return schemas
