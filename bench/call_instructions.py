@@ -105,7 +105,10 @@ def _without_timed_loops() -> None:
         except (ImportError, AttributeError):
             continue
         loop.run = idle
-    app_module = importlib.import_module("service.api.app")
+    try:
+        app_module = importlib.import_module("service.app")
+    except ImportError:  # a release before the app was assembled outside the REST face
+        app_module = importlib.import_module("service.api.app")
     if hasattr(app_module, "run_maintenance"):  # releases before the loops were classes
         setattr(app_module, "run_maintenance", idle)  # noqa: B010 - absent from this release
 

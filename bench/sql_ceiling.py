@@ -84,7 +84,12 @@ def _with_notify(statement: str, channel: str) -> str:
     """The statement plus one NOTIFY, as the service's statements and triggers sent before the
     decision engine moved into SQL functions (at least one per tool call): shows what the
     cluster-wide NOTIFY commit lock costs. Not the baseline."""
-    return statement.replace(" FROM call_tool_v2(", f", pg_notify('{channel}', '') FROM call_tool_v2(", 1)
+    notifying, found = re.subn(
+        r" FROM (call_tool_v\d+)\(", f", pg_notify('{channel}', '') FROM \\1(", statement, 1
+    )
+    if not found:
+        raise RuntimeError(f"no tool-call function in {statement!r}")
+    return notifying
 
 
 def run_pgbench(
