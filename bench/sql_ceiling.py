@@ -85,7 +85,7 @@ def _with_notify(statement: str, channel: str) -> str:
     decision engine moved into SQL functions (at least one per tool call): shows what the
     cluster-wide NOTIFY commit lock costs. Not the baseline."""
     notifying, found = re.subn(
-        r" FROM (call_tool_v\d+)\(", f", pg_notify('{channel}', '') FROM \\1(", statement, 1
+        r" FROM (call_tool_v\d+)\(", f", pg_notify('{channel}', '') FROM \\1(", statement, count=1
     )
     if not found:
         raise RuntimeError(f"no tool-call function in {statement!r}")
