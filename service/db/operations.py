@@ -51,6 +51,14 @@ SELECT o.*, o.ends_at <= statement_timestamp() AS overdue FROM operations o
 WHERE o.operation_id = %(operation_id)s
 """
 
+# The same row and the database clock it was read at (``server_now``), in one statement: the MCP
+# App's read (a View has no clock-offset API of its own).
+GET_BY_ID_WITH_CLOCK = """
+SELECT o.*, o.ends_at <= statement_timestamp() AS overdue, statement_timestamp() AS server_now
+FROM operations o
+WHERE o.operation_id = %(operation_id)s
+"""
+
 # The Agent's interrupt of one operation named by its id, in one statement (its own transaction on
 # an autocommit connection): the conversation's workspace lock first, then the compare-and-set.
 # ``settle_focusing`` takes the operation ids only once the lock is held (its argument depends on
@@ -130,6 +138,12 @@ async def latest_for_instance(conn: Conn, instance_id: UUID) -> DictRow | None:
 
 async def get_by_id(conn: Conn, operation_id: UUID) -> DictRow | None:
     cursor = await conn.execute(GET_BY_ID, {"operation_id": operation_id})
+    return await cursor.fetchone()
+
+
+async def get_by_id_with_clock(conn: Conn, operation_id: UUID) -> DictRow | None:
+    """:func:`get_by_id` and the database clock (``server_now``) it was read at."""
+    cursor = await conn.execute(GET_BY_ID_WITH_CLOCK, {"operation_id": operation_id})
     return await cursor.fetchone()
 
 

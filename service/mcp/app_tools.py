@@ -187,9 +187,9 @@ async def read(rt: Runtime, operation_id: uuid.UUID, conversation_id: str | None
     latest): a View re-rendered from an old result shows that period's final state."""
     async with rt.unit_of_work(transaction=False) as work:
         conn = work.conn
-        row = _bound(await operations_db.get_by_id(conn, operation_id), conversation_id)
+        row = _bound(await operations_db.get_by_id_with_clock(conn, operation_id), conversation_id)
         if not (row["state"] == State.FOCUSING and row["overdue"]):
-            return _context(row, (await ws_db.server_time(conn))["now"])
+            return _context(row, row["server_now"])  # one statement: the row and the clock
     # Its deadline has passed: the operation read settles it first, as every read does.
     settled = await get_operation(rt, operation_id)
     async with rt.unit_of_work(transaction=False) as work:
