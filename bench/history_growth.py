@@ -362,6 +362,42 @@ async def run(url: str, args: argparse.Namespace) -> int:
                     f"history tables {size / 2**20:,.0f} MiB",
                     flush=True,
                 )
+            # Paired windows, back to back so that they share the machine's drift: each simulated day
+            # more, the calls without pruning, then the calls while that day's round prunes (padded
+            # to the same length). After the size check's days: these Agents' writes stay.
+            pairs = [ratio]  # the catch-up round's against the baseline just before it
+            for day in range(args.sim_days + 1, args.sim_days + 1 + args.pairs):
+                sim_now = now + timedelta(days=day)
+                await conn.execute("SET session_replication_role = replica")
+                await conn.execute(
+                    HISTORY,
+                    {"first": args.pomodoros + (day - 1) * per_day, "count": per_day,
+                     "start": sim_now - timedelta(days=1), "span": 86400, "conversations": conversations},
+                )  # fmt: skip
+                await conn.execute("RESET session_replication_role")
+                await conn.execute("VACUUM")
+                quiet, _ = await agents.run_for(args.seconds)
+                agents.latencies, agents.cycles = [], 0
+                tasks = agents.start()
+                t0 = time.perf_counter()
+                daily = await prune_history(pool, days, by="history-bench", now=sim_now)
+                took = time.perf_counter() - t0
+                if took < args.seconds:
+                    await asyncio.sleep(args.seconds - took)
+                agents.stop.set()
+                await asyncio.gather(*tasks)
+                pairs.append(_ms(agents.latencies, 99) / _ms(quiet, 99))
+                print(
+                    f"  day +{day}: removed {(daily or {}).get('operations', 0):,} Pomodoros in {took:.1f} s"
+                    f" under load; calls' p99 {_ms(quiet, 99):.2f} ms before, "
+                    f"{_ms(agents.latencies, 99):.2f} ms while pruning ({pairs[-1]:.2f}x)",
+                    flush=True,
+                )
+            print(
+                f"calls' p99 while pruning / just before, paired windows: "
+                f"{', '.join(f'{r:.2f}' for r in pairs)}; median {statistics.median(pairs):.2f}x",
+                flush=True,
+            )
         finally:
             await pool.close()
         if len(sizes) >= 2 and sizes[-1] > sizes[0] * 1.05:
@@ -396,6 +432,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="each measured load phase")
     parser.add_argument("--workers", type=int, default=4, help="Agents calling at once")
     parser.add_argument("--sim-days", type=int, default=3, help="simulated days of steady state")
+    parser.add_argument("--pairs", type=int, default=4, help="days more, each a pair of load windows")
     args = parser.parse_args()
     with throwaway_database("history") as url:
         return asyncio.run(run(url, args))
