@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -63,12 +62,12 @@ def attackers_session(base_url: str) -> str:
 
 
 def test_a_link_from_another_site_shows_whom_it_signs_in_as_and_signs_nobody_in(
-    service_process: Callable[..., ServiceProcess], other_site: Callable[[str], str], tmp_path: Path
+    service_process: Callable[..., ServiceProcess], other_site: Callable[[str], str]
 ) -> None:
     service = service_process()
     token = attackers_session(service.base_url)
     link = f"{service.base_url}/host/?conversation_id=mallory-listens#token={quote(token, safe='')}"
-    with chromium(tmp_path / "profile") as browser:
+    with chromium() as browser:
         page = browser.new_page()
         page.goto(other_site(link))
         page.wait_for_url(f"{service.base_url}/host/?conversation_id=mallory-listens")
@@ -84,11 +83,11 @@ def test_a_link_from_another_site_shows_whom_it_signs_in_as_and_signs_nobody_in(
 
 
 def test_a_console_link_from_another_site_signs_nobody_in(
-    service_process: Callable[..., ServiceProcess], other_site: Callable[[str], str], tmp_path: Path
+    service_process: Callable[..., ServiceProcess], other_site: Callable[[str], str]
 ) -> None:
     service = service_process()
     link = f"{service.base_url}/ops/#token={quote(OPERATOR_TOKEN, safe='')}"
-    with chromium(tmp_path / "profile") as browser:
+    with chromium() as browser:
         page = browser.new_page()
         page.goto(other_site(link))
         page.wait_for_selector('[data-testid="signin-preview"]:not([hidden])')

@@ -4,7 +4,6 @@ the Whiteboard keeps its strokes in its own snapshot through the SDK."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,10 +62,10 @@ MALFORMED = [
 
 @pytest.fixture
 def host(
-    tmp_path: Path, service_process: Callable[..., ServiceProcess]
+    service_process: Callable[..., ServiceProcess],
 ) -> Iterator[tuple[Any, ServiceProcess, PageProblems]]:
     service = service_process()
-    with chromium(tmp_path / "profile") as browser:
+    with chromium() as browser:
         page = browser.new_page()
         problems = PageProblems()
         problems.watch(page)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -48,8 +47,8 @@ LIFECYCLE_EVENTS = """() => {
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    with chromium(tmp_path / "profile") as context:
+def browser() -> Iterator[Any]:
+    with chromium() as context:
         yield context
 
 
@@ -378,11 +377,11 @@ def test_the_message_box_placeholder_is_shown_whole(
 
 
 def test_times_are_shown_in_the_persons_locale_and_time_zone(
-    tmp_path: Path, service_process: Callable[..., ServiceProcess]
+    service_process: Callable[..., ServiceProcess],
 ) -> None:
     service = service_process()
     message = post_message(service.base_url, CONVERSATION, "agent", "Hallo")
-    with chromium(tmp_path / "de", locale="de-DE", timezone_id="Asia/Tokyo") as browser:
+    with chromium(locale="de-DE", timezone_id="Asia/Tokyo") as browser:
         page = browser.new_page()
         sign_in(page, service.base_url, CONVERSATION)
         wait_live(page)

@@ -1,7 +1,8 @@
 """Debian's chromium driven by the playwright package, for the Web Host's browser tests.
 
 ``playwright install`` cannot download browsers here: the tests use ``/usr/bin/chromium`` and
-skip, saying so, only when it is absent (CI installs it with apt).
+skip, saying so, only when it is absent (CI installs it with apt). The tests of a module share one
+chromium, each test in a fresh context of it (its own cookies and storage).
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from tests.conftest import AGENT, HOST, HOST_TOKEN
 from tests.support.calls import interrupt_body, start_body
+
+if TYPE_CHECKING:
+    from playwright.sync_api import ViewportSize
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -30,6 +34,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+VIEWPORT: ViewportSize = {"width": 1280, "height": 760}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 COUNTDOWN = re.compile(r"^(\d+):([0-5]\d)$")
 
@@ -39,10 +44,73 @@ requires_chromium = pytest.mark.skipif(
 )
 
 
+class _ModuleChromium:
+    """The chromium that the contexts of one test module share (launched by the first of them).
+
+    Sync playwright marks its event loop as the thread's running loop between calls, so it must
+    be stopped before an asyncio test runs: ``close_module_chromium`` (an autouse module fixture of
+    tests/conftest.py) stops it at the end of each module."""
+
+    def __init__(self) -> None:
+        self.manager: Any = None
+        self.browser: Any = None
+
+    def get(self) -> Any:
+        if self.browser is None:
+            from playwright.sync_api import sync_playwright
+
+            self.manager = sync_playwright()
+            playwright = self.manager.start()
+            try:
+                self.browser = playwright.chromium.launch(
+                    executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+                )
+            except BaseException:
+                self.close()
+                raise
+        return self.browser
+
+    def close(self) -> None:
+        browser, manager = self.browser, self.manager
+        self.browser = self.manager = None
+        try:
+            if browser is not None:
+                browser.close()
+        finally:
+            if manager is not None:
+                manager.__exit__(None, None, None)
+
+
+_MODULE_CHROMIUM = _ModuleChromium()
+
+
+def close_module_chromium() -> None:
+    """Stop the module's chromium, if a test of it started one."""
+    _MODULE_CHROMIUM.close()
+
+
 @contextmanager
-def chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
-    """A persistent chromium context on a fresh user data directory (``options``: playwright's,
-    such as ``locale`` and ``timezone_id``)."""
+def chromium(user_data_dir: Path | None = None, **options: Any) -> Iterator[Any]:
+    """A fresh chromium context: its own cookies, storage and cache, as a new profile has
+    (``options``: playwright's, such as ``locale`` and ``timezone_id``).
+
+    Without ``user_data_dir`` it is a context of the module's one chromium (a launch costs more
+    than the rest of most browser tests); with it, a persistent context on that profile folder, in
+    a chromium of its own, for a test that needs a profile on disk."""
+    if user_data_dir is not None:
+        with _persistent_chromium(user_data_dir, **options) as context:
+            yield context
+        return
+    context = _MODULE_CHROMIUM.get().new_context(viewport=VIEWPORT, **options)
+    context.set_default_timeout(10_000)
+    try:
+        yield context
+    finally:
+        context.close()
+
+
+@contextmanager
+def _persistent_chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -51,7 +119,7 @@ def chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
             executable_path=str(CHROMIUM),
             headless=True,
             args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 760},
+            viewport=VIEWPORT,
             **options,
         )
         context.set_default_timeout(10_000)
