@@ -4,17 +4,14 @@ completion and closing."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import psycopg
 import pytest
-from psycopg.rows import dict_row
 
-from tests.conftest import HOST_TOKEN, ServiceProcess, service_on_own_database
+from tests.conftest import HOST_TOKEN, ServiceProcess
 from tests.support.browser import (
     PageProblems,
     app_frame,
@@ -22,18 +19,20 @@ from tests.support.browser import (
     countdown_seconds,
     eventually,
     interrupt_pomodoro,
+    module_service,
     operation,
+    own_conversation,
     person_session,
     post_message,
     requires_chromium,
     screenshot,
+    service_db,
     sign_in,
     start_pomodoro,
     timeline,
     timeline_scroll,
     wait_live,
 )
-from tests.support.database import DatabaseFactory
 
 pytestmark = [pytest.mark.e2e, requires_chromium]
 
@@ -55,26 +54,9 @@ def browser() -> Iterator[Any]:
         yield context
 
 
-@pytest.fixture(scope="module")
-def service(
-    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServiceProcess]:
-    """One service for the module, on a database of its own: each test signs in to a conversation
-    of its own (``conversation``), so none sees another's workspace."""
-    with service_on_own_database(database_factory, tmp_path_factory.mktemp("web-host")) as process:
-        yield process
-
-
-@pytest.fixture
-def conversation() -> str:
-    return f"web-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def db(service: ServiceProcess) -> Iterator[psycopg.Connection[dict[str, Any]]]:
-    """A direct connection to the module's service's database (autocommit, dict rows)."""
-    with psycopg.connect(service.database_url, autocommit=True, row_factory=dict_row) as conn:
-        yield conn
+service = pytest.fixture(scope="module", name="service")(module_service)
+conversation = pytest.fixture(name="conversation")(own_conversation)
+db = pytest.fixture(name="db")(service_db)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,10 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
-from tests.conftest import AGENT, HOST, HOST_TOKEN
+from tests.conftest import AGENT, HOST, HOST_TOKEN, ServiceProcess, service_on_own_database
 from tests.support.calls import interrupt_body, start_body
+from tests.support.database import DatabaseFactory
 
 if TYPE_CHECKING:
     from playwright.sync_api import ViewportSize
@@ -127,6 +131,30 @@ def _persistent_chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
             yield context
         finally:
             context.close()
+
+
+# A browser module's shared service; each test module makes these fixtures its own with
+# ``pytest.fixture`` (``service`` with ``scope="module"``).
+
+
+def module_service(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceProcess]:
+    """One service for the module, on a database of its own: each test signs in to a conversation
+    of its own (``own_conversation``), so none sees another's workspace."""
+    with service_on_own_database(database_factory, tmp_path_factory.mktemp("web-host")) as process:
+        yield process
+
+
+def own_conversation() -> str:
+    """A conversation no other test of the module uses."""
+    return f"web-{uuid.uuid4().hex[:12]}"
+
+
+def service_db(service: ServiceProcess) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+    """A direct connection to the module's service's database (autocommit, dict rows)."""
+    with psycopg.connect(service.database_url, autocommit=True, row_factory=dict_row) as conn:
+        yield conn
 
 
 # Playwright reports uncaught errors of the main frame only; in every frame (the sandboxed app
