@@ -52,6 +52,16 @@ def _structured_logs_to_stderr() -> None:
     configure_logging()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_chromium_per_module() -> Iterator[None]:
+    """The browser tests of a module share one chromium (each test a fresh context of it); it is
+    stopped when the module ends, before any asyncio test of the next module runs."""
+    yield
+    from tests.support.browser import close_module_chromium  # it imports this module
+
+    close_module_chromium()
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     with server_url() as url:

@@ -21,6 +21,7 @@ from urllib.parse import quote, unquote
 import httpx
 import pytest
 
+from tests.support.database import DatabaseFactory, with_database
 from tests.support.logs import at_least, named
 from tests.support.processes import ROOT, free_port
 
@@ -98,14 +99,20 @@ class DevStack:
         return self.process.returncode
 
 
-@pytest.fixture
-def dev(tmp_path: Path, database_url: str) -> Iterator[DevStack]:
-    stack = DevStack(tmp_path, database_url)
+@pytest.fixture(scope="module")
+def dev(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    """One stack for the tests that only use it (each checks what it left behind, none stops it),
+    on a database of its own; the tests that start or stop a stack start their own."""
+    name = database_factory.create()
     try:
-        stack.wait_ready()
-        yield stack
+        stack = DevStack(tmp_path_factory.mktemp("dev"), with_database(database_factory.server, name))
+        try:
+            stack.wait_ready()
+            yield stack
+        finally:
+            stack.stop()
     finally:
-        stack.stop()
+        database_factory.drop(name)
 
 
 def readme_curl_block(port: int) -> str:

@@ -88,7 +88,7 @@ def test_a_person_signs_in_from_the_inspectors_web_ui_and_starts_and_interrupts_
 ) -> None:
     login = f"inspector-{uuid.uuid4().hex[:8]}"
     own = person_conversation_id(idp.issuer, login)
-    with chromium(logs / "chromium") as context:
+    with chromium() as context:
         context.set_default_timeout(60_000)  # a machine shared with others is slow
         page = context.new_page()
         sign_in(page, inspector, idp.url, login)

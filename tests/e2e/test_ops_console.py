@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -32,9 +31,9 @@ page = pytest.fixture(name="page")(ops_console.page)
 
 
 def test_sign_in_is_refused_without_the_operator_token_and_lands_where_it_was_asked(
-    stack: Stack, tmp_path: Path
+    stack: Stack,
 ) -> None:
-    with chromium(tmp_path) as context:
+    with chromium() as context:
         tab = context.new_page()
         tab.goto(f"{stack.base_url}/ops/trace/dead-1")
         tab.fill("input[name=token]", "not-the-operator-token-1")
@@ -48,9 +47,9 @@ def test_sign_in_is_refused_without_the_operator_token_and_lands_where_it_was_as
 
 
 def test_a_link_with_the_token_in_its_fragment_fills_it_in_drops_it_and_waits_for_the_click(
-    stack: Stack, tmp_path: Path
+    stack: Stack,
 ) -> None:
-    with chromium(tmp_path) as context:
+    with chromium() as context:
         tab = context.new_page()
         tab.goto(f"{stack.base_url}/ops/#token={quote(OPERATOR_TOKEN, safe='')}")
         tab.wait_for_selector('[data-testid="signin-preview"]:not([hidden])')

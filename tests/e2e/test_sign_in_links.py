@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -15,9 +14,12 @@ import httpx
 import pytest
 
 from tests.conftest import HOST, OPERATOR_TOKEN, ServiceProcess
-from tests.support.browser import chromium, requires_chromium
+from tests.support.browser import chromium, module_service, requires_chromium
 
 pytestmark = [pytest.mark.e2e, requires_chromium]
+
+
+service = pytest.fixture(scope="module", name="service")(module_service)
 
 
 @pytest.fixture
@@ -63,12 +65,11 @@ def attackers_session(base_url: str) -> str:
 
 
 def test_a_link_from_another_site_shows_whom_it_signs_in_as_and_signs_nobody_in(
-    service_process: Callable[..., ServiceProcess], other_site: Callable[[str], str], tmp_path: Path
+    service: ServiceProcess, other_site: Callable[[str], str]
 ) -> None:
-    service = service_process()
     token = attackers_session(service.base_url)
     link = f"{service.base_url}/host/?conversation_id=mallory-listens#token={quote(token, safe='')}"
-    with chromium(tmp_path / "profile") as browser:
+    with chromium() as browser:
         page = browser.new_page()
         page.goto(other_site(link))
         page.wait_for_url(f"{service.base_url}/host/?conversation_id=mallory-listens")
@@ -84,11 +85,10 @@ def test_a_link_from_another_site_shows_whom_it_signs_in_as_and_signs_nobody_in(
 
 
 def test_a_console_link_from_another_site_signs_nobody_in(
-    service_process: Callable[..., ServiceProcess], other_site: Callable[[str], str], tmp_path: Path
+    service: ServiceProcess, other_site: Callable[[str], str]
 ) -> None:
-    service = service_process()
     link = f"{service.base_url}/ops/#token={quote(OPERATOR_TOKEN, safe='')}"
-    with chromium(tmp_path / "profile") as browser:
+    with chromium() as browser:
         page = browser.new_page()
         page.goto(other_site(link))
         page.wait_for_selector('[data-testid="signin-preview"]:not([hidden])')

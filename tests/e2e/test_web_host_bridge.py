@@ -3,8 +3,7 @@ the Whiteboard keeps its strokes in its own snapshot through the SDK."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,9 +15,12 @@ from tests.support.browser import (
     chromium,
     countdown_seconds,
     eventually,
+    module_service,
     operation,
+    own_conversation,
     requires_chromium,
     screenshot,
+    service_db,
     sign_in,
     start_pomodoro,
     wait_live,
@@ -26,7 +28,6 @@ from tests.support.browser import (
 
 pytestmark = [pytest.mark.e2e, requires_chromium]
 
-CONVERSATION = "web-bridge"
 LISTEN_FOR_REPLIES = """() => {
     window.repliesSeen = [];
     addEventListener("message", (event) => window.repliesSeen.push(event.data));
@@ -61,16 +62,18 @@ MALFORMED = [
 ]
 
 
+service = pytest.fixture(scope="module", name="service")(module_service)
+conversation = pytest.fixture(name="conversation")(own_conversation)
+db = pytest.fixture(name="db")(service_db)
+
+
 @pytest.fixture
-def host(
-    tmp_path: Path, service_process: Callable[..., ServiceProcess]
-) -> Iterator[tuple[Any, ServiceProcess, PageProblems]]:
-    service = service_process()
-    with chromium(tmp_path / "profile") as browser:
+def host(service: ServiceProcess, conversation: str) -> Iterator[tuple[Any, ServiceProcess, PageProblems]]:
+    with chromium() as browser:
         page = browser.new_page()
         problems = PageProblems()
         problems.watch(page)
-        sign_in(page, service.base_url, CONVERSATION)
+        sign_in(page, service.base_url, conversation)
         wait_live(page)
         yield page, service, problems
         page.wait_for_timeout(200)
@@ -87,10 +90,10 @@ def snapshot_revision(db: Any, instance_id: str) -> int:
 
 
 def test_sdk_messages_from_any_other_window_or_of_the_wrong_shape_are_ignored(
-    host: tuple[Any, ServiceProcess, PageProblems], db: Any
+    host: tuple[Any, ServiceProcess, PageProblems], conversation: str, db: Any
 ) -> None:
     page, service, _ = host
-    started = start_pomodoro(service.base_url, CONVERSATION, 600, "deep work")
+    started = start_pomodoro(service.base_url, conversation, 600, "deep work")
     app = app_frame(page, "pomodoro")
     countdown_seconds(app)
     eventually(lambda: snapshot_revision(db, started["instance_id"]) == 1)
@@ -132,11 +135,12 @@ def test_sdk_messages_from_any_other_window_or_of_the_wrong_shape_are_ignored(
 
 def test_sdk_calls_reject_with_the_contract_error_body(
     host: tuple[Any, ServiceProcess, PageProblems],
+    conversation: str,
 ) -> None:
     page, service, problems = host
     problems.expect("status of 409 (Conflict)")
     problems.expect("status of 422 (Unprocessable")
-    start_pomodoro(service.base_url, CONVERSATION, 600, "deep work")
+    start_pomodoro(service.base_url, conversation, 600, "deep work")
     app = app_frame(page, "pomodoro")
     countdown_seconds(app)
     rejected = app.evaluate("""async () => {
@@ -163,9 +167,10 @@ def test_sdk_calls_reject_with_the_contract_error_body(
 
 def test_a_window_opened_from_the_host_cannot_even_reach_it(
     host: tuple[Any, ServiceProcess, PageProblems],
+    conversation: str,
 ) -> None:
     page, service, _ = host
-    start_pomodoro(service.base_url, CONVERSATION, 600, "deep work")
+    start_pomodoro(service.base_url, conversation, 600, "deep work")
     countdown_seconds(app_frame(page, "pomodoro"))
     with page.context.expect_page() as opened:
         page.evaluate("() => { window.open('/apps/whiteboard/', 'forger'); }")
@@ -177,7 +182,7 @@ def test_a_window_opened_from_the_host_cannot_even_reach_it(
 
 
 def test_the_whiteboard_keeps_its_strokes_in_its_own_snapshot(
-    host: tuple[Any, ServiceProcess, PageProblems], db: Any
+    host: tuple[Any, ServiceProcess, PageProblems], conversation: str, db: Any
 ) -> None:
     page, _, _ = host
     page.click('[data-testid="open-whiteboard"]')

@@ -99,9 +99,9 @@ def type_message(page: Any, text: str) -> None:
 
 
 def test_typing_to_the_demo_agent_starts_a_real_focus_period_and_its_result_comes_back(
-    stack: Stack, db: Any, tmp_path: Path
+    stack: Stack, db: Any
 ) -> None:
-    with chromium(tmp_path / "profile") as browser:
+    with chromium() as browser:
         page = browser.new_page()
         problems = PageProblems()
         problems.watch(page)

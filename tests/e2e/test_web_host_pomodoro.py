@@ -4,9 +4,8 @@ completion and closing."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -20,11 +19,14 @@ from tests.support.browser import (
     countdown_seconds,
     eventually,
     interrupt_pomodoro,
+    module_service,
     operation,
+    own_conversation,
     person_session,
     post_message,
     requires_chromium,
     screenshot,
+    service_db,
     sign_in,
     start_pomodoro,
     timeline,
@@ -34,7 +36,6 @@ from tests.support.browser import (
 
 pytestmark = [pytest.mark.e2e, requires_chromium]
 
-CONVERSATION = "web-1"
 SET_VISIBILITY = """(state) => {
     Object.defineProperty(document, "visibilityState", {configurable: true, get: () => state});
     document.dispatchEvent(new Event("visibilitychange"));
@@ -48,21 +49,25 @@ LIFECYCLE_EVENTS = """() => {
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    with chromium(tmp_path / "profile") as context:
+def browser() -> Iterator[Any]:
+    with chromium() as context:
         yield context
+
+
+service = pytest.fixture(scope="module", name="service")(module_service)
+conversation = pytest.fixture(name="conversation")(own_conversation)
+db = pytest.fixture(name="db")(service_db)
 
 
 @pytest.fixture
 def host(
-    browser: Any, service_process: Callable[..., ServiceProcess]
+    browser: Any, service: ServiceProcess, conversation: str
 ) -> Iterator[tuple[Any, ServiceProcess, PageProblems]]:
-    """A signed-in host page on a fresh service; the test fails on any page or console error."""
-    service = service_process()
+    """A signed-in host page on the module's service; the test fails on any page or console error."""
     page = browser.new_page()
     problems = PageProblems()
     problems.watch(page)
-    sign_in(page, service.base_url, CONVERSATION)
+    sign_in(page, service.base_url, conversation)
     wait_live(page)
     yield page, service, problems
     page.wait_for_timeout(200)  # deliver the browser's last events to the listeners
@@ -82,12 +87,11 @@ def surface_events(db: Any, instance_id: str) -> list[str]:
 
 
 def test_the_sign_in_form_asks_for_the_token_and_refuses_a_wrong_one(
-    browser: Any, service_process: Callable[..., ServiceProcess]
+    browser: Any, service: ServiceProcess, conversation: str
 ) -> None:
-    service = service_process()
     page = browser.new_page()
     problems = PageProblems()
-    response = page.goto(f"{service.base_url}/host/?conversation_id={CONVERSATION}")
+    response = page.goto(f"{service.base_url}/host/?conversation_id={conversation}")
     assert response.status == 200
     assert page.locator("form[data-testid=signin] input:not([type=hidden])").evaluate_all(
         "inputs => inputs.map(i => i.name)"
@@ -105,10 +109,10 @@ def test_the_sign_in_form_asks_for_the_token_and_refuses_a_wrong_one(
     assert refused_host_token.value.status == 401
 
     problems.watch(page)
-    page.fill("input[name=token]", person_session(service.base_url, CONVERSATION))
+    page.fill("input[name=token]", person_session(service.base_url, conversation))
     page.click("form[data-testid=signin] button[type=submit]")
     wait_live(page)
-    assert page.url == f"{service.base_url}/host/?conversation_id={CONVERSATION}"
+    assert page.url == f"{service.base_url}/host/?conversation_id={conversation}"
     [cookie] = browser.cookies()
     assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"], cookie["secure"]) == (
         True,
@@ -122,33 +126,33 @@ def test_the_sign_in_form_asks_for_the_token_and_refuses_a_wrong_one(
 
 
 def test_the_ready_sign_in_link_shows_whom_it_signs_in_as_and_signs_in_on_the_click(
-    browser: Any, service_process: Callable[..., ServiceProcess]
+    browser: Any, service: ServiceProcess, conversation: str
 ) -> None:
-    service = service_process()
     page = browser.new_page()
     problems = PageProblems()
     problems.watch(page)
-    token = person_session(service.base_url, CONVERSATION)
-    page.goto(f"{service.base_url}/host/?conversation_id={CONVERSATION}#token={token}")
+    token = person_session(service.base_url, conversation)
+    page.goto(f"{service.base_url}/host/?conversation_id={conversation}#token={token}")
     page.wait_for_selector('[data-testid="signin-preview"]:not([hidden])')
     assert page.locator('[data-testid="signin-subject"]').inner_text() == "a person"
-    assert page.locator('[data-testid="signin-conversations"]').inner_text() == f"“{CONVERSATION}”"
+    assert page.locator('[data-testid="signin-conversations"]').inner_text() == f"“{conversation}”"
     assert page.locator('[data-testid="signin-submit"]').inner_text() == "Sign in as a person"
     assert token not in page.evaluate("history.length + location.href")
     page.wait_for_timeout(300)
     assert browser.cookies() == []  # nothing signs in until the person acts
     page.click('[data-testid="signin-submit"]')
     wait_live(page)
-    assert page.url == f"{service.base_url}/host/?conversation_id={CONVERSATION}"
+    assert page.url == f"{service.base_url}/host/?conversation_id={conversation}"
     page.wait_for_timeout(200)
     assert problems.found == []
 
 
 def test_a_pomodoro_without_an_activity_says_focus_once(
     host: tuple[Any, ServiceProcess, PageProblems],
+    conversation: str,
 ) -> None:
     page, service, _ = host
-    start_pomodoro(service.base_url, CONVERSATION, 1500, None)  # type: ignore[arg-type]
+    start_pomodoro(service.base_url, conversation, 1500, None)  # type: ignore[arg-type]
     frame = app_frame(page, "pomodoro")
     frame.wait_for_selector('[data-testid="timer"][data-state="focusing"]')
     assert frame.locator('[data-testid="activity"]').inner_text() == "Focus period"
@@ -157,6 +161,7 @@ def test_a_pomodoro_without_an_activity_says_focus_once(
 
 def test_signed_in_without_a_conversation_the_page_asks_for_one_instead_of_connecting(
     host: tuple[Any, ServiceProcess, PageProblems],
+    conversation: str,
 ) -> None:
     page, service, _ = host
     page.goto(f"{service.base_url}/host/")
@@ -165,10 +170,10 @@ def test_signed_in_without_a_conversation_the_page_asks_for_one_instead_of_conne
 
 
 def test_a_start_through_the_agent_api_opens_a_sandboxed_pomodoro_counting_down_from_ends_at(
-    host: tuple[Any, ServiceProcess, PageProblems], db: Any
+    host: tuple[Any, ServiceProcess, PageProblems], conversation: str, db: Any
 ) -> None:
     page, service, _ = host
-    started = start_pomodoro(service.base_url, CONVERSATION, 1500, "write report")
+    started = start_pomodoro(service.base_url, conversation, 1500, "write report")
 
     iframe = page.wait_for_selector('iframe[data-app-scope="pomodoro"]')
     assert iframe.get_attribute("sandbox") == "allow-scripts"
@@ -206,10 +211,10 @@ def test_a_start_through_the_agent_api_opens_a_sandboxed_pomodoro_counting_down_
 
 
 def test_a_reload_counts_on_from_the_same_ends_at_and_does_not_interrupt(
-    host: tuple[Any, ServiceProcess, PageProblems], db: Any
+    host: tuple[Any, ServiceProcess, PageProblems], conversation: str, db: Any
 ) -> None:
     page, service, _ = host
-    started = start_pomodoro(service.base_url, CONVERSATION, 600, "read")
+    started = start_pomodoro(service.base_url, conversation, 600, "read")
     ends_at = started["operation"]["ends_at"]
     before = countdown_seconds(app_frame(page, "pomodoro"))
 
@@ -227,10 +232,10 @@ def test_a_reload_counts_on_from_the_same_ends_at_and_does_not_interrupt(
 
 
 def test_hiding_freezing_and_resuming_the_page_are_reported_and_never_interrupt(
-    host: tuple[Any, ServiceProcess, PageProblems], db: Any
+    host: tuple[Any, ServiceProcess, PageProblems], conversation: str, db: Any
 ) -> None:
     page, service, _ = host
-    started = start_pomodoro(service.base_url, CONVERSATION, 600, "read")
+    started = start_pomodoro(service.base_url, conversation, 600, "read")
     countdown_seconds(app_frame(page, "pomodoro"))
 
     # Headless chromium never hides a page by itself; say so the way a dimming screen would.
@@ -249,9 +254,10 @@ def test_hiding_freezing_and_resuming_the_page_are_reported_and_never_interrupt(
 
 def test_going_back_to_interact_interrupts_the_focus_period(
     host: tuple[Any, ServiceProcess, PageProblems],
+    conversation: str,
 ) -> None:
     page, service, _ = host
-    started = start_pomodoro(service.base_url, CONVERSATION, 600, "email")
+    started = start_pomodoro(service.base_url, conversation, 600, "email")
     countdown_seconds(app_frame(page, "pomodoro"))
 
     page.click('[data-testid="back-to-interact"]')
@@ -266,9 +272,10 @@ def test_going_back_to_interact_interrupts_the_focus_period(
 
 def test_at_the_deadline_the_runtime_removes_the_app_and_interact_shows_the_completed_result(
     host: tuple[Any, ServiceProcess, PageProblems],
+    conversation: str,
 ) -> None:
     page, service, _ = host
-    started = start_pomodoro(service.base_url, CONVERSATION, 3, "tests")
+    started = start_pomodoro(service.base_url, conversation, 3, "tests")
     frame = app_frame(page, "pomodoro")
     assert countdown_seconds(frame) <= 3
 
@@ -283,9 +290,10 @@ def test_at_the_deadline_the_runtime_removes_the_app_and_interact_shows_the_comp
 
 def test_the_close_button_in_the_app_closes_it_through_the_host(
     host: tuple[Any, ServiceProcess, PageProblems],
+    conversation: str,
 ) -> None:
     page, service, _ = host
-    started = start_pomodoro(service.base_url, CONVERSATION, 600, "plan")
+    started = start_pomodoro(service.base_url, conversation, 600, "plan")
     frame = app_frame(page, "pomodoro")
     countdown_seconds(frame)
 
@@ -298,9 +306,10 @@ def test_the_close_button_in_the_app_closes_it_through_the_host(
 
 def test_opening_the_whiteboard_during_a_focus_is_told_as_switching_away_not_leaving_the_workspace(
     host: tuple[Any, ServiceProcess, PageProblems],
+    conversation: str,
 ) -> None:
     page, service, _ = host
-    start_pomodoro(service.base_url, CONVERSATION, 600, "sketch")
+    start_pomodoro(service.base_url, conversation, 600, "sketch")
     countdown_seconds(app_frame(page, "pomodoro"))
 
     page.click('[data-testid="open-whiteboard"]')
@@ -311,20 +320,20 @@ def test_opening_the_whiteboard_during_a_focus_is_told_as_switching_away_not_lea
 
 
 def test_after_a_reload_the_timeline_is_rebuilt_in_commit_order_as_it_was_live_and_scrolled_to_the_end(
-    host: tuple[Any, ServiceProcess, PageProblems], db: Any
+    host: tuple[Any, ServiceProcess, PageProblems], conversation: str, db: Any
 ) -> None:
     page, service, _ = host
     base = service.base_url
     for n in range(20):  # enough earlier conversation that the timeline scrolls
-        post_message(base, CONVERSATION, "user" if n % 2 else "agent", f"earlier message {n}")
-    post_message(base, CONVERSATION, "user", "focus 1 minute on tests")
-    started = start_pomodoro(base, CONVERSATION, 60, "tests")
-    post_message(base, CONVERSATION, "agent", "Focus period started: 1 min on tests.")
+        post_message(base, conversation, "user" if n % 2 else "agent", f"earlier message {n}")
+    post_message(base, conversation, "user", "focus 1 minute on tests")
+    started = start_pomodoro(base, conversation, 60, "tests")
+    post_message(base, conversation, "agent", "Focus period started: 1 min on tests.")
     # The app has shown the period and saved its snapshot: no save races the stop below.
     eventually(lambda: snapshot_saved(db, started["instance_id"]))
-    post_message(base, CONVERSATION, "user", "stop")
-    interrupt_pomodoro(base, CONVERSATION)
-    post_message(base, CONVERSATION, "agent", "Stopped.")
+    post_message(base, conversation, "user", "stop")
+    interrupt_pomodoro(base, conversation)
+    post_message(base, conversation, "agent", "Stopped.")
     page.wait_for_selector('[data-testid="message"][data-role="agent"] .text:text-is("Stopped.")')
 
     live = timeline(page)
@@ -354,11 +363,10 @@ def test_after_a_reload_the_timeline_is_rebuilt_in_commit_order_as_it_was_live_a
 
 
 def test_the_message_box_placeholder_is_shown_whole(
-    browser: Any, service_process: Callable[..., ServiceProcess]
+    browser: Any, service: ServiceProcess, conversation: str
 ) -> None:
-    service = service_process()
     page = browser.new_page()
-    sign_in(page, service.base_url, CONVERSATION)
+    sign_in(page, service.base_url, conversation)
     wait_live(page)
     for width in (1280, 820, 400):
         page.set_viewport_size({"width": width, "height": 760})
@@ -378,13 +386,13 @@ def test_the_message_box_placeholder_is_shown_whole(
 
 
 def test_times_are_shown_in_the_persons_locale_and_time_zone(
-    tmp_path: Path, service_process: Callable[..., ServiceProcess]
+    service: ServiceProcess,
+    conversation: str,
 ) -> None:
-    service = service_process()
-    message = post_message(service.base_url, CONVERSATION, "agent", "Hallo")
-    with chromium(tmp_path / "de", locale="de-DE", timezone_id="Asia/Tokyo") as browser:
+    message = post_message(service.base_url, conversation, "agent", "Hallo")
+    with chromium(locale="de-DE", timezone_id="Asia/Tokyo") as browser:
         page = browser.new_page()
-        sign_in(page, service.base_url, CONVERSATION)
+        sign_in(page, service.base_url, conversation)
         wait_live(page)
         shown = page.wait_for_selector('[data-testid="message"] .at').inner_text()
     sent = datetime.fromisoformat(message["created_at"].replace("Z", "+00:00"))

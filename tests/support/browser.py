@@ -1,24 +1,32 @@
 """Debian's chromium driven by the playwright package, for the Web Host's browser tests.
 
 ``playwright install`` cannot download browsers here: the tests use ``/usr/bin/chromium`` and
-skip, saying so, only when it is absent (CI installs it with apt).
+skip, saying so, only when it is absent (CI installs it with apt). The tests of a module share one
+chromium, each test in a fresh context of it (its own cookies and storage).
 """
 
 from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
-from tests.conftest import AGENT, HOST, HOST_TOKEN
+from tests.conftest import AGENT, HOST, HOST_TOKEN, ServiceProcess, service_on_own_database
 from tests.support.calls import interrupt_body, start_body
+from tests.support.database import DatabaseFactory
+
+if TYPE_CHECKING:
+    from playwright.sync_api import ViewportSize
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -30,6 +38,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+VIEWPORT: ViewportSize = {"width": 1280, "height": 760}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 COUNTDOWN = re.compile(r"^(\d+):([0-5]\d)$")
 
@@ -39,10 +48,73 @@ requires_chromium = pytest.mark.skipif(
 )
 
 
+class _ModuleChromium:
+    """The chromium that the contexts of one test module share (launched by the first of them).
+
+    Sync playwright marks its event loop as the thread's running loop between calls, so it must
+    be stopped before an asyncio test runs: ``close_module_chromium`` (an autouse module fixture of
+    tests/conftest.py) stops it at the end of each module."""
+
+    def __init__(self) -> None:
+        self.manager: Any = None
+        self.browser: Any = None
+
+    def get(self) -> Any:
+        if self.browser is None:
+            from playwright.sync_api import sync_playwright
+
+            self.manager = sync_playwright()
+            playwright = self.manager.start()
+            try:
+                self.browser = playwright.chromium.launch(
+                    executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+                )
+            except BaseException:
+                self.close()
+                raise
+        return self.browser
+
+    def close(self) -> None:
+        browser, manager = self.browser, self.manager
+        self.browser = self.manager = None
+        try:
+            if browser is not None:
+                browser.close()
+        finally:
+            if manager is not None:
+                manager.__exit__(None, None, None)
+
+
+_MODULE_CHROMIUM = _ModuleChromium()
+
+
+def close_module_chromium() -> None:
+    """Stop the module's chromium, if a test of it started one."""
+    _MODULE_CHROMIUM.close()
+
+
 @contextmanager
-def chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
-    """A persistent chromium context on a fresh user data directory (``options``: playwright's,
-    such as ``locale`` and ``timezone_id``)."""
+def chromium(user_data_dir: Path | None = None, **options: Any) -> Iterator[Any]:
+    """A fresh chromium context: its own cookies, storage and cache, as a new profile has
+    (``options``: playwright's, such as ``locale`` and ``timezone_id``).
+
+    Without ``user_data_dir`` it is a context of the module's one chromium (a launch costs more
+    than the rest of most browser tests); with it, a persistent context on that profile folder, in
+    a chromium of its own, for a test that needs a profile on disk."""
+    if user_data_dir is not None:
+        with _persistent_chromium(user_data_dir, **options) as context:
+            yield context
+        return
+    context = _MODULE_CHROMIUM.get().new_context(viewport=VIEWPORT, **options)
+    context.set_default_timeout(10_000)
+    try:
+        yield context
+    finally:
+        context.close()
+
+
+@contextmanager
+def _persistent_chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -51,7 +123,7 @@ def chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
             executable_path=str(CHROMIUM),
             headless=True,
             args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 760},
+            viewport=VIEWPORT,
             **options,
         )
         context.set_default_timeout(10_000)
@@ -59,6 +131,30 @@ def chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
             yield context
         finally:
             context.close()
+
+
+# A browser module's shared service; each test module makes these fixtures its own with
+# ``pytest.fixture`` (``service`` with ``scope="module"``).
+
+
+def module_service(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceProcess]:
+    """One service for the module, on a database of its own: each test signs in to a conversation
+    of its own (``own_conversation``), so none sees another's workspace."""
+    with service_on_own_database(database_factory, tmp_path_factory.mktemp("web-host")) as process:
+        yield process
+
+
+def own_conversation() -> str:
+    """A conversation no other test of the module uses."""
+    return f"web-{uuid.uuid4().hex[:12]}"
+
+
+def service_db(service: ServiceProcess) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+    """A direct connection to the module's service's database (autocommit, dict rows)."""
+    with psycopg.connect(service.database_url, autocommit=True, row_factory=dict_row) as conn:
+        yield conn
 
 
 # Playwright reports uncaught errors of the main frame only; in every frame (the sandboxed app

@@ -120,7 +120,7 @@ def stack(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFa
 
 
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with chromium(tmp_path_factory.mktemp("chromium")) as context:
+    with chromium() as context:
         yield context
 
 
