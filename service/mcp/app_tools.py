@@ -31,7 +31,6 @@ from mcp_types import INVALID_PARAMS
 from psycopg.rows import DictRow
 
 from service.db import operations as operations_db
-from service.db import workspaces as ws_db
 from service.domain.errors import Refusal, not_found
 from service.domain.operations import State
 from service.domain.timefmt import rfc3339
@@ -40,6 +39,7 @@ from service.use_cases import instance_state, lifecycle
 from service.use_cases.capabilities import Capability
 from service.use_cases.operation_status import get_operation
 from service.use_cases.runtime import Runtime
+from service.use_cases.sdk_context import operation_view
 
 #: The app whose View these tools serve (service/apps/pomodoro/).
 POMODORO_SCOPE = "pomodoro"
@@ -157,44 +157,36 @@ async def _operation(rt: Runtime, operation_id: uuid.UUID, conversation_id: str 
         return _bound(await operations_db.get_by_id(work.conn, operation_id), conversation_id)
 
 
-def _time(value: Any) -> str:
-    return value if isinstance(value, str) else rfc3339(value)  # a row's, or an operation view's
-
-
-def _context(row: Mapping[str, Any], now: Any) -> dict[str, Any]:
-    """The SDK context of the operation's instance. A Pomodoro's instance is open exactly while its
-    operation is focusing: the transaction that ends the period closes the instance (the deadline,
-    an interrupt, a leave), and the close cancels a focusing period in the same transaction."""
+def _context(row: DictRow) -> dict[str, Any]:
+    """The SDK context of the operation's instance, at the clock the row was read at. A Pomodoro's
+    instance is open exactly while its operation is focusing: the transaction that ends the period
+    closes the instance (the deadline, an interrupt, a leave), and the close cancels a focusing
+    period in the same transaction."""
     return {
         "app_scope": row["app_scope"],
         "instance_id": str(row["instance_id"]),
         "conversation_id": row["conversation_id"],
         "status": "open" if row["state"] == State.FOCUSING else "closed",
-        "operation": {
-            "operation_id": str(row["operation_id"]),
-            "state": row["state"],
-            "reason": row["reason"],
-            "activity": row["activity"],
-            "started_at": _time(row["started_at"]),
-            "ends_at": _time(row["ends_at"]),
-        },
-        "server_time": rfc3339(now),
+        "operation": operation_view(row),
+        "server_time": rfc3339(row["server_now"]),
     }
+
+
+async def _read_with_clock(rt: Runtime, operation_id: uuid.UUID, conversation_id: str | None) -> DictRow:
+    async with rt.unit_of_work(transaction=False) as work:
+        return _bound(await operations_db.get_by_id_with_clock(work.conn, operation_id), conversation_id)
 
 
 async def read(rt: Runtime, operation_id: uuid.UUID, conversation_id: str | None) -> dict[str, Any]:
     """The SDK context of the View's own operation (never the instance's or conversation's
-    latest): a View re-rendered from an old result shows that period's final state."""
-    async with rt.unit_of_work(transaction=False) as work:
-        conn = work.conn
-        row = _bound(await operations_db.get_by_id_with_clock(conn, operation_id), conversation_id)
-        if not (row["state"] == State.FOCUSING and row["overdue"]):
-            return _context(row, row["server_now"])  # one statement: the row and the clock
-    # Its deadline has passed: the operation read settles it first, as every read does.
-    settled = await get_operation(rt, operation_id)
-    async with rt.unit_of_work(transaction=False) as work:
-        now = (await ws_db.server_time(work.conn))["now"]
-    return _context(settled, now)
+    latest): a View re-rendered from an old result shows that period's final state. One statement
+    (the row and the clock), unless its deadline has passed: then the operation read settles it
+    first, as every read does, and the row is read again."""
+    row = await _read_with_clock(rt, operation_id, conversation_id)
+    if row["state"] == State.FOCUSING and row["overdue"]:
+        await get_operation(rt, operation_id)
+        row = await _read_with_clock(rt, operation_id, conversation_id)
+    return _context(row)
 
 
 async def close(rt: Runtime, operation_id: uuid.UUID, conversation_id: str | None) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from service.use_cases.runtime import Runtime
 Conn = AsyncConnection[DictRow]
 
 
-def _operation(row: DictRow) -> dict[str, Any]:
+def operation_view(row: DictRow) -> dict[str, Any]:
+    """An operation as a MiniApp's context shows it (the SDK's, and the MCP App's read)."""
     return {
         "operation_id": str(row["operation_id"]),
         "state": row["state"],
@@ -48,6 +49,6 @@ async def get_context(rt: Runtime, capability: Capability) -> dict[str, Any]:
         "instance_id": str(capability.instance_id),
         "conversation_id": capability.conversation_id,
         "status": instance["status"],
-        "operation": None if operation is None else _operation(operation),
+        "operation": None if operation is None else operation_view(operation),
         "server_time": rfc3339(now),
     }
