@@ -258,6 +258,19 @@ async def _buffers_per_cycle(
     return float(statistics.median(per_cycle[WARM:])), latencies
 
 
+async def _write_day(
+    conn: psycopg.AsyncConnection[Any], first: int, count: int, until: datetime, conversations: int
+) -> None:
+    """A simulated day of history (``count`` Pomodoros from number ``first``) ending at ``until``."""
+    await conn.execute("SET session_replication_role = replica")
+    await conn.execute(
+        HISTORY,
+        {"first": first, "count": count, "start": until - timedelta(days=1), "span": 86400,
+         "conversations": conversations},
+    )  # fmt: skip
+    await conn.execute("RESET session_replication_role")
+
+
 async def run(url: str, args: argparse.Namespace) -> int:
     failed = False
     days = args.days
@@ -340,13 +353,7 @@ async def run(url: str, args: argparse.Namespace) -> int:
             sizes = []
             for day in range(1, args.sim_days + 1):
                 sim_now = now + timedelta(days=day)
-                await conn.execute("SET session_replication_role = replica")
-                await conn.execute(
-                    HISTORY,
-                    {"first": args.pomodoros + (day - 1) * per_day, "count": per_day,
-                     "start": sim_now - timedelta(days=1), "span": 86400, "conversations": conversations},
-                )  # fmt: skip
-                await conn.execute("RESET session_replication_role")
+                await _write_day(conn, args.pomodoros + (day - 1) * per_day, per_day, sim_now, conversations)
                 cpu0 = _cpu_seconds(pid)
                 t0 = time.perf_counter()
                 daily = await prune_history(pool, days, by="history-bench", now=sim_now)
@@ -368,13 +375,7 @@ async def run(url: str, args: argparse.Namespace) -> int:
             pairs = [ratio]  # the catch-up round's against the baseline just before it
             for day in range(args.sim_days + 1, args.sim_days + 1 + args.pairs):
                 sim_now = now + timedelta(days=day)
-                await conn.execute("SET session_replication_role = replica")
-                await conn.execute(
-                    HISTORY,
-                    {"first": args.pomodoros + (day - 1) * per_day, "count": per_day,
-                     "start": sim_now - timedelta(days=1), "span": 86400, "conversations": conversations},
-                )  # fmt: skip
-                await conn.execute("RESET session_replication_role")
+                await _write_day(conn, args.pomodoros + (day - 1) * per_day, per_day, sim_now, conversations)
                 await conn.execute("VACUUM")
                 quiet, _ = await agents.run_for(args.seconds)
                 agents.latencies, agents.cycles = [], 0
