@@ -174,9 +174,10 @@ class Agents:
     """``workers`` connections running start+interrupt cycles, each in its own conversations; the
     latency of every call is kept in the list ``into`` names."""
 
-    def __init__(self, url: str, workers: int) -> None:
+    def __init__(self, url: str, workers: int, rate: float = 0.0) -> None:
         self.url = url
         self.workers = workers
+        self.rate = rate  # cycles/s in all, paced; 0: as fast as the calls come back
         self.contexts = _contexts()
         self.latencies: list[float] = []
         self.cycles = 0
@@ -198,7 +199,12 @@ class Agents:
     async def _worker(self, n: int) -> None:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
             k = 0
+            every = self.workers / self.rate if self.rate else 0.0
+            due = time.perf_counter() + every * n / self.workers  # the workers spread evenly
             while not self.stop.is_set():
+                if every:
+                    due += every
+                    await asyncio.sleep(max(0.0, due - time.perf_counter()))
                 conversation = f"agent-{n}-{k % 16}"
                 await self._call(conn, "pomodoro.start", conversation, '{"duration_seconds": 1500}')
                 await self._call(conn, "pomodoro.interrupt", conversation, "{}")
@@ -299,7 +305,7 @@ async def run(url: str, args: argparse.Namespace) -> int:
             flush=True,
         )
 
-        agents = Agents(url, args.workers)
+        agents = Agents(url, args.workers, args.rate)
         await agents.run_for(3.0)  # warm
         base_buffers, base = await _buffers_per_cycle(conn, agents, args.seconds)
         print(
@@ -434,6 +440,12 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=4, help="Agents calling at once")
     parser.add_argument("--sim-days", type=int, default=3, help="simulated days of steady state")
     parser.add_argument("--pairs", type=int, default=4, help="days more, each a pair of load windows")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="the Agents' start+interrupt cycles/s in all, paced (0: flat out, the machine saturated)",
+    )
     args = parser.parse_args()
     with throwaway_database("history") as url:
         return asyncio.run(run(url, args))
