@@ -97,16 +97,29 @@ def in_sandbox(frame: Any) -> bool:
     return parent is not None and parent.url.split("?")[0].endswith("/sandbox")
 
 
-def view(page: Any) -> Any:
-    """The View's frame: the document the host's sandbox wrote into its inner iframe."""
+ONE_PROCESS = ("--disable-site-isolation-trials", "--disable-features=IsolateOrigins,site-per-process")
+
+
+def view(page: Any, activity: str | None = None) -> Any:
+    """The View's frame: the document the host's sandbox wrote into its inner iframe (the one
+    showing ``activity``, when given: not a View of an earlier call still being torn down)."""
 
     def timer(frame: Any) -> bool:
         try:
-            return in_sandbox(frame) and frame.query_selector("[data-testid=timer]") is not None
+            if not in_sandbox(frame) or frame.query_selector("[data-testid=timer]") is None:
+                return False
+            shown = frame.query_selector("[data-testid=activity]")
+            return activity is None or (shown is not None and shown.inner_text() == activity)
         except Error:  # the frame is being written or torn down
             return False
 
-    return eventually(lambda: next((f for f in page.frames if timer(f)), None), 60, 0.25)
+    try:
+        return eventually(lambda: next((f for f in page.frames if timer(f)), None), 60, 0.25)
+    except AssertionError as missing:
+        frames = [(f.url[:80], f.parent_frame.url[:80] if f.parent_frame else None) for f in page.frames]
+        raise AssertionError(
+            f"no View showing {activity!r} within 60 s; frames (url, parent): {frames}"
+        ) from missing
 
 
 def open_app(page: Any, seconds: int, activity: str) -> Any:
@@ -125,7 +138,7 @@ def open_app(page: Any, seconds: int, activity: str) -> Any:
     page.get_by_role("textbox", name="activity", exact=True).fill(activity)
     page.get_by_role("button", name="Open App", exact=True).click()
     try:
-        return view(page)
+        return view(page, activity)
     finally:
         screenshot(page, "mcp-apps-inspector-last-open")
 
@@ -146,7 +159,11 @@ def test_the_pomodoro_view_in_the_inspector_counts_down_survives_reload_and_show
     login = f"apps-{uuid.uuid4().hex[:8]}"
     own = person_conversation_id(idp.issuer, login)
     view_requests: list[str] = []
-    with chromium(logs / "chromium") as context:
+    # The host's sandbox is another origin and the View a frame inside it: with site isolation
+    # chromium runs the sandbox out of process, and after a reload playwright did not always learn
+    # of the frame nested in it (the View rendered; page.frames lacked it). One process for every
+    # frame: the same sandbox attributes and CSP apply.
+    with chromium(logs / "chromium", extra_args=ONE_PROCESS) as context:
         context.set_default_timeout(60_000)  # a machine shared with others is slow
         page = context.new_page()
         page.set_viewport_size({"width": 1280, "height": 1100})
