@@ -142,43 +142,46 @@ async def drive(stack: Stack, previous: Release, current: Release, args: argpars
         timeline.append(f"{time.monotonic() - began:6.1f} s  {what}")
         print(timeline[-1], flush=True)
 
-    async with httpx.AsyncClient(timeout=30) as http:
-        workers = [asyncio.create_task(load.conversation(http, c)) for c in conversations]
-        note(f"{previous.name} serving ({len(conversations)} conversations of Agent load)")
-        await asyncio.sleep(phase)
-        if current.roles is not None:
-            await asyncio.to_thread(stack.make_roles, current)
-            note(f"{current.name}'s roles made ({', '.join(current.roles.of(k) for k in roles.KINDS)})")
-        note(f"{current.name}'s migrate starts")
-        took = await asyncio.to_thread(stack.migrate, current)
-        note(f"{current.name}'s migrate done in {took:.1f} s, under load")
-        await asyncio.sleep(phase / 2)
-        new_serve = await asyncio.to_thread(stack.serve, current)
-        new_relays = [stack.relay(current, n) for n in (1, 2)]
-        load.targets[current.name] = new_serve.base_url
-        note(f"{current.name} serving beside it")
-        await asyncio.sleep(phase)
-        for relay in old_relays:
-            await asyncio.to_thread(relay.stop)
-            note(f"{previous.name}'s {relay.log.stem} stopped")
-            await asyncio.sleep(phase / 4)
-        del load.targets[previous.name]
-        await asyncio.sleep(1.0)  # what was sent to it is answered
-        code = await asyncio.to_thread(old_serve.stop)
-        note(f"{previous.name}'s serve stopped (exit {code})")
-        await asyncio.sleep(phase)
-        load.running = False
-        await asyncio.gather(*workers)
-        note("load stopped; waiting for every deadline and the outbox")
-        left = await asyncio.to_thread(_drained, stack.database_url, 90)
-        if left is not None:
-            load.failures.append(left)
-        note("outbox drained; replaying every call through " + current.name)
-        for call in list(load.calls):
-            await load.replay(http, call, current.name)
-    for process in (*new_relays, new_serve):
-        if process is not None:
-            process.stop()
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            workers = [asyncio.create_task(load.conversation(http, c)) for c in conversations]
+            note(f"{previous.name} serving ({len(conversations)} conversations of Agent load)")
+            await asyncio.sleep(phase)
+            if current.roles is not None:
+                await asyncio.to_thread(stack.make_roles, current)
+                note(f"{current.name}'s roles made ({', '.join(current.roles.of(k) for k in roles.KINDS)})")
+            note(f"{current.name}'s migrate starts")
+            took = await asyncio.to_thread(stack.migrate, current)
+            note(f"{current.name}'s migrate done in {took:.1f} s, under load")
+            await asyncio.sleep(phase / 2)
+            new_serve = await asyncio.to_thread(stack.serve, current)
+            new_relays = [stack.relay(current, n) for n in (1, 2)]
+            load.targets[current.name] = new_serve.base_url
+            note(f"{current.name} serving beside it")
+            await asyncio.sleep(phase)
+            for relay in old_relays:
+                await asyncio.to_thread(relay.stop)
+                note(f"{previous.name}'s {relay.log.stem} stopped")
+                await asyncio.sleep(phase / 4)
+            del load.targets[previous.name]
+            await asyncio.sleep(1.0)  # what was sent to it is answered
+            code = await asyncio.to_thread(old_serve.stop)
+            note(f"{previous.name}'s serve stopped (exit {code})")
+            await asyncio.sleep(phase)
+            load.running = False
+            await asyncio.gather(*workers)
+            note("load stopped; waiting for every deadline and the outbox")
+            left = await asyncio.to_thread(_drained, stack.database_url, 90)
+            if left is not None:
+                load.failures.append(left)
+            note("outbox drained; replaying every call through " + current.name)
+            for call in list(load.calls):
+                await load.replay(http, call, current.name)
+    finally:  # whatever failed, no process of either release is left running
+        running: list[Child | None] = [*old_relays, old_serve, *new_relays, new_serve]
+        for process in running:
+            if process is not None:
+                process.stop()
     return load
 
 

@@ -104,7 +104,11 @@ class Stack:
         served = ServiceProcess(
             self.database_url, self.logs, env=self.env(release, roles.RUNTIME), cwd=release.tree
         )
-        served.start_ready()
+        try:
+            served.start_ready()
+        except BaseException:
+            served.stop()  # never left running behind a failed start
+            raise
         return served
 
     def relay(self, release: Release, n: int) -> Child:
