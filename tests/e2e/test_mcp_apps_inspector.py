@@ -97,9 +97,6 @@ def in_sandbox(frame: Any) -> bool:
     return parent is not None and parent.url.split("?")[0].endswith("/sandbox")
 
 
-ONE_PROCESS = ("--disable-site-isolation-trials", "--disable-features=IsolateOrigins,site-per-process")
-
-
 def view(page: Any, activity: str | None = None) -> Any:
     """The View's frame: the document the host's sandbox wrote into its inner iframe (the one
     showing ``activity``, when given: not a View of an earlier call still being torn down)."""
@@ -165,11 +162,7 @@ def test_the_pomodoro_view_in_the_inspector_counts_down_survives_reload_and_show
     login = f"apps-{uuid.uuid4().hex[:8]}"
     own = person_conversation_id(idp.issuer, login)
     view_requests: list[str] = []
-    # The host's sandbox is another origin and the View a frame inside it: with site isolation
-    # chromium runs the sandbox out of process, and after a reload playwright did not always learn
-    # of the frame nested in it (the View rendered; page.frames lacked it). One process for every
-    # frame: the same sandbox attributes and CSP apply.
-    with chromium(logs / "chromium", extra_args=ONE_PROCESS) as context:
+    with chromium(logs / "chromium") as context:
         context.set_default_timeout(60_000)  # a machine shared with others is slow
         page = context.new_page()
         page.set_viewport_size({"width": 1280, "height": 1100})

@@ -96,8 +96,7 @@ def close_module_chromium() -> None:
 @contextmanager
 def chromium(user_data_dir: Path | None = None, **options: Any) -> Iterator[Any]:
     """A fresh chromium context: its own cookies, storage and cache, as a new profile has
-    (``options``: playwright's, such as ``locale`` and ``timezone_id``; with a profile folder also
-    ``extra_args``, more chromium switches).
+    (``options``: playwright's, such as ``locale`` and ``timezone_id``).
 
     Without ``user_data_dir`` it is a context of the module's one chromium (a launch costs more
     than the rest of most browser tests); with it, a persistent context on that profile folder, in
@@ -118,13 +117,12 @@ def chromium(user_data_dir: Path | None = None, **options: Any) -> Iterator[Any]
 def _persistent_chromium(user_data_dir: Path, **options: Any) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
-    extra = list(options.pop("extra_args", ()))
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(user_data_dir),
             executable_path=str(CHROMIUM),
             headless=True,
-            args=[*CHROMIUM_ARGS, *extra],
+            args=CHROMIUM_ARGS,
             viewport=VIEWPORT,
             **options,
         )
