@@ -73,10 +73,12 @@ class Settings(BaseSettings):
     agent_token: str | None = None
     host_token: str | None = None
     operator_token: str | None = None
-    # Who may read the service's GET /metrics. Open (the contract's probe, as Prometheus scrapes
-    # it by default) until METRICS_TOKEN is set or METRICS_PUBLIC=false: then only a bearer
-    # METRICS_TOKEN (Prometheus's, reaching nothing else) or OPERATOR_TOKEN. A deployment whose
-    # port is public closes it: it shows the backlog, dead rows, pause and circuit state.
+    # Who may read the service's GET /metrics (it shows the backlog, dead rows, pause and circuit
+    # state). Unset, both: without a token, peers on a private network only (loopback, RFC 1918,
+    # unique-local, link-local: the contract's probe and a Prometheus beside the service), so the
+    # default is safe on a public port. METRICS_TOKEN set or METRICS_PUBLIC=false: only a bearer
+    # METRICS_TOKEN (Prometheus's, reaching nothing else) or OPERATOR_TOKEN. METRICS_PUBLIC=true:
+    # anyone who reaches the port.
     metrics_token: str | None = None
     metrics_public: bool | None = None
     agent_webhook_url: str | None = None
@@ -278,10 +280,13 @@ class Settings(BaseSettings):
         return urls.psycopg_url(self.database_url) if self.database_url else ""
 
     @property
-    def metrics_open(self) -> bool:
-        """Whether GET /metrics answers without a token: METRICS_PUBLIC when set, else until a
-        METRICS_TOKEN is."""
-        return self.metrics_public if self.metrics_public is not None else self.metrics_token is None
+    def metrics_open(self) -> bool | None:
+        """Whether GET /metrics answers without a token: True to anyone (METRICS_PUBLIC=true),
+        False to no one (METRICS_PUBLIC=false or a METRICS_TOKEN set), None to peers on a private
+        network only (the default)."""
+        if self.metrics_public is not None:
+            return self.metrics_public
+        return False if self.metrics_token is not None else None
 
     @property
     def role_names(self) -> dict[str, str]:

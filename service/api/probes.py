@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ipaddress import IPv6Address, ip_address, ip_network
 from typing import Any, cast
 
 from litestar import MediaType, Request, Response, get
@@ -46,21 +47,49 @@ def _not_ready(reason: str) -> Response[Ready]:
 @get(
     "/metrics",
     tags=PROBES,
-    summary="Prometheus metrics (once METRICS_TOKEN is set: that token or OPERATOR_TOKEN)",
+    summary="Prometheus metrics (without a token: private-network peers only until METRICS_TOKEN is set)",
     media_type=MediaType.TEXT,
     response_description="Prometheus text exposition format",
-    # Optional: open until METRICS_TOKEN is set (or METRICS_PUBLIC=false).
+    # Optional for a peer on a private network until METRICS_TOKEN is set (or METRICS_PUBLIC=false).
     security=[{}, {"metrics": []}, {"operator": []}],
     responses=refusals(),
 )
 async def metrics(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
     runtime: Runtime = state.runtime
-    if not runtime.settings.metrics_open:
+    open_to = runtime.settings.metrics_open
+    if not (open_to or (open_to is None and _private_peer(request))):
         book: TokenBook = state.tokens
         token = bearer_token(request)
         if token is None or not (book.accepts("metrics", token) or book.accepts("operator", token)):
             raise refused(request, "metrics")
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def _private_peer(request: Request[Any, Any, Any]) -> bool:
+    """Whether the request comes from loopback or a private network (RFC 1918, unique-local,
+    link-local). The peer is uvicorn's view of it: behind a proxy on loopback, the address its
+    X-Forwarded-For names (uvicorn trusts it from FORWARDED_ALLOW_IPS, loopback by default); a
+    Unix socket's peer (no address) is local. Anything that is not an address is not private."""
+    client = request.scope.get("client")
+    if client is None:
+        return True
+    try:
+        address = ip_address(client[0])
+    except ValueError:
+        return False
+    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in _PRIVATE_NETWORKS)
+
+
+# Named rather than ipaddress's is_private, which also counts the documentation ranges.
+_PRIVATE_NETWORKS = tuple(
+    ip_network(n)
+    for n in (
+        *("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"),
+        *("::1/128", "fc00::/7", "fe80::/10"),
+    )
+)
 
 
 HANDLERS = [healthz, readyz, metrics]

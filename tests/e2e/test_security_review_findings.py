@@ -41,3 +41,20 @@ def test_a_sessions_flood_answers_429_after_the_limit_and_metrics_need_a_token(
     )
     assert refused.status_code == 401 and "lineup_" not in refused.text
     assert scraped.status_code == 200 and "lineup_tool_calls_total" in scraped.text
+
+
+def test_metrics_refuse_a_public_peer_by_default_and_answer_the_probe_on_loopback(
+    service_process: Any,
+) -> None:
+    # No METRICS_TOKEN and no METRICS_PUBLIC: the contract's plain probe from loopback still reads
+    # the page, and a client on the public internet that a proxy on loopback forwards (uvicorn
+    # takes its X-Forwarded-For from loopback) is refused like any request without a token.
+    service = service_process()
+    with httpx.Client(base_url=service.base_url, timeout=10) as client:
+        probe = client.get("/metrics")
+        forwarded = client.get("/metrics", headers={"X-Forwarded-For": "8.8.8.8"})
+        with_token = client.get("/metrics", headers={"X-Forwarded-For": "8.8.8.8", **OPERATOR})
+    assert probe.status_code == 200 and "lineup_tool_calls_total" in probe.text
+    assert forwarded.status_code == 401 and "lineup_" not in forwarded.text
+    assert forwarded.json()["error"] == "unauthorized"
+    assert with_token.status_code == 200 and "lineup_" in with_token.text

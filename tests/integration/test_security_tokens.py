@@ -8,6 +8,7 @@ import re
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 from litestar import Litestar
 from litestar.routes import HTTPRoute
@@ -168,9 +169,34 @@ async def test_metrics_need_the_metrics_or_the_operator_token_unless_made_public
         assert (await client.get("/metrics", headers=OPERATOR)).status_code == 200
 
 
-async def test_metrics_answer_without_a_token_until_one_is_set(database_url: str, registry: Registry) -> None:
-    # The contract's probe: GET /metrics, as a Prometheus with no credentials scrapes it.
+async def test_metrics_answer_private_network_peers_without_a_token_until_one_is_set(
+    database_url: str, registry: Registry
+) -> None:
+    # The contract's probe: GET /metrics, as a Prometheus beside the service scrapes it with no
+    # credentials. A peer on the public internet needs a token even by default (the third security
+    # review: the page shows the backlog, dead rows, pause and circuit state).
     app = create_app(make_settings(database_url), registry, sweeper=False)
-    async with AsyncTestClient(app=app) as client:
-        scraped = await client.get("/metrics")
-    assert scraped.status_code == 200 and "lineup_" in scraped.text
+    asgi: Any = app  # httpx types its ASGI app more narrowly than Litestar's __call__
+    async with AsyncTestClient(app=app):  # runs the lifespan; the requests below name their peer
+        for peer in (
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.20.0.5",
+            "192.168.1.9",
+            "::1",
+            "fd00::7",
+            "::ffff:10.0.0.1",
+        ):
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=asgi, client=(peer, 40000)), base_url="http://service"
+            ) as client:
+                scraped = await client.get("/metrics")
+            assert scraped.status_code == 200 and "lineup_" in scraped.text, peer
+        for peer in ("8.8.8.8", "203.0.113.7", "2001:4860::8888", "::ffff:8.8.4.4", "testclient"):
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=asgi, client=(peer, 40000)), base_url="http://service"
+            ) as client:
+                refused = await client.get("/metrics")
+                scraped = await client.get("/metrics", headers=OPERATOR)
+            assert refused.status_code == 401 and "lineup_" not in refused.text, peer
+            assert scraped.status_code == 200 and "lineup_" in scraped.text, peer
