@@ -7,7 +7,7 @@ PORT ?= 8000
 ARGS ?= --help
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions
+.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -81,6 +81,11 @@ pooler: install ## PgBouncer (transaction mode, then session mode) in front of t
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
 	$(PY) -u -m rigs.pooler --mode transaction $(POOLER_ARGS)
 	$(PY) -u -m rigs.pooler --mode session $(POOLER_ARGS)
+
+citus: install ## a Citus 13 coordinator and two workers (installed extension, or built from CITUS_SRC's tarball); migrate, load, the checks
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	$(PY) -u -m rigs.citus $(CITUS_ARGS)
 
 scale-out: install ## two serve processes on one port and two relays against one of each; races checked
 	$(PY) -u -m rigs.scale_out
