@@ -48,7 +48,9 @@ def test_the_compose_specification_check_refuses_a_file_that_breaks_it(compose: 
 
 
 def test_no_file_of_the_repository_reaches_outside_it() -> None:
-    """The repository stands alone: no code, test, doc or setting names a path beside it."""
+    """The repository stands alone: no code, test, doc or setting names a path beside it. One
+    exception: CI's script may hand a vendored source tarball (beside the checkout on the CI
+    machine) to an optional rig, and nothing else."""
     tracked = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False, timeout=60
     ).stdout.split(b"\0")
@@ -56,12 +58,18 @@ def test_no_file_of_the_repository_reaches_outside_it() -> None:
         pytest.skip("not a git checkout")
     # Spelled in parts so that this file does not name them itself.
     outside = [("../" + "shared").encode(), ("/work/" + "shared").encode()]
+    vendored = ("../" + "shared/vendor/").encode()
+
+    def reaches_outside(name: str) -> bool:
+        text = (ROOT / name).read_bytes()
+        if name == ".ci/run":
+            text = text.replace(vendored, b"")
+        return any(path in text for path in outside)
+
     offenders = [
         name.decode()
         for name in tracked
-        if name
-        and (ROOT / name.decode()).is_file()
-        and any(path in (ROOT / name.decode()).read_bytes() for path in outside)
+        if name and (ROOT / name.decode()).is_file() and reaches_outside(name.decode())
     ]
     assert offenders == []
 
