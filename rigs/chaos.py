@@ -33,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from rigs.checks import print_figures
-from rigs.stack import migrate, running_rig
+from rigs.stack import migrate, running_rig, stop_after
 from tests.support.database import create_database
 from tests.support.postgres import Postgres, own_postgres
 from tests.support.processes import RelayProcess, ServiceProcess
@@ -100,7 +100,7 @@ async def chaos(server: Postgres, args: argparse.Namespace, log_dir: Path) -> in
             rig.probe.run(rig.stop),
             _relay_killer(rig.relays, args.relay_kill_every, rig.stop),
             _events(server, rig.service, args.event_every, rig.stop, events),
-            _stop_after(rig.stop, args.seconds),
+            stop_after(rig.stop, args.seconds),
         )
         loaded = time.monotonic() - began
         checks = await rig.settled_and_checked(within=180)
@@ -121,11 +121,6 @@ async def chaos(server: Postgres, args: argparse.Namespace, log_dir: Path) -> in
 
     print_figures(figures, rig.receiver, restarts)
     return checks.verdict(log_dir)
-
-
-async def _stop_after(stop: asyncio.Event, seconds: float) -> None:
-    await asyncio.sleep(seconds)
-    stop.set()
 
 
 def main() -> int:

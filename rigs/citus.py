@@ -37,7 +37,7 @@ import psycopg
 
 from rigs.checks import print_figures
 from rigs.citus_cluster import CitusUnavailableError, Cluster, citus_cluster, ensure_extension
-from rigs.stack import migrate, running_rig
+from rigs.stack import migrate, running_rig, stop_after
 from tests.support.postgres import workdir
 
 
@@ -82,7 +82,7 @@ async def run(cluster: Cluster, args: argparse.Namespace, log_dir: Path) -> int:
     owned = citus_objects_in_public(url)
     async with running_rig(url, log_dir, agents=args.agents, relay_prefix="citus-relay") as rig:
         await asyncio.gather(
-            rig.agents.run(rig.stop), rig.probe.run(rig.stop), _stop_after(rig.stop, args.seconds)
+            rig.agents.run(rig.stop), rig.probe.run(rig.stop), stop_after(rig.stop, args.seconds)
         )
         checks = await rig.settled_and_checked(within=120)
     checks.add(
@@ -98,11 +98,6 @@ async def run(cluster: Cluster, args: argparse.Namespace, log_dir: Path) -> int:
     print_figures(rig.figures, rig.receiver)
     print(f"  distributing workspaces   {refusal}")
     return checks.verdict(log_dir)
-
-
-async def _stop_after(stop: asyncio.Event, seconds: float) -> None:
-    await asyncio.sleep(seconds)
-    stop.set()
 
 
 def main() -> int:

@@ -108,3 +108,9 @@ async def running_rig(
             codes = await asyncio.to_thread(lambda: [p.stop() for p in (*relays, service)])
             if rig is not None:
                 rig.codes = codes
+
+
+async def stop_after(stop: asyncio.Event, seconds: float) -> None:
+    """Set ``stop`` after ``seconds``: the end of a rig's load."""
+    await asyncio.sleep(seconds)
+    stop.set()
