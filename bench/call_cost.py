@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import event_loop, process_cpu, tool_poster
-from tests.support.calls import interrupt_body, start_body
-from tests.support.database import named_server, throwaway_database
-from tests.support.http_client import HttpClient
-from tests.support.processes import running_service
+from harness.calls import interrupt_body, start_body
+from harness.database import named_server, throwaway_database
+from harness.http_client import HttpClient
+from harness.processes import running_service
 
 TOKEN = "bench-agent-token-0000000"
 Call = Callable[[dict[str, Any]], Awaitable[tuple[int, Any]]]

@@ -233,9 +233,9 @@ def per_call(
 
 
 def main() -> int:
-    from tests.support.database import named_server, scratch_database
-    from tests.support.processes import ROOT
-    from tests.support.releases import PREVIOUS_RELEASE, migrate_release, previous_release
+    from harness.database import named_server, scratch_database
+    from harness.processes import ROOT
+    from harness.releases import PREVIOUS_RELEASE, migrate_release, previous_release
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -64,9 +64,9 @@ from bench.capacity_harness import (
 )
 from bench.common import Relays
 from bench.measured_server import measured_server
+from harness.processes import running_service
+from harness.receiver import ReceiverProcess
 from service.db import gauges
-from tests.support.processes import running_service
-from tests.support.receiver import ReceiverProcess
 
 
 class Bench(Harness):

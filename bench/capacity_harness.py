@@ -17,9 +17,9 @@ from bench.capacity_figures import Row, per_unit
 from bench.measured_server import postmaster_pid
 from bench.seeds import HISTORY
 from bench.server_usage import UsageMeter
-from tests.support.http_client import HttpClient
-from tests.support.postgres import Postgres
-from tests.support.processes import ServiceProcess
+from harness.http_client import HttpClient
+from harness.postgres import Postgres
+from harness.processes import ServiceProcess
 
 DATABASE = "capacity"
 PROBE = "bench-probe"  # marks the bench's own statements, left out of the figures

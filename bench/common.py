@@ -1,7 +1,7 @@
 """Shared pieces of the benchmarks: the database code's text, statistics, CPU.
 
-The throwaway databases, the processes, the HTTP client and the receiving Agent are the tests'
-(``tests.support``): the benches, the rigs and the tests share one of each.
+The throwaway databases, the processes, the HTTP client and the receiving Agent are the harness's
+(``harness``): the benches, the rigs and the tests share one of each.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 
 import psycopg
 
-from tests.support.http_client import HttpClient
-from tests.support.processes import RelayProcess, free_port
-from tests.support.receiver import new_secret
+from harness.http_client import HttpClient
+from harness.processes import RelayProcess, free_port
+from harness.receiver import new_secret
 
 
 def canonical_text(name: str) -> str:

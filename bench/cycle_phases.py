@@ -15,7 +15,7 @@ import httpx
 import psycopg
 
 from bench.common import CpuMeter, cpu_breakdown, percentile, states_line
-from tests.support.calls import interrupt_body, start_body
+from harness.calls import interrupt_body, start_body
 
 DURATION_SECONDS = 1500  # far beyond the run: the sweeper never settles one of these
 ACTIVITY = "bench"

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import psycopg
 
-from tests.support.processes import ROOT
-from tests.support.releases import PREVIOUS_RELEASE, migrate_release, previous_release
+from harness.processes import ROOT
+from harness.releases import PREVIOUS_RELEASE, migrate_release, previous_release
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 WARM = 40

@@ -33,9 +33,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from bench.common import canonical_text, percentile
+from harness.database import named_server, throwaway_database
+from harness.processes import running_service
 from service.settings import Settings
-from tests.support.database import named_server, throwaway_database
-from tests.support.processes import running_service
 
 INDEX = "ix_operations_focusing_ends_at"
 

@@ -9,7 +9,7 @@ in the same run. About 12 minutes with the defaults.
 One run against a throwaway database on 127.0.0.1: ``python -m service serve`` and --relays
 ``python -m relay`` processes with the product's default settings (circuit: 10 failures in a row
 open it, a probe every 5 s; 60 attempts, backoff 1 s to 1 h; 64 deliveries in flight, 100 rows per
-claim), delivering to the Agent's endpoint (tests.support.receiver, in a thread of the bench, not
+claim), delivering to the Agent's endpoint (harness.receiver, in a thread of the bench, not
 checking signatures).
 
 1. Healthy drain: a backlog shaped like the outage's (--rate x --outage rows over --conversations
@@ -47,13 +47,13 @@ import psycopg
 from bench.common import Relays, tool_poster
 from bench.outage_figures import Outage, report
 from bench.seeds import SEED_BACKLOG
+from harness.calls import interrupt_body, start_body
+from harness.database import throwaway_database
+from harness.http_client import HttpClient
+from harness.processes import running_service
+from harness.receiver import Receiver, always
 from service.settings import Settings
 from service.wakeups import OUTBOX_CHANNEL
-from tests.support.calls import interrupt_body, start_body
-from tests.support.database import throwaway_database
-from tests.support.http_client import HttpClient
-from tests.support.processes import running_service
-from tests.support.receiver import Receiver, always
 
 PRODUCER_PREFIX = "outage-"
 CLIENTS = 16  # cycles in flight at most; conversations in turn never overlap at these rates

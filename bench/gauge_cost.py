@@ -29,9 +29,9 @@ import time
 import psycopg
 
 from bench.common import percentile
+from harness.database import throwaway_database
 from service.db import gauges
 from service.db.ops_queries import STATS_OUTBOX
-from tests.support.database import throwaway_database
 
 # The gauges' query before issue 20, kept here as the baseline.
 BEFORE = """

@@ -44,9 +44,9 @@ from typing import Any
 import psycopg
 
 from bench.common import percentile
+from harness.database import throwaway_database
 from service.db.pool import open_pool
 from service.use_cases.history_retention import prune_history
-from tests.support.database import throwaway_database
 
 TABLES = (
     "operations", "app_instances", "sub_sessions", "instance_states", "tool_calls", "outbox",

@@ -43,9 +43,9 @@ def _commit(root: Path) -> str:
 
 
 def main() -> int:
-    from tests.support.database import named_server, scratch_database
-    from tests.support.processes import ROOT
-    from tests.support.releases import migrate_release
+    from harness.database import named_server, scratch_database
+    from harness.processes import ROOT
+    from harness.releases import migrate_release
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import event_loop, process_cpu
-from tests.support.database import named_server, throwaway_database
-from tests.support.http_client import HttpClient
-from tests.support.processes import running_service
+from harness.database import named_server, throwaway_database
+from harness.http_client import HttpClient
+from harness.processes import running_service
 
 Call = Callable[[str, str, str, dict[str, Any]], Awaitable[int]]
 LEGACY = "2025-11-25"

@@ -13,9 +13,9 @@ import psycopg
 from psycopg import sql
 
 from bench.common import process_cpu
+from harness.database import with_database
+from harness.postgres import Postgres, own_postgres
 from service.db.migrate import upgrade
-from tests.support.database import with_database
-from tests.support.postgres import Postgres, own_postgres
 
 # The server's settings for these measurements: everything a production primary has (fsync,
 # synchronous commit, full-page writes), plus the two extensions, and no checkpoint by time or size

@@ -25,7 +25,7 @@ from pathlib import Path
 import psycopg
 
 from bench.seeds import QUEUE_ONE
-from tests.support.database import throwaway_database
+from harness.database import throwaway_database
 
 CONVERSATIONS = 10_000
 SCRIPT = "\\set c random(1, {conversations})\n{statement};\n"

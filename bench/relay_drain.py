@@ -6,7 +6,7 @@ throwaway database on 127.0.0.1.
 
 1. SQL ceiling: the relay's CLAIM and RECORD_OUTCOMES statements (relay.claims)
    in a loop from --ceiling-workers connections, marking every row delivered, no HTTP at all.
-2. Receiver ceiling: the receiving Agent (tests.support.receiver, in a process of its own, not
+2. Receiver ceiling: the receiving Agent (harness.receiver, in a process of its own, not
    checking signatures) fed pipelined requests as fast as it answers them, no relay at all.
 3. Drain: a backlog of --rows rows (in --conversations conversations, ordered within each) delivered
    by `python -m relay` processes (1, then 2 at once) to the receiver, which answers 204 at once;
@@ -34,10 +34,10 @@ import psycopg
 
 from bench.common import CpuMeter, Relays, process_cpu
 from bench.seeds import QUEUE_ONE, RESET, SEED_BACKLOG
+from harness.database import throwaway_database
+from harness.receiver import ReceiverProcess
 from relay import claims as claims_db
 from relay.claims import Outcome
-from tests.support.database import throwaway_database
-from tests.support.receiver import ReceiverProcess
 
 
 def seed(url: str, rows: int, conversations: int) -> None:

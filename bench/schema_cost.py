@@ -46,9 +46,9 @@ from bench.schema_parts import discover, groups, reshapes
 from bench.seeds import HISTORY
 from bench.server_usage import Usage, UsageMeter
 from bench.sql_ceiling import PGBENCH
+from harness.database import with_database
 from relay.circuit import ENSURE as ENSURE_ENDPOINT
 from service.domain.delivery import AGENT_ENDPOINT
-from tests.support.database import with_database
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from bench.schema_cycles import VARIANT, tables_sql
-from tests.support.processes import ROOT
+from harness.processes import ROOT
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Rows the benches put in place with plain SQL: a history of finished Pomodoros (``HISTORY``), a
 relay backlog as the service would leave it (``SEED_BACKLOG``), and one result committed as a
 deciding transaction commits it (``QUEUE_ONE``). (The throwaway database itself comes from
-``tests.support.database``.)"""
+``harness.database``.)"""
 
 from __future__ import annotations
 

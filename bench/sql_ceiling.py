@@ -12,9 +12,9 @@ from typing import Any
 
 from bench.common import CpuMeter
 from bench.cycle_phases import ACTIVITY, DURATION_SECONDS, Phase, count_outbox_rows, transaction_counts
+from harness.database import throwaway_database
 from service.db.tool_calls import CALL_TOOL
 from service.tools import builtin
-from tests.support.database import throwaway_database
 
 PGBENCH = "/usr/bin/pgbench"
 

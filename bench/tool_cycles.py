@@ -35,9 +35,9 @@ import httpx
 from bench.common import event_loop, tool_poster
 from bench.cycle_phases import Answer, Phase, drive, finished, latency_line, report
 from bench.sql_ceiling import run_pgbench
-from tests.support.database import named_server, throwaway_database
-from tests.support.http_client import HttpClient
-from tests.support.processes import running_service
+from harness.database import named_server, throwaway_database
+from harness.http_client import HttpClient
+from harness.processes import running_service
 
 
 def _default_pool_size() -> int:

@@ -32,11 +32,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from harness.database import create_database
+from harness.postgres import Postgres, own_postgres
+from harness.processes import RelayProcess, ServiceProcess
 from rigs.checks import print_figures
 from rigs.stack import migrate, running_rig, stop_after
-from tests.support.database import create_database
-from tests.support.postgres import Postgres, own_postgres
-from tests.support.processes import RelayProcess, ServiceProcess
 
 EVENTS = ("postgres restart -m fast", "service SIGKILL", "postgres restart -m immediate", "service SIGKILL")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import dict_row
 
+from harness.receiver import Receiver
 from rigs.load import Figures
-from tests.support.receiver import Receiver
 
 NOT_RECORDED = (401, 404, 422)  # answers the contract does not record
 

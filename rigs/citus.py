@@ -35,10 +35,10 @@ from pathlib import Path
 
 import psycopg
 
+from harness.postgres import workdir
 from rigs.checks import print_figures
 from rigs.citus_cluster import CitusUnavailableError, Cluster, citus_cluster, ensure_extension
 from rigs.stack import migrate, running_rig, stop_after
-from tests.support.postgres import workdir
 
 
 def citus_objects_in_public(url: str) -> list[str]:

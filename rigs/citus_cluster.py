@@ -21,8 +21,8 @@ from pathlib import Path
 
 import psycopg
 
-from tests.support.postgres import PG_BIN, Postgres, wait_for, workdir
-from tests.support.processes import ROOT
+from harness.postgres import PG_BIN, Postgres, wait_for, workdir
+from harness.processes import ROOT
 
 CACHE = ROOT / ".cache" / "citus"
 PG_CONFIG = PG_BIN / "pg_config"

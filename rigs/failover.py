@@ -31,11 +31,11 @@ import signal
 import sys
 import time
 
+from harness.database import create_database
+from harness.postgres import wait_for
 from rigs.checks import print_figures
 from rigs.patroni import PatroniCluster, patroni_cluster
 from rigs.stack import migrate, running_rig
-from tests.support.database import create_database
-from tests.support.postgres import wait_for
 
 
 async def _new_leader(cluster: PatroniCluster, old: str) -> str:

@@ -22,8 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.calls import interrupt_body, start_body
-from tests.support.http_client import HttpClient
+from harness.calls import interrupt_body, start_body
+from harness.http_client import HttpClient
 
 ENDINGS = ("interrupt", "leave", "close", "deadline")
 GIVE_UP_AFTER = 90.0  # a call unanswered this long is a failure of the run

@@ -48,8 +48,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tests.support.database import named_server, throwaway_database
-from tests.support.processes import ROOT, free_port, running_service
+from harness.database import named_server, throwaway_database
+from harness.processes import ROOT, free_port, running_service
 
 #: The suite's versions, each with the Node it runs on (from npm: Debian's Node is 20).
 SUITES = ("0.1.16", "0.2.0-alpha.12")

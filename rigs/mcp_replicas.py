@@ -5,7 +5,7 @@
 ```
 
 Two ``python -m service serve`` on one fresh database (of the server named by ``DATABASE_URL``,
-default the local one) behind Debian's nginx in round-robin (``tests/support/nginx.py``; every
+default the local one) behind Debian's nginx in round-robin (``harness/nginx.py``; every
 answer names its replica in ``X-Upstream``). Through the balancer only, as a client declaring the
 extension ``io.modelcontextprotocol/tasks``:
 
@@ -42,10 +42,10 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
-from tests.support.database import named_server, throwaway_database
-from tests.support.mcp import ModernWire
-from tests.support.nginx import UPSTREAM_HEADER, load_balancer
-from tests.support.processes import running_service
+from harness.database import named_server, throwaway_database
+from harness.mcp import ModernWire
+from harness.nginx import UPSTREAM_HEADER, load_balancer
+from harness.processes import running_service
 
 SHORT_SECONDS = 30  # long enough to be read while working, whatever the machine's load
 LONG_SECONDS = 600

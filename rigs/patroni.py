@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
-from tests.support.postgres import PG_BIN, launch_server, wait_for, workdir
-from tests.support.processes import free_port, stop
+from harness.postgres import PG_BIN, launch_server, wait_for, workdir
+from harness.processes import free_port, stop
 
 
 @dataclass

@@ -49,16 +49,16 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
+from harness.database import create_database, with_user
+from harness.pgbouncer import PgBouncer, available, running_pgbouncer
+from harness.postgres import own_postgres
+from harness.processes import RelayProcess, ServiceProcess
+from harness.receiver import Receiver
 from rigs.checks import Checks, check, print_figures, settle
 from rigs.faces_load import FacesFigures, OtherFaces
 from rigs.load import Agents, Figures, Probe
 from rigs.stack import migrate
 from service.db import roles
-from tests.support.database import create_database, with_user
-from tests.support.pgbouncer import PgBouncer, available, running_pgbouncer
-from tests.support.postgres import own_postgres
-from tests.support.processes import RelayProcess, ServiceProcess
-from tests.support.receiver import Receiver
 
 WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"pooler-rig-secret-0123456789ab").decode()
 SWEEPER_POLL_SECONDS = 1.0

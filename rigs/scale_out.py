@@ -44,13 +44,13 @@ import psycopg
 from psycopg.rows import dict_row
 
 from bench.common import machine_busy, percentile, process_cpu
+from harness.calls import interrupt_body, start_body
+from harness.database import throwaway_database
+from harness.http_client import HttpClient
+from harness.processes import RelayProcess, ServiceProcess, free_port
+from harness.receiver import Receiver
 from rigs.checks import settle
 from rigs.stack import WEBHOOK_SECRET, relay
-from tests.support.calls import interrupt_body, start_body
-from tests.support.database import throwaway_database
-from tests.support.http_client import HttpClient
-from tests.support.processes import RelayProcess, ServiceProcess, free_port
-from tests.support.receiver import Receiver
 
 
 @dataclass

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.processes import ROOT, RelayProcess, ServiceProcess, environment
+from harness.receiver import Receiver, fail_share
 from rigs.checks import Checks, check, settle
 from rigs.load import Agents, Figures, Probe
-from tests.support.processes import ROOT, RelayProcess, ServiceProcess, environment
-from tests.support.receiver import Receiver, fail_share
 
 WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"failover-rig-secret-0123456789").decode()
 

@@ -5,7 +5,7 @@
 .venv/bin/python -m rigs.upgrade [--conversations 16] [--phase-seconds 12] [--runs 1]
 ```
 
-The previous release is the commit ``PREVIOUS_RELEASE`` (``tests.support.releases``) of this
+The previous release is the commit ``PREVIOUS_RELEASE`` (``harness.releases``) of this
 repository, checked out into a ``git worktree`` and run with this checkout's Python environment. On
 a throwaway database of the server named by ``DATABASE_URL`` (default the local one):
 
@@ -52,13 +52,13 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
+from harness.database import named_server, scratch_database
+from harness.processes import ROOT, Child, ServiceProcess
+from harness.receiver import Receiver, new_secret
+from harness.releases import PREVIOUS_RELEASE, previous_release
 from rigs.upgrade_load import Load
 from rigs.upgrade_stack import Release, Stack
 from service.db import roles
-from tests.support.database import named_server, scratch_database
-from tests.support.processes import ROOT, Child, ServiceProcess
-from tests.support.receiver import Receiver, new_secret
-from tests.support.releases import PREVIOUS_RELEASE, previous_release
 
 # The release before this one: the last commit before the database code moved to service/db/sql/
 # (interface 1: call_tool with an HTTP status, its SQL in migration 0005).

@@ -1,5 +1,5 @@
 """The two releases ``rigs.upgrade`` runs side by side: a release (its tree, run with this checkout's
-Python environment, ``tests.support.releases``) and the processes of either on one database
+Python environment, ``harness.releases``) and the processes of either on one database
 (``migrate``, ``serve``, relays). A release may run on the least-privilege roles: ``migrate`` as the
 owner, ``serve`` as the runtime role, the relays as the relay role (``python -m service roles``)."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from harness.database import with_user
+from harness.processes import Child, ServiceProcess, log_tail
+from harness.releases import release_env
 from service.db import roles
-from tests.support.database import with_user
-from tests.support.processes import Child, ServiceProcess, log_tail
-from tests.support.releases import release_env
 
 
 @dataclass

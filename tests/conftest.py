@@ -14,17 +14,17 @@ from hypothesis import settings as hypothesis_settings
 from litestar.testing import AsyncTestClient
 from psycopg.rows import dict_row
 
+from harness import database, processes
+from harness.database import DatabaseFactory, migrated_template, server_url, with_database
+from harness.tokens import AGENT_TOKEN as AGENT_TOKEN  # re-exported: the tests import them from here
+from harness.tokens import HOST_TOKEN as HOST_TOKEN
+from harness.tokens import OPERATOR_TOKEN as OPERATOR_TOKEN
 from service.app import create_app
 from service.logging import configure_logging
 from service.manifests import Registry, load_registry
 from service.settings import Settings, load_settings
-from tests.support import database, processes
-from tests.support.database import DatabaseFactory, migrated_template, server_url, with_database
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENT_TOKEN = "agent-token-for-tests-0001"
-HOST_TOKEN = "host-token-for-tests-00001"
-OPERATOR_TOKEN = "operator-token-for-tests-1"
 HOST_SESSION_SECRET = "host-session-secret-for-tests-0123456789"
 AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
 HOST = {"Authorization": f"Bearer {HOST_TOKEN}"}

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.calls import start_body
 from tests.conftest import AGENT
-from tests.support.calls import start_body
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.calls import interrupt_body, start_body
 from tests.conftest import AGENT, HOST
-from tests.support.calls import interrupt_body, start_body
 
 pytestmark = pytest.mark.e2e
 

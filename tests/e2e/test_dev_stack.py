@@ -21,9 +21,9 @@ from urllib.parse import quote, unquote
 import httpx
 import pytest
 
-from tests.support.database import DatabaseFactory, with_database
+from harness.database import DatabaseFactory, with_database
+from harness.processes import ROOT, free_port
 from tests.support.logs import at_least, named
-from tests.support.processes import ROOT, free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -10,8 +10,8 @@ import httpx
 import psycopg
 import pytest
 
+from harness.calls import start_body
 from tests.conftest import AGENT
-from tests.support.calls import start_body
 
 pytestmark = pytest.mark.e2e
 

@@ -15,10 +15,10 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from harness.database import DatabaseFactory
+from harness.mcp import modern_wire
 from service.mcp.app_resource import MCP_APPS_SDK, surface_file
 from tests.conftest import ServiceProcess, service_on_own_database
-from tests.support.database import DatabaseFactory
-from tests.support.mcp import modern_wire
 from tests.support.mcp_apps import APP_MIME_TYPE, CONVERSATION, POMODORO_URI, UI, AppsHost, RpcError
 
 pytestmark = pytest.mark.e2e

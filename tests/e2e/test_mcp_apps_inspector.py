@@ -20,13 +20,13 @@ import pytest
 from playwright.sync_api import Error
 from psycopg.rows import dict_row
 
+from harness import processes
+from harness.calls import interrupt_body
+from harness.database import DatabaseFactory, with_database
 from service.mcp.binding import person_conversation_id
 from tests.conftest import AGENT, ServiceProcess
 from tests.e2e.test_mcp_oauth import SCOPE
-from tests.support import processes
 from tests.support.browser import COUNTDOWN, chromium, eventually, requires_chromium, screenshot
-from tests.support.calls import interrupt_body
-from tests.support.database import DatabaseFactory, with_database
 from tests.support.inspector import inspector_web, reconnect, sign_in
 from tests.support.oidc import AuthorizationServer, authorization_server
 

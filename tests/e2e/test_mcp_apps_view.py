@@ -16,9 +16,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from harness.database import DatabaseFactory
 from tests.conftest import ServiceProcess, service_on_own_database
 from tests.support.browser import chromium, requires_chromium
-from tests.support.database import DatabaseFactory
 from tests.support.mcp_apps import CONVERSATION, POMODORO_URI, AppsHost
 
 pytestmark = [pytest.mark.e2e, requires_chromium]

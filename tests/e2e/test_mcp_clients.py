@@ -23,10 +23,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from psycopg.rows import dict_row
 
+from harness.database import DatabaseFactory
+from harness.mcp import TasksExtension, bound
 from tests.conftest import AGENT_TOKEN, HOST, ServiceProcess, service_on_own_database
-from tests.support.database import DatabaseFactory
 from tests.support.inspector import INSPECTOR
-from tests.support.mcp import TasksExtension, bound
 
 pytestmark = pytest.mark.e2e
 

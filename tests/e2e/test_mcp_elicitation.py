@@ -22,10 +22,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from psycopg.rows import dict_row
 
+from harness import processes
+from harness.database import DatabaseFactory, with_database
+from harness.mcp import TASKS, bound, modern_wire
 from tests.conftest import AGENT_TOKEN, HOST, ServiceProcess
-from tests.support import processes
-from tests.support.database import DatabaseFactory, with_database
-from tests.support.mcp import TASKS, bound, modern_wire
 
 pytestmark = pytest.mark.e2e
 

@@ -21,9 +21,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from psycopg.rows import dict_row
 
+from harness.database import DatabaseFactory
+from harness.mcp import INITIALIZE, bound, mcp_session
 from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ROOT, ServiceProcess, service_on_own_database
-from tests.support.database import DatabaseFactory
-from tests.support.mcp import INITIALIZE, bound, mcp_session
 
 pytestmark = pytest.mark.e2e
 

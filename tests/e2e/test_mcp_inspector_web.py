@@ -17,12 +17,12 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from harness import processes
+from harness.database import DatabaseFactory, with_database
 from service.mcp.binding import person_conversation_id
 from tests.conftest import ServiceProcess
 from tests.e2e.test_mcp_oauth import SCOPE
-from tests.support import processes
 from tests.support.browser import chromium, eventually, requires_chromium, screenshot
-from tests.support.database import DatabaseFactory, with_database
 from tests.support.inspector import inspector_web, sign_in
 from tests.support.oidc import AuthorizationServer, authorization_server
 

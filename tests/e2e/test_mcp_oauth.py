@@ -34,11 +34,11 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from psycopg.rows import dict_row
 from pydantic import AnyUrl
 
+from harness import processes
+from harness.database import DatabaseFactory, with_database
+from harness.mcp import INITIALIZE, MODERN, ModernWire, bound, mcp_session
 from service.mcp.binding import person_conversation_id
 from tests.conftest import AGENT, ServiceProcess
-from tests.support import processes
-from tests.support.database import DatabaseFactory, with_database
-from tests.support.mcp import INITIALIZE, MODERN, ModernWire, bound, mcp_session
 from tests.support.oidc import (
     MACHINE_CLIENT,
     PUBLIC_CLIENT,

@@ -22,10 +22,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from psycopg.rows import dict_row
 
+from harness.database import DatabaseFactory, with_database
+from harness.mcp import ModernWire, TasksExtension, bound, mcp_session, modern_wire
+from harness.nginx import UPSTREAM_HEADER, Nginx, load_balancer
 from tests.conftest import AGENT_TOKEN, ServiceProcess
-from tests.support.database import DatabaseFactory, with_database
-from tests.support.mcp import ModernWire, TasksExtension, bound, mcp_session, modern_wire
-from tests.support.nginx import UPSTREAM_HEADER, Nginx, load_balancer
 
 pytestmark = pytest.mark.e2e
 

@@ -17,10 +17,10 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from psycopg.rows import dict_row
 
+from harness.calls import interrupt_body
+from harness.database import DatabaseFactory
+from harness.mcp import McpSession, bound, mcp_session
 from tests.conftest import AGENT, ServiceProcess, service_on_own_database
-from tests.support.calls import interrupt_body
-from tests.support.database import DatabaseFactory
-from tests.support.mcp import McpSession, bound, mcp_session
 
 pytestmark = pytest.mark.e2e
 

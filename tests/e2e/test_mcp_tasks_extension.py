@@ -17,10 +17,10 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from harness.calls import expire
+from harness.database import DatabaseFactory
+from harness.mcp import bound, modern_wire
 from tests.conftest import HOST, ServiceProcess, service_on_own_database
-from tests.support.calls import expire
-from tests.support.database import DatabaseFactory
-from tests.support.mcp import bound, modern_wire
 
 pytestmark = pytest.mark.e2e
 

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.calls import interrupt_body, start_body
 from tests.conftest import AGENT, AGENT_TOKEN, HOST, HOST_TOKEN, OPERATOR, OPERATOR_TOKEN
-from tests.support.calls import interrupt_body, start_body
 
 pytestmark = pytest.mark.e2e
 

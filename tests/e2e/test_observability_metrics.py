@@ -13,11 +13,11 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.processes import free_port, spawn, stop, wait_http
+from harness.receiver import Receiver, new_secret
 from tests.conftest import AGENT, OPERATOR, ServiceProcess
 from tests.support.browser import eventually
-from tests.support.processes import free_port, spawn, stop, wait_http
 from tests.support.promql import PROMETHEUS_SERIES, queried_metrics
-from tests.support.receiver import Receiver, new_secret
 
 pytestmark = pytest.mark.e2e
 

@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from harness.processes import ROOT, stop
+from harness.receiver import Receiver, always, new_secret
 from tests.support.logs import named
 from tests.support.outbox import outbox_rows, queue_across, wait_until
-from tests.support.processes import ROOT, stop
-from tests.support.receiver import Receiver, always, new_secret
 
 pytestmark = pytest.mark.e2e
 

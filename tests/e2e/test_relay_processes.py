@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from harness.processes import ROOT, free_port, spawn, stop, wait_http
+from harness.receiver import Delivery, Receiver, always, new_secret
 from tests.support.outbox import outbox_rows, queue_across, wait_until
-from tests.support.processes import ROOT, free_port, spawn, stop, wait_http
-from tests.support.receiver import Delivery, Receiver, always, new_secret
 
 pytestmark = pytest.mark.e2e
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from harness.processes import free_port, spawn, stop, wait_http
+from harness.receiver import new_secret
 from tests.conftest import AGENT_TOKEN, HOST_TOKEN, ServiceProcess
 from tests.support.browser import (
     PageProblems,
@@ -26,8 +28,6 @@ from tests.support.browser import (
     wait_live,
 )
 from tests.support.logs import at_least, named
-from tests.support.processes import free_port, spawn, stop, wait_http
-from tests.support.receiver import new_secret
 
 pytestmark = [pytest.mark.e2e, requires_chromium]
 

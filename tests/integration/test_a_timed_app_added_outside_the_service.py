@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.calls import expire, start_body
+from harness.mcp import ModernWire
+from harness.receiver import Receiver, new_secret
 from service.app import create_app
 from service.manifests import Registry, load_registry
 from service.settings import Settings
 from tests.conftest import AGENT, AGENT_TOKEN, HOST
-from tests.support.calls import expire, start_body
-from tests.support.mcp import ModernWire
 from tests.support.outbox import outbox_rows, relay_config, running_relay, wait_until
-from tests.support.receiver import Receiver, new_secret
 
 KETTLE = Path(__file__).resolve().parents[1] / "fixtures" / "kettle_app"
 Client = AsyncTestClient[Any]

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.mcp import ModernWire
 from service.app import create_app
 from service.manifests import load_registry
 from service.settings import Settings
 from tests.conftest import AGENT, AGENT_TOKEN
 from tests.support.echo_app import FOLDER, decision_sql
-from tests.support.mcp import ModernWire
 
 Client = AsyncTestClient[Any]
 

@@ -25,6 +25,8 @@ import pytest
 import structlog
 from litestar.testing import AsyncTestClient
 
+from harness.calls import expire, start_body
+from harness.processes import ROOT, environment, free_port
 from service.app import create_app
 from service.background import Background, Loop
 from service.db.pool import Pool, open_pool
@@ -36,8 +38,6 @@ from service.use_cases.deadlines import DeadlineSweeper
 from service.use_cases.maintenance import Maintenance
 from service.wakeups import Wakeups
 from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, OPERATOR_TOKEN
-from tests.support.calls import expire, start_body
-from tests.support.processes import ROOT, environment, free_port
 
 Db = psycopg.Connection[dict[str, Any]]
 
@@ -237,8 +237,8 @@ def test_serve_exits_non_zero_a_few_seconds_after_a_loop_ends(database_url: str,
 
 
 def test_the_relay_s_claimer_and_writers_survive_programming_errors(database_url: str, db: Db) -> None:
+    from harness.receiver import Receiver, new_secret
     from tests.support.outbox import outbox_rows, queue_results, relay_config, running_relay, wait_until
-    from tests.support.receiver import Receiver, new_secret
 
     secret = new_secret()
     with (

@@ -13,13 +13,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.calls import interrupt_body, start_body
+from harness.pgbouncer import PgBouncer, available, running_pgbouncer
+from harness.processes import Child, RelayProcess, free_port
+from harness.receiver import Receiver, new_secret
 from service.db.pooler import transaction_pooling
 from tests.conftest import AGENT, ServiceProcess
-from tests.support.calls import interrupt_body, start_body
 from tests.support.logs import named
-from tests.support.pgbouncer import PgBouncer, available, running_pgbouncer
-from tests.support.processes import Child, RelayProcess, free_port
-from tests.support.receiver import Receiver, new_secret
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs pgbouncer (apt-get install pgbouncer)")
 

@@ -16,11 +16,11 @@ import psycopg
 import pytest
 from sqlalchemy import Column, MetaData, Text, create_engine, pool
 
+from harness.database import DatabaseFactory, with_database
 from service.db import code
 from service.db.tables import metadata
 from service.tools import builtin
 from tests.support.catalog import catalog, differences
-from tests.support.database import DatabaseFactory, with_database
 
 
 def _build_from_source(url: str, source: Path = code.SOURCE, tables: Any = metadata) -> None:

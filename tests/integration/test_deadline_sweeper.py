@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.calls import expire, start_body
 from service.db.pool import Pool, open_pool
 from service.use_cases.deadlines import DeadlineSweeper
 from service.wakeups import Wakeups
 from tests.conftest import AGENT
-from tests.support.calls import expire, start_body
 
 Client = AsyncTestClient[Any]
 

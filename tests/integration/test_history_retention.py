@@ -10,10 +10,10 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
+from harness.calls import interrupt_body, start_body
 from service.db.pool import Pool, open_pool
 from service.use_cases.history_retention import HistoryPruning, prune_history
 from tests.conftest import AGENT, HOST, OPERATOR
-from tests.support.calls import interrupt_body, start_body
 
 Client = AsyncTestClient[Any]
 DAYS = 30

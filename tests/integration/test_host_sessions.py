@@ -16,12 +16,12 @@ from litestar import Litestar
 from litestar.routes import HTTPRoute
 from litestar.testing import AsyncTestClient
 
+from harness.calls import start_body
+from harness.mcp import INITIALIZE
 from service.api.host_scope import KEY
 from service.app import create_app
 from service.manifests import Registry
 from tests.conftest import AGENT, HOST, make_settings
-from tests.support.calls import start_body
-from tests.support.mcp import INITIALIZE
 
 Client = AsyncTestClient[Any]
 JSON = {"Content-Type": "application/json"}

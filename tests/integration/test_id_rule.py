@@ -10,9 +10,9 @@ from urllib.parse import quote
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.calls import start_body
 from tests.conftest import AGENT, HOST
 from tests.integration.test_bad_input import row_counts
-from tests.support.calls import start_body
 
 Client = AsyncTestClient[Any]
 UNDELIVERABLE = ["call\r\n1", "call 1", "caf\u00e9", "a/b", "a\\b", "100%", "a?b", "a#b", ".", "..", "\x7f"]

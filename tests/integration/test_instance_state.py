@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.calls import expire, interrupt_body
 from service.app import create_app
 from service.db import states as states_db
 from service.manifests import load_registry
 from service.settings import Settings
 from tests.conftest import AGENT, HOST
-from tests.support.calls import expire, interrupt_body
 from tests.support.sdk import (
     Call,
     Client,

@@ -6,8 +6,8 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
+from harness.calls import start_body
 from tests.conftest import AGENT, HOST
-from tests.support.calls import start_body
 
 Client = AsyncTestClient[Any]
 

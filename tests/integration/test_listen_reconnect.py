@@ -10,10 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from harness.database import tcp_address, with_hosts
+from harness.processes import free_port
 from service.db.reconnect import Backoff
 from service.listen import Listener
-from tests.support.database import tcp_address, with_hosts
-from tests.support.processes import free_port
 from tests.support.tcp_proxy import TcpProxy
 
 CHANNEL = "lineup_test_channel"

@@ -6,10 +6,10 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
+from harness.calls import interrupt_body, start_body
 from service.db.pool import open_pool
 from service.use_cases.maintenance import prune_projections, sample_gauges
 from tests.conftest import AGENT, HOST
-from tests.support.calls import interrupt_body, start_body
 
 
 async def test_old_projection_events_and_closed_instances_capabilities_are_pruned(

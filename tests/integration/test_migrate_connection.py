@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from harness.database import tcp_address
+from harness.processes import free_port
 from service.cli.migrate import wait_for_database
 from service.settings import load_settings
-from tests.support.database import tcp_address
-from tests.support.processes import free_port
 from tests.support.tcp_proxy import TcpProxy
 
 

@@ -39,6 +39,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from harness.database import DatabaseFactory
 from service.app import create_app
 from service.manifests import Registry, load_registry
 from tests.conftest import (
@@ -52,7 +53,6 @@ from tests.conftest import (
     make_settings,
     service_on_own_database,
 )
-from tests.support.database import DatabaseFactory
 
 Json = dict[str, Any]
 MAX_EXAMPLES = int(os.environ.get("OPENAPI_FUZZ_EXAMPLES", "25"))

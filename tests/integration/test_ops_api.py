@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.calls import expire, interrupt_body, start_body
 from tests.conftest import AGENT, HOST, OPERATOR, UNKNOWN_UUID
-from tests.support.calls import expire, interrupt_body, start_body
 
 Client = AsyncTestClient[Any]
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.calls import interrupt_body, start_body
 from tests.conftest import AGENT
 from tests.integration.test_ops_api import add_attempt, add_outbox_row
 from tests.support import ops_cli
-from tests.support.calls import interrupt_body, start_body
 from tests.support.ops_cli import outbox_row
 
 Client = AsyncTestClient[Any]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from harness.receiver import Receiver, Reply, new_secret
 from tests.support import ops_cli
 from tests.support.outbox import outbox_rows, queue_results, relay_config, running_relay, wait_until
-from tests.support.receiver import Receiver, Reply, new_secret
 
 ops = pytest.fixture(name="ops")(ops_cli.ops)
 

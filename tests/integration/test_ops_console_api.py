@@ -11,10 +11,10 @@ import psycopg
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.calls import expire, start_body
 from service.web.console_cookie import COOKIE_NAME, ConsoleSessions
 from tests.conftest import AGENT, HOST, HOST_TOKEN, OPERATOR, OPERATOR_TOKEN, UNKNOWN_UUID
 from tests.integration.test_ops_api import add_attempt, add_outbox_row
-from tests.support.calls import expire, start_body
 
 Client = AsyncTestClient[Any]
 SAME_ORIGIN_JSON = {"Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"}

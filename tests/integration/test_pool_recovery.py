@@ -12,10 +12,10 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 
+from harness.database import tcp_address, with_hosts
+from harness.processes import free_port
 from service.db.pool import RecoveringPool, open_pool
 from service.db.reconnect import PatientConnection
-from tests.support.database import tcp_address, with_hosts
-from tests.support.processes import free_port
 from tests.support.tcp_proxy import TcpProxy
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 
+from harness.receiver import Receiver, Reply, always, new_secret
 from tests.support.outbox import (
     attempt_rows,
     outbox_rows,
@@ -17,7 +18,6 @@ from tests.support.outbox import (
     running_relay,
     wait_until,
 )
-from tests.support.receiver import Receiver, Reply, always, new_secret
 
 Db = psycopg.Connection[dict[str, Any]]
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 
+from harness.receiver import Receiver, new_secret
 from tests.support.outbox import (
     attempt_rows,
     outbox_rows,
@@ -15,7 +16,6 @@ from tests.support.outbox import (
     running_relay,
     wait_until,
 )
-from tests.support.receiver import Receiver, new_secret
 
 Db = psycopg.Connection[dict[str, Any]]
 

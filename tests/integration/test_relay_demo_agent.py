@@ -10,8 +10,8 @@ from litestar.testing import AsyncTestClient
 
 from demo_agent.app import WEBHOOK_PATH, create_app
 from demo_agent.webhooks import ToolResult
+from harness.receiver import new_secret
 from relay.signing import Signer
-from tests.support.receiver import new_secret
 
 PAYLOAD = {
     "event_id": "0b3c6f1e-7c55-4c1b-9d7e-1f0f3a9a2b11",

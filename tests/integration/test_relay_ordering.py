@@ -6,8 +6,8 @@ from typing import Any
 
 import psycopg
 
+from harness.receiver import Delivery, Receiver, Reply, new_secret
 from tests.support.outbox import outbox_rows, queue_results, relay_config, running_relay, wait_until
-from tests.support.receiver import Delivery, Receiver, Reply, new_secret
 
 Db = psycopg.Connection[dict[str, Any]]
 

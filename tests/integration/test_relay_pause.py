@@ -8,10 +8,10 @@ from typing import Any
 
 import psycopg
 
+from harness.receiver import Receiver, Reply, always, new_secret
 from service.use_cases import delivery_control
 from tests.support.ops_cli import as_operator
 from tests.support.outbox import outbox_rows, queue_across, relay_config, running_relay, wait_until
-from tests.support.receiver import Receiver, Reply, always, new_secret
 
 Db = psycopg.Connection[dict[str, Any]]
 

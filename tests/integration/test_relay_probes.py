@@ -7,9 +7,9 @@ from typing import Any
 import httpx
 import psycopg
 
+from harness.processes import free_port
+from harness.receiver import Receiver, new_secret
 from tests.support.outbox import outbox_rows, queue_results, relay_config, running_relay, wait_until
-from tests.support.processes import free_port
-from tests.support.receiver import Receiver, new_secret
 
 Db = psycopg.Connection[dict[str, Any]]
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import psycopg
 
+from harness.processes import free_port
+from harness.receiver import Receiver, Reply, always, fail_first, new_secret
 from tests.support.outbox import (
     attempt_rows,
     outbox_rows,
@@ -14,8 +16,6 @@ from tests.support.outbox import (
     running_relay,
     wait_until,
 )
-from tests.support.processes import free_port
-from tests.support.receiver import Receiver, Reply, always, fail_first, new_secret
 
 Db = psycopg.Connection[dict[str, Any]]
 

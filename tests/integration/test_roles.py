@@ -22,6 +22,10 @@ import pytest
 from litestar.testing import AsyncTestClient
 from psycopg.rows import dict_row
 
+from harness.calls import expire, interrupt_body, start_body
+from harness.database import DatabaseFactory, with_database
+from harness.processes import Child
+from harness.receiver import Receiver, new_secret
 from service.app import create_app
 from service.db import code, roles
 from service.db.migrate import upgrade
@@ -30,11 +34,7 @@ from tests.conftest import AGENT, HOST, OPERATOR, ServiceProcess, make_settings
 from tests.integration.test_history_retention import counts, finished_and_closed, pruned
 from tests.integration.test_ops_api import add_attempt, add_outbox_row
 from tests.support import ops_cli
-from tests.support.calls import expire, interrupt_body, start_body
-from tests.support.database import DatabaseFactory, with_database
 from tests.support.outbox import outbox_rows, queue_results, relay_config, running_relay, wait_until
-from tests.support.processes import Child
-from tests.support.receiver import Receiver, new_secret
 
 ROOT = Path(__file__).resolve().parents[2]
 Db = psycopg.Connection[dict[str, Any]]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from harness.calls import expire, interrupt_body
 from tests.conftest import AGENT, HOST, OPERATOR, UNKNOWN_UUID
-from tests.support.calls import expire, interrupt_body
 from tests.support.sdk import Client, bearer, mint, open_whiteboard, sdk_headers, start_pomodoro
 
 SDK_CALLS = [

@@ -7,11 +7,11 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
+from harness.calls import start_body
 from service.app import create_app
 from service.manifests import Registry
 from tests.conftest import AGENT, HOST, make_settings
 from tests.integration.test_host_sessions import bearer, mint
-from tests.support.calls import start_body
 
 Client = AsyncTestClient[Any]
 

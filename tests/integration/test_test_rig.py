@@ -10,8 +10,8 @@ import sys
 import pytest
 from sqlalchemy.engine import make_url
 
+from harness.database import tcp_address
 from tests.conftest import ROOT
-from tests.support.database import tcp_address
 
 
 def with_password(url: str, password: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from psycopg import pq
 
+from harness.calls import expire
 from service.db.pool import Pool, open_pool
 from service.domain.errors import NotFound
 from service.http import status_of_kind
@@ -23,7 +24,6 @@ from service.settings import Settings
 from service.use_cases.operation_interrupt import interrupt_operation
 from service.use_cases.runtime import Runtime
 from service.use_cases.tool_calls import ToolCallRequest, call_tool
-from tests.support.calls import expire
 
 
 @pytest.fixture

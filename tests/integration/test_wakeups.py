@@ -13,11 +13,11 @@ import psycopg
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.calls import interrupt_body, start_body
 from service.app import create_app
 from service.manifests import Registry
 from service.wakeups import OUTBOX_CHANNEL, PROJECTION_CHANNEL, Wakeups
 from tests.conftest import AGENT, make_settings
-from tests.support.calls import interrupt_body, start_body
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from harness.calls import start_body
 from service.web.host_cookie import PLAIN_COOKIE_NAME, SECURE_COOKIE_NAME
 from tests.conftest import AGENT, HOST, HOST_TOKEN, make_settings
-from tests.support.calls import start_body
 
 COOKIE_NAME = PLAIN_COOKIE_NAME  # the test clients speak plain http (COOKIE_SECURE=false)
 

@@ -24,12 +24,12 @@ from hypothesis.stateful import (
 from litestar.testing import TestClient
 from psycopg.rows import dict_row
 
+from harness.calls import expire, interrupt_body, start_body
 from service.app import create_app
 from service.db import operations as operations_sql
 from service.manifests import Registry
 from service.settings import Settings
 from tests.conftest import AGENT, HOST
-from tests.support.calls import expire, interrupt_body, start_body
 
 SURFACE_EVENTS = ["dimmed", "undimmed", "locked", "unlocked", "reloaded"]
 

@@ -21,9 +21,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from harness.calls import interrupt_body, start_body
+from harness.database import DatabaseFactory
 from tests.conftest import AGENT, HOST, HOST_TOKEN, ServiceProcess, service_on_own_database
-from tests.support.calls import interrupt_body, start_body
-from tests.support.database import DatabaseFactory
 
 if TYPE_CHECKING:
     from playwright.sync_api import ViewportSize

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support import processes
+from harness import processes
 
 #: The MCP Inspector, pinned, with a Node it runs on (it needs Node >= 22.19; the node package of
 #: the npm registry brings one, whatever Node runs npx).

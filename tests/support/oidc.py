@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.processes import free_port
+from harness.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "oidc"

@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.database import DatabaseFactory, with_database
+from harness.processes import free_port, spawn, stop, wait_http
+from harness.receiver import Delivery, Receiver, Reply, new_secret
 from tests.conftest import AGENT, OPERATOR, OPERATOR_TOKEN, ROOT, ServiceProcess
 from tests.support.browser import PageProblems, chromium, eventually, screenshot
-from tests.support.database import DatabaseFactory, with_database
-from tests.support.processes import free_port, spawn, stop, wait_http
-from tests.support.receiver import Delivery, Receiver, Reply, new_secret
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}

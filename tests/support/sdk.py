@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 from litestar.testing import AsyncTestClient
 
+from harness.calls import start_body
 from tests.conftest import AGENT, HOST
-from tests.support.calls import start_body
 
 Client = AsyncTestClient[Any]
 Call = tuple[str, str, dict[str, str], Any]  # method, path, headers, JSON body (None: no body)

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.processes import ANY_STATUS, free_port, launch, stop, wait_http
+from harness.processes import ANY_STATUS, free_port, launch, stop, wait_http
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 UPSTREAM_HEADER = "x-upstream"

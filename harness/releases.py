@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.processes import ROOT
+from harness.processes import ROOT
 
 #: The release this one upgrades from; it moves forward when a release is cut (docs/operations.md,
 #: "Upgrading").

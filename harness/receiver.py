@@ -7,7 +7,7 @@ can inject faults per request: a status (500, 400, 429 with Retry-After, 302), a
 the relay's timeout, or a slow answer. ``GET /stats`` and ``GET /arrivals`` say what arrived.
 
 It runs in a thread of its own (``with Receiver(...)``), on the caller's event loop
-(``async with Receiver(...)``), or as a process of its own: ``python -m tests.support.receiver PORT``.
+(``async with Receiver(...)``), or as a process of its own: ``python -m harness.receiver PORT``.
 Stopping it and starting another on the same port gives "connection refused" in between.
 """
 
@@ -34,7 +34,7 @@ from typing import Any, cast
 import httpx
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from tests.support.processes import Child, free_port
+from harness.processes import Child, free_port
 
 
 def new_secret() -> str:
@@ -343,7 +343,7 @@ class ReceiverProcess:
     def __init__(self, logs: Path | None = None) -> None:
         self.port = free_port()
         log = (logs or Path(tempfile.mkdtemp(prefix="receiver-"))) / f"receiver-{self.port}.log"
-        self.process = Child(["-m", "tests.support.receiver", str(self.port)], log).start()
+        self.process = Child(["-m", "harness.receiver", str(self.port)], log).start()
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
         try:
             self.process.wait_http(f"http://127.0.0.1:{self.port}/stats", 10, status=200)

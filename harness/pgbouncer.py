@@ -22,8 +22,8 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict
 
-from tests.support.database import with_hosts
-from tests.support.processes import free_port, launch, log_tail, stop
+from harness.database import with_hosts
+from harness.processes import free_port, launch, log_tail, stop
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 

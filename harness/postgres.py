@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from tests.support.processes import free_port, launch, log_tail
+from harness.processes import free_port, launch, log_tail
 
 T = TypeVar("T")
 

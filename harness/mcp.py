@@ -24,7 +24,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import Field
 
-from tests.conftest import AGENT_TOKEN
+from harness.tokens import AGENT_TOKEN
 
 #: A handshake-era client's first request, as plain JSON-RPC.
 INITIALIZE = {
