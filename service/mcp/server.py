@@ -31,6 +31,7 @@ from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
 from service.mcp.tasks import cancel_task, read_task, settled, task_result, task_view
 from service.mcp.tools import Answer, call_result, list_tools, run_tool, runs_as_task
+from service.mcp.view_tokens import VIEW_TOKEN, ViewTokens
 from service.projection_hub import ProjectionHub
 from service.use_cases.runtime import Runtime
 
@@ -110,6 +111,7 @@ class RuntimeMcpServer(Server[Any]):
             on_read_resource=self._read_resource,
         )
         self.rt = rt
+        self.view_tokens = ViewTokens.from_settings(rt.settings)
         self.pushes = Pushes(rt, hub)
         self._hub = hub
         self.add_request_handler("tasks/get", types.GetTaskRequestParams, self._get_task)
@@ -173,12 +175,14 @@ class RuntimeMcpServer(Server[Any]):
         raw = ctx.params or {}
         if raw.get("name") in app_tools.NAMES:  # the MCP App's own (visibility ["app"])
             with translated():
-                viewed = await app_tools.call(self.rt, raw["name"], raw.get("arguments"), raw.get("_meta"))
+                viewed = await app_tools.call(
+                    self.rt, self.view_tokens, raw["name"], raw.get("arguments"), raw.get("_meta")
+                )
             return {**viewed, "resultType": "complete"}
         if person_conversation.get() is not None and not self._can_answer(ctx, raw.get("name")):
             raise MCPError(INVALID_PARAMS, UNANSWERABLE.format(tool=raw.get("name")))
         answer = await self._run(ctx, raw)
-        result = call_result(answer)
+        result = self._viewed(ctx, answer, call_result(answer))
         if (
             _modern(ctx)
             and runs_as_task(self.rt.registry, raw.get("name"), extension=True)
@@ -231,12 +235,35 @@ class RuntimeMcpServer(Server[Any]):
         answer = await self._run(ctx, params, as_task=True)
         if answer.operation_id is None:
             # Nothing was opened (a refusal), so there is no task: the answer is the tool's result.
-            return call_result(answer)
+            return self._viewed(ctx, answer, call_result(answer))
         operation = {**answer.body["operation"], "conversation_id": answer.binding.conversation_id}
         if answer.replayed:  # the answer is as it was then: the task is as it is now
             with translated():
                 operation = await read_task(self.rt, answer.operation_id)
-        return {"task": task_view(operation), "_meta": call_result(answer)["_meta"]}
+        return {
+            "task": task_view(operation),
+            "_meta": self._viewed(ctx, answer, call_result(answer))["_meta"],
+        }
+
+    def _viewed(self, ctx: Ctx, answer: Answer, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` with the View's token in its ``_meta`` when a client that renders MCP Apps
+        calls a tool that has one and the answer names an operation (the one it opened, or the
+        focusing one a refusal names): a token for that operation in the call's own conversation.
+        Only the ``_meta`` grows; ``structuredContent`` stays the REST body."""
+        if answer.tool not in app_resource.TOOL_VIEWS or not renders_apps(ctx):
+            return result
+        operation_id = answer.operation_id
+        if operation_id is None and answer.body.get("error") == "operation_already_focusing":
+            named = answer.body.get("operation_id")
+            operation_id = named if isinstance(named, str) else None
+        token = (
+            None
+            if operation_id is None
+            else self.view_tokens.mint(answer.binding.conversation_id, operation_id)
+        )
+        if token is None:
+            return result
+        return {**result, "_meta": {**result["_meta"], VIEW_TOKEN: token}}
 
     async def _get_task(self, ctx: Ctx, params: types.GetTaskRequestParams) -> dict[str, Any]:
         with translated():
@@ -248,7 +275,13 @@ class RuntimeMcpServer(Server[Any]):
         if _modern(ctx):  # the extension has no tasks/result: tasks/get carries the result
             raise _not_found(ctx)
         with translated():
-            return task_result(await settled(self.rt, self._hub, params.task_id))
+            operation = await settled(self.rt, self._hub, params.task_id)
+        result = task_result(operation)
+        # The task is pomodoro.start's: a host that renders its View with the final result binds it.
+        token = self.view_tokens.mint(operation["conversation_id"], operation["operation_id"])
+        if token is not None and renders_apps(ctx):
+            result["_meta"][VIEW_TOKEN] = token
+        return result
 
     async def _cancel_task(self, ctx: Ctx, params: types.CancelTaskRequestParams) -> dict[str, Any]:
         with translated():
