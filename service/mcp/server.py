@@ -11,6 +11,7 @@ two wires, told apart by the request's revision: on handshake-era sessions the 2
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -19,7 +20,8 @@ import structlog
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp.shared.inbound import X_MCP_HEADER_KEY
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_INFO_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from psycopg import OperationalError
 
@@ -45,6 +47,13 @@ UI_EXTENSION: dict[str, dict[str, Any]] = {
 }
 APP_TOOLS = app_tools.app_tools()
 APP_TOOL_SCHEMAS = {tool.name: tool.input_schema for tool in APP_TOOLS}
+
+
+def declares_headers(schema: Mapping[str, Any]) -> bool:
+    """Whether an input schema annotates any property for an ``Mcp-Param-*`` header
+    (``x-mcp-header``): only such a tool's headers have anything to be checked against."""
+    return X_MCP_HEADER_KEY in json.dumps(schema)
+
 
 TASKS_CAPABILITY = types.ServerTasksCapability(
     cancel=types.TasksCancelCapability(),
@@ -95,6 +104,10 @@ class RuntimeMcpServer(Server[Any]):
     2026-07-28: each where it serves it."""
 
     def __init__(self, rt: Runtime, hub: ProjectionHub) -> None:
+        # The tools whose schema declares Mcp-Param headers; for any other tool (all of ours today)
+        # the SDK's check could find nothing to compare, so it is not given the schema to walk.
+        schemas = {name: spec.input_schema for name, spec in rt.registry.tools.items()} | APP_TOOL_SCHEMAS
+        self._header_schemas = {name: schema for name, schema in schemas.items() if declares_headers(schema)}
         super().__init__(
             "lineup-runtime",
             version="0.1.0",
@@ -105,7 +118,7 @@ class RuntimeMcpServer(Server[Any]):
             on_list_tools=self._list_tools,
             # At 2026-07-28 the SDK checks Mcp-Param headers against the tool's input schema; without
             # this it would run the whole tools/list handler for every call.
-            get_tool_input_schema=self._input_schema,
+            get_tool_input_schema=self._header_schemas.get,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
@@ -126,7 +139,7 @@ class RuntimeMcpServer(Server[Any]):
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
         # check does not know: a middleware (above that check) answers it. OpenTelemetry's
         # middleware is left out: no exporter is installed, and it costs CPU on every call.
-        self.middleware = [self._task_augmented_call]
+        self.middleware = [self._app_tool_call, self._task_augmented_call]
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
@@ -135,10 +148,6 @@ class RuntimeMcpServer(Server[Any]):
             return capabilities.model_copy(update={"tools": types.ToolsCapability(list_changed=False)})
         # The tasks extension is a 2026-07-28 one; MCP Apps (SEP-2133 extensions) is at both.
         return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY, "extensions": UI_EXTENSION})
-
-    def _input_schema(self, name: str) -> dict[str, Any] | None:
-        spec = self.rt.registry.tool(name)
-        return spec.input_schema if spec is not None else APP_TOOL_SCHEMAS.get(name)
 
     async def _list_tools(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
@@ -217,6 +226,35 @@ class RuntimeMcpServer(Server[Any]):
         return elicitation.elicits(ctx.session.client_capabilities) and (
             not _modern(ctx) or tasks_extension.declares(ctx)
         )
+
+    async def _app_tool_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        """The View's app-only tools (``service.mcp.app_tools``), answered above the SDK's generic
+        checks of a ``tools/call``: their arguments get stricter checks of their own, and their
+        result is always the same shape (a ``CallToolResult``), so the request's and the result's
+        pydantic validation against the revision's models — a third of such a read's CPU — is not
+        run. A malformed request is ``-32602`` as there; a task-augmented one goes the usual way."""
+        params = ctx.params
+        if (
+            ctx.method != "tools/call"
+            or not isinstance(params, Mapping)
+            or params.get("name") not in app_tools.NAMES
+            or params.get("task") is not None
+        ):
+            return await call_next(ctx)
+        modern = _modern(ctx)
+        if not modern and ctx.session.client_params is None:  # the handshake's gate, as the SDK's
+            raise MCPError(INVALID_PARAMS, "Invalid request parameters", data="")
+        arguments, meta = params.get("arguments"), params.get("_meta")
+        if not (arguments is None or isinstance(arguments, dict)) or not (
+            meta is None or isinstance(meta, dict)
+        ):
+            raise MCPError(INVALID_PARAMS, "tools/call needs an arguments object (and _meta an object)")
+        with translated():
+            viewed = await app_tools.call(self.rt, self.view_tokens, params["name"], arguments, meta)
+        if not modern:
+            return viewed
+        # What the SDK's pipeline adds to a 2026-07-28 result (a short-circuit owns its envelope).
+        return {**viewed, "resultType": "complete", "_meta": {SERVER_INFO_META_KEY: self.server_info_stamp}}
 
     async def _task_augmented_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         params = ctx.params

@@ -40,7 +40,11 @@ class ViewTokens:
     """Mints and checks View tokens with the deployment's keys (none: disabled)."""
 
     def __init__(self, secrets: Sequence[str]) -> None:
-        self._keys = [hmac.digest(secret.encode(), _KEY_LABEL, "sha256") for secret in secrets]
+        # Keyed once: each MAC is a copy of its key's HMAC, a third of the cost of hmac.digest.
+        self._keys = [
+            hmac.new(hmac.digest(secret.encode(), _KEY_LABEL, "sha256"), digestmod="sha256")
+            for secret in secrets
+        ]
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ViewTokens:
@@ -54,9 +58,10 @@ class ViewTokens:
         return bool(self._keys)
 
     @staticmethod
-    def _mac(key: bytes, conversation_id: str, operation_id: str) -> str:
-        message = f"{_VERSION}\0{conversation_id}\0{operation_id}".encode()
-        return base64.urlsafe_b64encode(hmac.digest(key, message, "sha256")).rstrip(b"=").decode()
+    def _mac(key: hmac.HMAC, conversation_id: str, operation_id: str) -> str:
+        mac = key.copy()
+        mac.update(f"{_VERSION}\0{conversation_id}\0{operation_id}".encode())
+        return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
 
     def mint(self, conversation_id: str, operation_id: str) -> str | None:
         """The token of ``operation_id`` seen from ``conversation_id``; None when disabled."""

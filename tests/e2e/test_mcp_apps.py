@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp_types as types
 import psycopg
 import pytest
 from psycopg.rows import dict_row
@@ -219,6 +220,31 @@ def test_the_view_reads_its_operation_with_the_server_clock(host: AppsHost) -> N
     assert context["operation"]["operation_id"] == opened.operation_id
     assert (context["operation"]["state"], context["operation"]["activity"]) == ("focusing", "inspector view")
     assert context["operation"]["ends_at"] > context["server_time"] > context["operation"]["started_at"]
+
+
+async def test_an_app_only_call_answers_a_call_tool_result_at_both_revisions(
+    service: ServiceProcess, host: AppsHost
+) -> None:
+    # The View's tools are answered above the SDK's generic tools/call checks: their answers must
+    # still be each revision's CallToolResult, and malformed requests its -32602.
+    opened = host.open(conversation())
+    legacy = host.view(READ, {"view_token": opened.token})
+    assert "resultType" not in legacy
+    types.CallToolResult.model_validate(legacy)
+    async with modern_wire(service.base_url) as wire:
+        modern = await wire.result("tools/call", {"name": READ, "arguments": {"view_token": opened.token}})
+        malformed = await wire.error("tools/call", {"name": READ, "arguments": [opened.token]})
+        unknown_argument = await wire.error(
+            "tools/call", {"name": READ, "arguments": {"view_token": opened.token, "operation_id": "x"}}
+        )
+    assert modern["resultType"] == "complete"
+    assert modern["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "lineup-runtime"
+    types.CallToolResult.model_validate(modern)
+    assert modern["structuredContent"]["operation"] == legacy["structuredContent"]["operation"]
+    assert malformed["code"] == unknown_argument["code"] == -32602
+    with pytest.raises(RpcError) as refused:
+        host.request("tools/call", {"name": READ, "arguments": {"view_token": opened.token}, "_meta": "x"})
+    assert refused.value.code == -32602
 
 
 def test_the_views_close_is_the_lifecycle_close_and_ends_the_period_cancelled_once(

@@ -3,6 +3,8 @@ with the deployment's key, and nothing else."""
 
 from __future__ import annotations
 
+import base64
+import hmac
 import uuid
 
 import pytest
@@ -80,3 +82,11 @@ def test_the_key_comes_from_mcp_app_secret_or_else_from_host_session_secret() ->
     none = ViewTokens.from_settings(Settings())
     assert not none.enabled and none.mint("c", operation) is None
     assert not none.verifies(f"v1.{operation}." + "A" * 43, "c")
+
+
+def test_the_mac_is_hmac_sha256_of_the_documented_message_under_the_derived_key() -> None:
+    operation = str(uuid.uuid4())
+    key = hmac.digest(KEY.encode(), b"lineup mcp-app view token key", "sha256")
+    mac = hmac.digest(key, f"v1\0conv-1\0{operation}".encode(), "sha256")
+    expected = base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+    assert ViewTokens([KEY]).mint("conv-1", operation) == f"v1.{operation}.{expected}"
