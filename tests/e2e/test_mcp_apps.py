@@ -136,8 +136,9 @@ def test_the_resource_is_byte_identical_and_a_view_token_good_on_every_replica(
     first = host.request("resources/read", {"uri": POMODORO_URI})
     opened = host.open(conversation())
     (logs / "replica").mkdir(exist_ok=True)
-    replica = ServiceProcess(service.database_url, logs / "replica").start()
+    replica = ServiceProcess(service.database_url, logs / "replica")
     try:
+        replica.start()
         with AppsHost(replica.base_url) as other:
             second = other.request("resources/read", {"uri": POMODORO_URI})
             # A token minted by another process (started before this one) opens its operation here.
