@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from harness import processes
 from harness.database import DatabaseFactory
 from harness.mcp import modern_wire
 from service.mcp.app_resource import MCP_APPS_SDK, surface_file
@@ -138,7 +139,8 @@ def test_the_resource_is_byte_identical_and_a_view_token_good_on_every_replica(
     (logs / "replica").mkdir(exist_ok=True)
     replica = ServiceProcess(service.database_url, logs / "replica")
     try:
-        replica.start()
+        processes.ServiceProcess.start(replica)  # and waits longer than 20 s: a loaded machine is slow
+        replica.wait_http(f"{replica.base_url}/healthz", 90.0)
         with AppsHost(replica.base_url) as other:
             second = other.request("resources/read", {"uri": POMODORO_URI})
             # A token minted by another process (started before this one) opens its operation here.
