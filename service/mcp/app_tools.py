@@ -17,8 +17,9 @@ Agent's token, or a person's), so these calls are untrusted UI, like the Web Hos
   and the lifecycle close (``cancelled(app_closed)``). None of them can complete or interrupt a
   period: only the deadline, ``pomodoro.interrupt`` / ``tasks/cancel`` and a close end one.
 
-Their answers are tool results shaped as the SDK API's bodies (``structuredContent``); a refusal is
-a tool error (``isError``) with the contract's error body, malformed arguments a JSON-RPC -32602.
+Their answers are tool results shaped as the SDK API's bodies (``structuredContent``, with one
+sentence as ``content``); a refusal is a tool error (``isError``) with the contract's error body,
+malformed arguments a JSON-RPC -32602.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-import msgspec
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from psycopg.rows import DictRow
@@ -225,8 +225,28 @@ def _saver(arguments: dict[str, Any]) -> Callable[[Runtime, Bound], Awaitable[di
     return save
 
 
-def _result(body: Mapping[str, Any], *, error: bool) -> dict[str, Any]:
-    text = msgspec.json.encode(body).decode()
+def _sentence(name: str, body: Mapping[str, Any], *, error: bool) -> str:
+    """The answer in one sentence for a person (a host's log, an inspector)."""
+    if error:
+        return f"{name} was refused ({body.get('error')}): {body.get('message')}"
+    operation = body.get("operation")
+    if isinstance(operation, Mapping):
+        if operation["state"] == State.FOCUSING:
+            return f"The focus period is focusing until {operation.get('ends_at')}."
+        return f"The focus period ended {operation['state']} ({operation['reason']})."
+    if "revision" in body:
+        return (
+            f"The snapshot is at revision {body['revision']}{' (read-only)' if body.get('readonly') else ''}."
+        )
+    return f"{name} answered."
+
+
+def _result(name: str, body: Mapping[str, Any], *, error: bool) -> dict[str, Any]:
+    """A ``CallToolResult``: the body as ``structuredContent``, and one sentence as its text — not the
+    JSON again, as the spec advises for clients without structured content: these tools are only
+    ever called by a View, which reads the structure, and the copy (escaped inside the JSON-RPC
+    answer) was a third of what the read cost beyond ``tasks/get``."""
+    text = _sentence(name, body, error=error)
     return {"content": [{"type": "text", "text": text}], "structuredContent": body, "isError": error}
 
 
@@ -243,7 +263,7 @@ async def call(
     """One app-only tool call; its ``CallToolResult`` (without ``resultType``)."""
     token, operation_id, rest = _arguments(name, arguments)
     if not tokens.enabled:
-        return _result(DISABLED.body(), error=True)
+        return _result(name, DISABLED.body(), error=True)
     bound = Bound(
         operation_id, token, tokens, bound_conversation(meta if isinstance(meta, Mapping) else None)
     )
@@ -251,5 +271,5 @@ async def call(
     try:
         body = await run(rt, bound)
     except Refusal as refusal:
-        return _result(refusal.body(), error=True)
-    return _result(body, error=False)
+        return _result(name, refusal.body(), error=True)
+    return _result(name, body, error=False)

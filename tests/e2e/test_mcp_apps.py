@@ -223,6 +223,9 @@ def test_the_view_reads_its_operation_with_the_server_clock(host: AppsHost) -> N
     assert context["operation"]["operation_id"] == opened.operation_id
     assert (context["operation"]["state"], context["operation"]["activity"]) == ("focusing", "inspector view")
     assert context["operation"]["ends_at"] > context["server_time"] > context["operation"]["started_at"]
+    # The text is a sentence for a person; the View reads the structure.
+    ends_at = context["operation"]["ends_at"]
+    assert result["content"] == [{"type": "text", "text": f"The focus period is focusing until {ends_at}."}]
 
 
 async def test_an_app_only_call_answers_a_call_tool_result_at_both_revisions(
