@@ -85,9 +85,9 @@ WITH v AS (
         %(event_ids)s::uuid[], %(leases)s::timestamptz[], %(verdicts)s::text[], %(delays)s::float8[],
         %(errors)s::text[], %(started_ats)s::timestamptz[], %(durations)s::int[],
         %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[],
-        %(refunds)s::int[])
+        %(refunds)s::int[], %(conversations)s::text[])
         AS v(event_id, lease, verdict, delay, error, started_at, duration_ms, status_code, error_class,
-             excerpt, refund)
+             excerpt, refund, conversation_id)
 ),
 locked AS MATERIALIZED (
     SELECT o.event_id FROM outbox o
@@ -119,9 +119,9 @@ tally AS (
     SELECT pg_backend_pid() %% 64, count(*) FROM held WHERE verdict = 'delivered' HAVING count(*) > 0
     ON CONFLICT (shard) DO UPDATE SET delivered = t.delivered + excluded.delivered
 )
-INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code,
-                             error_class, response_excerpt, outcome)
-SELECT v.event_id,
+INSERT INTO outbox_attempts (event_id, conversation_id, attempt, relay_id, started_at, duration_ms,
+                             status_code, error_class, response_excerpt, outcome)
+SELECT v.event_id, v.conversation_id,
        coalesce((SELECT max(a.attempt) FROM outbox_attempts a WHERE a.event_id = v.event_id), 0) + 1,
        %(relay_id)s, v.started_at, v.duration_ms, v.status_code, v.error_class, v.excerpt,
        CASE WHEN v.event_id IN (SELECT event_id FROM held) THEN v.verdict ELSE 'lease_lost' END
@@ -220,6 +220,7 @@ async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]
         "error_classes": [o.error_class for o in outcomes],
         "excerpts": [o.excerpt for o in outcomes],
         "refunds": [o.refund for o in outcomes],
+        "conversations": [o.claim.conversation_id for o in outcomes],
     }
     # Planned afresh each time (never a cached generic plan): the best way to look up earlier
     # attempts depends on how big outbox_attempts has grown, and its statistics may be stale.

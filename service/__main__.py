@@ -1,4 +1,4 @@
-"""``python -m service migrate | roles | serve | dev | ops``."""
+"""``python -m service migrate | distribute | roles | serve | dev | ops``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m service", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="alembic upgrade head against DATABASE_URL")
+    commands.add_parser(
+        "distribute",
+        help="spread the migrated schema over a Citus cluster (on its coordinator, after migrate)",
+    )
     roles = commands.add_parser(
         "roles",
         help="create or update the database roles and their grants (run as an admin)",
@@ -43,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
             from service.cli.migrate import run as run_migrate
 
             return run_migrate()
+        if args.command == "distribute":
+            from service.cli.distribute import run as run_distribute
+
+            return run_distribute()
         if args.command == "roles":
             return roles_cli.run(args)
         if args.command == "serve":

@@ -27,7 +27,7 @@ APPS = Path(__file__).resolve().parents[1] / "apps"
 # The generation of the database code this release calls: the schema serves it when it is among
 # ``database_interfaces()`` (service/db/sql/99_compat.sql). Bump it with any change to the name,
 # arguments or result of a function the service or the relay calls (see the README).
-INTERFACE = 3
+INTERFACE = 4
 
 Kind = Literal["type", "function", "trigger", "view"]
 

@@ -8,11 +8,19 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import psycopg
+import structlog
+from prometheus_client import Counter
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from service.db.reconnect import PatientConnection
+
+log = structlog.get_logger("service.db.pool")
+DISCARDED = Counter(
+    "lineup_db_connections_discarded_total",
+    "Pooled connections closed after a failed statement instead of being reused (on Citus only).",
+)
 
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 ACT = TypeVar("ACT", bound=AsyncConnection[Any])
@@ -37,16 +45,32 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
         super().__init__(*args, **kwargs)
         self._sweep: asyncio.Future[None] | None = None
         self.sweeps = 0
+        #: On Citus: close every connection one of whose statements failed (``discard_after_error``).
+        self.discard_after_error = False
+        self.discarded = 0
 
     @asynccontextmanager
     async def connection(self, timeout: float | None = None) -> AsyncIterator[ACT]:  # noqa: ASYNC109
         async with super().connection(timeout) as conn:
             try:
                 yield conn
-            except psycopg.OperationalError:
-                if conn.broken:
+            except psycopg.Error as error:
+                if self.discard_after_error and not conn.closed:
+                    await self._discard(conn, error)
+                if isinstance(error, psycopg.OperationalError) and conn.broken:
                     await self.drop_dead_connections()
                 raise
+
+    async def _discard(self, conn: ACT, error: psycopg.Error) -> None:
+        """Citus 13 leaves a backend unable to delegate a function call ever again once an error was
+        raised while it planned a statement recursively (a counter of its planner is never brought
+        back to 0; every later call then runs statement by statement from the coordinator, a round
+        trip each, with only a DEBUG line to show it). Which error did that cannot be told from
+        here, so any failed statement costs its connection: closed, and the pool makes a new one."""
+        self.discarded += 1
+        DISCARDED.inc()
+        log.info("connection_discarded", reason="citus", error_type=type(error).__name__)
+        await conn.close()
 
     async def drop_dead_connections(self) -> None:
         """Test the idle connections, replace the dead ones; callers at the same time share one test."""

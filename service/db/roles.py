@@ -111,14 +111,20 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "project": (RUNTIME,),
     "lock_workspace": (RUNTIME,),
     "open_instance": (RUNTIME,),
-    "close_instances": (RUNTIME,),
+    "close_instances_v2": (RUNTIME,),
+    "close_instances": (RUNTIME,),  # interface 3, for the release before this one
     "queue_outbox": (RUNTIME,),
-    "settle_focusing": (RUNTIME,),
+    "settle_focusing_v2": (RUNTIME,),
+    "settle_focusing": (RUNTIME,),  # interface 3, for the release before this one
     "settle_due": (RUNTIME,),
+    "settle_due_in": (RUNTIME,),
     "settle_if_overdue": (RUNTIME,),
     "call_tool_v3": (RUNTIME,),
     "call_tool_v2": (RUNTIME,),  # interface 2, for the release before this one
     "call_tool": (RUNTIME,),  # interface 1, for the release before this one
+    "answer_interaction": (RUNTIME,),  # interface 3, for the release before this one
+    "compat_conversation_of_instance": (),  # triggers for the release before migration 0018
+    "compat_conversation_of_event": (),
     "spend_write": (RUNTIME,),
     "uuid_v7_floor": (RUNTIME,),
     "expire_tool_call_answers": (RUNTIME,),

@@ -25,7 +25,7 @@ CREATE OR REPLACE FUNCTION expire_tool_call_answers(
 LANGUAGE plpgsql AS $$
 BEGIN
     WITH candidates AS (
-        SELECT t.tool_call_id FROM tool_calls t
+        SELECT t.tool_call_id, t.conversation_id FROM tool_calls t
         WHERE t.status_code <> 410 AND t.created_at < p_cutoff
         ORDER BY t.created_at
         LIMIT p_limit
@@ -34,13 +34,16 @@ BEGIN
     done AS (
         UPDATE tool_calls t SET status_code = 410, response = '{"error":"tool_call_expired"}'::json
         FROM candidates c
-        WHERE t.tool_call_id = c.tool_call_id
+        WHERE t.tool_call_id = c.tool_call_id AND t.conversation_id = c.conversation_id
           AND NOT EXISTS (SELECT 1 FROM outbox o
-                          WHERE o.tool_call_id = t.tool_call_id AND o.status <> 'delivered')
+                          WHERE o.tool_call_id = t.tool_call_id AND o.conversation_id = t.conversation_id
+                            AND o.status <> 'delivered')
           AND NOT EXISTS (SELECT 1 FROM interactions i
-                          WHERE i.tool_call_id = t.tool_call_id AND i.status = 'pending')
+                          WHERE i.tool_call_id = t.tool_call_id AND i.conversation_id = t.conversation_id
+                            AND i.status = 'pending')
           AND NOT EXISTS (SELECT 1 FROM operations p
-                          WHERE p.tool_call_id = t.tool_call_id AND p.state = 'focusing')
+                          WHERE p.tool_call_id = t.tool_call_id AND p.conversation_id = t.conversation_id
+                            AND p.state = 'focusing')
         RETURNING 1
     )
     SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM candidates) INTO expired, examined;
@@ -71,7 +74,8 @@ BEGIN
         SELECT o.operation_id FROM operations o
         WHERE o.operation_id = ANY(ids) AND o.state <> 'focusing' AND o.finalized_at < p_cutoff
           AND NOT EXISTS (SELECT 1 FROM outbox b
-                          WHERE b.operation_id = o.operation_id AND b.status <> 'delivered')
+                          WHERE b.operation_id = o.operation_id AND b.conversation_id = o.conversation_id
+                            AND b.status <> 'delivered')
     ),
     delivered AS (
         DELETE FROM outbox b USING finished f WHERE b.operation_id = f.operation_id
@@ -106,22 +110,28 @@ BEGIN
     SELECT array_agg(a.instance_id), array_agg(s.sub_session_id) FILTER (WHERE s.sub_session_id IS NOT NULL)
     INTO ids, subs
     FROM app_instances a
-    LEFT JOIN sub_sessions s ON s.instance_id = a.instance_id
+    LEFT JOIN sub_sessions s ON s.instance_id = a.instance_id AND s.conversation_id = a.conversation_id
     WHERE a.instance_id = ANY(ids) AND a.status = 'closed' AND a.closed_at < p_cutoff
-      AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.instance_id = a.instance_id)
-      AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.foreground_instance_id = a.instance_id)
+      AND NOT EXISTS (SELECT 1 FROM operations o
+                      WHERE o.instance_id = a.instance_id AND o.conversation_id = a.conversation_id)
+      AND NOT EXISTS (SELECT 1 FROM workspaces w
+                      WHERE w.foreground_instance_id = a.instance_id
+                        AND w.conversation_id = a.conversation_id)
       AND NOT EXISTS (SELECT 1 FROM interactions i
                       WHERE i.asked_in_sub_session_id = s.sub_session_id
+                        AND i.conversation_id = a.conversation_id
                         AND (i.status = 'pending'
                              OR EXISTS (SELECT 1 FROM outbox o
                                         WHERE o.tool_call_id = i.tool_call_id
+                                          AND o.conversation_id = i.conversation_id
                                           AND o.status <> 'delivered')));
     removed := 0;
     IF ids IS NULL THEN
         RETURN;
     END IF;
     DELETE FROM interaction_tasks k USING interactions i
-    WHERE k.tool_call_id = i.tool_call_id AND i.asked_in_sub_session_id = ANY(subs);
+    WHERE k.tool_call_id = i.tool_call_id AND k.conversation_id = i.conversation_id
+      AND i.asked_in_sub_session_id = ANY(subs);
     DELETE FROM interactions i WHERE i.asked_in_sub_session_id = ANY(subs);
     DELETE FROM messages m WHERE m.sub_session_id = ANY(subs);
     DELETE FROM surface_events e WHERE e.instance_id = ANY(ids);
@@ -179,21 +189,33 @@ CREATE OR REPLACE FUNCTION prune_interactions(
 LANGUAGE plpgsql AS $$
 DECLARE
     ids text[];
+    conversations text[];
 BEGIN
     SELECT array_agg(x.tool_call_id) FILTER (
                WHERE NOT EXISTS (SELECT 1 FROM outbox o
-                                 WHERE o.tool_call_id = x.tool_call_id AND o.status <> 'delivered')),
+                                 WHERE o.tool_call_id = x.tool_call_id
+                                   AND o.conversation_id = x.conversation_id
+                                   AND o.status <> 'delivered')),
+           array_agg(x.conversation_id) FILTER (
+               WHERE NOT EXISTS (SELECT 1 FROM outbox o
+                                 WHERE o.tool_call_id = x.tool_call_id
+                                   AND o.conversation_id = x.conversation_id
+                                   AND o.status <> 'delivered')),
            count(*)
-    INTO ids, examined
+    INTO ids, conversations, examined
     FROM (
-        SELECT i.tool_call_id FROM interactions i
+        SELECT i.tool_call_id, i.conversation_id FROM interactions i
         WHERE i.created_at < p_cutoff AND i.status = 'answered'
         ORDER BY i.created_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     ) x;
-    DELETE FROM interaction_tasks k WHERE k.tool_call_id = ANY(ids);
-    DELETE FROM interactions i WHERE i.tool_call_id = ANY(ids);
+    DELETE FROM interaction_tasks k
+    USING unnest(ids, conversations) AS g(tool_call_id, conversation_id)
+    WHERE k.tool_call_id = g.tool_call_id AND k.conversation_id = g.conversation_id;
+    DELETE FROM interactions i
+    USING unnest(ids, conversations) AS g(tool_call_id, conversation_id)
+    WHERE i.tool_call_id = g.tool_call_id AND i.conversation_id = g.conversation_id;
     GET DIAGNOSTICS removed = ROW_COUNT;
 END $$;
 
