@@ -105,7 +105,12 @@ class Claimer:
                     self._orphans_possible = False
                 async with self._pool.connection() as conn:
                     claimed = await claims_db.claim(
-                        conn, cfg.relay_id, limit, cfg.lease_seconds, busy=list(self.held)
+                        conn,
+                        cfg.relay_id,
+                        limit,
+                        cfg.lease_seconds,
+                        busy=list(self.held),
+                        on_node=cfg.on_node,
                     )
             except psycopg.Error as exc:
                 # The claim may have committed with its reply lost: hand back such rows before the

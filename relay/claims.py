@@ -144,6 +144,23 @@ RETURNING event_id
 """
 
 
+# On Citus (a relay connected to a worker): the same claim and the same outcome writes on each shard
+# of outbox that worker holds, one call each (service/db/sql/80_relay_nodes.sql), since FOR UPDATE
+# ... SKIP LOCKED stays within one shard there.
+CLAIM_ON_NODE = """
+SELECT event_id, tool_call_id, conversation_id, sequence, attempts, created_at, lease_expires_at,
+       payload, circuit_since
+FROM relay_claim_local(%(relay_id)s, %(limit)s, %(lease_seconds)s, %(busy)s::uuid[], %(endpoint)s)
+"""
+RECORD_ON_NODE = """
+SELECT event_id, outcome FROM relay_record_local(
+    %(relay_id)s, %(event_ids)s::uuid[], %(conversations)s::text[], %(leases)s::timestamptz[],
+    %(verdicts)s::text[], %(delays)s::float8[], %(errors)s::text[], %(started_ats)s::timestamptz[],
+    %(durations)s::int[], %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[],
+    %(refunds)s::int[])
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     event_id: UUID
@@ -188,9 +205,11 @@ async def claim(
     busy: Sequence[UUID] = (),
     *,
     endpoint: str = AGENT_ENDPOINT,
+    on_node: bool = False,
 ) -> Claimed:
+    """``on_node``: on Citus, the rows of the shards the connection's node holds."""
     cursor = await conn.execute(
-        CLAIM,
+        CLAIM_ON_NODE if on_node else CLAIM,
         {
             "relay_id": relay_id,
             "limit": limit,
@@ -205,8 +224,11 @@ async def claim(
     return claimed
 
 
-async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]) -> dict[UUID, str]:
-    """Write a batch of outcomes in one statement; returns what was recorded per event (or lease_lost)."""
+async def record_outcomes(
+    conn: Conn, relay_id: str, outcomes: Sequence[Outcome], *, on_node: bool = False
+) -> dict[UUID, str]:
+    """Write a batch of outcomes in one statement; returns what was recorded per event (or lease_lost).
+    ``on_node``: on Citus, each on the shard of the connection's node that holds it."""
     params = {
         "relay_id": relay_id,
         "event_ids": [o.claim.event_id for o in outcomes],
@@ -224,7 +246,7 @@ async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]
     }
     # Planned afresh each time (never a cached generic plan): the best way to look up earlier
     # attempts depends on how big outbox_attempts has grown, and its statistics may be stale.
-    cursor = await conn.execute(RECORD_OUTCOMES, params, prepare=False)
+    cursor = await conn.execute(RECORD_ON_NODE if on_node else RECORD_OUTCOMES, params, prepare=False)
     rows = await cursor.fetchall()
     return {row[0]: row[1] for row in rows}
 

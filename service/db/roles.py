@@ -133,6 +133,13 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "prune_messages": (RUNTIME,),
     "prune_surface_events": (RUNTIME,),
     "prune_interactions": (RUNTIME,),
+    # The relay on Citus: its claims, outcomes and pruning on the shards of its node.
+    "is_citus_table": (RELAY,),
+    "local_shards": (RELAY,),
+    "shards_of": (RELAY,),
+    "relay_claim_local": (RELAY,),
+    "relay_record_local": (RELAY,),
+    "relay_prune_local": (RELAY,),
 }
 FUNCTIONS: dict[str, tuple[str, ...]] = {
     **{d.name: (RUNTIME,) for d in code.definitions(code.APPS, apps=code.APPS) if d.kind == "function"},

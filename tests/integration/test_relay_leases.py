@@ -28,6 +28,17 @@ async def conn(database_url: str) -> AsyncIterator[Conn]:
         yield connection
 
 
+@pytest.fixture(autouse=True, params=["statements", "per node"])
+def claim_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs through the relay's statements and through their per-node form (what a
+    relay on a Citus worker calls: relay_claim_local, relay_record_local), which on one
+    PostgreSQL works on the table itself."""
+    if request.param == "per node":
+        monkeypatch.setattr(claims, "CLAIM", claims.CLAIM_ON_NODE)
+        monkeypatch.setattr(claims, "RECORD_OUTCOMES", claims.RECORD_ON_NODE)
+    return str(request.param)
+
+
 def outcome(claim: Claim, verdict: Verdict, delay: float = 0.0) -> Outcome:
     return Outcome(claim, verdict, delay, None, datetime.now(UTC), 12, 204, None, None)
 
