@@ -13,6 +13,7 @@ from litestar import Litestar
 from litestar.datastructures import ResponseHeader, State
 from litestar.exceptions import HTTPException, ValidationException
 from psycopg import OperationalError
+from psycopg.errors import InternalError_
 
 from service.api import probes
 from service.api.bodies import ContractRequest
@@ -24,6 +25,7 @@ from service.api.document import (
 from service.api.errors import (
     database_unavailable,
     http_error,
+    internal_database_error,
     refusal,
     unexpected_error,
     validation_failed,
@@ -139,7 +141,12 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         loops: list[Loop] = [
             wakeups,
             app.state.projections,
-            Maintenance(pool, app.state.outbox_history, write_window=settings.write_limit_window_seconds),
+            Maintenance(
+                pool,
+                app.state.outbox_history,
+                write_window=settings.write_limit_window_seconds,
+                distributed=distributed,
+            ),
         ]
         loops.append(HistoryPruning(pool, settings.history_retention_days))
         if sweeper:
@@ -191,6 +198,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             ValidationException: validation_failed,
             HTTPException: http_error,
             OperationalError: database_unavailable,
+            InternalError_: internal_database_error,
             Exception: unexpected_error,
         },
         state=State(

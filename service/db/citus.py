@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
@@ -78,3 +79,16 @@ async def tool_calls_by_node(conn: AsyncConnection[Any]) -> Calls:
         else:
             on_coordinator += int(result)
     return Calls(delegated, on_coordinator)
+
+
+#: What Citus says when a node it needed failed during a statement or at its commit (a worker
+#: restarting): the request may be sent again, like one whose connection was lost.
+_NODE_FAILURES = ("on at least one active node", "connection to the remote node")
+
+
+def node_failed(error: BaseException) -> bool:
+    """A Citus error raised because a node of the cluster was unreachable: not the request's fault,
+    not a bug; the caller may send it again (its connection is closed on its way back to the pool)."""
+    return isinstance(error, psycopg.errors.InternalError_) and any(
+        phrase in str(error) for phrase in _NODE_FAILURES
+    )

@@ -51,18 +51,20 @@ BY_CONVERSATION = (
     "projection_events",
 )
 #: Few rows, read by every node (a session names up to 1,000 conversations; the endpoint's pause
-#: and circuit gate every claim; one row each for the retention reports).
+#: and circuit gate every claim; one row each for the retention reports; the schema's revision,
+#: which a relay on a worker checks before it reports ready).
 REFERENCE = (
     "host_sessions",
     "console_sessions",
     "delivery_endpoints",
     "outbox_retention",
     "history_retention",
+    "alembic_version",
 )
 #: Distributed by a key of their own, co-located with nothing: (table, column).
 OWN_KEY = (("write_allowances", "principal"), ("outbox_tallies", "shard"))
-#: Kept on the coordinator, where ``migrate`` runs: the schema's own bookkeeping.
-COORDINATOR = ("database_code", "alembic_version")
+#: Kept on the coordinator, where ``migrate`` runs: which database code it applied.
+COORDINATOR = ("database_code",)
 
 #: Functions called with one conversation: (the function, its conversation argument). A call of
 #: one of them is delegated whole to the worker holding that conversation's shard.

@@ -159,6 +159,8 @@ LEFT JOIN pg_depend d ON c.relkind = 'S' AND d.classid = 'pg_class'::regclass AN
                      AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
 LEFT JOIN pg_class owner_table ON owner_table.oid = d.refobjid
 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'S')
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_class'::regclass AND e.objid = c.oid
+                                             AND e.deptype = 'e')
 UNION ALL
 SELECT 'function', p.proname, p.oid::regprocedure::text, '',
        coalesce(p.proacl, acldefault('f'::"char", p.proowner))
@@ -295,6 +297,8 @@ SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE'
 FROM pg_class c
 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v')
   AND c.relowner <> %(owner)s::regrole
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_class'::regclass AND e.objid = c.oid
+                                             AND e.deptype = 'e')
 UNION ALL
 SELECT 'FUNCTION', p.oid::regprocedure::text
 FROM pg_proc p
