@@ -1,5 +1,5 @@
 """The Citus rig (``make citus``): the service on a Citus 13 cluster of this machine — a coordinator
-and two workers (``rigs.citus_cluster``) — every conversation's rows on one worker, each tool call
+and two workers (``harness.citus``) — every conversation's rows on one worker, each tool call
 delegated whole to that worker; under load, through a worker restart; then the checks.
 
 ```
@@ -48,11 +48,11 @@ from pathlib import Path
 
 import psycopg
 
+from harness.citus import CitusUnavailableError, Cluster, citus_cluster, ensure_extension
 from harness.postgres import Postgres, wait_for, workdir
 from harness.processes import RelayProcess, ServiceProcess, environment, free_port
 from harness.receiver import Receiver
 from rigs.checks import Checks, check, print_figures, settle
-from rigs.citus_cluster import CitusUnavailableError, Cluster, citus_cluster, ensure_extension
 from rigs.citus_load import Askers, Extra, McpAgents, Racers
 from rigs.load import Agents, Figures, Probe
 from rigs.stack import WEBHOOK_SECRET, migrate, stop_after

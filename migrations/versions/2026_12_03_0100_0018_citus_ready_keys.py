@@ -23,20 +23,28 @@ it includes the distribution column (docs/scaling.md). So:
 ``tool_call_id`` is unique per conversation from here on, on every deployment alike (the contract's
 "Past one primary").
 
-One transaction (with the database code applied after it, ``migrations/env.py``): the tables are
-locked together first, in the order every use case locks them, under a short ``lock_timeout`` tried
-again until it succeeds, so that the release still serving waits for the commit instead of failing;
-its writes of rows without the new columns are completed by the compatibility triggers of
-``service/db/sql/99_compat.sql``.
+Its own transaction, committed before the database code is applied (``migrations/env.py``):
+the tables are locked together first, in the order every use case locks them, under a short
+``lock_timeout`` tried again until it succeeds, so that the release still serving waits for a
+moment instead of failing or deadlocking. Between that commit and the database code's, the
+release before runs its own functions on the new shape: what it writes without the new columns is
+completed by the compatibility triggers of ``service/db/sql/99_compat.sql`` (made here, from that
+file, and adopted as they are by ``migrate``), its projection events still take their number from
+the identity (kept, ``BY DEFAULT``, until the contract release), and ``interaction_tasks`` keeps its
+narrow unique key on ``tool_call_id`` for its ``ON CONFLICT`` (``python -m service distribute``
+drops it: no release before this one runs on Citus).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
+import psycopg
 from alembic import op
-from sqlalchemy import exc
+
+from service.db import code
 
 revision: str = "0018"
 down_revision: str | None = "0016"
@@ -184,58 +192,77 @@ UNIQUE_KEYS = (
 LOCK_TIMEOUT = "200ms"  # below deadlock_timeout: the migration gives way before a deadlock is found
 LOCK_ATTEMPTS = 300
 
+#: The database code the release before needs while it runs on the new shape (service/db/sql/99_compat.sql).
+COMPAT_CODE = (
+    ("function", "compat_conversation_of_instance"),
+    ("function", "compat_conversation_of_event"),
+    ("function", "compat_conversation_of_interaction"),
+    ("trigger", "instance_states.compat_instance_states_conversation"),
+    ("trigger", "surface_events.compat_surface_events_conversation"),
+    ("trigger", "outbox_attempts.compat_outbox_attempts_conversation"),
+    ("trigger", "interaction_tasks.compat_interaction_tasks_conversation"),
+)
 
-def _lock_tables() -> None:
+
+def _lock_tables(conn: psycopg.Connection[Any]) -> None:
     """Every table at once, or none: a try that waits longer than LOCK_TIMEOUT gives back what it
     took (its savepoint) and tries again, so a request holding one of them never deadlocks with it."""
-    connection = op.get_bind()
-    connection.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
     for attempt in range(LOCK_ATTEMPTS):
-        savepoint = connection.begin_nested()
         try:
-            connection.exec_driver_sql(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS EXCLUSIVE MODE")
-        except exc.OperationalError:
-            savepoint.rollback()
+            with conn.transaction():
+                conn.execute(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS EXCLUSIVE MODE")
+        except psycopg.errors.LockNotAvailable:
             if attempt == LOCK_ATTEMPTS - 1:
                 raise
             time.sleep(0.05)
             continue
-        savepoint.commit()
         break
-    connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
+    conn.execute("SET LOCAL lock_timeout = 0")
 
 
-def upgrade() -> None:
-    _lock_tables()
+def _widen(conn: psycopg.Connection[Any]) -> None:
     for table, parent, join in NEW_COLUMNS:
-        op.execute(f"ALTER TABLE {table} ADD COLUMN conversation_id text")
-        op.execute(f"UPDATE {table} t SET conversation_id = p.conversation_id FROM {parent} p WHERE {join}")
-        op.execute(f"ALTER TABLE {table} ALTER COLUMN conversation_id SET NOT NULL")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN conversation_id text")
+        conn.execute(f"UPDATE {table} t SET conversation_id = p.conversation_id FROM {parent} p WHERE {join}")
+        conn.execute(f"ALTER TABLE {table} ALTER COLUMN conversation_id SET NOT NULL")
     for table, name, *_ in FOREIGN_KEYS:
-        op.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+        conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
     for table, columns in PRIMARY_KEYS:
-        op.execute(
+        conn.execute(
             f"ALTER TABLE {table} DROP CONSTRAINT pk_{table},"
             f" ADD CONSTRAINT pk_{table} PRIMARY KEY ({columns}, conversation_id)"
         )
     for table, old, columns in UNIQUE_KEYS:
         new = f"uq_{table}_{'_'.join(c.strip() for c in columns.split(','))}_conversation_id"
-        op.execute(
-            f"ALTER TABLE {table} DROP CONSTRAINT {old},"
-            f" ADD CONSTRAINT {new} UNIQUE ({columns}, conversation_id)"
-        )
+        keep_old = table == "interaction_tasks"  # the release before's ON CONFLICT (tool_call_id)
+        drop = "" if keep_old else f"DROP CONSTRAINT {old}, "
+        conn.execute(f"ALTER TABLE {table} {drop}ADD CONSTRAINT {new} UNIQUE ({columns}, conversation_id)")
     for table, name, column, referenced, referenced_column, on_delete in FOREIGN_KEYS:
-        op.execute(
+        conn.execute(
             f"ALTER TABLE {table} ADD CONSTRAINT {name} FOREIGN KEY ({column}, conversation_id)"
             f" REFERENCES {referenced} ({referenced_column}, conversation_id){on_delete}"
         )
     # The streams' sequence: the conversation's own (project(), under the conversation's lock).
-    op.execute("ALTER TABLE projection_events ALTER COLUMN event_seq DROP IDENTITY")
-    op.execute(
+    conn.execute("ALTER TABLE projection_events ALTER COLUMN event_seq SET GENERATED BY DEFAULT")
+    conn.execute(
         "ALTER TABLE projection_events DROP CONSTRAINT pk_projection_events,"
         " ADD CONSTRAINT pk_projection_events PRIMARY KEY (conversation_id, event_seq)"
     )
-    op.execute("DROP INDEX ix_projection_events_conversation_seq")
+    conn.execute("DROP INDEX ix_projection_events_conversation_seq")
+    wanted = {d.key: d for d in code.definitions()}
+    conn.execute("SET LOCAL check_function_bodies = off")
+    for key in COMPAT_CODE:
+        conn.execute(wanted[key].sql)
+
+
+def upgrade() -> None:
+    with op.get_context().autocommit_block():
+        conn = op.get_bind().connection.driver_connection
+        assert isinstance(conn, psycopg.Connection)
+        with conn.transaction():
+            _lock_tables(conn)
+            _widen(conn)
 
 
 def downgrade() -> None:

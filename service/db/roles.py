@@ -125,6 +125,7 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "answer_interaction": (RUNTIME,),  # interface 3, for the release before this one
     "compat_conversation_of_instance": (),  # triggers for the release before migration 0018
     "compat_conversation_of_event": (),
+    "compat_conversation_of_interaction": (),
     "spend_write": (RUNTIME,),
     "uuid_v7_floor": (RUNTIME,),
     "expire_tool_call_answers": (RUNTIME,),

@@ -62,9 +62,10 @@ FROM call_tool_v3(p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, p_ar
                   p_context) r
 $$;
 
--- The release before migration 0018 writes snapshots, surface events and delivery attempts without
--- their conversation_id (the column is new, NOT NULL): it is copied from the row's parent, as the
--- migration did for the rows already there. A row that names it (this release's) skips the trigger.
+-- The release before migration 0018 writes snapshots, surface events, delivery attempts and MCP task
+-- ids without their conversation_id (the column is new, NOT NULL): it is copied from the row's
+-- parent, as the migration did for the rows already there. A row that names it (this release's)
+-- skips the trigger.
 CREATE OR REPLACE FUNCTION compat_conversation_of_instance() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -78,6 +79,17 @@ CREATE OR REPLACE FUNCTION compat_conversation_of_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     SELECT o.conversation_id INTO NEW.conversation_id FROM outbox o WHERE o.event_id = NEW.event_id;
+    RETURN NEW;
+END $$;
+
+-- The same for an MCP task id: its interaction's conversation (the newest of that tool_call_id).
+CREATE OR REPLACE FUNCTION compat_conversation_of_interaction() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT i.conversation_id INTO NEW.conversation_id FROM interactions i
+    WHERE i.tool_call_id = NEW.tool_call_id
+    ORDER BY i.created_at DESC
+    LIMIT 1;
     RETURN NEW;
 END $$;
 
@@ -145,3 +157,7 @@ BEGIN
     LIMIT 1;
     RETURN QUERY SELECT * FROM answer_interaction_v2(conversation, p_tool_call_id, p_answer);
 END $$;
+
+-- An MCP task id written without its conversation (the release before 0018's tasks).
+CREATE OR REPLACE TRIGGER compat_interaction_tasks_conversation BEFORE INSERT ON interaction_tasks
+FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_interaction();

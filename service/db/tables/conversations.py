@@ -140,6 +140,9 @@ interaction_tasks = Table(
     Column("conversation_id", Text, nullable=False),
     PrimaryKeyConstraint("task_id", "conversation_id"),
     UniqueConstraint("tool_call_id", "conversation_id"),
+    # Kept one release for the ON CONFLICT (tool_call_id) of the release before migration 0018;
+    # ``python -m service distribute`` drops it (distribute.COMPAT_KEYS).
+    UniqueConstraint("tool_call_id"),
     ForeignKeyConstraint(
         ["tool_call_id", "conversation_id"], ["interactions.tool_call_id", "interactions.conversation_id"]
     ),
@@ -152,7 +155,8 @@ interaction_tasks = Table(
 projection_events = Table(
     "projection_events",
     metadata,
-    Column("event_seq", BigInteger, nullable=False),
+    # Its identity (BY DEFAULT) numbers only the events of the release before migration 0018.
+    Column("event_seq", BigInteger, Identity(always=False), nullable=False),
     Column("conversation_id", Text, nullable=False),
     Column("kind", Text, nullable=False),
     Column("payload", JSONB, nullable=False),

@@ -1,6 +1,7 @@
-"""A Citus cluster on this machine for ``make citus``: the extension (installed already, or built
-from the source tarball named by ``CITUS_SRC``) and a coordinator with two workers, each an
-``initdb`` of its own under a temp dir on a free port of 127.0.0.1.
+"""A Citus cluster on this machine for ``make citus`` and the tests that need one: the extension
+(installed already, or — for the rig — built from the source tarball named by ``CITUS_SRC``) and a
+coordinator with workers, each an ``initdb`` of its own under a temp dir on a free port of
+127.0.0.1.
 
 The build is kept under ``.cache/citus/<version>/`` (git-ignored): a second run finds the extension
 installed and builds nothing. The tarball is never changed: it is extracted there, and the one
