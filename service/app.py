@@ -148,7 +148,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 distributed=distributed,
             ),
         ]
-        loops.append(HistoryPruning(pool, settings.history_retention_days))
+        loops.append(HistoryPruning(pool, settings.history_retention_days, distributed=distributed))
         if sweeper:
             app.state.sweeper = DeadlineSweeper(
                 pool,

@@ -29,7 +29,8 @@ the tables are locked together first, in the order every use case locks them, un
 moment instead of failing or deadlocking. Between that commit and the database code's, the
 release before runs its own functions on the new shape: what it writes without the new columns is
 completed by the compatibility triggers of ``service/db/sql/99_compat.sql`` (made here, from that
-file, and adopted as they are by ``migrate``), its projection events still take their number from
+file, and recorded in ``database_code`` so that the database code applied next leaves them as they
+are), its projection events still take their number from
 the identity (kept, ``BY DEFAULT``, until the contract release), and ``interaction_tasks`` keeps its
 narrow unique key on ``tool_call_id`` for its ``ON CONFLICT`` (``python -m service distribute``
 drops it: no release before this one runs on Citus).
@@ -253,7 +254,16 @@ def _widen(conn: psycopg.Connection[Any]) -> None:
     wanted = {d.key: d for d in code.definitions()}
     conn.execute("SET LOCAL check_function_bodies = off")
     for key in COMPAT_CODE:
-        conn.execute(wanted[key].sql)
+        # Made and recorded as migrate records them, so that the database code applied next finds
+        # them in place and does not replace the triggers (a replaced trigger locks its table until
+        # that transaction commits: the release still serving would wait on it mid-call).
+        definition = wanted[key]
+        conn.execute(definition.sql)
+        conn.execute(
+            "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
+            " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
+            (definition.kind, definition.name, definition.checksum),
+        )
 
 
 def upgrade() -> None:

@@ -75,6 +75,7 @@ COMPAT_KEYS = (("interaction_tasks", "uq_interaction_tasks_tool_call_id"),)
 BY_CONVERSATION_FUNCTIONS = (
     ("call_tool_v3(text, text, text, text, jsonb, regproc, jsonb)", "p_conversation_id"),
     ("settle_due_in(text)", "p_conversation_id"),
+    ("prune_conversation(text, timestamp with time zone)", "p_conversation_id"),
 )
 
 

@@ -134,6 +134,7 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "prune_messages": (RUNTIME,),
     "prune_surface_events": (RUNTIME,),
     "prune_interactions": (RUNTIME,),
+    "prune_conversation": (RUNTIME,),
     # The relay on Citus: its claims, outcomes and pruning on the shards of its node.
     "is_citus_table": (RELAY,),
     "local_shards": (RELAY,),
