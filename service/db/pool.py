@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
@@ -38,15 +37,10 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
         self._sweep: asyncio.Future[None] | None = None
         self.sweeps = 0
 
-    @asynccontextmanager
-    async def connection(self, timeout: float | None = None) -> AsyncIterator[ACT]:  # noqa: ASYNC109
-        async with super().connection(timeout) as conn:
-            try:
-                yield conn
-            except psycopg.OperationalError:
-                if conn.broken:
-                    await self.drop_dead_connections()
-                raise
+    def connection(self, timeout: float | None = None) -> Lease[ACT]:  # type: ignore[override]
+        """A connection for one ``async with``: taken with ``getconn``, given back with ``putconn``
+        (``Lease``)."""
+        return Lease(self, timeout)
 
     async def drop_dead_connections(self) -> None:
         """Test the idle connections, replace the dead ones; callers at the same time share one test."""
@@ -54,6 +48,39 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
             self.sweeps += 1
             self._sweep = asyncio.ensure_future(self.check())
         await asyncio.shield(self._sweep)
+
+
+class Lease(Generic[ACT]):
+    """``RecoveringPool.connection()``: psycopg_pool's ``connection()`` without the generator-based
+    context manager and without entering the connection itself, whose exit commits (or rolls back)
+    — nothing to do on the pool's autocommit connections, where a transaction is always a
+    ``conn.transaction()`` block that ends itself; a connection given back in any other state is
+    rolled back or replaced by ``putconn``. Every unit of work (so every tool call) takes one: a
+    class saves an async generator, contextlib's wrapper, and the connection's lock and commit.
+
+    A statement that fails on a broken connection makes the pool test its idle ones
+    (``drop_dead_connections``) before the error reaches the caller, then the broken one goes back
+    to the pool, which replaces it."""
+
+    __slots__ = ("_conn", "_pool", "_timeout")
+
+    def __init__(self, pool: RecoveringPool[ACT], timeout: float | None) -> None:
+        self._pool = pool
+        self._timeout = timeout
+
+    async def __aenter__(self) -> ACT:
+        self._conn = await self._pool.getconn(self._timeout)
+        return self._conn
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        conn = self._conn
+        try:
+            if isinstance(error, psycopg.OperationalError) and conn.broken:
+                await self._pool.drop_dead_connections()
+        finally:
+            await self._pool.putconn(conn)
 
 
 async def _configure(conn: AsyncConnection[DictRow]) -> None:
