@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
-import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
+from service.logging import Lines
 from service.outbox_gauges import OutboxGauges
 
-log = structlog.get_logger("service.decisions")
+log = Lines("service.decisions")
 
 M = TypeVar("M", Counter, Histogram)
 

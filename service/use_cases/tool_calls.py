@@ -16,7 +16,6 @@ import time
 from typing import Any, NamedTuple
 
 import msgspec
-import structlog
 from psycopg import OperationalError, errors
 
 from service.db import tool_calls as tc_db
@@ -24,11 +23,12 @@ from service.domain.errors import InvalidArguments, InvalidRequest, UnknownTool
 from service.domain.idempotency import fingerprint
 from service.domain.outcomes import Accepted
 from service.domain.text import nul_paths
+from service.logging import Lines
 from service.metrics import TOOL_CALL_SECONDS_BY, TOOL_CALLS, TOOL_CALLS_BY
 from service.use_cases.runtime import Runtime
 from service.use_cases.unit_of_work import UnitOfWork
 
-log = structlog.get_logger("service.tool_calls")
+log = Lines("service.tool_calls")
 
 # Transient outcomes of concurrency that a retry resolves: a same-id call that committed first
 # (its answer is then replayed) or a deadlock the database broke.
