@@ -24,7 +24,7 @@ from service.domain.idempotency import fingerprint
 from service.domain.outcomes import Accepted
 from service.domain.text import nul_paths
 from service.logging import Lines
-from service.metrics import TOOL_CALL_SECONDS_BY, TOOL_CALLS, TOOL_CALLS_BY
+from service.metrics import TOOL_CALLS, count_tool_call
 from service.use_cases.runtime import Runtime
 from service.use_cases.unit_of_work import UnitOfWork
 
@@ -135,8 +135,8 @@ def _noted(
         work.opened(result.deadline)
 
     def report() -> None:
-        TOOL_CALLS_BY(request.tool, "replayed" if result.replayed else result.outcome).inc()
-        TOOL_CALL_SECONDS_BY(request.tool).observe(time.perf_counter() - began)
+        outcome = "replayed" if result.replayed else result.outcome
+        count_tool_call(request.tool, outcome, time.perf_counter() - began)
         log.info(
             "tool_call",
             tool_call_id=request.tool_call_id,

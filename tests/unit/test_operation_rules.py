@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-import json
 
 from service.domain.idempotency import canonical_json, fingerprint
 from service.domain.operations import focused_seconds
