@@ -37,7 +37,9 @@ _RAW_CONTROLS = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u20
 def _json(event: Any, **_: Any) -> bytes:
     # msgspec renders str, numbers, UUIDs and datetimes natively; anything else as its str().
     line = msgspec.json.encode(event, enc_hook=str)
-    if line.isascii() and b"\x7f" not in line:
+    # find(), not ``in``: bytes.__contains__ first tries its operand as an integer (a TypeError made
+    # and dropped on every line).
+    if line.isascii() and line.find(b"\x7f") < 0:
         return line
     return _RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", line.decode()).encode()
 
