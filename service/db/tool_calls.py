@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import msgspec
-
 from psycopg import AsyncConnection, AsyncRawCursor
 from psycopg.rows import DictRow, tuple_row
 from psycopg.types.json import set_json_loads
