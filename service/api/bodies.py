@@ -182,7 +182,9 @@ class ContractRequest(Request[Any, Any, Any]):
         if cached is not Empty:
             return cached
         for name, header in self.scope["headers"]:  # noqa: B007 - the one found is used below
-            if name.lower() == b"content-length":
+            # The length first: a name of another length is not lowered (ASGI servers send them
+            # lowered already; any case is still found).
+            if len(name) == 14 and name.lower() == b"content-length":
                 break
         else:
             self._content_length = None
