@@ -49,6 +49,7 @@ class Figures:
     database_cpu: float  # every process of every node
     backends_cpu: float  # the backends of the measured database only
     service_cpu: float
+    first_node_cpu: float  # the one PostgreSQL, or Citus's coordinator: every process of it
 
     @property
     def per_second(self) -> float:
@@ -107,6 +108,7 @@ def measure(setup: str, url: str, nodes: list[Postgres], cycles: int, concurrenc
         sum(sum(kinds.values()) for kinds in spent),
         sum(kinds.get("backends", 0.0) for kinds in spent),
         service_cpu,
+        sum(spent[0].values()),
     )
 
 
@@ -152,11 +154,13 @@ def main() -> int:
     shutil.rmtree(log, ignore_errors=True)
     print(f"tool calls: {args.cycles} start+interrupt cycles, {args.concurrency} Agents, one serve, no relay")
     print(
-        f"{'setup':34} {'calls/s':>8} {'DB CPU ms/call':>15} {'backends ms/call':>17} {'serve ms/call':>14}"
+        f"{'setup':34} {'calls/s':>8} {'DB CPU ms/call':>15} {'coordinator ms/call':>20}"
+        f" {'backends ms/call':>17} {'serve ms/call':>14}"
     )
     for r in results:
+        coordinator = f"{r.per_call_ms(r.first_node_cpu):>20.2f}" if r is not results[0] else f"{'':>20}"
         print(
-            f"{r.setup:34} {r.per_second:>8.1f} {r.per_call_ms(r.database_cpu):>15.2f}"
+            f"{r.setup:34} {r.per_second:>8.1f} {r.per_call_ms(r.database_cpu):>15.2f} {coordinator}"
             f" {r.per_call_ms(r.backends_cpu):>17.2f} {r.per_call_ms(r.service_cpu):>14.2f}"
         )
     base, citus = results
