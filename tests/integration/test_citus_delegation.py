@@ -1,4 +1,5 @@
-"""On Citus, each tool call is delegated whole to the worker holding its conversation — and stays so.
+"""On Citus, each tool call is delegated whole to the worker holding its conversation — and stays so;
+and the database code can be applied again on a distributed database.
 
 Citus 13.2 stops delegating function calls on a connection once a statement on it failed while
 Citus planned it recursively (the planner's recursive-planning depth is never brought back to 0;
@@ -103,3 +104,19 @@ async def test_after_a_planning_error_the_pools_next_tool_calls_are_delegated_ag
     for _ in range(5):
         async with pool.connection() as conn:
             assert await delegated(conn)
+
+
+def test_migrate_on_a_distributed_database_makes_its_triggers_again(citus_url: str) -> None:
+    """Citus refuses a trigger on a distributed table unless told it is safe; migrate says so."""
+    with psycopg.connect(citus_url, autocommit=True) as conn:
+        conn.execute("SET citus.enable_unsafe_triggers = on")
+        conn.execute("DROP TRIGGER compat_interaction_tasks_conversation ON interaction_tasks")
+        conn.execute(
+            "DELETE FROM database_code WHERE name = 'interaction_tasks.compat_interaction_tasks_conversation'"
+        )
+    upgrade(citus_url)
+    with psycopg.connect(citus_url, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM pg_trigger WHERE tgname = 'compat_interaction_tasks_conversation'"
+        ).fetchone()
+    assert found == (1,)
