@@ -7,18 +7,23 @@ recorded as ``lease_lost`` instead of overwriting the row another relay now owns
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
+import msgspec
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
 
 from relay.policy import Verdict
 from service.domain.delivery import AGENT_ENDPOINT
 
 Conn = AsyncConnection[TupleRow]
+_encode = msgspec.json.Encoder().encode
 
 
 def claim_columns(alias: str) -> str:
@@ -74,24 +79,24 @@ RETURNING {claim_columns("o")}, (SELECT circuit_since FROM gate)
 
 # The outcome lands only where this relay still holds the very lease it claimed; every attempt is
 # appended to outbox_attempts either way. A failed probe gives its attempt back (``refund``);
-# delivered rows are added to ``outbox_tallies``. One statement, its own transaction. Rows are
-# locked in one order (``locked``, sorted by event_id, read before any row is updated) by every
-# writer, so two writers recording overlapping batches (one of them late) cannot deadlock, and the
-# attempt numbers below are computed under the lock. Re-running the statement after a lost commit reply is
-# harmless: the attempt row (same relay, same start) exists and the lease is already gone.
+# delivered rows are added to ``outbox_tallies``. One statement, its own transaction. The batch
+# comes as one JSON array of rows (``outcome_rows``: one parameter, encoded in C, instead of eleven
+# arrays adapted element by element). Rows are locked in one order (``locked``, sorted by
+# event_id, read before any row is updated) by every writer, so two writers recording overlapping
+# batches (one of them late) cannot deadlock, and the attempt numbers below are computed under the
+# lock. Re-running the statement after a lost commit reply is harmless: the attempt row (same
+# relay, same start) exists and the lease is already gone.
 RECORD_OUTCOMES = """
-WITH v AS (
-    SELECT * FROM unnest(
-        %(event_ids)s::uuid[], %(leases)s::timestamptz[], %(verdicts)s::text[], %(delays)s::float8[],
-        %(errors)s::text[], %(started_ats)s::timestamptz[], %(durations)s::int[],
-        %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[],
-        %(refunds)s::int[])
-        AS v(event_id, lease, verdict, delay, error, started_at, duration_ms, status_code, error_class,
-             excerpt, refund)
+WITH v AS MATERIALIZED (
+    SELECT (r->>0)::uuid AS event_id, (r->>1)::timestamptz AS lease, r->>2 AS verdict,
+           (r->>3)::float8 AS delay, r->>4 AS error, (r->>5)::timestamptz AS started_at,
+           (r->>6)::int AS duration_ms, (r->>7)::int AS status_code, r->>8 AS error_class,
+           r->>9 AS excerpt, (r->>10)::int AS refund
+    FROM jsonb_array_elements(%(outcomes)s::jsonb) AS r
 ),
 locked AS MATERIALIZED (
     SELECT o.event_id FROM outbox o
-    WHERE o.event_id = ANY(%(event_ids)s::uuid[])
+    WHERE o.event_id IN (SELECT event_id FROM v)
     ORDER BY o.event_id
     FOR UPDATE
 ),
@@ -153,9 +158,30 @@ class Claim:
     attempts: int
     created_at: datetime
     lease: datetime
-    body: str
+    #: The stored payload as the Agent receives it (UTF-8), the same bytes on every attempt.
+    body: bytes
     #: The one row sent to test an open circuit (``relay.circuit``).
     probe: bool = False
+    #: ``time.monotonic()`` just before the claim was made: its lease lasts at least
+    #: ``lease_seconds`` from then.
+    claimed_at: float = 0.0
+
+
+def claim_from_row(row: Sequence[Any], claimed_at: float, *, probe: bool = False) -> Claim:
+    """A ``Claim`` from the first columns of a row in ``claim_columns``' order."""
+    event_id, tool_call_id, conversation_id, sequence, attempts, created_at, lease, payload = row[:8]
+    return Claim(
+        event_id,
+        tool_call_id,
+        conversation_id,
+        sequence,
+        attempts,
+        created_at,
+        lease,
+        payload.encode(),
+        probe,
+        claimed_at,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +215,9 @@ async def claim(
     *,
     endpoint: str = AGENT_ENDPOINT,
 ) -> Claimed:
+    """Claim up to ``limit`` rows under a lease of ``lease_seconds``. ``busy``: rows this relay
+    still holds whose lease may have run out, which it must not claim again."""
+    claimed_at = time.monotonic()
     cursor = await conn.execute(
         CLAIM,
         {
@@ -200,27 +229,40 @@ async def claim(
         },
     )
     rows = await cursor.fetchall()
-    claimed = Claimed(sorted((Claim(*row[:-1]) for row in rows), key=lambda c: c.created_at))
+    rows.sort(key=_created_at)
+    claimed = Claimed(claim_from_row(row, claimed_at) for row in rows)
     claimed.circuit_closed_since = rows[0][-1] if rows else None
     return claimed
 
 
+def _created_at(row: Sequence[Any]) -> datetime:
+    created_at: datetime = row[5]
+    return created_at
+
+
+def outcome_rows(outcomes: Sequence[Outcome]) -> list[tuple[Any, ...]]:
+    """``RECORD_OUTCOMES``' batch, one array per outcome in the statement's order (sent as JSON)."""
+    return [
+        (
+            o.claim.event_id,
+            o.claim.lease,
+            o.verdict,
+            o.delay,
+            o.error,
+            o.started_at,
+            o.duration_ms,
+            o.status_code,
+            o.error_class,
+            o.excerpt,
+            o.refund,
+        )
+        for o in outcomes
+    ]
+
+
 async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]) -> dict[UUID, str]:
     """Write a batch of outcomes in one statement; returns what was recorded per event (or lease_lost)."""
-    params = {
-        "relay_id": relay_id,
-        "event_ids": [o.claim.event_id for o in outcomes],
-        "leases": [o.claim.lease for o in outcomes],
-        "verdicts": [o.verdict for o in outcomes],
-        "delays": [o.delay for o in outcomes],
-        "errors": [o.error for o in outcomes],
-        "started_ats": [o.started_at for o in outcomes],
-        "durations": [o.duration_ms for o in outcomes],
-        "status_codes": [o.status_code for o in outcomes],
-        "error_classes": [o.error_class for o in outcomes],
-        "excerpts": [o.excerpt for o in outcomes],
-        "refunds": [o.refund for o in outcomes],
-    }
+    params = {"relay_id": relay_id, "outcomes": Jsonb(outcome_rows(outcomes), dumps=_encode)}
     # Planned afresh each time (never a cached generic plan): the best way to look up earlier
     # attempts depends on how big outbox_attempts has grown, and its statistics may be stale.
     cursor = await conn.execute(RECORD_OUTCOMES, params, prepare=False)
