@@ -82,10 +82,13 @@ RETURNING {claim_columns("o")}, (SELECT circuit_since FROM gate)
 # delivered rows are added to ``outbox_tallies``. One statement, its own transaction. The batch
 # comes as one JSON array of rows (``outcome_rows``: one parameter, encoded in C, instead of eleven
 # arrays adapted element by element). Rows are locked in one order (``locked``, sorted by
-# event_id, read before any row is updated) by every writer, so two writers recording overlapping
-# batches (one of them late) cannot deadlock, and the attempt numbers below are computed under the
-# lock. Re-running the statement after a lost commit reply is harmless: the attempt row (same
-# relay, same start) exists and the lease is already gone.
+# event_id, all of it read — count(*) — before any row is updated) by every writer, so two writers
+# recording overlapping batches (one of them late) cannot deadlock, and the attempt numbers below
+# are computed under the lock. Re-running the statement after a lost commit reply is harmless: the
+# attempt row (same relay, same start) exists (``prior.seen``) and the lease is already gone.
+# Each row's earlier attempts are read by one index range scan (``prior``, an aggregate over
+# ``uq_outbox_attempts_event_id_attempt``), a shape no planner statistics turn into a scan of the
+# whole table: so the statement may be prepared once, as the claim is.
 RECORD_OUTCOMES = """
 WITH v AS MATERIALIZED (
     SELECT (r->>0)::uuid AS event_id, (r->>1)::timestamptz AS lease, r->>2 AS verdict,
@@ -111,8 +114,9 @@ held AS (
         attempts = o.attempts - v.refund,
         lease_owner = NULL,
         lease_expires_at = NULL
-    FROM v JOIN locked l USING (event_id)
+    FROM v
     WHERE o.event_id = v.event_id
+      AND (SELECT count(*) FROM locked) > 0
       AND o.status = 'pending'
       AND o.lease_owner = %(relay_id)s
       AND o.lease_expires_at = v.lease
@@ -126,14 +130,18 @@ tally AS (
 )
 INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code,
                              error_class, response_excerpt, outcome)
-SELECT v.event_id,
-       coalesce((SELECT max(a.attempt) FROM outbox_attempts a WHERE a.event_id = v.event_id), 0) + 1,
-       %(relay_id)s, v.started_at, v.duration_ms, v.status_code, v.error_class, v.excerpt,
+SELECT v.event_id, coalesce(prior.last, 0) + 1, %(relay_id)s, v.started_at, v.duration_ms,
+       v.status_code, v.error_class, v.excerpt,
        CASE WHEN v.event_id IN (SELECT event_id FROM held) THEN v.verdict ELSE 'lease_lost' END
-FROM v JOIN locked l USING (event_id)
-WHERE NOT EXISTS (
-      SELECT 1 FROM outbox_attempts a
-      WHERE a.event_id = v.event_id AND a.relay_id = %(relay_id)s AND a.started_at = v.started_at)
+FROM v
+JOIN locked l USING (event_id)
+CROSS JOIN LATERAL (
+    SELECT max(a.attempt) AS last,
+           coalesce(bool_or(a.relay_id = %(relay_id)s AND a.started_at = v.started_at), false) AS seen
+    FROM outbox_attempts a
+    WHERE a.event_id = v.event_id
+) prior
+WHERE NOT prior.seen
 RETURNING event_id, outcome
 """
 
@@ -263,9 +271,7 @@ def outcome_rows(outcomes: Sequence[Outcome]) -> list[tuple[Any, ...]]:
 async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]) -> dict[UUID, str]:
     """Write a batch of outcomes in one statement; returns what was recorded per event (or lease_lost)."""
     params = {"relay_id": relay_id, "outcomes": Jsonb(outcome_rows(outcomes), dumps=_encode)}
-    # Planned afresh each time (never a cached generic plan): the best way to look up earlier
-    # attempts depends on how big outbox_attempts has grown, and its statistics may be stale.
-    cursor = await conn.execute(RECORD_OUTCOMES, params, prepare=False)
+    cursor = await conn.execute(RECORD_OUTCOMES, params)
     rows = await cursor.fetchall()
     return {row[0]: row[1] for row in rows}
 
