@@ -111,10 +111,9 @@ class Claimer:
                 if self._orphans_possible:
                     await self.release(uncount=1, keep=list(self.held))
                     self._orphans_possible = False
+                busy = lease_ending(self.held, cfg.lease_seconds, time.monotonic())
                 async with self._pool.connection() as conn:
-                    claimed = await claims_db.claim(
-                        conn, cfg.relay_id, limit, cfg.lease_seconds, busy=self._lease_ending()
-                    )
+                    claimed = await claims_db.claim(conn, cfg.relay_id, limit, cfg.lease_seconds, busy)
             except psycopg.Error as exc:
                 # The claim may have committed with its reply lost: hand back such rows before the
                 # next claim instead of leaving them to their lease.
@@ -155,18 +154,6 @@ class Claimer:
         self._start_delivery(probe)
         self.metrics.in_flight.set(len(self.held))
         return 0.0
-
-    def _lease_ending(self) -> list[UUID]:
-        """Held rows claimed so long ago that their lease may have run out (oldest first: ``held``
-        keeps the order rows were claimed in). Every other held row is under a live lease, which the
-        claim skips anyway."""
-        horizon = time.monotonic() - max(self.config.lease_seconds - LEASE_MARGIN, 0.0)
-        ending = []
-        for event_id, claim in self.held.items():
-            if claim.claimed_at > horizon:
-                break
-            ending.append(event_id)
-        return ending
 
     async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
         await sleep_until(seconds, self._wake, stop)
@@ -292,6 +279,19 @@ class Claimer:
                 await self.outcomes.join()
         except TimeoutError:
             log.warning("relay_outcomes_unrecorded", rows=self.outcomes.qsize())
+
+
+def lease_ending(held: dict[UUID, Claim], lease_seconds: float, now: float) -> list[UUID]:
+    """Held rows claimed so long ago (``time.monotonic()`` is ``now``) that their lease may have run
+    out, oldest first: ``held`` keeps the order rows were claimed in. Every other held row is under a
+    live lease, which the claim skips anyway."""
+    horizon = now - max(lease_seconds - LEASE_MARGIN, 0.0)
+    ending = []
+    for event_id, claim in held.items():
+        if claim.claimed_at > horizon:
+            break
+        ending.append(event_id)
+    return ending
 
 
 def _spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:

@@ -162,3 +162,17 @@ async def test_relays_claiming_at_once_never_share_a_row(database_url: str, db: 
     results = await asyncio.gather(*(relay(f"relay-{n}") for n in range(4)))
     everything = [event_id for mine in results for event_id in mine]
     assert len(everything) == len(set(everything)) == len(queued)
+
+
+async def test_an_outcomes_text_is_recorded_exactly_whatever_it_holds(conn: Conn, db: Db) -> None:
+    (queued,) = queue_results(db, "conv-a")
+    (claimed,) = await claims.claim(conn, "relay-x", 10, 30)
+    text = 'HTTP 500: {"a": "b,c"} \\ "quoted" \u00e9\u2615\nline two\ttab NULL'
+    started = datetime(2026, 12, 3, 7, 0, 0, 123_456, tzinfo=UTC)
+    failed = Outcome(claimed, "retry", 1.25, text, started, 7, 500, None, text[:40])
+    assert await claims.record_outcomes(conn, "relay-x", [failed]) == {claimed.event_id: "retry"}
+    row = outbox_rows(db)[queued.event_id]
+    (attempt,) = attempt_rows(db, queued.event_id)
+    assert row["last_error"] == text and row["status"] == "pending" and row["lease_owner"] is None
+    assert (attempt["started_at"], attempt["duration_ms"], attempt["status_code"]) == (started, 7, 500)
+    assert (attempt["response_excerpt"], attempt["error_class"]) == (text[:40], None)

@@ -30,6 +30,7 @@ class Server:
     bodies: list[bytes] = field(default_factory=list)
     connections: int = 0
     port: int = 0
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -38,6 +39,7 @@ class Server:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = re.search(rb"content-length: (\d+)", head, re.IGNORECASE)
                 self.heads.append(head)
+                self.arrived.set()
                 self.bodies.append(await reader.readexactly(int(length[1]) if length else 0))
                 answer = self.answer(head)
                 if answer is None:
@@ -129,7 +131,9 @@ async def test_a_long_answer_is_cut_to_the_excerpt_and_the_next_post_still_goes(
 
 
 async def test_an_interim_answer_is_followed_by_the_final_one(server: Server) -> None:
-    server.answer = lambda _head: b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    server.answer = lambda _head: (
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    )
     client = client_for(server.url)
     result, _ = await post(client)
     await client.aclose()
@@ -177,7 +181,9 @@ async def test_a_closed_port_is_a_connect_error() -> None:
     assert "cannot connect to 127.0.0.1" in result.error_message
 
 
-async def test_no_answer_within_the_timeout_is_a_timeout_and_the_connection_is_dropped(server: Server) -> None:
+async def test_no_answer_within_the_timeout_is_a_timeout_and_the_connection_is_dropped(
+    server: Server,
+) -> None:
     server.answer = lambda _head: b""  # says nothing, keeps the connection open
     client = client_for(server.url, timeout=0.3)
     started = time.monotonic()
@@ -194,8 +200,7 @@ async def test_aborting_ends_what_is_in_flight_as_relay_shutdown(server: Server)
     server.answer = lambda _head: b""
     client = client_for(server.url)
     pending = asyncio.ensure_future(post(client))
-    while not server.heads:
-        await asyncio.sleep(0.01)
+    await server.arrived.wait()
     client.abort("stopping")
     result, _ = await pending
     assert (result.error_class, result.error_message) == ("RelayShutdown", "stopping")
