@@ -56,6 +56,9 @@ BATCH = 100
 CONCURRENCY = 64
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # a fixed test secret: the same work every run
 PARTS = ("sign", "request", "http", "claim", "claim_record", "metrics", "logging")
+# Parts that touch neither the database nor the network run this many times more: they are small,
+# and a pair's difference should stand well above what varies between two processes.
+CPU_ONLY = {"sign": 10, "request": 10, "metrics": 10, "logging": 10}
 
 # One row per conversation, every row claimable at once; payloads as bench.seeds.SEED_BACKLOG's.
 SEED = """
@@ -268,7 +271,8 @@ def _instructions(tree: Path, work: Path, driver: list[str]) -> int:
             *driver,
         ],
         cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
+        # One hash seed: dicts and sets laid out alike in every run of a pair.
+        env={**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"},
         capture_output=True,
         text=True,
         check=False,
@@ -329,10 +333,12 @@ def relay_per_delivery(tree: Path, dbs: Databases, webhook_url: str, rows: int, 
     return (counts[1] - counts[0]) / rows
 
 
-def part_counts(tree: Path, dbs: Databases, webhook_url: str, part: str, rows: int, work: Path) -> int:
-    # Enough rows for every part's warm-up and the measured claims.
+def part_counts(
+    tree: Path, dbs: Databases, webhook_url: str, part: str, rows: int, work: Path, *, times: int = 1
+) -> int:
+    # The same backlog for every part: enough for every part's warm-up and the measured claims.
     with dbs.seeded(tree, 2 * WARM + rows + BATCH) as url:
-        return _instructions(tree, work, ["--drive-parts", url, webhook_url, part, str(rows)])
+        return _instructions(tree, work, ["--drive-parts", url, webhook_url, part, str(rows * times)])
 
 
 def main() -> int:
@@ -376,9 +382,17 @@ def main() -> int:
             parts: dict[str, Any] = {}
             if not args.no_parts:
                 parts = {
-                    part: pool.submit(part_counts, ROOT, dbs, receiver.url, part, count, work)
+                    part: pool.submit(
+                        part_counts,
+                        ROOT,
+                        dbs,
+                        receiver.url,
+                        part,
+                        args.rows,
+                        work,
+                        times=CPU_ONLY.get(part, 1),
+                    )
                     for part in ("none", *PARTS)
-                    for count in ([0] if part == "none" else [args.rows])
                 }
             whole = {name: job.result() for name, job in wholes.items()}
             counts = {part: job.result() for part, job in parts.items()}
@@ -392,7 +406,7 @@ def main() -> int:
     for name, figure in whole.items():
         print(f"    {name:40} {figure / 1e3:9.1f} k   ({figure / base:.3f}x the previous)")
     if counts:
-        per = {part: (counts[part] - counts["none"]) / args.rows for part in PARTS}
+        per = {part: (counts[part] - counts["none"]) / (args.rows * CPU_ONLY.get(part, 1)) for part in PARTS}
         per["record"] = per.pop("claim_record") - per["claim"]
         per["http"] -= per["request"]
         per["request"] -= per["sign"]
