@@ -5,6 +5,9 @@ throwaway database on 127.0.0.1.
     .venv/bin/python -m bench.relay_drain [--rows 20000] [--relays 1,2] [--rate 200] [--seconds 10]
                                           [--baseline COMMIT] [--rounds 1]
 
+0. Statement cost: the backend CPU per row of the relay's claim and of its record statement
+   (relay.claims), batches of --batch rows on one connection over a --rows backlog, no HTTP; with
+   --baseline, that commit's relay/claims.py too, in the same run.
 1. SQL ceiling: the relay's CLAIM and RECORD_OUTCOMES statements (relay.claims)
    in a loop from --ceiling-workers connections, marking every row delivered, no HTTP at all.
 2. Receiver ceiling: the receiving Agent (harness.receiver, in a process of its own, not
@@ -27,12 +30,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import psycopg
@@ -58,6 +63,56 @@ def undelivered(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM outbox WHERE status <> 'delivered'").fetchone()
         return int(row[0]) if row else 0
+
+
+# -- 0. what the statements cost Postgres -------------------------------------------------------
+
+
+def claims_module(tree: Path | None) -> ModuleType:
+    """``relay.claims`` of this checkout, or of the release checked out in ``tree``."""
+    if tree is None:
+        return claims_db
+    spec = importlib.util.spec_from_file_location("baseline_relay_claims", tree / "relay" / "claims.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no relay/claims.py in {tree}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def statement_cost(
+    url: str, rows: int, conversations: int, batch: int, claims: ModuleType
+) -> tuple[float, float]:
+    """Backend CPU seconds per row of the claim and of the record (all delivered), one connection."""
+    seed(url, rows, conversations)
+    spent = [0.0, 0.0]
+    done = 0
+
+    async def run() -> None:
+        nonlocal done
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute("SET TIME ZONE 'UTC'")
+            backend = conn.info.backend_pid
+            while True:
+                before = process_cpu(backend)
+                claimed = await claims.claim(conn, "cost", batch, 30.0)
+                claimed_cpu = process_cpu(backend)
+                if not claimed:
+                    return
+                outcomes = [
+                    claims.Outcome(c, "delivered", 0.0, None, c.created_at, 1, 204, None, None)
+                    for c in claimed
+                ]
+                await claims.record_outcomes(conn, "cost", outcomes)
+                spent[0] += claimed_cpu - before
+                spent[1] += process_cpu(backend) - claimed_cpu
+                done += len(claimed)
+
+    asyncio.run(run())
+    if done != rows or undelivered(url):
+        raise SystemExit("the statement-cost run left rows behind")
+    return spent[0] / rows, spent[1] / rows
 
 
 # -- 1. the SQL ceiling --------------------------------------------------------------------------
@@ -253,6 +308,15 @@ def main() -> int:
         if args.baseline:
             releases.insert(
                 0, (f"baseline {args.baseline[:12]}", stack.enter_context(previous_release(args.baseline)))
+            )
+        for name, tree in releases:
+            claim_cpu, record_cpu = statement_cost(
+                url, args.rows, args.conversations, args.batch, claims_module(tree)
+            )
+            print(
+                f"Postgres CPU per row, {name}: claim {claim_cpu * 1e6:.0f} us, "
+                f"record {record_cpu * 1e6:.0f} us (batches of {args.batch}, one connection)",
+                flush=True,
             )
         ceiling = sql_ceiling(url, args.rows, args.conversations, args.ceiling_workers, args.batch)
         print(
