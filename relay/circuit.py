@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
-from relay.claims import CLAIMABLE, LEASE, Claim, Conn, claim_columns, claim_from_row
+from relay.claims import CLAIMABLE, LEASE, Claim, Conn, claim_columns, claim_from_row, claiming
 from relay.policy import AttemptResult, is_retryable_status
 from service.wakeups import OUTBOX_CHANNEL
 
@@ -258,9 +258,9 @@ async def take_probe(
 ) -> tuple[bool, Claim | None]:
     """(whether this relay won the probe, the row it claimed for it)."""
     claimed_at = time.monotonic()
-    cursor = await conn.execute(
-        TAKE_PROBE, {"endpoint": endpoint, "relay_id": relay_id, "lease_seconds": lease_seconds}
-    )
+    params = {"endpoint": endpoint, "relay_id": relay_id, "lease_seconds": lease_seconds}
+    async with claiming(conn):
+        cursor = await conn.execute(TAKE_PROBE, params)
     row = await cursor.fetchone()
     assert row is not None
     won, *columns = row
