@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import ipaddress
 import re
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -216,3 +220,78 @@ async def test_more_posts_than_connections_wait_for_a_free_one(server: Server) -
     await client.aclose()
     assert [r.status_code for r, _ in results] == [204] * 20
     assert server.connections <= 4
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and localhost, signed by its own key, and that key (PEM files)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "relay-test")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp / "cert.pem", tmp / "key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_file, key_file
+
+
+@contextlib.asynccontextmanager
+async def tls_server(cert_file: Path, key_file: Path) -> AsyncIterator[Server]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    serving = Server()
+    listener = await asyncio.start_server(serving.handle, "127.0.0.1", 0, ssl=context)
+    serving.port = listener.sockets[0].getsockname()[1]
+    async with listener:
+        yield serving
+
+
+async def test_an_https_endpoint_is_posted_to_over_tls_with_the_systems_trust_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert_file, key_file = _self_signed(tmp_path)
+    # OpenSSL's default verify paths honour SSL_CERT_FILE: how a deployment trusts a private CA.
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert_file))
+    async with tls_server(cert_file, key_file) as server:
+        client = client_for(f"https://127.0.0.1:{server.port}/hook")
+        for _ in range(3):
+            result, _ = await post(client, b'{"tls": true}')
+            assert (result.status_code, result.error_class) == (204, None)
+        await client.aclose()
+    assert server.connections == 1 and server.bodies == [b'{"tls": true}'] * 3
+    assert server.heads[0].startswith(b"POST /hook HTTP/1.1\r\nhost: 127.0.0.1:%d\r\n" % server.port)
+
+
+async def test_an_https_endpoint_whose_certificate_is_not_trusted_is_a_connect_error(tmp_path: Path) -> None:
+    cert_file, key_file = _self_signed(tmp_path)
+    async with tls_server(cert_file, key_file) as server:
+        client = client_for(f"https://127.0.0.1:{server.port}/hook")
+        result, _ = await post(client)
+        await client.aclose()
+    assert (result.status_code, result.error_class) == (None, "ConnectError")
+    assert "certificate" in result.error_message.lower()
+    assert server.heads == []
