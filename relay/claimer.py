@@ -113,7 +113,9 @@ class Claimer:
                     self._orphans_possible = False
                 busy = lease_ending(self.held, cfg.lease_seconds, time.monotonic())
                 async with self._pool.connection() as conn:
-                    claimed = await claims_db.claim(conn, cfg.relay_id, limit, cfg.lease_seconds, busy)
+                    claimed = await claims_db.claim(
+                        conn, cfg.relay_id, limit, cfg.lease_seconds, busy, on_node=cfg.on_node
+                    )
             except psycopg.Error as exc:
                 # The claim may have committed with its reply lost: hand back such rows before the
                 # next claim instead of leaving them to their lease.

@@ -107,7 +107,7 @@ WITH v AS MATERIALIZED (
     SELECT (r->>0)::uuid AS event_id, (r->>1)::timestamptz AS lease, r->>2 AS verdict,
            (r->>3)::float8 AS delay, r->>4 AS error, (r->>5)::timestamptz AS started_at,
            (r->>6)::int AS duration_ms, (r->>7)::int AS status_code, r->>8 AS error_class,
-           r->>9 AS excerpt, (r->>10)::int AS refund
+           r->>9 AS excerpt, (r->>10)::int AS refund, r->>11 AS conversation_id
     FROM jsonb_array_elements(%(outcomes)s::jsonb) AS r
 ),
 locked AS MATERIALIZED (
@@ -141,9 +141,10 @@ tally AS (
     SELECT pg_backend_pid() %% 64, count(*) FROM held WHERE verdict = 'delivered' HAVING count(*) > 0
     ON CONFLICT (shard) DO UPDATE SET delivered = t.delivered + excluded.delivered
 )
-INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code,
-                             error_class, response_excerpt, outcome)
-SELECT v.event_id, coalesce(prior.last, 0) + 1, %(relay_id)s, v.started_at, v.duration_ms,
+INSERT INTO outbox_attempts (event_id, conversation_id, attempt, relay_id, started_at, duration_ms,
+                             status_code, error_class, response_excerpt, outcome)
+SELECT v.event_id, v.conversation_id, coalesce(prior.last, 0) + 1, %(relay_id)s, v.started_at,
+       v.duration_ms,
        v.status_code, v.error_class, v.excerpt,
        CASE WHEN v.event_id IN (SELECT event_id FROM held) THEN v.verdict ELSE 'lease_lost' END
 FROM v
@@ -167,6 +168,23 @@ WHERE lease_owner = %(relay_id)s
   AND status = 'pending'
   AND NOT (event_id = ANY(%(keep)s::uuid[]))
 RETURNING event_id
+"""
+
+
+# On Citus (a relay connected to a worker): the claim and the outcome writes on each shard of outbox
+# that worker holds, one call each (service/db/sql/80_relay_nodes.sql), since FOR UPDATE ... SKIP
+# LOCKED stays within one shard there.
+CLAIM_ON_NODE = """
+SELECT event_id, tool_call_id, conversation_id, sequence, attempts, created_at, lease_expires_at,
+       payload, circuit_since
+FROM relay_claim_local(%(relay_id)s, %(limit)s, %(lease_seconds)s, %(busy)s::uuid[], %(endpoint)s)
+"""
+RECORD_ON_NODE = """
+SELECT event_id, outcome FROM relay_record_local(
+    %(relay_id)s, %(event_ids)s::uuid[], %(conversations)s::text[], %(leases)s::timestamptz[],
+    %(verdicts)s::text[], %(delays)s::float8[], %(errors)s::text[], %(started_ats)s::timestamptz[],
+    %(durations)s::int[], %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[],
+    %(refunds)s::int[])
 """
 
 
@@ -235,9 +253,11 @@ async def claim(
     busy: Sequence[UUID] = (),
     *,
     endpoint: str = AGENT_ENDPOINT,
+    on_node: bool = False,
 ) -> Claimed:
     """Claim up to ``limit`` rows under a lease of ``lease_seconds``. ``busy``: rows this relay
-    still holds whose lease may have run out, which it must not claim again."""
+    still holds whose lease may have run out, which it must not claim again. ``on_node``: on
+    Citus, the rows of the shards the connection's node holds."""
     claimed_at = time.monotonic()
     params = {
         "relay_id": relay_id,
@@ -246,8 +266,11 @@ async def claim(
         "busy": list(busy),
         "endpoint": endpoint,
     }
-    async with claiming(conn):
-        cursor = await conn.execute(CLAIM, params)
+    if on_node:
+        cursor = await conn.execute(CLAIM_ON_NODE, params)
+    else:
+        async with claiming(conn):
+            cursor = await conn.execute(CLAIM, params)
     rows = await cursor.fetchall()
     rows.sort(key=_created_at)
     claimed = Claimed(claim_from_row(row, claimed_at) for row in rows)
@@ -283,17 +306,43 @@ def outcome_rows(outcomes: Sequence[Outcome]) -> list[tuple[Any, ...]]:
             o.error_class,
             o.excerpt,
             o.refund,
+            o.claim.conversation_id,
         )
         for o in outcomes
     ]
 
 
-async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]) -> dict[UUID, str]:
-    """Write a batch of outcomes in one statement; returns what was recorded per event (or lease_lost)."""
-    params = {"relay_id": relay_id, "outcomes": Jsonb(outcome_rows(outcomes), dumps=_encode)}
-    cursor = await conn.execute(RECORD_OUTCOMES, params)
+async def record_outcomes(
+    conn: Conn, relay_id: str, outcomes: Sequence[Outcome], *, on_node: bool = False
+) -> dict[UUID, str]:
+    """Write a batch of outcomes in one statement; returns what was recorded per event (or lease_lost).
+    ``on_node``: on Citus, each on the shard of the connection's node that holds it."""
+    if on_node:
+        cursor = await conn.execute(RECORD_ON_NODE, _outcome_arrays(relay_id, outcomes))
+    else:
+        params = {"relay_id": relay_id, "outcomes": Jsonb(outcome_rows(outcomes), dumps=_encode)}
+        cursor = await conn.execute(RECORD_OUTCOMES, params)
     rows = await cursor.fetchall()
     return {row[0]: row[1] for row in rows}
+
+
+def _outcome_arrays(relay_id: str, outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """``RECORD_ON_NODE``'s parameters: one array per column."""
+    return {
+        "relay_id": relay_id,
+        "event_ids": [o.claim.event_id for o in outcomes],
+        "conversations": [o.claim.conversation_id for o in outcomes],
+        "leases": [o.claim.lease for o in outcomes],
+        "verdicts": [o.verdict for o in outcomes],
+        "delays": [o.delay for o in outcomes],
+        "errors": [o.error for o in outcomes],
+        "started_ats": [o.started_at for o in outcomes],
+        "durations": [o.duration_ms for o in outcomes],
+        "status_codes": [o.status_code for o in outcomes],
+        "error_classes": [o.error_class for o in outcomes],
+        "excerpts": [o.excerpt for o in outcomes],
+        "refunds": [o.refund for o in outcomes],
+    }
 
 
 async def release(conn: Conn, relay_id: str, *, keep: Sequence[UUID] = (), uncount: int = 0) -> list[UUID]:

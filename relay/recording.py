@@ -78,6 +78,7 @@ class OutcomeWriter:
         outcomes: Outcomes,
         held: dict[UUID, Claim],
         recorded: Callable[[], None],
+        on_node: bool = False,
     ) -> None:
         self.name = f"relay-writer-{number}"
         self._pool = pool
@@ -86,6 +87,7 @@ class OutcomeWriter:
         self._outcomes = outcomes
         self._held = held
         self._recorded = recorded
+        self._on_node = on_node
         self._rounds = 0
 
     @property
@@ -104,7 +106,9 @@ class OutcomeWriter:
         while True:
             try:
                 async with self._pool.connection() as conn:
-                    recorded = await claims_db.record_outcomes(conn, self._relay_id, batch)
+                    recorded = await claims_db.record_outcomes(
+                        conn, self._relay_id, batch, on_node=self._on_node
+                    )
                 break
             except psycopg.Error as exc:
                 # Safe to repeat: the statement recognises attempts it already recorded.

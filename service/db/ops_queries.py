@@ -203,7 +203,7 @@ TRACE_ATTEMPTS = (
     + f"""
 SELECT a.event_id, {ATTEMPT_COLUMNS}
 FROM outbox_attempts a
-JOIN traced_outbox b ON b.event_id = a.event_id
+JOIN traced_outbox b ON b.event_id = a.event_id AND b.conversation_id = a.conversation_id
 ORDER BY a.event_id, a.attempt, a.attempt_id
 """
 )

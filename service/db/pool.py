@@ -9,12 +9,20 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 import psycopg_pool
+import structlog
+from prometheus_client import Counter
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from service.db.reconnect import PatientConnection
+
+log = structlog.get_logger("service.db.pool")
+DISCARDED = Counter(
+    "lineup_db_connections_discarded_total",
+    "Pooled connections closed after a failed statement instead of being reused (on Citus only).",
+)
 
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 ACT = TypeVar("ACT", bound=AsyncConnection[Any])
@@ -41,6 +49,9 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
         super().__init__(*args, **kwargs)
         self._sweep: asyncio.Future[None] | None = None
         self.sweeps = 0
+        #: On Citus: close every connection one of whose statements failed (``discard_after_error``).
+        self.discard_after_error = False
+        self.discarded = 0
         # The lock-free getconn/putconn: for the psycopg_pool version they are written for, and only
         # without a check or reset callback (each needs psycopg_pool's own path).
         self._lean = (
@@ -92,6 +103,17 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
         (``Lease``)."""
         return Lease(self, timeout)
 
+    async def _discard(self, conn: ACT, error: psycopg.Error) -> None:
+        """Citus 13 leaves a backend unable to delegate a function call ever again once an error was
+        raised while it planned a statement recursively (a counter of its planner is never brought
+        back to 0; every later call then runs statement by statement from the coordinator, a round
+        trip each, with only a DEBUG line to show it). Which error did that cannot be told from
+        here, so any failed statement costs its connection: closed, and the pool makes a new one."""
+        self.discarded += 1
+        DISCARDED.inc()
+        log.info("connection_discarded", reason="citus", error_type=type(error).__name__)
+        await conn.close()
+
     async def drop_dead_connections(self) -> None:
         """Test the idle connections, replace the dead ones; callers at the same time share one test."""
         if self._sweep is None or self._sweep.done():
@@ -110,7 +132,8 @@ class Lease(Generic[ACT]):
 
     A statement that fails on a broken connection makes the pool test its idle ones
     (``drop_dead_connections``) before the error reaches the caller, then the broken one goes back
-    to the pool, which replaces it."""
+    to the pool, which replaces it. On Citus (``discard_after_error``) a connection whose statement
+    failed is closed first, and so replaced too."""
 
     __slots__ = ("_conn", "_pool", "_timeout")
 
@@ -127,8 +150,11 @@ class Lease(Generic[ACT]):
     ) -> None:
         conn = self._conn
         try:
-            if isinstance(error, psycopg.OperationalError) and conn.broken:
-                await self._pool.drop_dead_connections()
+            if isinstance(error, psycopg.Error):
+                if self._pool.discard_after_error and not conn.closed:
+                    await self._pool._discard(conn, error)
+                if isinstance(error, psycopg.OperationalError) and conn.broken:
+                    await self._pool.drop_dead_connections()
         finally:
             await self._pool.putconn(conn)
 

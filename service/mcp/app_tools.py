@@ -154,7 +154,9 @@ def _capability(row: DictRow) -> Capability:
 
 async def _operation(rt: Runtime, operation_id: uuid.UUID, conversation_id: str | None) -> DictRow:
     async with rt.unit_of_work(transaction=False) as work:
-        return _bound(await operations_db.get_by_id(work.conn, operation_id), conversation_id)
+        return _bound(
+            await operations_db.get_by_id(work.conn, operation_id, conversation_id), conversation_id
+        )
 
 
 def _context(row: DictRow) -> dict[str, Any]:
@@ -174,7 +176,10 @@ def _context(row: DictRow) -> dict[str, Any]:
 
 async def _read_with_clock(rt: Runtime, operation_id: uuid.UUID, conversation_id: str | None) -> DictRow:
     async with rt.unit_of_work(transaction=False) as work:
-        return _bound(await operations_db.get_by_id_with_clock(work.conn, operation_id), conversation_id)
+        return _bound(
+            await operations_db.get_by_id_with_clock(work.conn, operation_id, conversation_id),
+            conversation_id,
+        )
 
 
 async def read(rt: Runtime, operation_id: uuid.UUID, conversation_id: str | None) -> dict[str, Any]:

@@ -22,7 +22,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from psycopg import OperationalError
+from psycopg.errors import InternalError_
 
+from service.db import citus
 from service.domain.errors import Refusal
 from service.http import status_of
 from service.mcp import app_resource, app_tools, elicitation, tasks_extension
@@ -60,6 +62,11 @@ def translated() -> Iterator[None]:
         yield
     except OperationalError:
         log.warning("mcp_database_unavailable")
+        raise MCPError(INTERNAL_ERROR, "the database is unavailable; nothing was applied, retry") from None
+    except InternalError_ as error:
+        if not citus.node_failed(error):  # a Citus node restarting: as unavailable; else a bug
+            raise
+        log.warning("mcp_database_unavailable", citus=str(error).strip())
         raise MCPError(INTERNAL_ERROR, "the database is unavailable; nothing was applied, retry") from None
     except Refusal as refusal:
         raise MCPError(

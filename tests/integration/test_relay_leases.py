@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,19 @@ Conn = psycopg.AsyncConnection[TupleRow]
 async def conn(database_url: str) -> AsyncIterator[Conn]:
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as connection:
         yield connection
+
+
+@pytest.fixture(autouse=True, params=["statements", "per node"])
+def claim_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs through the relay's statements and through their per-node form (what a
+    relay on a Citus worker calls: relay_claim_local, relay_record_local), which on one
+    PostgreSQL works on the table itself."""
+    if request.param == "per node":
+        monkeypatch.setattr(claims, "claim", functools.partial(claims.claim, on_node=True))
+        monkeypatch.setattr(
+            claims, "record_outcomes", functools.partial(claims.record_outcomes, on_node=True)
+        )
+    return str(request.param)
 
 
 def outcome(claim: Claim, verdict: Verdict, delay: float = 0.0) -> Outcome:
