@@ -3,8 +3,9 @@
 `load_registry` reads the manifest of every app folder in a directory (``service/apps/<app>/
 manifest.json``, see ``service.apps``), checks it against `manifest.schema.json` and the rules a
 schema cannot express (tool names carry their app's scope, scopes and tool names are unique,
-embedded schemas are valid), takes each app's registrations from its folder and checks them against
-its SQL (``service.apps.problems``), and returns an immutable `Registry`. Every problem surfaces as
+embedded schemas are valid, a workspace app's page is in its folder: ``service.apps.
+surface_problems``), takes each app's registrations from its folder and checks them against its SQL
+(``service.apps.problems``), and returns an immutable `Registry`. Every problem surfaces as
 `ManifestError`.
 """
 
@@ -134,6 +135,7 @@ class AppManifest:
     instance_state: InstanceStateFeature | None
     file: str
     lifecycle: Lifecycle = Lifecycle()
+    surface: Path | None = None  # a workspace app's page and its files (``<app>/surface/``)
 
 
 @dataclass(frozen=True)
@@ -288,6 +290,9 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         )
 
     surface = doc["surface"]
+    folder = path.parent
+    if problems := app_folders.surface_problems(folder, scope, surface["kind"], surface.get("entry")):
+        _fail(file, "$.surface", "; ".join(problems))
     lifecycle = doc.get("lifecycle", {})
     return AppManifest(
         app_scope=scope,
@@ -299,6 +304,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         instance_state=instance_state,
         file=file,
         lifecycle=Lifecycle(**lifecycle),
+        surface=folder / app_folders.SURFACE if surface["kind"] == "workspace" else None,
     )
 
 
