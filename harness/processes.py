@@ -26,7 +26,7 @@ import httpx
 
 from service.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # The variables the service and the relay read their settings from.
 SETTINGS = frozenset(name.upper() for name in Settings.model_fields)
