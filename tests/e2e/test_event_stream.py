@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from harness.calls import interrupt_body, start_body
-from harness.database import DatabaseFactory, with_database
-from tests.conftest import AGENT, HOST, ServiceProcess
+from harness.database import DatabaseFactory
+from tests.conftest import AGENT, HOST, ServiceProcess, services_on_own_database
 
 pytestmark = pytest.mark.e2e
 
@@ -34,18 +34,11 @@ class Replicas:
 def replicas(
     database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Replicas]:
-    name = database_factory.create()
-    url = with_database(database_factory.server, name)
     logs = tmp_path_factory.mktemp("event-stream")
-    reader = ServiceProcess(url, logs, SSE_SESSION_CHECK_SECONDS="0.5")
-    writer = ServiceProcess(url, logs)
-    try:
-        yield Replicas(reader.start(), writer.start())
-    finally:
-        for process in (reader, writer):
-            if process.process is not None:
-                process.stop()
-        database_factory.drop(name)
+    with services_on_own_database(
+        database_factory, logs, {"SSE_SESSION_CHECK_SECONDS": "0.5"}, {}
+    ) as started:
+        yield Replicas(*started)
 
 
 async def events(
