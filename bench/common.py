@@ -19,8 +19,9 @@ from typing import Any
 import psycopg
 
 from harness.http_client import HttpClient
-from harness.processes import RelayProcess, free_port
+from harness.processes import ROOT, RelayProcess, free_port
 from harness.receiver import new_secret
+from harness.releases import release_env
 
 
 def canonical_text(name: str) -> str:
@@ -251,9 +252,12 @@ class Relays:
         concurrency: int = 64,
         batch: int = 100,
         env: Mapping[str, str] | None = None,
+        tree: Path | None = None,
     ) -> None:
+        """``tree``: run another release's relay, checked out there (``harness.releases``)."""
         logs = logs or Path(tempfile.mkdtemp(prefix="bench-relays-"))
         secret = new_secret()
+        release = {} if tree is None else release_env(tree)
         self.processes: list[RelayProcess] = []
         for n in range(count):
             probe = free_port()
@@ -267,8 +271,10 @@ class Relays:
                     "RELAY_METRICS_PORT": str(probe),
                     "RELAY_CONCURRENCY": str(concurrency),
                     "RELAY_BATCH_SIZE": str(batch),
+                    **release,
                     **(env or {}),
                 },
+                cwd=tree or ROOT,
             )
             self.processes.append(relay)
             relay.start()

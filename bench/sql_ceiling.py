@@ -38,19 +38,17 @@ def _pgbench_call(tool: str, arguments: dict[str, Any]) -> str:
     def literal(value: str) -> str:
         return "'" + value.replace("'", "''") + "'"
 
-    return (
-        CALL_TOOL.strip()
-        % (
-            "gen_random_uuid()::text",  # tool_call_id
-            "'pgb-' || :client_id::text",  # conversation_id
-            literal(tool),
-            literal("0" * 64),  # fingerprint
-            literal(json.dumps(arguments)) + "::jsonb",  # arguments
-            literal(DECIDE[tool]),
-            literal(CONTEXTS[tool]) + "::jsonb",  # context
-        )
-        + ";"
+    values = (
+        "gen_random_uuid()::text",  # tool_call_id
+        "'pgb-' || :client_id::text",  # conversation_id
+        literal(tool),
+        literal("0" * 64),  # fingerprint
+        literal(json.dumps(arguments)) + "::jsonb",  # arguments
+        literal(DECIDE[tool]),
+        literal(CONTEXTS[tool]) + "::jsonb",  # context
     )
+    # The statement's placeholders are Postgres' own ($1 ... $7).
+    return re.sub(r"\$(\d+)", lambda m: values[int(m.group(1)) - 1], CALL_TOOL.decode().strip()) + ";"
 
 
 START_SQL = _pgbench_call("pomodoro.start", {"duration_seconds": DURATION_SECONDS, "activity": ACTIVITY})

@@ -32,6 +32,7 @@ from service.api.events import HostEventsController
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
 from service.api.host_sessions import HostSessionsController
+from service.api.lean_route import check_lean_routes
 from service.api.ops import OpsController
 from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
@@ -209,4 +210,5 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         logging_config=None,
     )
     without_litestar_validation_answers(app)
+    check_lean_routes(app)
     return app
