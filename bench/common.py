@@ -32,6 +32,26 @@ def canonical_text(name: str) -> str:
     return next(d.sql for d in definitions() if d.name == name)
 
 
+def tool_contexts() -> dict[str, str]:
+    """Each shipped Tool's context (``p_context``) exactly as the service passes it — its settings
+    and the status of each of its outcomes —, made by the service's own Runtime (without a pool)
+    with default settings: the benches that send ``call_tool_v3`` themselves send what it sends."""
+    from service.manifests import load_registry
+    from service.settings import load_settings
+    from service.use_cases.runtime import Runtime
+
+    settings = load_settings(
+        "serve",
+        database_url="postgresql://bench@127.0.0.1/unused",
+        agent_token="bench-agent-token-000",
+        host_token="bench-host-token-0000",
+        operator_token="bench-operator-token",
+    )
+    registry = load_registry(settings.manifests_dir)
+    runtime = Runtime(pool=None, settings=settings, registry=registry)  # type: ignore[arg-type]
+    return {tool: runtime.context_of(tool) for tool in registry.runners}
+
+
 ToolCaller = Callable[[dict[str, Any]], Awaitable[tuple[int, Any]]]
 
 

@@ -14,6 +14,7 @@ from psycopg import AsyncConnection
 from psycopg import errors as pg_errors
 from psycopg.rows import DictRow
 
+from service.app_manifest import INSTANCE_STATE_FEATURE, InstanceStateFeature
 from service.db import states as states_db
 from service.db import workspaces as ws_db
 from service.domain.errors import (
@@ -24,7 +25,6 @@ from service.domain.errors import (
     StateSchemaViolation,
     StateTooLarge,
 )
-from service.manifests import INSTANCE_STATE_FEATURE, InstanceStateFeature
 from service.use_cases.capabilities import Capability
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime

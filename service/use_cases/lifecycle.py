@@ -15,6 +15,7 @@ from uuid import UUID
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
+from service.app_manifest import AppManifest
 from service.db import instances as inst_db
 from service.db import interactions as inter_db
 from service.db import operations as operations_db
@@ -22,7 +23,6 @@ from service.db import workspaces as ws_db
 from service.domain.errors import AppNotResumable, UnknownApp, not_found
 from service.domain.operations import APP_CLOSED, USER_LEFT
 from service.domain.timefmt import rfc3339
-from service.manifests import AppManifest
 from service.use_cases import write_limits
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
