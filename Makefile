@@ -82,7 +82,7 @@ pooler: install ## PgBouncer (transaction mode, then session mode) in front of t
 	$(PY) -u -m rigs.pooler --mode transaction $(POOLER_ARGS)
 	$(PY) -u -m rigs.pooler --mode session $(POOLER_ARGS)
 
-citus: install ## a Citus 13 coordinator and two workers (installed extension, or built from CITUS_SRC's tarball); migrate, load, the checks
+citus: install ## a Citus 13 coordinator and two workers (installed extension, or built from CITUS_SRC's tarball); migrate, distribute, two replicas, a relay per worker, load, a worker restart, the checks
 	@test -x /usr/lib/postgresql/15/bin/initdb || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
 	$(PY) -u -m rigs.citus $(CITUS_ARGS)

@@ -19,8 +19,9 @@ from typing import Any
 import psycopg
 
 from harness.http_client import HttpClient
-from harness.processes import RelayProcess, free_port
+from harness.processes import ROOT, RelayProcess, free_port
 from harness.receiver import new_secret
+from harness.releases import release_env
 
 
 def canonical_text(name: str) -> str:
@@ -29,6 +30,26 @@ def canonical_text(name: str) -> str:
     from service.db.code import definitions
 
     return next(d.sql for d in definitions() if d.name == name)
+
+
+def tool_contexts() -> dict[str, str]:
+    """Each shipped Tool's context (``p_context``) exactly as the service passes it — its settings
+    and the status of each of its outcomes —, made by the service's own Runtime (without a pool)
+    with default settings: the benches that send ``call_tool_v3`` themselves send what it sends."""
+    from service.manifests import load_registry
+    from service.settings import load_settings
+    from service.use_cases.runtime import Runtime
+
+    settings = load_settings(
+        "serve",
+        database_url="postgresql://bench@127.0.0.1/unused",
+        agent_token="bench-agent-token-000",
+        host_token="bench-host-token-0000",
+        operator_token="bench-operator-token",
+    )
+    registry = load_registry(settings.manifests_dir)
+    runtime = Runtime(pool=None, settings=settings, registry=registry)  # type: ignore[arg-type]
+    return {tool: runtime.context_of(tool) for tool in registry.runners}
 
 
 ToolCaller = Callable[[dict[str, Any]], Awaitable[tuple[int, Any]]]
@@ -231,9 +252,12 @@ class Relays:
         concurrency: int = 64,
         batch: int = 100,
         env: Mapping[str, str] | None = None,
+        tree: Path | None = None,
     ) -> None:
+        """``tree``: run another release's relay, checked out there (``harness.releases``)."""
         logs = logs or Path(tempfile.mkdtemp(prefix="bench-relays-"))
         secret = new_secret()
+        release = {} if tree is None else release_env(tree)
         self.processes: list[RelayProcess] = []
         for n in range(count):
             probe = free_port()
@@ -247,8 +271,10 @@ class Relays:
                     "RELAY_METRICS_PORT": str(probe),
                     "RELAY_CONCURRENCY": str(concurrency),
                     "RELAY_BATCH_SIZE": str(batch),
+                    **release,
                     **(env or {}),
                 },
+                cwd=tree or ROOT,
             )
             self.processes.append(relay)
             relay.start()

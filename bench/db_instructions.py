@@ -214,7 +214,10 @@ def main() -> int:
         finally:
             server.terminate()
             server.wait()
-        before = _per_cycle(data, "previous", args.cycles, False, work)
+        # A previous release that has call_tool_v3 (interface 3 and later) is sent the same call.
+        code = previous / "service" / "db" / "sql" / "95_tool_calls.sql"
+        previous_v3 = code.exists() and "call_tool_v3" in code.read_text()
+        before = _per_cycle(data, "previous", args.cycles, previous_v3, work)
         now = _per_cycle(data, "current", args.cycles, True, work)
         prepared = _per_cycle(data, "current", args.cycles, True, work, prepared=True)
         unpinned = _per_cycle(data, "unpinned", args.cycles, True, work)

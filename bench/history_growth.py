@@ -43,7 +43,7 @@ from typing import Any
 
 import psycopg
 
-from bench.common import percentile
+from bench.common import percentile, tool_contexts
 from harness.database import throwaway_database
 from service.db.pool import open_pool
 from service.use_cases.history_retention import prune_history
@@ -151,23 +151,12 @@ CALL = "SELECT outcome FROM call_tool_v3(%s, %s, %s, %s, %s::jsonb, %s, %s::json
 
 
 def _contexts() -> dict[str, tuple[str, str]]:
-    from service.manifests import load_registry
-    from service.settings import load_settings
-    from service.use_cases.runtime import Runtime
+    """Each cycle's Tool: its decision function and its context, as the service passes them."""
+    from service.tools import builtin
 
-    registry = load_registry()
-    settings = load_settings(
-        "serve",
-        database_url="postgresql://unused/unused",
-        agent_token="bench-agent-" + "a1b2c3d4e5f6",
-        host_token="bench-host-" + "f6e5d4c3b2a1",
-        operator_token="bench-operator-" + "0f1e2d3c4b5a",
-    )
-    runtime = Runtime(pool=None, settings=settings, registry=registry)  # type: ignore[arg-type]
-    return {
-        tool: (str(registry.runner(tool).decide), runtime.context_of(tool))
-        for tool in ("pomodoro.start", "pomodoro.interrupt")
-    }
+    decide = {registration.name: registration.decide for registration in builtin()}
+    contexts = tool_contexts()
+    return {tool: (decide[tool], contexts[tool]) for tool in ("pomodoro.start", "pomodoro.interrupt")}
 
 
 class Agents:

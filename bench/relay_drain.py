@@ -3,14 +3,21 @@ ceilings of the relay's own claim-and-mark SQL and of the receiver, all in one r
 throwaway database on 127.0.0.1.
 
     .venv/bin/python -m bench.relay_drain [--rows 20000] [--relays 1,2] [--rate 200] [--seconds 10]
+                                          [--baseline COMMIT] [--rounds 1]
 
+0. Statement cost: the backend CPU per row of the relay's claim and of its record statement
+   (relay.claims), batches of --batch rows on one connection over a --rows backlog, no HTTP; with
+   --baseline, that commit's relay/claims.py too, in the same run.
 1. SQL ceiling: the relay's CLAIM and RECORD_OUTCOMES statements (relay.claims)
    in a loop from --ceiling-workers connections, marking every row delivered, no HTTP at all.
 2. Receiver ceiling: the receiving Agent (harness.receiver, in a process of its own, not
    checking signatures) fed pipelined requests as fast as it answers them, no relay at all.
 3. Drain: a backlog of --rows rows (in --conversations conversations, ordered within each) delivered
    by `python -m relay` processes (1, then 2 at once) to the receiver, which answers 204 at once;
-   signatures, head-of-line order, attempts rows and lease fencing as in production.
+   signatures, head-of-line order, attempts rows and lease fencing as in production. With
+   ``--baseline COMMIT``, each drain runs first with that commit's relay (checked out into a git
+   worktree, on this checkout's virtualenv) and then with this checkout's, ``--rounds`` times: the
+   before and after of one run.
 4. Steady: --rate results per second, each committed in its own transaction, for --seconds; the
    receiver notes when each first arrives; commit-to-2xx latency is arrival minus the row's
    created_at. After each commit the bench wakes the relays as the service does (coalesced NOTIFY
@@ -22,12 +29,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib.util
 import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import psycopg
@@ -36,6 +46,7 @@ from bench.common import CpuMeter, Relays, process_cpu
 from bench.seeds import QUEUE_ONE, RESET, SEED_BACKLOG
 from harness.database import throwaway_database
 from harness.receiver import ReceiverProcess
+from harness.releases import previous_release
 from relay import claims as claims_db
 from relay.claims import Outcome
 
@@ -52,6 +63,56 @@ def undelivered(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM outbox WHERE status <> 'delivered'").fetchone()
         return int(row[0]) if row else 0
+
+
+# -- 0. what the statements cost Postgres -------------------------------------------------------
+
+
+def claims_module(tree: Path | None) -> ModuleType:
+    """``relay.claims`` of this checkout, or of the release checked out in ``tree``."""
+    if tree is None:
+        return claims_db
+    spec = importlib.util.spec_from_file_location("baseline_relay_claims", tree / "relay" / "claims.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no relay/claims.py in {tree}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def statement_cost(
+    url: str, rows: int, conversations: int, batch: int, claims: ModuleType
+) -> tuple[float, float]:
+    """Backend CPU seconds per row of the claim and of the record (all delivered), one connection."""
+    seed(url, rows, conversations)
+    spent = [0.0, 0.0]
+    done = 0
+
+    async def run() -> None:
+        nonlocal done
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute("SET TIME ZONE 'UTC'")
+            backend = conn.info.backend_pid
+            while True:
+                before = process_cpu(backend)
+                claimed = await claims.claim(conn, "cost", batch, 30.0)
+                claimed_cpu = process_cpu(backend)
+                if not claimed:
+                    return
+                outcomes = [
+                    claims.Outcome(c, "delivered", 0.0, None, c.created_at, 1, 204, None, None)
+                    for c in claimed
+                ]
+                await claims.record_outcomes(conn, "cost", outcomes)
+                spent[0] += claimed_cpu - before
+                spent[1] += process_cpu(backend) - claimed_cpu
+                done += len(claimed)
+
+    asyncio.run(run())
+    if done != rows or undelivered(url):
+        raise SystemExit("the statement-cost run left rows behind")
+    return spent[0] / rows, spent[1] / rows
 
 
 # -- 1. the SQL ceiling --------------------------------------------------------------------------
@@ -125,13 +186,17 @@ def receiver_ceiling(requests: int, logs: Path) -> float:
 # -- 3. drain -----------------------------------------------------------------------------------
 
 
-def drain(url: str, relays: int, args: argparse.Namespace, logs: Path) -> dict[str, Any]:
+def drain(
+    url: str, relays: int, args: argparse.Namespace, logs: Path, tree: Path | None = None
+) -> dict[str, Any]:
     receiver = ReceiverProcess(logs)
     try:
         # Seeded after the relays are ready, so their start-up is not part of the figure.
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(RESET)
-        processes = Relays(url, receiver.url, relays, logs, concurrency=args.concurrency, batch=args.batch)
+        processes = Relays(
+            url, receiver.url, relays, logs, concurrency=args.concurrency, batch=args.batch, tree=tree
+        )
         started = time.time()
         seed(url, args.rows, args.conversations)
         seeded = time.time()
@@ -228,14 +293,31 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=100, help="RELAY_BATCH_SIZE")
     parser.add_argument("--ceiling-workers", type=int, default=2)
     parser.add_argument("--no-steady", action="store_true", help="skip the steady-rate latency runs")
+    parser.add_argument("--baseline", metavar="COMMIT", help="drain with this commit's relay too, first")
+    parser.add_argument("--rounds", type=int, default=1, help="drains per relay count (and release)")
     args = parser.parse_args()
     print(
         f"rows={args.rows} in {args.conversations} conversations, RELAY_CONCURRENCY={args.concurrency}, "
         f"RELAY_BATCH_SIZE={args.batch}, load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    with tempfile.TemporaryDirectory(prefix="bench-relay-drain-") as tmp, throwaway_database("relay") as url:
-        logs = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-relay-drain-")))
+        url = stack.enter_context(throwaway_database("relay"))
+        releases: list[tuple[str, Path | None]] = [("this checkout", None)]
+        if args.baseline:
+            releases.insert(
+                0, (f"baseline {args.baseline[:12]}", stack.enter_context(previous_release(args.baseline)))
+            )
+        for name, tree in releases:
+            claim_cpu, record_cpu = statement_cost(
+                url, args.rows, args.conversations, args.batch, claims_module(tree)
+            )
+            print(
+                f"Postgres CPU per row, {name}: claim {claim_cpu * 1e6:.0f} us, "
+                f"record {record_cpu * 1e6:.0f} us (batches of {args.batch}, one connection)",
+                flush=True,
+            )
         ceiling = sql_ceiling(url, args.rows, args.conversations, args.ceiling_workers, args.batch)
         print(
             f"SQL ceiling, claim + mark ({args.ceiling_workers} connections): {ceiling:,.0f} rows/s",
@@ -244,16 +326,20 @@ def main() -> int:
         ingest = receiver_ceiling(max(args.rows, 80_000), logs)
         print(f"receiver ceiling, pipelined requests: {ingest:,.0f} requests/s", flush=True)
         for count in (int(n) for n in args.relays.split(",")):
-            drained = drain(url, count, args, logs)
-            print(
-                f"drain, {count} relay process(es): {drained['per_second']:,.0f} deliveries/s "
-                f"= {drained['per_second'] / ceiling:.2f} x the SQL ceiling, "
-                f"{drained['per_second'] / ingest:.2f} x the receiver's "
-                f"(first to last arrival {drained['first_to_last_arrival']:,.0f}/s; "
-                f"{drained['repeats']:.0f} repeats)",
-                flush=True,
-            )
-            print(f"    {cpu_line(drained['cpu'], args.rows)}", flush=True)
+            for round_ in range(1, args.rounds + 1):
+                for name, tree in releases:
+                    drained = drain(url, count, args, logs, tree)
+                    label = f"{name}, " if args.baseline else ""
+                    label += f"round {round_}, " if args.rounds > 1 else ""
+                    print(
+                        f"drain, {label}{count} relay process(es): {drained['per_second']:,.0f} deliveries/s "
+                        f"= {drained['per_second'] / ceiling:.2f} x the SQL ceiling, "
+                        f"{drained['per_second'] / ingest:.2f} x the receiver's "
+                        f"(first to last arrival {drained['first_to_last_arrival']:,.0f}/s; "
+                        f"{drained['repeats']:.0f} repeats)",
+                        flush=True,
+                    )
+                    print(f"    {cpu_line(drained['cpu'], args.rows)}", flush=True)
         if args.no_steady:
             return 0
         variants: list[tuple[str, dict[str, str]]] = [

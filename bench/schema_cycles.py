@@ -68,18 +68,11 @@ def _claim_sql() -> str:
 def _record_sql() -> str:
     """``relay.claims.RECORD_OUTCOMES`` for the one row just claimed, delivered (a 204)."""
     bound = RECORD_OUTCOMES
+    row = (
+        ":event_id::uuid, :lease_expires_at::timestamptz, 'delivered', 0, NULL, now(), 3, 204, NULL, NULL, 0"
+    )
     for name, value in {
-        "%(event_ids)s": "ARRAY[:event_id]",
-        "%(leases)s": "ARRAY[:lease_expires_at]",
-        "%(verdicts)s": "ARRAY['delivered']",
-        "%(delays)s": "ARRAY[0]",
-        "%(errors)s": "ARRAY[NULL]",
-        "%(started_ats)s": "ARRAY[now()]",
-        "%(durations)s": "ARRAY[3]",
-        "%(status_codes)s": "ARRAY[204]",
-        "%(error_classes)s": "ARRAY[NULL]",
-        "%(excerpts)s": "ARRAY[NULL]",
-        "%(refunds)s": "ARRAY[0]",
+        "%(outcomes)s::jsonb": f"jsonb_build_array(jsonb_build_array({row}))",
         "%(relay_id)s": "'pgbench'",
         "%%": "%",
     }.items():

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import CpuMeter
+from bench.common import CpuMeter, tool_contexts
 from bench.cycle_phases import ACTIVITY, DURATION_SECONDS, Phase, count_outbox_rows, transaction_counts
 from harness.database import throwaway_database
 from service.db.tool_calls import CALL_TOOL
@@ -31,44 +31,24 @@ PGBENCH = "/usr/bin/pgbench"
 DECIDE = {registration.name: registration.decide for registration in builtin()}
 
 
-def _contexts() -> dict[str, str]:
-    """Each Tool's context exactly as the service passes it (its settings and the statuses of its
-    outcomes), made by the service's own Runtime with default settings."""
-    from service.manifests import load_registry
-    from service.settings import load_settings
-    from service.use_cases.runtime import Runtime
-
-    settings = load_settings(
-        "serve",
-        database_url="postgresql://bench@127.0.0.1/unused",
-        agent_token="bench-agent-token-000",
-        host_token="bench-host-token-0000",
-        operator_token="bench-operator-token",
-    )
-    runtime = Runtime(pool=None, settings=settings, registry=load_registry(settings.manifests_dir))  # type: ignore[arg-type]
-    return {tool: runtime.context_of(tool) for tool in DECIDE}
-
-
-CONTEXTS = _contexts()
+CONTEXTS = tool_contexts()
 
 
 def _pgbench_call(tool: str, arguments: dict[str, Any]) -> str:
     def literal(value: str) -> str:
         return "'" + value.replace("'", "''") + "'"
 
-    return (
-        CALL_TOOL.strip()
-        % (
-            "gen_random_uuid()::text",  # tool_call_id
-            "'pgb-' || :client_id::text",  # conversation_id
-            literal(tool),
-            literal("0" * 64),  # fingerprint
-            literal(json.dumps(arguments)) + "::jsonb",  # arguments
-            literal(DECIDE[tool]),
-            literal(CONTEXTS[tool]) + "::jsonb",  # context
-        )
-        + ";"
+    values = (
+        "gen_random_uuid()::text",  # tool_call_id
+        "'pgb-' || :client_id::text",  # conversation_id
+        literal(tool),
+        literal("0" * 64),  # fingerprint
+        literal(json.dumps(arguments)) + "::jsonb",  # arguments
+        literal(DECIDE[tool]),
+        literal(CONTEXTS[tool]) + "::jsonb",  # context
     )
+    # The statement's placeholders are Postgres' own ($1 ... $7).
+    return re.sub(r"\$(\d+)", lambda m: values[int(m.group(1)) - 1], CALL_TOOL.decode().strip()) + ";"
 
 
 START_SQL = _pgbench_call("pomodoro.start", {"duration_seconds": DURATION_SECONDS, "activity": ACTIVITY})

@@ -278,6 +278,8 @@ class RelayProcess(Child):
         secret: str,
         log: Path,
         env: Mapping[str, str] | None = None,
+        *,
+        cwd: Path = ROOT,
     ) -> None:
         settings = {
             "DATABASE_URL": database_url,
@@ -285,7 +287,7 @@ class RelayProcess(Child):
             "WEBHOOK_SECRET": secret,
             **(env or {}),
         }
-        super().__init__(["-m", "relay"], log, settings)
+        super().__init__(["-m", "relay"], log, settings, cwd=cwd)
 
     def wait_ready(self, timeout: float = 20.0) -> float:
         """Until its probe port (``RELAY_METRICS_PORT``) answers ``/readyz`` 200."""

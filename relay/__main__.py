@@ -80,9 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     configure_logging()
-    # httpx logs one INFO line per request; alembic (read for /readyz) its plugin set-up.
-    for noisy in ("httpx", "alembic"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # alembic (read for /readyz) logs its plugin set-up at INFO.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     gc.freeze()  # what start-up built lives as long as the process: the collector skips it
     try:
         _run(_serve(RelayConfig.from_settings(settings)))

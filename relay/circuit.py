@@ -21,11 +21,12 @@ every change of it is a conditional UPDATE that one relay wins:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
-from relay.claims import CLAIMABLE, LEASE, Claim, Conn, claim_columns
+from relay.claims import CLAIMABLE, LEASE, Claim, Conn, claim_columns, claim_from_row, claiming
 from relay.policy import AttemptResult, is_retryable_status
 from service.wakeups import OUTBOX_CHANNEL
 
@@ -256,15 +257,16 @@ async def take_probe(
     conn: Conn, endpoint: str, relay_id: str, lease_seconds: float
 ) -> tuple[bool, Claim | None]:
     """(whether this relay won the probe, the row it claimed for it)."""
-    cursor = await conn.execute(
-        TAKE_PROBE, {"endpoint": endpoint, "relay_id": relay_id, "lease_seconds": lease_seconds}
-    )
+    claimed_at = time.monotonic()
+    params = {"endpoint": endpoint, "relay_id": relay_id, "lease_seconds": lease_seconds}
+    async with claiming(conn):
+        cursor = await conn.execute(TAKE_PROBE, params)
     row = await cursor.fetchone()
     assert row is not None
     won, *columns = row
     if not won or columns[0] is None:
         return bool(won), None
-    return True, replace(Claim(*columns), probe=True)
+    return True, claim_from_row(columns, claimed_at, probe=True)
 
 
 async def release_probe(conn: Conn, endpoint: str, relay_id: str) -> None:

@@ -1,5 +1,6 @@
-"""The claimer: claims due rows, delivers each in a task of its own (at most ``concurrency`` POSTs
-in flight), and hands every attempt's outcome to the writers (``relay.recording``). A row stays
+"""The claimer: claims due rows, sends each (at most ``concurrency`` POSTs in flight, over the
+relay's pooled connections: ``relay.delivery``), and hands every attempt's outcome to the writers
+(``relay.recording``) from the callback that ends the attempt — no task per delivery. A row stays
 held, and its lease live, until its outcome is recorded; the next row of its conversation becomes
 claimable only then. A finished POST frees its slot at once, so recording never stalls delivering;
 the rows held but not yet recorded are bounded too (``MAX_HELD_PER_SLOT`` per slot).
@@ -12,6 +13,7 @@ for every outcome to be recorded.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -31,12 +33,16 @@ from relay.delivery import Attempt, Deliverer
 from relay.endpoint_circuit import EndpointCircuit
 from relay.metrics import RelayMetrics
 from relay.policy import AttemptResult, describe, verdict
-from relay.recording import MAX_ERROR_PAUSE
+from relay.recording import MAX_ERROR_PAUSE, Outcomes
 from service.background import sleep_until
 
 log = structlog.get_logger("relay")
 
 MAX_HELD_PER_SLOT = 4
+# A held row whose claim is this close to its lease's end is left out of the next claims
+# (``claims.claim``'s ``busy``): its lease may have run out in the database.
+LEASE_MARGIN = 2.0
+SHUTDOWN = "RelayShutdown"
 
 
 class Claimer:
@@ -64,10 +70,12 @@ class Claimer:
         #: What this relay holds: claimed, and not yet recorded.
         self.held: dict[UUID, Claim] = {}
         #: Finished attempts waiting for a writer.
-        self.outcomes: asyncio.Queue[Outcome] = asyncio.Queue()
+        self.outcomes = Outcomes()
         #: A loop beside it failed: the drain records nothing more.
         self.broken = False
-        self._deliveries: set[asyncio.Task[None]] = set()
+        self._in_flight = 0
+        self._all_answered: asyncio.Event | None = None  # made by the drain
+        self._probes: set[asyncio.Task[None]] = set()
         self._orphans_possible = False
         # Below this much free capacity the claimer waits rather than claim a handful of rows.
         self._min_claim = max(1, min(config.batch_size, config.concurrency) // 4)
@@ -93,7 +101,7 @@ class Claimer:
         while not stop.is_set():
             self._wake.clear()
             self._rounds += 1
-            free = min(cfg.concurrency - len(self._deliveries), self._max_held - len(self.held))
+            free = min(cfg.concurrency - self._in_flight, self._max_held - len(self.held))
             if self.held and free < self._min_claim:
                 await self._sleep(stop, cfg.poll_interval)
                 continue
@@ -103,9 +111,10 @@ class Claimer:
                 if self._orphans_possible:
                     await self.release(uncount=1, keep=list(self.held))
                     self._orphans_possible = False
+                busy = lease_ending(self.held, cfg.lease_seconds, time.monotonic())
                 async with self._pool.connection() as conn:
                     claimed = await claims_db.claim(
-                        conn, cfg.relay_id, limit, cfg.lease_seconds, busy=list(self.held)
+                        conn, cfg.relay_id, limit, cfg.lease_seconds, busy, on_node=cfg.on_node
                     )
             except psycopg.Error as exc:
                 # The claim may have committed with its reply lost: hand back such rows before the
@@ -121,6 +130,7 @@ class Claimer:
                 self._circuit.closed_since(claimed.circuit_closed_since)
             for row in claimed:
                 self._start_delivery(row)
+            self.metrics.in_flight.set(len(self.held))
             if len(claimed) == limit:
                 continue
             await self._sleep(stop, await self._idle())
@@ -144,6 +154,7 @@ class Claimer:
         self.metrics.circuit_transitions.labels("half_open").inc()
         log.info("delivery_circuit_probe", relay_id=cfg.relay_id, event_id=str(probe.event_id))
         self._start_delivery(probe)
+        self.metrics.in_flight.set(len(self.held))
         return 0.0
 
     async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
@@ -167,36 +178,46 @@ class Claimer:
 
     def _start_delivery(self, claim: Claim) -> None:
         self.held[claim.event_id] = claim
-        self.metrics.in_flight.set(len(self.held))
-        task = _spawn(self._deliver(claim), f"deliver-{claim.event_id}")
-        self._deliveries.add(task)
-        task.add_done_callback(self._delivered)
-
-    def _delivered(self, task: asyncio.Task[None]) -> None:
-        self._deliveries.discard(task)
-        if self.config.concurrency - len(self._deliveries) >= self._min_claim:
-            self.wake()
-
-    async def _deliver(self, claim: Claim) -> None:
-        started_at = datetime.now(UTC)
+        self._in_flight += 1
         try:
-            attempt = await self._deliverer.attempt(claim)
-            if claim.probe:
-                await self._circuit.probed(attempt.result)
-        except asyncio.CancelledError:
-            # Stopped mid-attempt: the Agent may or may not have it. Record the attempt and make
-            # the row due at once for any relay.
-            cut = AttemptResult(None, "RelayShutdown", "the relay stopped during the attempt")
-            self.outcomes.put_nowait(
-                self._outcome(claim, Attempt(started_at, _ms_since(started_at), cut), 0.0)
-            )
-            raise
+            self._deliverer.send(claim, self._attempted)
         except Exception as exc:
             # A bug here must not strand the row until its lease expires.
             log.exception("relay_delivery_bug", event_id=str(claim.event_id))
             failed = AttemptResult(None, type(exc).__name__, str(exc))
-            attempt = Attempt(started_at, _ms_since(started_at), failed)
-        self.outcomes.put_nowait(self._outcome(claim, attempt))
+            self._attempted(claim, Attempt(datetime.now(UTC), 0, failed))
+
+    def _attempted(self, claim: Claim, attempt: Attempt) -> None:
+        """An attempt has ended (answered, failed, or cut by the stop): its outcome goes to the
+        writers, and its slot is free."""
+        self._in_flight -= 1
+        if self._in_flight == 0 and self._all_answered is not None:
+            self._all_answered.set()
+        elif self.config.concurrency - self._in_flight >= self._min_claim:
+            self.wake()
+        if attempt.result.error_class == SHUTDOWN:
+            # Stopped mid-attempt: the Agent may or may not have it. Record the attempt and make
+            # the row due at once for any relay.
+            self.outcomes.put(self._outcome(claim, attempt, 0.0))
+        elif claim.probe:
+            task = _spawn(self._probed(claim, attempt), f"probe-{claim.event_id}")
+            self._probes.add(task)
+            task.add_done_callback(self._probes.discard)
+        else:
+            try:
+                outcome = self._outcome(claim, attempt)
+            except Exception as exc:
+                log.exception("relay_delivery_bug", event_id=str(claim.event_id))
+                failed = AttemptResult(None, type(exc).__name__, str(exc))
+                outcome = self._outcome(claim, Attempt(attempt.started_at, attempt.duration_ms, failed))
+            self.outcomes.put(outcome)
+
+    async def _probed(self, claim: Claim, attempt: Attempt) -> None:
+        """The probe's answer closes or reopens the circuit before its outcome is recorded."""
+        try:
+            await self._circuit.probed(attempt.result)
+        finally:
+            self.outcomes.put(self._outcome(claim, attempt))
 
     def _outcome(self, claim: Claim, attempt: Attempt, delay: float | None = None) -> Outcome:
         cfg = self.config
@@ -240,12 +261,18 @@ class Claimer:
         cfg = self.config
         loop = asyncio.get_running_loop()
         deadline = loop.time() + cfg.shutdown_grace
-        if self._deliveries:
-            log.info("relay_draining", in_flight=len(self._deliveries))
-            _, unfinished = await asyncio.wait(set(self._deliveries), timeout=cfg.shutdown_grace)
-            for task in unfinished:
-                task.cancel()
-            await asyncio.gather(*unfinished, return_exceptions=True)
+        if self._in_flight:
+            log.info("relay_draining", in_flight=self._in_flight)
+            self._all_answered = asyncio.Event()
+            try:
+                async with asyncio.timeout(cfg.shutdown_grace):
+                    await self._all_answered.wait()
+            except TimeoutError:
+                pass
+        # Whatever is still in flight is cut: each attempt ends now as RelayShutdown.
+        self._deliverer.abort("the relay stopped during the attempt")
+        if self._probes:
+            await asyncio.wait(set(self._probes), timeout=max(deadline - loop.time(), 1.0))
         if self.broken:
             return
         await self._circuit.settle(at_most=max(deadline - loop.time(), 1.0))
@@ -256,9 +283,18 @@ class Claimer:
             log.warning("relay_outcomes_unrecorded", rows=self.outcomes.qsize())
 
 
+def lease_ending(held: dict[UUID, Claim], lease_seconds: float, now: float) -> list[UUID]:
+    """Held rows claimed so long ago (``time.monotonic()`` is ``now``) that their lease may have run
+    out, oldest first: ``held`` keeps the order rows were claimed in. Every other held row is under a
+    live lease, which the claim skips anyway."""
+    horizon = now - max(lease_seconds - LEASE_MARGIN, 0.0)
+    ending = []
+    for event_id, claim in held.items():
+        if claim.claimed_at > horizon:
+            break
+        ending.append(event_id)
+    return ending
+
+
 def _spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
     return asyncio.create_task(coro, name=name)
-
-
-def _ms_since(moment: datetime) -> int:
-    return max(0, round((datetime.now(UTC) - moment).total_seconds() * 1000))

@@ -7,18 +7,24 @@ recorded as ``lease_lost`` instead of overwriting the row another relay now owns
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
+import msgspec
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
 
 from relay.policy import Verdict
 from service.domain.delivery import AGENT_ENDPOINT
 
 Conn = AsyncConnection[TupleRow]
+_encode = msgspec.json.Encoder().encode
 
 
 def claim_columns(alias: str) -> str:
@@ -27,14 +33,26 @@ def claim_columns(alias: str) -> str:
     return ", ".join(f"{alias}.{name}" for name in names.split(", ")) + f", {alias}.payload::text"
 
 
-# A pending row under no live lease that heads its conversation's queue (its lowest sequence).
+# A pending row under no live lease that heads its conversation's queue (its lowest sequence):
+# the conversation's first pending row in sequence order, which the index on (conversation_id,
+# sequence) of pending rows gives at once. Run under ``HEAD_BY_INDEX`` (``claiming``), so that no
+# plan reads it any other way.
 CLAIMABLE = """o.status = 'pending'
       AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
-      AND NOT EXISTS (
-          SELECT 1 FROM outbox earlier
-          WHERE earlier.conversation_id = o.conversation_id
-            AND earlier.status = 'pending'
-            AND earlier.sequence < o.sequence)"""
+      AND o.event_id = (
+          SELECT head.event_id FROM outbox head
+          WHERE head.conversation_id = o.conversation_id
+            AND head.status = 'pending'
+          ORDER BY head.sequence
+          LIMIT 1)"""
+
+# Statistics taken while few rows were pending (the usual state) make the planner believe the
+# pending rows' partial indexes empty; once a backlog builds (an endpoint outage), it then found
+# each row's head by scanning every pending row (ix_outbox_due, or (status, created_at)), once per
+# candidate row: a 10,000-row backlog took ~1 ms per row claimed instead of ~0.1 ms. Without
+# sorts, the one plan left for ``CLAIMABLE``'s ordered lookup is that index. For the claiming
+# transaction only (``SET LOCAL``); the claim itself sorts nothing (ix_outbox_due gives its order).
+HEAD_BY_INDEX = "SET LOCAL enable_sort = off"
 
 # A claim: a fresh lease (its expiry fences the outcome), and one more attempt counted.
 LEASE = """lease_owner = %(relay_id)s,
@@ -74,24 +92,27 @@ RETURNING {claim_columns("o")}, (SELECT circuit_since FROM gate)
 
 # The outcome lands only where this relay still holds the very lease it claimed; every attempt is
 # appended to outbox_attempts either way. A failed probe gives its attempt back (``refund``);
-# delivered rows are added to ``outbox_tallies``. One statement, its own transaction. Rows are
-# locked in one order (``locked``, sorted by event_id, read before any row is updated) by every
-# writer, so two writers recording overlapping batches (one of them late) cannot deadlock, and the
-# attempt numbers below are computed under the lock. Re-running the statement after a lost commit reply is
-# harmless: the attempt row (same relay, same start) exists and the lease is already gone.
+# delivered rows are added to ``outbox_tallies``. One statement, its own transaction. The batch
+# comes as one JSON array of rows (``outcome_rows``: one parameter, encoded in C, instead of eleven
+# arrays adapted element by element). Rows are locked in one order (``locked``, sorted by
+# event_id, all of it read — count(*) — before any row is updated) by every writer, so two writers
+# recording overlapping batches (one of them late) cannot deadlock, and the attempt numbers below
+# are computed under the lock. Re-running the statement after a lost commit reply is harmless: the
+# attempt row (same relay, same start) exists (``prior.seen``) and the lease is already gone.
+# Each row's earlier attempts are read by one index range scan (``prior``, an aggregate over
+# ``uq_outbox_attempts_event_id_attempt``), a shape no planner statistics turn into a scan of the
+# whole table: so the statement may be prepared once, as the claim is.
 RECORD_OUTCOMES = """
-WITH v AS (
-    SELECT * FROM unnest(
-        %(event_ids)s::uuid[], %(leases)s::timestamptz[], %(verdicts)s::text[], %(delays)s::float8[],
-        %(errors)s::text[], %(started_ats)s::timestamptz[], %(durations)s::int[],
-        %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[],
-        %(refunds)s::int[])
-        AS v(event_id, lease, verdict, delay, error, started_at, duration_ms, status_code, error_class,
-             excerpt, refund)
+WITH v AS MATERIALIZED (
+    SELECT (r->>0)::uuid AS event_id, (r->>1)::timestamptz AS lease, r->>2 AS verdict,
+           (r->>3)::float8 AS delay, r->>4 AS error, (r->>5)::timestamptz AS started_at,
+           (r->>6)::int AS duration_ms, (r->>7)::int AS status_code, r->>8 AS error_class,
+           r->>9 AS excerpt, (r->>10)::int AS refund, r->>11 AS conversation_id
+    FROM jsonb_array_elements(%(outcomes)s::jsonb) AS r
 ),
 locked AS MATERIALIZED (
     SELECT o.event_id FROM outbox o
-    WHERE o.event_id = ANY(%(event_ids)s::uuid[])
+    WHERE o.event_id IN (SELECT event_id FROM v)
     ORDER BY o.event_id
     FOR UPDATE
 ),
@@ -106,8 +127,9 @@ held AS (
         attempts = o.attempts - v.refund,
         lease_owner = NULL,
         lease_expires_at = NULL
-    FROM v JOIN locked l USING (event_id)
+    FROM v
     WHERE o.event_id = v.event_id
+      AND (SELECT count(*) FROM locked) > 0
       AND o.status = 'pending'
       AND o.lease_owner = %(relay_id)s
       AND o.lease_expires_at = v.lease
@@ -119,16 +141,21 @@ tally AS (
     SELECT pg_backend_pid() %% 64, count(*) FROM held WHERE verdict = 'delivered' HAVING count(*) > 0
     ON CONFLICT (shard) DO UPDATE SET delivered = t.delivered + excluded.delivered
 )
-INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code,
-                             error_class, response_excerpt, outcome)
-SELECT v.event_id,
-       coalesce((SELECT max(a.attempt) FROM outbox_attempts a WHERE a.event_id = v.event_id), 0) + 1,
-       %(relay_id)s, v.started_at, v.duration_ms, v.status_code, v.error_class, v.excerpt,
+INSERT INTO outbox_attempts (event_id, conversation_id, attempt, relay_id, started_at, duration_ms,
+                             status_code, error_class, response_excerpt, outcome)
+SELECT v.event_id, v.conversation_id, coalesce(prior.last, 0) + 1, %(relay_id)s, v.started_at,
+       v.duration_ms,
+       v.status_code, v.error_class, v.excerpt,
        CASE WHEN v.event_id IN (SELECT event_id FROM held) THEN v.verdict ELSE 'lease_lost' END
-FROM v JOIN locked l USING (event_id)
-WHERE NOT EXISTS (
-      SELECT 1 FROM outbox_attempts a
-      WHERE a.event_id = v.event_id AND a.relay_id = %(relay_id)s AND a.started_at = v.started_at)
+FROM v
+JOIN locked l USING (event_id)
+CROSS JOIN LATERAL (
+    SELECT max(a.attempt) AS last,
+           coalesce(bool_or(a.relay_id = %(relay_id)s AND a.started_at = v.started_at), false) AS seen
+    FROM outbox_attempts a
+    WHERE a.event_id = v.event_id
+) prior
+WHERE NOT prior.seen
 RETURNING event_id, outcome
 """
 
@@ -144,6 +171,23 @@ RETURNING event_id
 """
 
 
+# On Citus (a relay connected to a worker): the claim and the outcome writes on each shard of outbox
+# that worker holds, one call each (service/db/sql/80_relay_nodes.sql), since FOR UPDATE ... SKIP
+# LOCKED stays within one shard there.
+CLAIM_ON_NODE = """
+SELECT event_id, tool_call_id, conversation_id, sequence, attempts, created_at, lease_expires_at,
+       payload, circuit_since
+FROM relay_claim_local(%(relay_id)s, %(limit)s, %(lease_seconds)s, %(busy)s::uuid[], %(endpoint)s)
+"""
+RECORD_ON_NODE = """
+SELECT event_id, outcome FROM relay_record_local(
+    %(relay_id)s, %(event_ids)s::uuid[], %(conversations)s::text[], %(leases)s::timestamptz[],
+    %(verdicts)s::text[], %(delays)s::float8[], %(errors)s::text[], %(started_ats)s::timestamptz[],
+    %(durations)s::int[], %(status_codes)s::int[], %(error_classes)s::text[], %(excerpts)s::text[],
+    %(refunds)s::int[])
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     event_id: UUID
@@ -153,9 +197,30 @@ class Claim:
     attempts: int
     created_at: datetime
     lease: datetime
-    body: str
+    #: The stored payload as the Agent receives it (UTF-8), the same bytes on every attempt.
+    body: bytes
     #: The one row sent to test an open circuit (``relay.circuit``).
     probe: bool = False
+    #: ``time.monotonic()`` just before the claim was made: its lease lasts at least
+    #: ``lease_seconds`` from then.
+    claimed_at: float = 0.0
+
+
+def claim_from_row(row: Sequence[Any], claimed_at: float, *, probe: bool = False) -> Claim:
+    """A ``Claim`` from the first columns of a row in ``claim_columns``' order."""
+    event_id, tool_call_id, conversation_id, sequence, attempts, created_at, lease, payload = row[:8]
+    return Claim(
+        event_id,
+        tool_call_id,
+        conversation_id,
+        sequence,
+        attempts,
+        created_at,
+        lease,
+        payload.encode(),
+        probe,
+        claimed_at,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,28 +253,85 @@ async def claim(
     busy: Sequence[UUID] = (),
     *,
     endpoint: str = AGENT_ENDPOINT,
+    on_node: bool = False,
 ) -> Claimed:
-    cursor = await conn.execute(
-        CLAIM,
-        {
-            "relay_id": relay_id,
-            "limit": limit,
-            "lease_seconds": lease_seconds,
-            "busy": list(busy),
-            "endpoint": endpoint,
-        },
-    )
+    """Claim up to ``limit`` rows under a lease of ``lease_seconds``. ``busy``: rows this relay
+    still holds whose lease may have run out, which it must not claim again. ``on_node``: on
+    Citus, the rows of the shards the connection's node holds."""
+    claimed_at = time.monotonic()
+    params = {
+        "relay_id": relay_id,
+        "limit": limit,
+        "lease_seconds": lease_seconds,
+        "busy": list(busy),
+        "endpoint": endpoint,
+    }
+    if on_node:
+        cursor = await conn.execute(CLAIM_ON_NODE, params)
+    else:
+        async with claiming(conn):
+            cursor = await conn.execute(CLAIM, params)
     rows = await cursor.fetchall()
-    claimed = Claimed(sorted((Claim(*row[:-1]) for row in rows), key=lambda c: c.created_at))
+    rows.sort(key=_created_at)
+    claimed = Claimed(claim_from_row(row, claimed_at) for row in rows)
     claimed.circuit_closed_since = rows[0][-1] if rows else None
     return claimed
 
 
-async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]) -> dict[UUID, str]:
-    """Write a batch of outcomes in one statement; returns what was recorded per event (or lease_lost)."""
-    params = {
+@contextlib.asynccontextmanager
+async def claiming(conn: Conn) -> AsyncIterator[None]:
+    """A transaction under ``HEAD_BY_INDEX``, its statements pipelined (one round trip)."""
+    async with conn.pipeline(), conn.transaction():
+        await conn.execute(HEAD_BY_INDEX)
+        yield
+
+
+def _created_at(row: Sequence[Any]) -> datetime:
+    created_at: datetime = row[5]
+    return created_at
+
+
+def outcome_rows(outcomes: Sequence[Outcome]) -> list[tuple[Any, ...]]:
+    """``RECORD_OUTCOMES``' batch, one array per outcome in the statement's order (sent as JSON)."""
+    return [
+        (
+            o.claim.event_id,
+            o.claim.lease,
+            o.verdict,
+            o.delay,
+            o.error,
+            o.started_at,
+            o.duration_ms,
+            o.status_code,
+            o.error_class,
+            o.excerpt,
+            o.refund,
+            o.claim.conversation_id,
+        )
+        for o in outcomes
+    ]
+
+
+async def record_outcomes(
+    conn: Conn, relay_id: str, outcomes: Sequence[Outcome], *, on_node: bool = False
+) -> dict[UUID, str]:
+    """Write a batch of outcomes in one statement; returns what was recorded per event (or lease_lost).
+    ``on_node``: on Citus, each on the shard of the connection's node that holds it."""
+    if on_node:
+        cursor = await conn.execute(RECORD_ON_NODE, _outcome_arrays(relay_id, outcomes))
+    else:
+        params = {"relay_id": relay_id, "outcomes": Jsonb(outcome_rows(outcomes), dumps=_encode)}
+        cursor = await conn.execute(RECORD_OUTCOMES, params)
+    rows = await cursor.fetchall()
+    return {row[0]: row[1] for row in rows}
+
+
+def _outcome_arrays(relay_id: str, outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """``RECORD_ON_NODE``'s parameters: one array per column."""
+    return {
         "relay_id": relay_id,
         "event_ids": [o.claim.event_id for o in outcomes],
+        "conversations": [o.claim.conversation_id for o in outcomes],
         "leases": [o.claim.lease for o in outcomes],
         "verdicts": [o.verdict for o in outcomes],
         "delays": [o.delay for o in outcomes],
@@ -221,11 +343,6 @@ async def record_outcomes(conn: Conn, relay_id: str, outcomes: Sequence[Outcome]
         "excerpts": [o.excerpt for o in outcomes],
         "refunds": [o.refund for o in outcomes],
     }
-    # Planned afresh each time (never a cached generic plan): the best way to look up earlier
-    # attempts depends on how big outbox_attempts has grown, and its statistics may be stale.
-    cursor = await conn.execute(RECORD_OUTCOMES, params, prepare=False)
-    rows = await cursor.fetchall()
-    return {row[0]: row[1] for row in rows}
 
 
 async def release(conn: Conn, relay_id: str, *, keep: Sequence[UUID] = (), uncount: int = 0) -> list[UUID]:

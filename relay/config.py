@@ -43,6 +43,9 @@ class RelayConfig:
     prepared: bool = True
     listen_url: str | None = None
     endpoint: str = AGENT_ENDPOINT
+    # On Citus: claims, outcomes and pruning on the shards of the node DATABASE_URL leads to (a
+    # worker), found when the relay connects (relay.worker).
+    on_node: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RelayConfig:

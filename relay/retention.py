@@ -97,11 +97,37 @@ async def prune_dead(
     return await _prune(conn, PRUNE_DEAD, retention_days, batch, pause)
 
 
-async def prune_and_report(conn: Conn, retention: Retention) -> dict[str, int]:
-    """One round: both statuses pruned, then the settings and the total reported."""
-    pruned = {"delivered": await prune_delivered(conn, retention.delivered_days)}
-    if retention.dead_days:
-        pruned["dead"] = await prune_dead(conn, retention.dead_days)
+# On Citus (a relay connected to a worker): both prunes on each shard of outbox the worker holds
+# (service/db/sql/80_relay_nodes.sql), FOR UPDATE ... SKIP LOCKED staying within one shard.
+PRUNE_ON_NODE = "SELECT delivered, dead FROM relay_prune_local(%(delivered_days)s, %(dead_days)s, %(limit)s)"
+
+
+async def prune_on_node(
+    conn: Conn, retention: Retention, *, batch: int = PRUNE_BATCH, pause: float = 0.05
+) -> dict[str, int]:
+    """The node's shards pruned, a batch per shard and status at a time, until nothing is left."""
+    pruned = {"delivered": 0, "dead": 0}
+    params = {"delivered_days": retention.delivered_days, "dead_days": retention.dead_days, "limit": batch}
+    while True:
+        cursor = await conn.execute(PRUNE_ON_NODE, params)
+        row = await cursor.fetchone()
+        delivered, dead = (int(row[0]), int(row[1])) if row else (0, 0)
+        pruned["delivered"] += delivered
+        pruned["dead"] += dead
+        if delivered == 0 and dead == 0:
+            return pruned if retention.dead_days else {"delivered": pruned["delivered"]}
+        await asyncio.sleep(pause)
+
+
+async def prune_and_report(conn: Conn, retention: Retention, *, on_node: bool = False) -> dict[str, int]:
+    """One round: both statuses pruned, then the settings and the total reported. ``on_node``: on
+    Citus, the shards of the connection's node."""
+    if on_node:
+        pruned = await prune_on_node(conn, retention)
+    else:
+        pruned = {"delivered": await prune_delivered(conn, retention.delivered_days)}
+        if retention.dead_days:
+            pruned["dead"] = await prune_dead(conn, retention.dead_days)
     await conn.execute(
         REPORT,
         {
@@ -121,8 +147,11 @@ class Pruning(Periodic):
 
     name = "relay-retention"
 
-    def __init__(self, pool: RelayPool, retention: Retention, metrics: RelayMetrics) -> None:
+    def __init__(
+        self, pool: RelayPool, retention: Retention, metrics: RelayMetrics, *, on_node: bool = False
+    ) -> None:
         super().__init__(PRUNE_EVERY, jitter=0.2, first_delay=random.uniform(1.0, 10.0))
+        self._on_node = on_node
         self._pool = pool
         self._retention = retention
         self._metrics = metrics
@@ -130,7 +159,7 @@ class Pruning(Periodic):
     async def run_once(self) -> None:
         retention = self._retention
         async with self._pool.connection() as conn:
-            pruned = await prune_and_report(conn, retention)
+            pruned = await prune_and_report(conn, retention, on_node=self._on_node)
         for status, rows in pruned.items():
             self._metrics.pruned.labels(status).inc(rows)
         if any(pruned.values()):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 
 import structlog
 
@@ -28,6 +29,7 @@ from relay.retention import Pruning, Retention
 from relay.signing import Signer
 from relay.wakeup import OutboxListener
 from service.background import Background, Loop
+from service.db import citus
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 
 log = structlog.get_logger("relay")
@@ -128,6 +130,7 @@ class Relay:
         self._pool = relay_pool(cfg.database_url, prepared=cfg.prepared)
         await self._pool.open(wait=False)
         resources.push_async_callback(self._pool.close)
+        cfg = self.config = await self._placed(cfg)
         if cfg.metrics_port:
             probes = ProbeServer(self.metrics, self._pool, host=cfg.metrics_host, port=cfg.metrics_port)
             await probes.start()
@@ -142,6 +145,25 @@ class Relay:
         )
         resources.push_async_callback(self._claimer.release, uncount=0)
         resources.push_async_callback(self._circuit.release_probe)
+
+    async def _placed(self, cfg: RelayConfig) -> RelayConfig:
+        """On Citus the relay works on the shards of the node it is connected to (a worker); it
+        says how many it found there (none: it is connected to a coordinator without shards, and
+        delivers nothing until shards are placed there)."""
+        async with self._pool.connection() as conn:
+            if not await citus.is_distributed(conn):
+                return cfg
+            cursor = await conn.execute("SELECT count(*) FROM local_shards('outbox')")
+            row = await cursor.fetchone()
+        shards = int(row[0]) if row else 0
+        (log.info if shards else log.warning)(
+            "relay_on_node",
+            outbox_shards=shards,
+            hint=None
+            if shards
+            else "point DATABASE_URL at a Citus worker (LISTEN_DATABASE_URL at the coordinator)",
+        )
+        return dataclasses.replace(cfg, on_node=True)
 
     def wake(self) -> None:
         self._claimer.wake()
@@ -159,11 +181,12 @@ class Relay:
                 outcomes=self._claimer.outcomes,
                 held=self._claimer.held,
                 recorded=self.wake,
+                on_node=cfg.on_node,
             )
             for n in range(WRITERS)
         ]
         retention = Retention(cfg.retention_days, cfg.dead_retention_days, cfg.relay_id)
-        helpers.append(Pruning(self._pool, retention, self.metrics))
+        helpers.append(Pruning(self._pool, retention, self.metrics, on_node=cfg.on_node))
         if listen_url is not None:
             helpers.append(OutboxListener(listen_url, self.wake, prepared=cfg.prepared))
         return helpers

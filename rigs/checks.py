@@ -69,10 +69,16 @@ class Checks:
 
 
 def check(
-    database_url: str, figures: Figures, receiver: Receiver, probe_answers: dict[str, tuple[int, bytes]]
+    database_url: str,
+    figures: Figures,
+    receiver: Receiver,
+    probe_answers: dict[str, tuple[int, bytes]],
+    *,
+    started_elsewhere: frozenset[str] = frozenset(),
 ) -> Checks:
     """Every acknowledged answer and outbox row present, every operation final once, every result
-    delivered, no 500 — read from the primary the URL leads to."""
+    delivered, no 500 — read from the primary the URL leads to. ``started_elsewhere``: the
+    tool_call_ids of starts accepted outside ``figures`` (over MCP), whose operations are expected too."""
     checks = Checks()
     with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
         recorded = {
@@ -108,6 +114,7 @@ def check(
     )
 
     starts = {i for i, (status, _) in figures.acknowledged.items() if i.endswith("-start") and status == 202}
+    starts |= started_elsewhere
     by_call = {row["tool_call_id"]: row for row in operations.values()}
     unknown = [i for i in starts if i not in by_call]
     extra = [row["tool_call_id"] for row in operations.values() if row["tool_call_id"] not in starts]

@@ -92,9 +92,17 @@ class Agents:
     """``count`` Agents (and the Host acting for their people) until ``stop`` is set."""
 
     def __init__(
-        self, base_url: str, agent_token: str, host_token: str, figures: Figures, *, count: int
+        self,
+        base_url: str,
+        agent_token: str,
+        host_token: str,
+        figures: Figures,
+        *,
+        count: int,
+        endings: tuple[str, ...] = ENDINGS,
     ) -> None:
         self.base_url = base_url
+        self.endings = endings
         self.agent_token = agent_token
         self.host_token = host_token
         self.figures = figures
@@ -135,7 +143,7 @@ class Agents:
             figures.errors.append(f"start {start_id}: HTTP {status} {body[:200]!r}")
             return
         started = json.loads(body)
-        ending = rng.choice(ENDINGS)
+        ending = rng.choice(self.endings)
         await asyncio.sleep(rng.uniform(0.0, duration * 0.7) if ending != "deadline" else duration + 0.2)
         if ending in ("interrupt", "deadline"):
             # After the deadline the interrupt answers operation_already_final (the late window).

@@ -1,4 +1,4 @@
-"""``python -m service migrate | roles | serve | dev | ops``."""
+"""``python -m service migrate | distribute | roles | serve | dev | ops``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import sys
 
 from service import dev_env
+from service.cli import distribute as distribute_cli
 from service.cli import ops as ops_cli
 from service.cli import roles as roles_cli
 from service.logging import configure_logging
@@ -17,6 +18,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m service", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="alembic upgrade head against DATABASE_URL")
+    distribute = commands.add_parser(
+        "distribute",
+        help="spread the migrated schema over a Citus cluster (on its coordinator, after migrate)",
+        description=distribute_cli.DESCRIPTION,
+    )
+    distribute_cli.add_arguments(distribute)
     roles = commands.add_parser(
         "roles",
         help="create or update the database roles and their grants (run as an admin)",
@@ -43,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
             from service.cli.migrate import run as run_migrate
 
             return run_migrate()
+        if args.command == "distribute":
+            return distribute_cli.run(args)
         if args.command == "roles":
             return roles_cli.run(args)
         if args.command == "serve":

@@ -13,6 +13,7 @@ from litestar import Litestar
 from litestar.datastructures import ResponseHeader, State
 from litestar.exceptions import HTTPException, ValidationException
 from psycopg import OperationalError
+from psycopg.errors import InternalError_
 
 from service.api import probes
 from service.api.bodies import ContractRequest
@@ -24,6 +25,7 @@ from service.api.document import (
 from service.api.errors import (
     database_unavailable,
     http_error,
+    internal_database_error,
     refusal,
     unexpected_error,
     validation_failed,
@@ -32,13 +34,15 @@ from service.api.events import HostEventsController
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
 from service.api.host_sessions import HostSessionsController
+from service.api.lean_route import check_lean_routes
 from service.api.ops import OpsController
 from service.api.sdk import SdkController
 from service.api.tools import AgentToolController
 from service.api.web import WebHostController
 from service.background import Background, Loop, default_loop_rounds
 from service.console.routes import ConsoleController
-from service.db.pool import open_pool
+from service.db import citus
+from service.db.pool import RecoveringPool, open_pool
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 from service.domain.errors import Refusal
 from service.host_streams import HostStreams
@@ -49,6 +53,7 @@ from service.outbox_history import OutboxHistory
 from service.projection_hub import ProjectionHub
 from service.settings import Settings
 from service.use_cases.deadlines import DeadlineSweeper
+from service.use_cases.delegation import DelegationWatch
 from service.use_cases.history_retention import HistoryPruning
 from service.use_cases.host_sessions import SessionTokens
 from service.use_cases.maintenance import Maintenance
@@ -109,6 +114,14 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         pool = await open_pool(
             settings.psycopg_url, size=settings.db_pool_size, name="lineup-service", prepared=prepared
         )
+        async with pool.connection() as conn:
+            distributed = await citus.is_distributed(conn)
+        if distributed:
+            # On Citus a connection that saw a failed statement may never delegate again: closed.
+            if isinstance(pool, RecoveringPool):
+                pool.discard_after_error = True
+            log.info("citus_distributed", sweeper="by conversation", failed_connections="discarded")
+        app.state.distributed = distributed
         wakeups = Wakeups(settings.psycopg_url, interval=settings.wakeup_interval_seconds, prepared=prepared)
         runtime = Runtime(pool=pool, settings=settings, registry=registry, wakeups=wakeups)
         app.state.runtime = runtime
@@ -129,9 +142,14 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         loops: list[Loop] = [
             wakeups,
             app.state.projections,
-            Maintenance(pool, app.state.outbox_history, write_window=settings.write_limit_window_seconds),
+            Maintenance(
+                pool,
+                app.state.outbox_history,
+                write_window=settings.write_limit_window_seconds,
+                distributed=distributed,
+            ),
         ]
-        loops.append(HistoryPruning(pool, settings.history_retention_days))
+        loops.append(HistoryPruning(pool, settings.history_retention_days, distributed=distributed))
         if sweeper:
             app.state.sweeper = DeadlineSweeper(
                 pool,
@@ -139,8 +157,11 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 claimers=settings.sweeper_claimers,
                 batch_size=settings.sweeper_batch_size,
                 max_sleep=settings.sweeper_poll_seconds,
+                distributed=distributed,
             )
             loops.append(app.state.sweeper)
+        if distributed:
+            loops.append(DelegationWatch(pool))
         app.state.loop_failure = None
 
         def failed(loop: Loop, error: BaseException) -> None:
@@ -178,6 +199,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             ValidationException: validation_failed,
             HTTPException: http_error,
             OperationalError: database_unavailable,
+            InternalError_: internal_database_error,
             Exception: unexpected_error,
         },
         state=State(
@@ -209,4 +231,5 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         logging_config=None,
     )
     without_litestar_validation_answers(app)
+    check_lean_routes(app)
     return app

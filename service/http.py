@@ -130,7 +130,7 @@ def authorization_header(connection: ASGIConnection) -> str | None:  # type: ign
     """The first ``Authorization`` header, as ``connection.headers.get`` reads it (latin-1), from the
     scope's raw list: no header mapping is built for the request (on every call's path)."""
     for name, value in connection.scope["headers"]:
-        if name.lower() == b"authorization":
+        if len(name) == 13 and name.lower() == b"authorization":  # no other name is lowered
             return value.decode("latin-1")
     return None
 

@@ -3,8 +3,9 @@
 `load_registry` reads the manifest of every app folder in a directory (``service/apps/<app>/
 manifest.json``, see ``service.apps``), checks it against `manifest.schema.json` and the rules a
 schema cannot express (tool names carry their app's scope, scopes and tool names are unique,
-embedded schemas are valid), takes each app's registrations from its folder and checks them against
-its SQL (``service.apps.problems``), and returns an immutable `Registry`. Every problem surfaces as
+embedded schemas are valid, a workspace app's page is in its folder: ``service.apps.
+surface_problems``), takes each app's registrations from its folder and checks them against its SQL
+(``service.apps.problems``), and returns an immutable `Registry`. Every problem surfaces as
 `ManifestError`.
 """
 
@@ -22,16 +23,22 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from service import apps as app_folders
+from service.app_manifest import (
+    FORMAT_CHECKER,
+    INSTANCE_STATE_FEATURE,
+    AppManifest,
+    InstanceStateFeature,
+    Lifecycle,
+    ToolSpec,
+)
 from service.domain.outcomes import SHARED_OUTCOMES
-from service.json_errors import ErrorDetail, json_path, validate
+from service.json_errors import json_path
 from service.tools import Registration
 
 SCHEMA_FILE_NAME = "manifest.schema.json"
-INSTANCE_STATE_FEATURE = "app.instance-state.v1"
 REQUIRED_APP = "interact"
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
-_FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
-_META_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=_FORMAT_CHECKER)
+_META_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=FORMAT_CHECKER)
 
 # Keywords whose value is one subschema / a list of them / a name → subschema map.
 _SUBSCHEMA = (
@@ -58,82 +65,6 @@ class ManifestError(Exception):
         self.file = file
         self.path = path
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    app_scope: str
-    kind: str
-    description: str
-    input_schema: dict[str, Any]
-    _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_validator", Draft202012Validator(self.input_schema))
-
-    def validate_arguments(self, arguments: object, prefix: str = "arguments") -> list[ErrorDetail]:
-        return validate(self._validator, arguments, prefix)
-
-    def normalized(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Valid arguments as the decision takes them: a number the schema says is an integer, sent
-        as ``1500.0`` (which JSON Schema counts as an integer), becomes ``1500``."""
-        properties = self.input_schema.get("properties", {})
-        return {
-            name: int(value)
-            if isinstance(value, float) and properties.get(name, {}).get("type") == "integer"
-            else value
-            for name, value in arguments.items()
-        }
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "app_scope": self.app_scope,
-            "kind": self.kind,
-            "description": self.description,
-            "input_schema": copy.deepcopy(self.input_schema),
-        }
-
-
-@dataclass(frozen=True)
-class InstanceStateFeature:
-    state_schema_version: int
-    state_schema: dict[str, Any]
-    max_bytes: int
-    retention: str
-    _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        validator = Draft202012Validator(self.state_schema, format_checker=_FORMAT_CHECKER)
-        object.__setattr__(self, "_validator", validator)
-
-    def validate_state(self, data: object, prefix: str = "data") -> list[ErrorDetail]:
-        """Validate a snapshot's `data`; `format` (uuid, date-time) is asserted."""
-        return validate(self._validator, data, prefix)
-
-
-@dataclass(frozen=True)
-class Lifecycle:
-    """What the app declares about its instances (the manifest's ``lifecycle``): whether the person
-    may open one by bringing the app to the foreground or only its Tools open one, and whether
-    leaving the foreground ends its focusing operation (``interrupt``) or leaves it running."""
-
-    opened_by: str = "person"  # or "tools"
-    on_leave: str = "keep"  # or "interrupt"
-
-
-@dataclass(frozen=True)
-class AppManifest:
-    app_scope: str
-    name: str
-    description: str
-    surface_kind: str
-    entry: str | None
-    tools: tuple[ToolSpec, ...]
-    instance_state: InstanceStateFeature | None
-    file: str
-    lifecycle: Lifecycle = Lifecycle()
 
 
 @dataclass(frozen=True)
@@ -288,6 +219,9 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         )
 
     surface = doc["surface"]
+    folder = path.parent
+    if problems := app_folders.surface_problems(folder, scope, surface["kind"], surface.get("entry")):
+        _fail(file, "$.surface", "; ".join(problems))
     lifecycle = doc.get("lifecycle", {})
     return AppManifest(
         app_scope=scope,
@@ -299,6 +233,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         instance_state=instance_state,
         file=file,
         lifecycle=Lifecycle(**lifecycle),
+        surface=folder / app_folders.SURFACE if surface["kind"] == "workspace" else None,
     )
 
 
@@ -352,7 +287,7 @@ def _embedded_schema(file: str, where: str, schema: dict[str, Any], asserts_form
         if ref is not None and not _resolves_locally(schema, ref):
             _fail(file, json_path(here, ["$ref"]), f"$ref {ref!r} must point inside this schema (#/...)")
         fmt = subschema.get("format")
-        if asserts_format and isinstance(fmt, str) and fmt not in _FORMAT_CHECKER.checkers:
+        if asserts_format and isinstance(fmt, str) and fmt not in FORMAT_CHECKER.checkers:
             _fail(file, f"{here}.format", f"format {fmt!r} cannot be asserted by this runtime")
     return copy.deepcopy(schema)
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
-import structlog
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.registry import Collector
 
+from service.logging import Lines
 from service.outbox_gauges import OutboxGauges
 
-log = structlog.get_logger("service.decisions")
+log = Lines("service.decisions")
 
 M = TypeVar("M", Counter, Histogram)
 
@@ -30,6 +32,53 @@ class Children(Generic[M]):
             child = self._children[values] = self.metric.labels(*values)
         return child
 
+
+class Batched(Collector):
+    """What the per-call path counts and times, held in plain dictionaries and added to the metrics
+    when the registry is read: ``collect`` — the registry's first collector, so before any of these
+    metrics is read — adds them, and gives no metric of its own. A prometheus_client ``inc()`` or
+    ``observe()`` takes a lock per value (two for a histogram, after a walk of its buckets in
+    Python); here a count is a dictionary update and a duration a bisection of the bounds. The
+    children are made when first counted, as ``labels()`` made them, so their ``_created`` time is
+    the same. Only the event loop's thread counts here, and ``/metrics`` reads on that thread too."""
+
+    def __init__(self) -> None:
+        self._counts: dict[Counter, int] = {}
+        # A histogram child -> [its bounds (the last +Inf), the count of each bucket, the sum].
+        self._observed: dict[Histogram, tuple[list[float], list[int], list[float]]] = {}
+
+    def count(self, child: Counter) -> None:
+        counts = self._counts
+        counts[child] = counts.get(child, 0) + 1
+
+    def observe(self, child: Histogram, amount: float) -> None:
+        """``child.observe(amount)``, for amounts that are numbers (a NaN would land in no bucket)."""
+        pending = self._observed.get(child)
+        if pending is None:
+            bounds = child._upper_bounds
+            pending = self._observed[child] = (bounds, [0] * len(bounds), [0.0])
+        bounds, buckets, total = pending
+        buckets[bisect_left(bounds, amount)] += 1  # the first bound >= amount, as observe() finds
+        total[0] += amount
+
+    def flush(self) -> None:
+        counts, self._counts = self._counts, {}
+        for counter, count in counts.items():
+            counter.inc(count)
+        observed, self._observed = self._observed, {}
+        for histogram, (_, buckets, total) in observed.items():
+            histogram._sum.inc(total[0])
+            for bucket, count in zip(histogram._buckets, buckets, strict=True):
+                if count:
+                    bucket.inc(count)
+
+    def collect(self) -> Iterable[Any]:
+        self.flush()
+        return ()
+
+
+BATCHED = Batched()
+REGISTRY.register(BATCHED)
 
 TOOL_CALLS = Counter(
     "lineup_tool_calls_total",
@@ -79,6 +128,12 @@ def api_of(path: str) -> str:
     return "probes" if path in ("/healthz", "/readyz", "/metrics") else "web"
 
 
+def count_tool_call(tool: str, outcome: str, seconds: float) -> None:
+    """A decided (or replayed) tool call: its count by outcome and its duration (``Batched``)."""
+    BATCHED.count(TOOL_CALLS_BY(tool, outcome))
+    BATCHED.observe(TOOL_CALL_SECONDS_BY(tool), seconds)
+
+
 def count_server_error(path: str, status: int) -> None:
     if status >= 500:
         SERVER_ERRORS.labels(api_of(path), str(status)).inc()
@@ -87,10 +142,10 @@ def count_server_error(path: str, status: int) -> None:
 def emit_settled(rows: Iterable[Mapping[str, Any]]) -> None:
     """Count and log operations settled by a committed transaction (``UnitOfWork.release``)."""
     for row in rows:
-        TERMINAL_DECISIONS_BY(str(row["state"]), str(row["reason"])).inc()
+        BATCHED.count(TERMINAL_DECISIONS_BY(str(row["state"]), str(row["reason"])))
         lateness = row.get("lateness_ms")
         if isinstance(lateness, int):
-            DEADLINE_LATENESS.observe(max(lateness, 0) / 1000)
+            BATCHED.observe(DEADLINE_LATENESS, max(lateness, 0) / 1000)
         by_call = {"tool_call_id": row["tool_call_id"]} if row.get("tool_call_id") else {}
         log.info(
             "operation_settled",

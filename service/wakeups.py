@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -70,6 +71,11 @@ def parse_projection_payload(payload: str) -> list[str] | None:
     return [conversation_id]
 
 
+@functools.cache
+def _notify_statement(notes: int) -> str:
+    return "SELECT " + ", ".join("pg_notify(%s, %s)" for _ in range(notes))
+
+
 class Wakeups:
     """One per process: local waiters are woken at once, other processes by a coalesced NOTIFY."""
 
@@ -111,6 +117,10 @@ class Wakeups:
         if self._conversations or self._outbox:
             self._pending.set()
 
+    async def _wake_at(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._pending.set()
+
     def _take(self) -> list[tuple[str, str]]:
         notes = [(PROJECTION_CHANNEL, p) for p in projection_payloads(self._conversations)]
         if self._outbox:
@@ -128,15 +138,16 @@ class Wakeups:
         url = self.url
         loop = asyncio.get_running_loop()
         conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+        cursor: psycopg.AsyncCursor[tuple[object, ...]] | None = None
         last_sent = -self.interval
-        stopping = asyncio.ensure_future(stop.wait())
+        # The stop wakes the loop as a commit does: one task for the whole run, where waiting on
+        # both at each round took a task and a wait of its own (a round per commit or so).
+        stopping = asyncio.ensure_future(self._wake_at(stop))
         try:
             while True:
                 if not stop.is_set():
-                    pending = asyncio.ensure_future(self._pending.wait())
-                    await asyncio.wait({pending, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                    pending.cancel()
-                if stop.is_set() and not self._pending.is_set():
+                    await self._pending.wait()
+                if stop.is_set() and not (self._conversations or self._outbox):
                     break
                 if not stop.is_set():
                     # Coalesce: at most one NOTIFY statement per interval.
@@ -145,16 +156,13 @@ class Wakeups:
                 if not notes:
                     continue
                 try:
-                    if conn is None or conn.closed:
+                    if conn is None or conn.closed or cursor is None:
                         conn = await psycopg.AsyncConnection.connect(
                             url, autocommit=True, application_name="lineup-wakeups", **self._options
                         )
                         self.notifier_pid = conn.info.backend_pid
-                    selects = ", ".join("pg_notify(%s, %s)" for _ in notes)
-                    await conn.execute(
-                        f"SELECT {selects}",
-                        [value for note in notes for value in note],
-                    )
+                        cursor = conn.cursor()  # kept: a cursor builds its adapters when made
+                    await cursor.execute(_notify_statement(len(notes)), [v for note in notes for v in note])
                     self.rounds += 1
                 except Exception as exc:
                     # Any failure (the database gone, or an error it answers): the listeners'
@@ -162,7 +170,7 @@ class Wakeups:
                     log.warning("wakeup_notify_failed", error=str(exc).strip() or repr(exc))
                     if conn is not None:
                         await conn.close()
-                    conn = None
+                    conn = cursor = None
                     await asyncio.sleep(0.5)
                 last_sent = loop.time()
         finally:

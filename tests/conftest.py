@@ -158,13 +158,27 @@ class ServiceProcess(processes.ServiceProcess):
 def service_on_own_database(factory: DatabaseFactory, log_dir: Path, **env: str) -> Iterator[ServiceProcess]:
     """A service process on a database of its own (for a module-scoped fixture): both go at the end,
     even when the service failed to start."""
+    with services_on_own_database(factory, log_dir, env) as (process,):
+        yield process
+
+
+@contextmanager
+def services_on_own_database(
+    factory: DatabaseFactory, log_dir: Path, *envs: dict[str, str]
+) -> Iterator[list[ServiceProcess]]:
+    """Replicas on one database of their own, one per settings in ``envs``, started in that order;
+    all go at the end, with the database, even when one failed to start."""
     name = factory.create()
-    process = ServiceProcess(with_database(factory.server, name), log_dir, **env)
+    processes: list[ServiceProcess] = []
     try:
-        yield process.start()
+        for env in envs:  # each listening before the next picks a free port
+            processes.append(ServiceProcess(with_database(factory.server, name), log_dir, **env))
+            processes[-1].start()
+        yield processes
     finally:
-        if process.process is not None:
-            process.stop()
+        for process in processes:
+            if process.process is not None and process.process.poll() is None:
+                process.stop()
         factory.drop(name)
 
 

@@ -1,1 +1,2 @@
-"""The Web Reference Host: the host page, the MiniApp pages and the SDK, served by the service."""
+"""The Web Reference Host: the host page, its sign-in page and the SDK, served by the service (which
+serves each MiniApp's page from the app's own folder)."""

@@ -10,12 +10,14 @@ would answer ``400`` with its own shapes.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 import msgspec
 from litestar import Request
-from litestar.exceptions import ClientException
+from litestar.exceptions import ClientException, InternalServerException
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.types import Empty
 from pydantic import (
     AwareDatetime,
@@ -132,7 +134,9 @@ def parse_json(raw: bytes) -> Any:
         raise Malformed(f"the request body is not JSON: {exc}") from None
     except RecursionError:
         raise Malformed("the request body is nested too deeply") from None
-    if b"\\u0000" in raw:
+    # find(), not ``in``: bytes.__contains__ first tries its operand as an integer, and the
+    # TypeError it builds and drops costs more than the search (on every tool call).
+    if raw.find(b"\\u0000") >= 0:
         try:
             paths = nul_paths(data)
         except RecursionError:
@@ -178,7 +182,9 @@ class ContractRequest(Request[Any, Any, Any]):
         if cached is not Empty:
             return cached
         for name, header in self.scope["headers"]:  # noqa: B007 - the one found is used below
-            if name.lower() == b"content-length":
+            # The length first: a name of another length is not lowered (ASGI servers send them
+            # lowered already; any case is still found).
+            if len(name) == 14 and name.lower() == b"content-length":
                 break
         else:
             self._content_length = None
@@ -189,8 +195,48 @@ class ContractRequest(Request[Any, Any, Any]):
             raise ClientException(f"Invalid content-length: {header.decode('latin-1')!r}") from None
         return length
 
+    async def body(self) -> bytes:
+        """Litestar's ``body()``: the same checks (the announced and the received size against the
+        route's limit, a disconnect, a body read once), read in a loop instead of through
+        ``stream()``'s async generator and a list of its chunks — on every call's path."""
+        body = self._body
+        if body is Empty:
+            body = self._connection_state.body
+            if body is Empty:
+                body = self._connection_state.body = await self._read_body()
+            self._body = body
+        return body
+
+    async def _read_body(self) -> bytes:
+        if not self.is_connected:
+            raise InternalServerException("stream consumed")
+        limit = self.route_handler.resolve_request_max_body_size() or math.inf
+        announced = self.content_length
+        if announced is not None and announced > limit:
+            raise RequestEntityTooLarge
+        chunks: list[bytes] = []
+        received = 0
+        while event := await self.receive():
+            if event["type"] == "http.request":
+                chunk = event["body"]
+                if chunk:
+                    received += len(chunk)
+                    if received > limit:
+                        raise RequestEntityTooLarge
+                    chunks.append(chunk)
+                if not event.get("more_body", False):
+                    break
+            if event["type"] == "http.disconnect":
+                raise InternalServerException("client disconnected prematurely")
+        self.is_connected = False
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    # What json() answered, once read (a class attribute until then: looking up a missing instance
+    # attribute with a default builds an AttributeError and drops it).
+    _contract_json: Any = None
+
     async def json(self) -> Any:
-        if getattr(self, "_contract_json", None) is None:
+        if self._contract_json is None:
             data = parse_json(await self.body())
             field = self.route_handler.parsed_fn_signature.parameters.get("data")
             model = field.annotation if field is not None else None

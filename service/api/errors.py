@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import structlog
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import Empty
 from litestar.utils.scope.state import ScopeState
-from psycopg import OperationalError
 
+from service.db import citus
 from service.domain.errors import InvalidRequest, Malformed, Refusal, Unavailable, WriteLimited
 from service.http import API_HEADERS, error_code, status_of
 from service.metrics import count_server_error
@@ -55,7 +56,7 @@ def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[
     )
 
 
-def database_unavailable(request: Request[Any, Any, Any], exc: OperationalError) -> Response[dict[str, Any]]:
+def database_unavailable(request: Request[Any, Any, Any], exc: psycopg.Error) -> Response[dict[str, Any]]:
     """A connection lost mid-request (database restart, pg_terminate_backend): nothing committed
     that the caller cannot safely retry; the pool replaces the connection."""
     log.warning("database_unavailable", path=request.url.path, error=str(exc))
@@ -65,6 +66,16 @@ def database_unavailable(request: Request[Any, Any, Any], exc: OperationalError)
         status_code=503,
         headers={**API_HEADERS, "Retry-After": "1"},
     )
+
+
+def internal_database_error(
+    request: Request[Any, Any, Any], exc: psycopg.errors.InternalError_
+) -> Response[dict[str, Any]]:
+    """On Citus, a node the request needed failed (a worker restarting): answered as a lost
+    connection, which the caller retries; any other internal error of the database is a 500."""
+    if citus.node_failed(exc):
+        return database_unavailable(request, exc)
+    return unexpected_error(request, exc)
 
 
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

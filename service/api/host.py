@@ -159,5 +159,6 @@ class HostController(Controller):
         self, tool_call_id: IdPath, data: JSONBody[AnswerBody], request: Request[Any, Any, Any]
     ) -> InteractionReceipt:
         tool_call_id = inputs.existing_id(tool_call_id, "interaction")
-        receipt = await interactions.answer(runtime_of(request), tool_call_id, data.answer)
+        reach = principal_of(request).conversation_ids
+        receipt = await interactions.answer(runtime_of(request), tool_call_id, data.answer, reach=reach)
         return cast(InteractionReceipt, receipt)

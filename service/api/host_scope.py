@@ -43,7 +43,11 @@ async def enforce(request: Request[Any, Any, Any], principal: HostPrincipal) -> 
     elif kind == "instance":
         conversation, what = await _of_instance(request, str(params.get("instance_id", ""))), "instance"
     elif kind == "interaction":
-        found = await _of_interaction(request, str(params.get("tool_call_id", "")))
+        # Unique per conversation: the one the session reaches, else whichever exists (refused).
+        tool_call_id = str(params.get("tool_call_id", ""))
+        found = await _of_interaction(request, tool_call_id, principal.conversation_ids)
+        if found is None:
+            found = await _of_interaction(request, tool_call_id, None)
         conversation, what = found, "interaction"
     else:
         raise NotFound.of("resource")
@@ -60,7 +64,9 @@ async def _of_instance(request: Request[Any, Any, Any], value: str) -> str | Non
     return await conversations.of_instance(runtime_of(request), instance_id)
 
 
-async def _of_interaction(request: Request[Any, Any, Any], tool_call_id: str) -> str | None:
+async def _of_interaction(
+    request: Request[Any, Any, Any], tool_call_id: str, reach: frozenset[str] | None
+) -> str | None:
     if not tool_call_id or "\x00" in tool_call_id:
         return None
-    return await conversations.of_interaction(runtime_of(request), tool_call_id)
+    return await conversations.of_interaction(runtime_of(request), tool_call_id, reach)

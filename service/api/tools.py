@@ -16,6 +16,7 @@ from service.api.answers import Operation, ToolList, answer, refusals
 from service.api.auth import AGENT_SECURITY, require
 from service.api.bodies import ToolCallBody
 from service.api.inputs import UuidPath
+from service.api.lean_route import lean_route
 from service.domain.errors import Conflict
 from service.domain.outcomes import SHARED_OUTCOMES
 from service.http import status_of_kind
@@ -98,6 +99,8 @@ class AgentToolController(Controller):
                 body=True,
             ),
         },
+        # Every tool call takes this route: run without Litestar's parameter machinery (lean_route).
+        middleware=[lean_route],
     )
     async def tool_call(
         self, data: JSONBody[ToolCallBody], request: Request[Any, Any, Any]

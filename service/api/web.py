@@ -1,4 +1,8 @@
-"""The Web Reference Host's pages: sign-in, the host page, MiniApp pages, the SDK and their assets."""
+"""The Web Reference Host's pages: sign-in, the host page, MiniApp pages, the SDK and their assets.
+
+The host page, its files and the SDK are the Web Host's (``web_host/static/``); a MiniApp's page
+and files are its own folder's (``service/apps/<app>/surface/``), found through the registry, so
+the Web Host knows of no app."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from service.use_cases.host_sessions import (
 from service.web.assets import asset_response
 from service.web.host_cookie import cleared_cookie, cookie_name, same_site, session_cookie
 from service.web.state import runtime_of
-from web_host.assets import STATIC_DIR, app_scopes
+from web_host.assets import STATIC_DIR
 from web_host.pages import app_page_headers, host_page_headers, host_url, signin_page
 
 HTML = "text/html"
@@ -34,8 +38,17 @@ HTML = "text/html"
 
 def catalogue() -> dict[str, Asset]:
     """Every servable file of the Web Host by its path under ``web_host/static/`` (``host/…``,
-    ``apps/…``, ``sdk/…``), read once."""
+    ``sdk/…``), read once."""
     return assets.catalogue(STATIC_DIR)
+
+
+def surface(request: Request[Any, Any, Any], app_scope: str) -> dict[str, Asset]:
+    """Every servable file of a workspace app's page by its name under its ``surface/``, read once;
+    404 for an app without one."""
+    app = runtime_of(request).registry.app(app_scope)
+    if app is None or app.surface is None:
+        raise not_found("app")
+    return assets.catalogue(app.surface)
 
 
 def valid_conversation_id(value: object) -> str | None:
@@ -163,9 +176,7 @@ class WebHostController(Controller):
 
     @get("/apps/{app_scope:str}/")
     async def app_page(self, app_scope: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
-        if app_scope not in app_scopes():
-            raise not_found("app")
-        page = catalogue()[f"apps/{app_scope}/index.html"]
+        page = surface(request, app_scope)["index.html"]
         # From configuration (PUBLIC_ORIGIN), never from the request's Host header.
         origin = runtime_of(request).settings.public_origin or ""
         return Response(page.body, media_type=HTML, headers=app_page_headers(origin))
@@ -174,7 +185,7 @@ class WebHostController(Controller):
     async def app_asset(
         self, app_scope: FromPath[str], name: FromPath[str], request: Request[Any, Any, Any]
     ) -> Response[bytes]:
-        return asset_response(request, catalogue(), f"apps/{app_scope}/{name}")
+        return asset_response(request, surface(request, app_scope), name)
 
     @get("/sdk/{name:str}")
     async def sdk(self, name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:

@@ -2,16 +2,20 @@
 
 A folder holds the app's ``manifest.json`` (what the Agent and the Host see: its surface, its Tools'
 names, descriptions and input schemas, its features and lifecycle), its decision functions in SQL
-(``*.sql``: applied with the database code, after ``service/db/sql/``), and — when it offers Tools —
+(``*.sql``: applied with the database code, after ``service/db/sql/``), when it offers Tools
 ``registration.py``, whose ``REGISTRATIONS`` say how each Tool runs (``service.tools``), with the
-types of its answers beside it. The registry (``service.manifests``), the database code
-(``service.db.code``), the grants (``service.db.roles``) and the docs' table of Tools find the apps
-here; a test-only app is a folder of the same shape anywhere else (``load_registry(..., also=...)``).
+types of its answers beside it, and when it is a ``workspace`` app its page: ``surface/``
+(``index.html`` and the files it loads), which the Web Host serves at ``/apps/<app>/``. The
+registry (``service.manifests``), the database code (``service.db.code``), the grants
+(``service.db.roles``), the Web Host's routes (``service.api.web``) and the docs' table of Tools
+find the apps here; a test-only app is a folder of the same shape anywhere else
+(``load_registry(..., also=...)``).
 
-``problems`` is the check every load makes (so ``serve`` refuses to start, and CI fails, before any
-call): each registration's ``decide`` is a function of its app's SQL; every outcome word that
-function can answer with is one the registration knows; every answer that is not a refusal has a
-documented type.
+``problems`` and ``surface_problems`` are the checks every load makes (so ``serve`` refuses to
+start, and CI fails, before any call): each registration's ``decide`` is a function of its app's
+SQL; every outcome word that function can answer with is one the registration knows; every answer
+that is not a refusal has a documented type; a ``workspace`` app's entry is ``/apps/<app>/`` and its
+``surface/index.html`` is there, and a ``builtin`` app has no surface.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from service.tools import Registration
 APPS_DIR = Path(__file__).resolve().parent
 MANIFEST = "manifest.json"
 REGISTRATION = "registration.py"
+SURFACE = "surface"
+PAGE = "index.html"
 
 # An assignment of the decision's outcome: a literal word, so that it can be checked here.
 _OUTCOME = re.compile(r"\boutcome\s*:=\s*([^;]+);")
@@ -38,6 +44,25 @@ _WORD = re.compile(r"^'([a-z_]+)'$")
 def folders(root: Path = APPS_DIR) -> list[Path]:
     """The app folders under ``root``, in name order."""
     return sorted(p.parent for p in root.glob(f"*/{MANIFEST}"))
+
+
+def entry(scope: str) -> str:
+    """Where the Web Host serves a ``workspace`` app's page (its manifest's ``surface.entry``)."""
+    return f"/apps/{scope}/"
+
+
+def surface_problems(folder: Path, scope: str, kind: str, declared: str | None) -> list[str]:
+    """Where the app's surface (``kind``, entry ``declared``) and its folder disagree."""
+    found: list[str] = []
+    has_surface = (folder / SURFACE).exists()
+    if kind == "workspace":
+        if declared != entry(scope):
+            found.append(f"a workspace app's entry is {entry(scope)!r}, not {declared!r}")
+        if not (folder / SURFACE / PAGE).is_file():
+            found.append(f"a workspace app's page {SURFACE}/{PAGE} is missing from {folder.name}/")
+    elif has_surface or declared is not None:
+        found.append(f"a {kind} app has no page of its own: no {SURFACE}/ folder, no entry")
+    return found
 
 
 def sql_files(folder: Path) -> list[Path]:

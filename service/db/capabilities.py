@@ -15,7 +15,7 @@ MINT = """
 INSERT INTO capabilities (token_hash, instance_id, app_scope, conversation_id, host_session_id)
 SELECT %(token_hash)s, instance_id, app_scope, conversation_id, %(host_session_id)s
 FROM app_instances
-WHERE instance_id = %(instance_id)s
+WHERE instance_id = %(instance_id)s AND conversation_id = %(conversation_id)s
 RETURNING instance_id
 """
 
@@ -40,8 +40,15 @@ WHERE c.token_hash = %(token_hash)s
 """
 
 
-async def mint(conn: Conn, token_hash: bytes, instance_id: UUID, host_session_id: UUID | None) -> bool:
-    params = {"token_hash": token_hash, "instance_id": instance_id, "host_session_id": host_session_id}
+async def mint(
+    conn: Conn, token_hash: bytes, instance_id: UUID, conversation_id: str, host_session_id: UUID | None
+) -> bool:
+    params = {
+        "token_hash": token_hash,
+        "instance_id": instance_id,
+        "conversation_id": conversation_id,
+        "host_session_id": host_session_id,
+    }
     cursor = await conn.execute(MINT, params)
     return await cursor.fetchone() is not None
 
@@ -63,7 +70,7 @@ async def lookup(conn: Conn, token_hash: bytes) -> DictRow | None:
 # Capabilities of closed instances are only for history display; a day after minting they go.
 PRUNE_CLOSED = """
 DELETE FROM capabilities WHERE token_hash IN (
-    SELECT c.token_hash FROM capabilities c JOIN app_instances i USING (instance_id)
+    SELECT c.token_hash FROM capabilities c JOIN app_instances i USING (instance_id, conversation_id)
     WHERE i.status = 'closed' AND c.created_at < now() - make_interval(secs => %(older_than_seconds)s)
     LIMIT %(batch)s
 )

@@ -27,7 +27,7 @@ APPS = Path(__file__).resolve().parents[1] / "apps"
 # The generation of the database code this release calls: the schema serves it when it is among
 # ``database_interfaces()`` (service/db/sql/99_compat.sql). Bump it with any change to the name,
 # arguments or result of a function the service or the relay calls (see the README).
-INTERFACE = 3
+INTERFACE = 4
 
 Kind = Literal["type", "function", "trigger", "view"]
 
@@ -166,6 +166,10 @@ def apply(conn: Connection, source: Path = SOURCE, apps: Path | None = APPS) -> 
     """Bring the database code of ``conn``'s database in line with the files, in the caller's
     transaction. Answers what it created, replaced or dropped."""
     conn.execute("SET LOCAL check_function_bodies = off")
+    if conn.execute("SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL").fetchone() == (True,):
+        # On Citus, a trigger on a distributed table is made only with this set (each fires on its
+        # shard and touches only the same conversation's rows: docs/scaling.md).
+        conn.execute("SET LOCAL citus.enable_unsafe_triggers = on")
     wanted = definitions(source, apps)
     wanted_keys = {d.key for d in wanted}
     present: dict[tuple[str, str], list[str]] = {}

@@ -16,9 +16,10 @@ OPEN_APP = "SELECT * FROM open_instance(%(conversation_id)s, %(app_scope)s, %(sc
 
 # Closes an open instance that has no focusing operation (those close through settle_focusing):
 # its sub-session ends, its snapshot freezes or is deleted by its retention, and Interact gets the
-# foreground back if it held it. close_instances, service/db/sql/50_instances.sql.
+# foreground back if it held it. close_instances_v2, service/db/sql/50_instances.sql.
 CLOSE_INSTANCE = """
-SELECT close_instances(ARRAY[%(instance_id)s]::uuid[], statement_timestamp(), %(delete_state)s) AS closed
+SELECT close_instances_v2(%(conversation_id)s, ARRAY[%(instance_id)s]::uuid[], statement_timestamp(),
+                          %(delete_state)s) AS closed
 """
 
 
@@ -39,17 +40,19 @@ async def open_app(
     return row
 
 
-async def close_instance(conn: Conn, instance_id: UUID, *, delete_state: bool) -> bool:
-    cursor = await conn.execute(CLOSE_INSTANCE, {"instance_id": instance_id, "delete_state": delete_state})
+async def close_instance(conn: Conn, conversation_id: str, instance_id: UUID, *, delete_state: bool) -> bool:
+    params = {"conversation_id": conversation_id, "instance_id": instance_id, "delete_state": delete_state}
+    cursor = await conn.execute(CLOSE_INSTANCE, params)
     row = await cursor.fetchone()
     return row is not None and row["closed"] > 0
 
 
 SURFACE_EVENT = """
-INSERT INTO surface_events (instance_id, event, created_at)
-VALUES (%(instance_id)s, %(event)s, statement_timestamp())
+INSERT INTO surface_events (conversation_id, instance_id, event, created_at)
+VALUES (%(conversation_id)s, %(instance_id)s, %(event)s, statement_timestamp())
 """
 
 
-async def record_surface_event(conn: Conn, instance_id: UUID, event: str) -> None:
-    await conn.execute(SURFACE_EVENT, {"instance_id": instance_id, "event": event})
+async def record_surface_event(conn: Conn, conversation_id: str, instance_id: UUID, event: str) -> None:
+    params = {"conversation_id": conversation_id, "instance_id": instance_id, "event": event}
+    await conn.execute(SURFACE_EVENT, params)

@@ -15,7 +15,21 @@ COLUMNS = (
 )
 
 
-GET = f"SELECT {COLUMNS} FROM interactions WHERE tool_call_id = %(tool_call_id)s"
+GET = f"""
+SELECT {COLUMNS} FROM interactions
+WHERE tool_call_id = %(tool_call_id)s AND conversation_id = %(conversation_id)s
+"""
+
+# The conversation of an interaction named by its tool_call_id alone (unique per conversation, so
+# possibly several): among those the caller reaches (NULL: all), the pending one, else the newest.
+# On Citus: one index probe on every shard.
+CONVERSATION_OF = """
+SELECT conversation_id FROM interactions
+WHERE tool_call_id = %(tool_call_id)s
+  AND (%(reach)s::text[] IS NULL OR conversation_id = ANY(%(reach)s::text[]))
+ORDER BY status = 'pending' DESC, created_at DESC
+LIMIT 1
+"""
 
 PENDING = f"""
 SELECT {COLUMNS} FROM interactions
@@ -26,17 +40,24 @@ ORDER BY created_at, tool_call_id
 # The interaction behind an interact.ask task (2026-07-28's tasks extension).
 BY_TASK = f"""
 SELECT {", ".join("i." + column.strip() for column in COLUMNS.split(","))}
-FROM interaction_tasks t JOIN interactions i USING (tool_call_id) WHERE t.task_id = %(task_id)s
+FROM interaction_tasks t JOIN interactions i USING (tool_call_id, conversation_id)
+WHERE t.task_id = %(task_id)s
 """
 
 # Decided once: pending -> answered; the winner queues the one outbox row and posts the answer to
 # the main conversation. answer_interaction, service/apps/interact/decisions.sql.
-ANSWER = "SELECT * FROM answer_interaction(%(tool_call_id)s, %(answer)s)"
+ANSWER = "SELECT * FROM answer_interaction_v2(%(conversation_id)s, %(tool_call_id)s, %(answer)s)"
 
 
-async def get(conn: Conn, tool_call_id: str) -> DictRow | None:
-    cursor = await conn.execute(GET, {"tool_call_id": tool_call_id})
+async def get(conn: Conn, conversation_id: str, tool_call_id: str) -> DictRow | None:
+    cursor = await conn.execute(GET, {"conversation_id": conversation_id, "tool_call_id": tool_call_id})
     return await cursor.fetchone()
+
+
+async def conversation_of(conn: Conn, tool_call_id: str, reach: list[str] | None) -> str | None:
+    cursor = await conn.execute(CONVERSATION_OF, {"tool_call_id": tool_call_id, "reach": reach})
+    row = await cursor.fetchone()
+    return None if row is None else str(row["conversation_id"])
 
 
 async def by_task(conn: Conn, task_id: UUID) -> DictRow | None:
@@ -49,6 +70,7 @@ async def pending(conn: Conn, conversation_id: str) -> list[DictRow]:
     return await cursor.fetchall()
 
 
-async def answer(conn: Conn, tool_call_id: str, answer_text: str) -> DictRow | None:
-    cursor = await conn.execute(ANSWER, {"tool_call_id": tool_call_id, "answer": answer_text})
+async def answer(conn: Conn, conversation_id: str, tool_call_id: str, answer_text: str) -> DictRow | None:
+    params = {"conversation_id": conversation_id, "tool_call_id": tool_call_id, "answer": answer_text}
+    cursor = await conn.execute(ANSWER, params)
     return await cursor.fetchone()

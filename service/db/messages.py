@@ -11,7 +11,7 @@ Conn = AsyncConnection[DictRow]
 
 SUB_SESSION = """
 SELECT sub_session_id, instance_id, conversation_id, status FROM sub_sessions
-WHERE sub_session_id = %(sub_session_id)s
+WHERE sub_session_id = %(sub_session_id)s AND conversation_id = %(conversation_id)s
 """
 
 # The trigger messages_sub_session_open refuses a message into an ended sub-session.
@@ -37,8 +37,10 @@ LIMIT %(limit)s
 """
 
 
-async def sub_session(conn: Conn, sub_session_id: UUID) -> DictRow | None:
-    cursor = await conn.execute(SUB_SESSION, {"sub_session_id": sub_session_id})
+async def sub_session(conn: Conn, conversation_id: str, sub_session_id: UUID) -> DictRow | None:
+    """The conversation's sub-session (one of another conversation is not found)."""
+    params = {"conversation_id": conversation_id, "sub_session_id": sub_session_id}
+    cursor = await conn.execute(SUB_SESSION, params)
     return await cursor.fetchone()
 
 

@@ -1,7 +1,7 @@
 """Named statements on ``operations`` — of every app: nothing here names one; the terminal transition
-is ``settle_focusing``.
+is ``settle_focusing_v2``.
 
-``settle_focusing``, ``settle_due`` and ``settle_if_overdue`` are SQL functions (``70_settle.sql``):
+``settle_focusing_v2``, ``settle_due`` and ``settle_if_overdue`` are SQL functions (``70_settle.sql``):
 the one compare-and-set every ending goes through, run in the caller's transaction. It decides by
 the database clock (arriving at or after ``ends_at`` settles ``completed`` whatever the caller
 asked for), touches only rows still focusing — so of several concurrent callers exactly one gets a
@@ -21,7 +21,8 @@ from service.domain.operations import Ending
 Conn = AsyncConnection[DictRow]
 
 SETTLE_FOCUSING = """
-SELECT * FROM settle_focusing(%(operation_ids)s, %(state)s, %(reason)s, %(only_due)s)
+SELECT * FROM settle_focusing_v2(%(conversation_id)s, %(operation_ids)s, %(state)s, %(reason)s,
+                                 %(only_due)s)
 """
 
 SETTLE_IF_OVERDUE = "SELECT * FROM settle_if_overdue(%(conversation_id)s)"
@@ -29,6 +30,18 @@ SETTLE_IF_OVERDUE = "SELECT * FROM settle_if_overdue(%(conversation_id)s)"
 # The sweeper's batch: due operations whose workspace nobody holds, claimed with SKIP LOCKED and
 # settled in the same statement (one round trip, one implicit transaction).
 SETTLE_DUE = "SELECT * FROM settle_due(%(limit)s)"
+
+# On Citus (``FOR UPDATE … SKIP LOCKED`` stays in one shard): the conversations with a due operation,
+# read on every shard without a lock, then each settled by ``settle_due_in`` on the worker that
+# holds it (a distributed function: the call is delegated whole), under its lock if nobody holds it.
+DUE_CONVERSATIONS = """
+SELECT conversation_id FROM operations
+WHERE state = 'focusing' AND ends_at <= statement_timestamp()
+GROUP BY conversation_id
+ORDER BY min(ends_at)
+LIMIT %(limit)s
+"""
+SETTLE_DUE_IN = "SELECT * FROM settle_due_in(%s)"
 
 FOCUSING_IN_CONVERSATION = """
 SELECT operation_id, app_scope, ends_at, ends_at <= statement_timestamp() AS overdue
@@ -38,17 +51,26 @@ ORDER BY started_at, operation_id
 """
 
 FOCUSING_FOR_INSTANCE = """
-SELECT operation_id FROM operations WHERE instance_id = %(instance_id)s AND state = 'focusing'
+SELECT operation_id FROM operations
+WHERE instance_id = %(instance_id)s AND conversation_id = %(conversation_id)s AND state = 'focusing'
 """
 
 LATEST_FOR_INSTANCE = """
 SELECT operation_id, state, reason FROM operations
-WHERE instance_id = %(instance_id)s ORDER BY started_at DESC LIMIT 1
+WHERE instance_id = %(instance_id)s AND conversation_id = %(conversation_id)s
+ORDER BY started_at DESC LIMIT 1
 """
 
+# An operation named by its id alone (on Citus: one index probe on every shard).
 GET_BY_ID = """
 SELECT o.*, o.ends_at <= statement_timestamp() AS overdue FROM operations o
 WHERE o.operation_id = %(operation_id)s
+"""
+
+# The same, of a known conversation (on Citus: its shard only).
+GET_IN_CONVERSATION = """
+SELECT o.*, o.ends_at <= statement_timestamp() AS overdue FROM operations o
+WHERE o.operation_id = %(operation_id)s AND o.conversation_id = %(conversation_id)s
 """
 
 # The same row and the database clock it was read at (``server_now``), in one statement: the MCP
@@ -58,10 +80,15 @@ SELECT o.*, o.ends_at <= statement_timestamp() AS overdue, statement_timestamp()
 FROM operations o
 WHERE o.operation_id = %(operation_id)s
 """
+GET_IN_CONVERSATION_WITH_CLOCK = """
+SELECT o.*, o.ends_at <= statement_timestamp() AS overdue, statement_timestamp() AS server_now
+FROM operations o
+WHERE o.operation_id = %(operation_id)s AND o.conversation_id = %(conversation_id)s
+"""
 
 # The Agent's interrupt of one operation named by its id, in one statement (its own transaction on
 # an autocommit connection): the conversation's workspace lock first, then the compare-and-set.
-# ``settle_focusing`` takes the operation ids only once the lock is held (its argument depends on
+# ``settle_focusing_v2`` takes the operation ids only once the lock is held (its argument depends on
 # the lock's result), re-reads the row under it and decides by the database clock, so a row that
 # ended meanwhile is left as it is. No row: no such operation (or not in the given conversation).
 INTERRUPT_ONE = """
@@ -71,13 +98,13 @@ WITH target AS (
       AND (%(conversation_id)s::text IS NULL OR o.conversation_id = %(conversation_id)s)
 ),
 locked AS (
-    SELECT t.operation_id, lock_workspace(t.conversation_id, false) AS held
+    SELECT t.operation_id, t.conversation_id, lock_workspace(t.conversation_id, false) AS held
     FROM target t WHERE t.state = 'focusing'
 ),
 settled AS (
     SELECT s.* FROM locked l,
-    LATERAL settle_focusing(
-        CASE WHEN l.held THEN ARRAY[l.operation_id] ELSE ARRAY[]::uuid[] END,
+    LATERAL settle_focusing_v2(
+        l.conversation_id, CASE WHEN l.held THEN ARRAY[l.operation_id] ELSE ARRAY[]::uuid[] END,
         'interrupted', 'agent_interrupt') s
 )
 SELECT t.operation_id, t.conversation_id, s.instance_id, s.state, s.reason, s.ends_at,
@@ -92,11 +119,13 @@ FROM operations WHERE state = 'focusing'
 
 
 async def settle_focusing(
-    conn: Conn, operation_ids: list[UUID], ending: Ending, *, only_due: bool = False
+    conn: Conn, conversation_id: str, operation_ids: list[UUID], ending: Ending, *, only_due: bool = False
 ) -> list[DictRow]:
+    """Ends those of the conversation's operations still focusing; the caller holds its lock."""
     cursor = await conn.execute(
         SETTLE_FOCUSING,
         {
+            "conversation_id": conversation_id,
             "operation_ids": operation_ids,
             "state": ending.state.value,
             "reason": ending.reason.value,
@@ -120,30 +149,55 @@ async def settle_due(conn: Conn, limit: int) -> list[DictRow]:
     return await cursor.fetchall()
 
 
+async def due_conversations(conn: Conn, limit: int) -> list[str]:
+    """Conversations with an operation past its deadline, the most overdue first (no lock taken)."""
+    cursor = await conn.execute(DUE_CONVERSATIONS, {"limit": limit})
+    return [str(row["conversation_id"]) for row in await cursor.fetchall()]
+
+
+async def settle_due_in(conn: Conn, conversation_id: str) -> list[DictRow]:
+    """What is due in the conversation, settled unless another holds its lock (then nothing)."""
+    cursor = await conn.execute(SETTLE_DUE_IN, (conversation_id,), prepare=True)
+    return await cursor.fetchall()
+
+
 async def focusing_in_conversation(conn: Conn, conversation_id: str) -> list[DictRow]:
     """The conversation's focusing operations, of every app, the earliest started first."""
     cursor = await conn.execute(FOCUSING_IN_CONVERSATION, {"conversation_id": conversation_id})
     return await cursor.fetchall()
 
 
-async def focusing_for_instance(conn: Conn, instance_id: UUID) -> DictRow | None:
-    cursor = await conn.execute(FOCUSING_FOR_INSTANCE, {"instance_id": instance_id})
+async def focusing_for_instance(conn: Conn, instance_id: UUID, conversation_id: str) -> DictRow | None:
+    params = {"instance_id": instance_id, "conversation_id": conversation_id}
+    cursor = await conn.execute(FOCUSING_FOR_INSTANCE, params)
     return await cursor.fetchone()
 
 
-async def latest_for_instance(conn: Conn, instance_id: UUID) -> DictRow | None:
-    cursor = await conn.execute(LATEST_FOR_INSTANCE, {"instance_id": instance_id})
+async def latest_for_instance(conn: Conn, instance_id: UUID, conversation_id: str) -> DictRow | None:
+    params = {"instance_id": instance_id, "conversation_id": conversation_id}
+    cursor = await conn.execute(LATEST_FOR_INSTANCE, params)
     return await cursor.fetchone()
 
 
-async def get_by_id(conn: Conn, operation_id: UUID) -> DictRow | None:
-    cursor = await conn.execute(GET_BY_ID, {"operation_id": operation_id})
+async def get_by_id(conn: Conn, operation_id: UUID, conversation_id: str | None = None) -> DictRow | None:
+    """The operation; with ``conversation_id``, only if it is that conversation's."""
+    if conversation_id is None:
+        cursor = await conn.execute(GET_BY_ID, {"operation_id": operation_id})
+    else:
+        params = {"operation_id": operation_id, "conversation_id": conversation_id}
+        cursor = await conn.execute(GET_IN_CONVERSATION, params)
     return await cursor.fetchone()
 
 
-async def get_by_id_with_clock(conn: Conn, operation_id: UUID) -> DictRow | None:
+async def get_by_id_with_clock(
+    conn: Conn, operation_id: UUID, conversation_id: str | None = None
+) -> DictRow | None:
     """:func:`get_by_id` and the database clock (``server_now``) it was read at."""
-    cursor = await conn.execute(GET_BY_ID_WITH_CLOCK, {"operation_id": operation_id})
+    if conversation_id is None:
+        cursor = await conn.execute(GET_BY_ID_WITH_CLOCK, {"operation_id": operation_id})
+    else:
+        params = {"operation_id": operation_id, "conversation_id": conversation_id}
+        cursor = await conn.execute(GET_IN_CONVERSATION_WITH_CLOCK, params)
     return await cursor.fetchone()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 from uuid import UUID
 
 from psycopg import AsyncConnection
@@ -203,7 +204,7 @@ TRACE_ATTEMPTS = (
     + f"""
 SELECT a.event_id, {ATTEMPT_COLUMNS}
 FROM outbox_attempts a
-JOIN traced_outbox b ON b.event_id = a.event_id
+JOIN traced_outbox b ON b.event_id = a.event_id AND b.conversation_id = a.conversation_id
 ORDER BY a.event_id, a.attempt, a.attempt_id
 """
 )
@@ -231,26 +232,30 @@ async def read(conn: AsyncConnection[DictRow], lookup: Lookup) -> Rows:
     return rows
 
 
-def outbox_list(
-    *,
-    status: str | None = None,
-    conversation_id: str | None = None,
-    tool_call_prefix: str | None = None,
-    limit: int = DEFAULT_LIMIT,
-    after: OutboxCursor | None = None,
-) -> Lookup:
+class OutboxFilter(TypedDict, total=False):
+    """Which outbox rows a list shows (the ops API's and the CLI's filters, named once)."""
+
+    status: str | None  # one of OUTBOX_STATUSES
+    conversation_id: str | None
+    tool_call_prefix: str | None  # tool calls whose id begins with it
+    limit: int  # DEFAULT_LIMIT
+    after: OutboxCursor | None  # from the row after it on
+
+
+def outbox_list(**only: Unpack[OutboxFilter]) -> Lookup:
     """Outbox rows (``outbox``), newest first, optionally of one status, one conversation, and tool
     calls whose id begins with ``tool_call_prefix``; from the row after ``after`` on; one row more
     than ``limit`` when more follow."""
+    status, after = only.get("status"), only.get("after")
     if status is not None and status not in OUTBOX_STATUSES:
         raise ValueError(f"status must be one of {', '.join(OUTBOX_STATUSES)}")
     return Lookup(
         (("outbox", OUTBOX_LIST),),
         {
             "status": status,
-            "conversation_id": conversation_id,
-            "tool_call_prefix": tool_call_prefix,
-            "limit": limit,
+            "conversation_id": only.get("conversation_id"),
+            "tool_call_prefix": only.get("tool_call_prefix"),
+            "limit": only.get("limit", DEFAULT_LIMIT),
             "after_created_at": after and after.created_at,
             "after_conversation_id": after and after.conversation_id,
             "after_sequence": after and after.sequence,

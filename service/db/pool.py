@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from time import monotonic
+from types import TracebackType
+from typing import Any, Generic, TypeVar
 
 import psycopg
+import psycopg_pool
+import structlog
+from prometheus_client import Counter
 from psycopg import AsyncConnection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from service.db.reconnect import PatientConnection
+
+log = structlog.get_logger("service.db.pool")
+DISCARDED = Counter(
+    "lineup_db_connections_discarded_total",
+    "Pooled connections closed after a failed statement instead of being reused (on Citus only).",
+)
 
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 ACT = TypeVar("ACT", bound=AsyncConnection[Any])
 # How long a request waits for a connection: through a failover (seconds) it waits and then commits;
 # through a longer outage the tool-call path's retries end in a 503 with Retry-After, not a hang.
 CHECKOUT_TIMEOUT = 6.0
+# The psycopg_pool minor version whose private state RecoveringPool's getconn/putconn read.
+LEAN_POOL_VERSION = ["3", "3"]
 
 
 class RecoveringPool(AsyncConnectionPool[ACT]):
@@ -37,16 +49,70 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
         super().__init__(*args, **kwargs)
         self._sweep: asyncio.Future[None] | None = None
         self.sweeps = 0
+        #: On Citus: close every connection one of whose statements failed (``discard_after_error``).
+        self.discard_after_error = False
+        self.discarded = 0
+        # The lock-free getconn/putconn: for the psycopg_pool version they are written for, and only
+        # without a check or reset callback (each needs psycopg_pool's own path).
+        self._lean = (
+            psycopg_pool.__version__.split(".")[:2] == LEAN_POOL_VERSION
+            and self._check is None
+            and self._reset is None
+        )
 
-    @asynccontextmanager
-    async def connection(self, timeout: float | None = None) -> AsyncIterator[ACT]:  # noqa: ASYNC109
-        async with super().connection(timeout) as conn:
-            try:
-                yield conn
-            except psycopg.OperationalError:
-                if conn.broken:
-                    await self.drop_dead_connections()
-                raise
+    # getconn and putconn decide the common case — a connection idle, nobody waiting, nobody in the
+    # pool's critical section — without the pool's asyncio lock, its two critical sections, its
+    # INFO log calls (psycopg.pool logs at WARNING) and its timing: the same changes to the pool's
+    # state the critical sections make, made with no await between them, so no other task can see
+    # them half done (one event loop thread). Anything else — the pool closed or not yet open, a
+    # waiting client to hand the connection to, a check or reset callback, a connection that is
+    # expired, drained, broken or not idle — takes psycopg_pool's own path. Reads psycopg_pool's
+    # private state, so only with the minor version this is written for and tested against
+    # (tests/integration/test_pool_recovery.py); any other version takes psycopg_pool's path always.
+
+    async def getconn(self, timeout: float | None = None) -> ACT:  # noqa: ASYNC109 - psycopg_pool's
+        if self._lean and self._pool and not self._waiting and not self._lock.locked() and not self._closed:
+            conn: ACT = self._pool.popleft()
+            if len(self._pool) < self._nconns_min:
+                self._nconns_min = len(self._pool)
+            self._stats[self._REQUESTS_NUM] += 1
+            conn._pool = self
+            return conn
+        return await super().getconn(timeout)
+
+    async def putconn(self, conn: ACT) -> None:
+        if (
+            self._lean
+            and getattr(conn, "_pool", None) is self
+            and not self._closed
+            and not self._waiting
+            and not self._lock.locked()
+            and conn.pgconn.transaction_status == TransactionStatus.IDLE
+            and conn._created_at > self._drained_at
+            and conn._expire_at > monotonic()
+        ):
+            conn._pool = None
+            self._pool.append(conn)
+            if self._pool_full_event and len(self._pool) >= self._min_size:
+                self._pool_full_event.set()
+            return
+        await super().putconn(conn)
+
+    def connection(self, timeout: float | None = None) -> Lease[ACT]:  # type: ignore[override]
+        """A connection for one ``async with``: taken with ``getconn``, given back with ``putconn``
+        (``Lease``)."""
+        return Lease(self, timeout)
+
+    async def _discard(self, conn: ACT, error: psycopg.Error) -> None:
+        """Citus 13 leaves a backend unable to delegate a function call ever again once an error was
+        raised while it planned a statement recursively (a counter of its planner is never brought
+        back to 0; every later call then runs statement by statement from the coordinator, a round
+        trip each, with only a DEBUG line to show it). Which error did that cannot be told from
+        here, so any failed statement costs its connection: closed, and the pool makes a new one."""
+        self.discarded += 1
+        DISCARDED.inc()
+        log.info("connection_discarded", reason="citus", error_type=type(error).__name__)
+        await conn.close()
 
     async def drop_dead_connections(self) -> None:
         """Test the idle connections, replace the dead ones; callers at the same time share one test."""
@@ -54,6 +120,43 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
             self.sweeps += 1
             self._sweep = asyncio.ensure_future(self.check())
         await asyncio.shield(self._sweep)
+
+
+class Lease(Generic[ACT]):
+    """``RecoveringPool.connection()``: psycopg_pool's ``connection()`` without the generator-based
+    context manager and without entering the connection itself, whose exit commits (or rolls back)
+    — nothing to do on the pool's autocommit connections, where a transaction is always a
+    ``conn.transaction()`` block that ends itself; a connection given back in any other state is
+    rolled back or replaced by ``putconn``. Every unit of work (so every tool call) takes one: a
+    class saves an async generator, contextlib's wrapper, and the connection's lock and commit.
+
+    A statement that fails on a broken connection makes the pool test its idle ones
+    (``drop_dead_connections``) before the error reaches the caller, then the broken one goes back
+    to the pool, which replaces it. On Citus (``discard_after_error``) a connection whose statement
+    failed is closed first, and so replaced too."""
+
+    __slots__ = ("_conn", "_pool", "_timeout")
+
+    def __init__(self, pool: RecoveringPool[ACT], timeout: float | None) -> None:
+        self._pool = pool
+        self._timeout = timeout
+
+    async def __aenter__(self) -> ACT:
+        self._conn = await self._pool.getconn(self._timeout)
+        return self._conn
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        conn = self._conn
+        try:
+            if isinstance(error, psycopg.Error):
+                if self._pool.discard_after_error and not conn.closed:
+                    await self._pool._discard(conn, error)
+                if isinstance(error, psycopg.OperationalError) and conn.broken:
+                    await self._pool.drop_dead_connections()
+        finally:
+            await self._pool.putconn(conn)
 
 
 async def _configure(conn: AsyncConnection[DictRow]) -> None:

@@ -22,8 +22,8 @@ WHERE conversation_id = %(conversation_id)s
 """
 
 PRUNE = """
-DELETE FROM projection_events WHERE event_seq IN (
-    SELECT event_seq FROM projection_events
+DELETE FROM projection_events WHERE (conversation_id, event_seq) IN (
+    SELECT conversation_id, event_seq FROM projection_events
     WHERE created_at < now() - make_interval(secs => %(older_than_seconds)s)
     ORDER BY event_seq LIMIT %(batch)s
 )

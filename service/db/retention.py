@@ -68,3 +68,45 @@ async def report(conn: Conn, days: int, by: str, pruned: dict[str, int]) -> None
     await conn.execute(
         REPORT, {"days": days, "by": by, "pruned": Jsonb(pruned), "total": sum(pruned.values())}
     )
+
+
+# On Citus, where a batch over every shard cannot lock rows (FOR UPDATE ... SKIP LOCKED stays in one
+# shard): conversations with history older than the cutoff (read on every shard, none of ``seen``),
+# each pruned whole by ``prune_conversation`` (97_retention.sql), a call delegated to its worker.
+CONVERSATIONS_WITH_HISTORY = """
+SELECT DISTINCT conversation_id FROM (
+    (SELECT conversation_id FROM tool_calls
+     WHERE status_code <> 410 AND created_at < %(cutoff)s AND NOT (conversation_id = ANY(%(seen)s))
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT conversation_id FROM app_instances
+     WHERE status = 'closed' AND closed_at < %(cutoff)s AND NOT (conversation_id = ANY(%(seen)s))
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT conversation_id FROM messages
+     WHERE created_at < %(cutoff)s AND NOT (conversation_id = ANY(%(seen)s))
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT conversation_id FROM surface_events
+     WHERE created_at < %(cutoff)s AND NOT (conversation_id = ANY(%(seen)s))
+     LIMIT %(limit)s)
+) candidates
+"""
+PRUNE_CONVERSATION = "SELECT kind, removed FROM prune_conversation(%s, %s)"
+# A round of one replica at a time, held for the round on the coordinator (session level).
+TRY_ROUND_LOCK = "SELECT pg_try_advisory_lock(hashtext('lineup.history_retention')) AS locked"
+ROUND_UNLOCK = "SELECT pg_advisory_unlock(hashtext('lineup.history_retention'))"
+
+
+async def conversations_with_history(conn: Conn, cutoff: datetime, limit: int, seen: list[str]) -> list[str]:
+    params = {"cutoff": cutoff, "limit": limit, "seen": seen}
+    return [
+        row["conversation_id"]
+        for row in await (await conn.execute(CONVERSATIONS_WITH_HISTORY, params)).fetchall()
+    ]
+
+
+async def prune_conversation(conn: Conn, conversation_id: str, cutoff: datetime) -> dict[str, int]:
+    """The conversation's history older than ``cutoff``, removed; rows per kind (none: it was busy)."""
+    cursor = await conn.execute(PRUNE_CONVERSATION, (conversation_id, cutoff), prepare=True)
+    return {row["kind"]: int(row["removed"]) for row in await cursor.fetchall()}

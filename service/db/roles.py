@@ -111,14 +111,21 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "project": (RUNTIME,),
     "lock_workspace": (RUNTIME,),
     "open_instance": (RUNTIME,),
-    "close_instances": (RUNTIME,),
+    "close_instances_v2": (RUNTIME,),
+    "close_instances": (RUNTIME,),  # interface 3, for the release before this one
     "queue_outbox": (RUNTIME,),
-    "settle_focusing": (RUNTIME,),
+    "settle_focusing_v2": (RUNTIME,),
+    "settle_focusing": (RUNTIME,),  # interface 3, for the release before this one
     "settle_due": (RUNTIME,),
+    "settle_due_in": (RUNTIME,),
     "settle_if_overdue": (RUNTIME,),
     "call_tool_v3": (RUNTIME,),
     "call_tool_v2": (RUNTIME,),  # interface 2, for the release before this one
     "call_tool": (RUNTIME,),  # interface 1, for the release before this one
+    "answer_interaction": (RUNTIME,),  # interface 3, for the release before this one
+    "compat_conversation_of_instance": (),  # triggers for the release before migration 0018
+    "compat_conversation_of_event": (),
+    "compat_conversation_of_interaction": (),
     "spend_write": (RUNTIME,),
     "uuid_v7_floor": (RUNTIME,),
     "expire_tool_call_answers": (RUNTIME,),
@@ -127,6 +134,14 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "prune_messages": (RUNTIME,),
     "prune_surface_events": (RUNTIME,),
     "prune_interactions": (RUNTIME,),
+    "prune_conversation": (RUNTIME,),
+    # The relay on Citus: its claims, outcomes and pruning on the shards of its node.
+    "is_citus_table": (RELAY,),
+    "local_shards": (RELAY,),
+    "shards_of": (RELAY,),
+    "relay_claim_local": (RELAY,),
+    "relay_record_local": (RELAY,),
+    "relay_prune_local": (RELAY,),
 }
 FUNCTIONS: dict[str, tuple[str, ...]] = {
     **{d.name: (RUNTIME,) for d in code.definitions(code.APPS, apps=code.APPS) if d.kind == "function"},
@@ -146,6 +161,8 @@ LEFT JOIN pg_depend d ON c.relkind = 'S' AND d.classid = 'pg_class'::regclass AN
                      AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
 LEFT JOIN pg_class owner_table ON owner_table.oid = d.refobjid
 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'S')
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_class'::regclass AND e.objid = c.oid
+                                             AND e.deptype = 'e')
 UNION ALL
 SELECT 'function', p.proname, p.oid::regprocedure::text, '',
        coalesce(p.proacl, acldefault('f'::"char", p.proowner))
@@ -282,6 +299,8 @@ SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE'
 FROM pg_class c
 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v')
   AND c.relowner <> %(owner)s::regrole
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_class'::regclass AND e.objid = c.oid
+                                             AND e.deptype = 'e')
 UNION ALL
 SELECT 'FUNCTION', p.oid::regprocedure::text
 FROM pg_proc p

@@ -17,12 +17,13 @@ SNAPSHOT = """
 SELECT i.instance_id, i.conversation_id, i.app_scope, i.status,
        s.schema_version, s.revision, s.data, s.readonly,
        (SELECT o.operation_id FROM operations o
-        WHERE o.instance_id = i.instance_id AND o.state = 'focusing'
+        WHERE o.instance_id = i.instance_id AND o.conversation_id = i.conversation_id
+          AND o.state = 'focusing'
           AND o.ends_at <= statement_timestamp()
         LIMIT 1) AS overdue_operation_id
 FROM app_instances i
-LEFT JOIN instance_states s ON s.instance_id = i.instance_id
-WHERE i.instance_id = %(instance_id)s
+LEFT JOIN instance_states s ON s.instance_id = i.instance_id AND s.conversation_id = i.conversation_id
+WHERE i.instance_id = %(instance_id)s AND i.conversation_id = %(conversation_id)s
 """
 
 # Compare-and-set on the revision. Under READ COMMITTED a concurrent writer or close makes this
@@ -31,20 +32,27 @@ WHERE i.instance_id = %(instance_id)s
 WRITE = """
 UPDATE instance_states
 SET data = %(data)s, revision = revision + 1, updated_at = now()
-WHERE instance_id = %(instance_id)s AND revision = %(expected_revision)s AND NOT readonly
+WHERE instance_id = %(instance_id)s AND conversation_id = %(conversation_id)s
+  AND revision = %(expected_revision)s AND NOT readonly
 RETURNING revision
 """
 
 
-async def snapshot(conn: Conn, instance_id: UUID) -> DictRow | None:
-    cursor = await conn.execute(SNAPSHOT, {"instance_id": instance_id})
+async def snapshot(conn: Conn, instance_id: UUID, conversation_id: str) -> DictRow | None:
+    cursor = await conn.execute(SNAPSHOT, {"instance_id": instance_id, "conversation_id": conversation_id})
     return await cursor.fetchone()
 
 
-async def write(conn: Conn, instance_id: UUID, expected_revision: int, data: dict[str, Any]) -> int | None:
+async def write(
+    conn: Conn, instance_id: UUID, conversation_id: str, expected_revision: int, data: dict[str, Any]
+) -> int | None:
     """The new revision, or None when the revision moved on or the snapshot is frozen or gone."""
-    cursor = await conn.execute(
-        WRITE, {"instance_id": instance_id, "expected_revision": expected_revision, "data": Jsonb(data)}
-    )
+    params = {
+        "instance_id": instance_id,
+        "conversation_id": conversation_id,
+        "expected_revision": expected_revision,
+        "data": Jsonb(data),
+    }
+    cursor = await conn.execute(WRITE, params)
     row = await cursor.fetchone()
     return None if row is None else int(row["revision"])

@@ -23,7 +23,7 @@ SELECT 'interaction' AS kind, t.task_id, i.conversation_id, i.status AS state, N
        i.created_at AS started_at, NULL::timestamptz AS ends_at, i.answered_at AS finalized_at,
        CASE WHEN i.status = 'answered' THEN interaction_result(i.answer, i.answered_at) END AS result,
        false AS overdue
-FROM interaction_tasks t JOIN interactions i USING (tool_call_id)
+FROM interaction_tasks t JOIN interactions i USING (tool_call_id, conversation_id)
 """
 
 TASK = f"""
@@ -39,11 +39,11 @@ UNION ALL
 # interaction of the caller's conversation gets one.
 INTERACTION_TASK_FOR = f"""
 WITH task AS (
-    INSERT INTO interaction_tasks (task_id, tool_call_id)
-    SELECT gen_random_uuid(), i.tool_call_id FROM interactions i
+    INSERT INTO interaction_tasks (task_id, tool_call_id, conversation_id)
+    SELECT gen_random_uuid(), i.tool_call_id, i.conversation_id FROM interactions i
     WHERE i.tool_call_id = %(tool_call_id)s AND i.conversation_id = %(conversation_id)s
-    ON CONFLICT (tool_call_id) DO UPDATE SET tool_call_id = EXCLUDED.tool_call_id
-    RETURNING task_id, tool_call_id
+    ON CONFLICT (tool_call_id, conversation_id) DO UPDATE SET tool_call_id = EXCLUDED.tool_call_id
+    RETURNING task_id, tool_call_id, conversation_id
 )
 {_INTERACTION_TASK.replace("FROM interaction_tasks t", "FROM task t")}
 """

@@ -14,8 +14,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from psycopg import AsyncConnection, AsyncCursor
+import msgspec
+from psycopg import AsyncConnection, AsyncRawCursor
 from psycopg.rows import DictRow, tuple_row
+from psycopg.types.json import set_json_loads
 
 Conn = AsyncConnection[DictRow]
 
@@ -37,17 +39,20 @@ _COLUMNS = CallResult._fields
 
 # The result's columns are named in the statement, in CallResult's order: a column a later schema
 # adds breaks nothing, and each row is a plain tuple (no per-row dict, no column-name lookups).
-# Positional parameters: psycopg converts no named placeholders per call.
-CALL_TOOL = f"SELECT {', '.join(_COLUMNS)} FROM call_tool_v3(%s, %s, %s, %s, %s, %s, %s)"
+# Postgres' own placeholders ($1…) as bytes, run by a raw cursor: psycopg neither encodes the query
+# nor finds and checks its %s placeholders per call.
+CALL_TOOL = f"SELECT {', '.join(_COLUMNS)} FROM call_tool_v3($1, $2, $3, $4, $5, $6, $7)".encode()
 
 
-def _cursor(conn: Conn) -> AsyncCursor[tuple[Any, ...]]:
+def _cursor(conn: Conn) -> AsyncRawCursor[tuple[Any, ...]]:
     """The connection's cursor for tool calls, made on its first call and kept on the connection
     (a new cursor builds its adapters and transformer each time; a pooled connection runs one
-    statement at a time, and ``execute`` starts the cursor afresh)."""
-    cursor: AsyncCursor[tuple[Any, ...]] | None = getattr(conn, "_lineup_tool_call_cursor", None)
+    statement at a time, and ``execute`` starts the cursor afresh). The settled operations' JSON,
+    as the database wrote it, is decoded by msgspec (psycopg's default is ``json.loads``)."""
+    cursor: AsyncRawCursor[tuple[Any, ...]] | None = getattr(conn, "_lineup_tool_call_cursor", None)
     if cursor is None or cursor.closed:
-        cursor = conn.cursor(row_factory=tuple_row)
+        cursor = AsyncRawCursor(conn, row_factory=tuple_row)
+        set_json_loads(msgspec.json.decode, cursor)
         conn._lineup_tool_call_cursor = cursor  # type: ignore[attr-defined]
     return cursor
 

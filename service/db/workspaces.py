@@ -25,21 +25,27 @@ WHERE conversation_id = %(conversation_id)s
 
 INSTANCES = """
 SELECT i.instance_id, i.app_scope, i.status, s.sub_session_id
-FROM app_instances i LEFT JOIN sub_sessions s ON s.instance_id = i.instance_id
+FROM app_instances i
+LEFT JOIN sub_sessions s ON s.instance_id = i.instance_id AND s.conversation_id = i.conversation_id
 WHERE i.conversation_id = %(conversation_id)s
 ORDER BY i.opened_at DESC, i.instance_id
 """
 
+# An instance named by its id alone: where a request names only the instance, this finds its
+# conversation (on Citus: one index probe on every shard), before any transaction.
+CONVERSATION_OF_INSTANCE = "SELECT conversation_id FROM app_instances WHERE instance_id = %(instance_id)s"
+
 INSTANCE = """
 SELECT i.instance_id, i.conversation_id, i.app_scope, i.status, i.opened_at, i.closed_at,
        s.sub_session_id
-FROM app_instances i LEFT JOIN sub_sessions s ON s.instance_id = i.instance_id
-WHERE i.instance_id = %(instance_id)s
+FROM app_instances i
+LEFT JOIN sub_sessions s ON s.instance_id = i.instance_id AND s.conversation_id = i.conversation_id
+WHERE i.instance_id = %(instance_id)s AND i.conversation_id = %(conversation_id)s
 """
 
 OPEN_INSTANCE_OF_SCOPE = """
 SELECT i.instance_id, s.sub_session_id FROM app_instances i
-LEFT JOIN sub_sessions s ON s.instance_id = i.instance_id
+LEFT JOIN sub_sessions s ON s.instance_id = i.instance_id AND s.conversation_id = i.conversation_id
 WHERE i.conversation_id = %(conversation_id)s AND i.app_scope = %(app_scope)s AND i.status = 'open'
 """
 
@@ -71,8 +77,14 @@ async def instances(conn: Conn, conversation_id: str) -> list[DictRow]:
     return await cursor.fetchall()
 
 
-async def instance(conn: Conn, instance_id: UUID) -> DictRow | None:
-    cursor = await conn.execute(INSTANCE, {"instance_id": instance_id})
+async def conversation_of_instance(conn: Conn, instance_id: UUID) -> str | None:
+    cursor = await conn.execute(CONVERSATION_OF_INSTANCE, {"instance_id": instance_id})
+    row = await cursor.fetchone()
+    return None if row is None else str(row["conversation_id"])
+
+
+async def instance(conn: Conn, instance_id: UUID, conversation_id: str) -> DictRow | None:
+    cursor = await conn.execute(INSTANCE, {"instance_id": instance_id, "conversation_id": conversation_id})
     return await cursor.fetchone()
 
 

@@ -23,7 +23,7 @@ import mcp_types as types
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPError
 
-from web_host.assets import STATIC_DIR
+from service.apps import APPS_DIR, SURFACE
 
 #: JSON-RPC error of an unknown resource URI (MCP, resources/read).
 RESOURCE_NOT_FOUND = -32002
@@ -35,8 +35,8 @@ POMODORO_URI = "ui://pomodoro/timer"
 POMODORO_START = "pomodoro.start"
 #: The tools whose calls a host shows with an MCP App: the View of the operation the call opens.
 TOOL_VIEWS = {POMODORO_START: POMODORO_URI}
-#: Where the Web Host's Pomodoro surface lives: the one place the MCP App reads it from.
-POMODORO_SURFACE_DIR = STATIC_DIR / "apps" / "pomodoro"
+#: Where the Pomodoro's surface lives (its app folder): the one place the MCP App reads it from.
+POMODORO_SURFACE_DIR = APPS_DIR / "pomodoro" / SURFACE
 #: The MCP Apps side of ``window.lineup`` (replaces the Web Host's SDK in the MCP App).
 MCP_APPS_SDK = Path(__file__).resolve().parent / "mcp_apps_sdk.js"
 

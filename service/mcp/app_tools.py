@@ -170,7 +170,10 @@ def _capability(row: DictRow) -> Capability:
 
 async def _operation(rt: Runtime, bound: Bound) -> DictRow:
     async with rt.unit_of_work(transaction=False) as work:
-        return bound.check(await operations_db.get_by_id(work.conn, bound.operation_id))
+        # With the conversation, when the request names one, the read goes to its shard on Citus.
+        return bound.check(
+            await operations_db.get_by_id(work.conn, bound.operation_id, bound.conversation_id)
+        )
 
 
 def _context(row: DictRow) -> dict[str, Any]:
@@ -190,7 +193,8 @@ def _context(row: DictRow) -> dict[str, Any]:
 
 async def _read_with_clock(rt: Runtime, bound: Bound) -> DictRow:
     async with rt.unit_of_work(transaction=False) as work:
-        return bound.check(await operations_db.get_by_id_with_clock(work.conn, bound.operation_id))
+        row = await operations_db.get_by_id_with_clock(work.conn, bound.operation_id, bound.conversation_id)
+        return bound.check(row)
 
 
 async def read(rt: Runtime, bound: Bound) -> dict[str, Any]:

@@ -24,7 +24,9 @@ from mcp.shared.inbound import X_MCP_HEADER_KEY
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_INFO_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from psycopg import OperationalError
+from psycopg.errors import InternalError_
 
+from service.db import citus
 from service.domain.errors import Refusal
 from service.http import status_of
 from service.mcp import app_resource, app_tools, elicitation, tasks_extension
@@ -70,6 +72,11 @@ def translated() -> Iterator[None]:
         yield
     except OperationalError:
         log.warning("mcp_database_unavailable")
+        raise MCPError(INTERNAL_ERROR, "the database is unavailable; nothing was applied, retry") from None
+    except InternalError_ as error:
+        if not citus.node_failed(error):  # a Citus node restarting: as unavailable; else a bug
+            raise
+        log.warning("mcp_database_unavailable", citus=str(error).strip())
         raise MCPError(INTERNAL_ERROR, "the database is unavailable; nothing was applied, retry") from None
     except Refusal as refusal:
         raise MCPError(

@@ -8,7 +8,8 @@ it answers with and the kind of answer each is, what an accepted call opens (an 
 interaction, which an MCP client may await as a task), the settings its decision reads, its MCP
 annotations, one sentence for a person about an answer, and the types of its answers for the
 OpenAPI document. REST, MCP, ``GET /v1/tools`` and the document all read this one declaration;
-adding a Tool touches neither face.
+adding a Tool touches neither face. A registration knows its own app's manifest
+(``service.app_manifest``), never the registry that loads it (``service.manifests``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from service.manifests import Registry
+    from service.app_manifest import AppManifest
     from service.settings import Settings
 
 Opens = Literal["operation", "interaction"]
@@ -36,7 +37,7 @@ class Hints:
     idempotent: bool = True  # per tool_call_id: a repeat replays the first answer
 
 
-def _no_settings(settings: Settings, registry: Registry) -> Mapping[str, Any]:
+def _no_settings(settings: Settings, app: AppManifest) -> Mapping[str, Any]:
     return {}
 
 
@@ -48,7 +49,8 @@ class Registration:
     hints: Hints
     sentence: Callable[[Mapping[str, Any]], str]  # an answer that is not a refusal, for a person
     opens: Opens | None = None
-    context: Callable[[Settings, Registry], Mapping[str, Any]] = _no_settings
+    # What its decision reads (``p_context``), from the settings and its own app's manifest.
+    context: Callable[[Settings, AppManifest], Mapping[str, Any]] = _no_settings
     answers: Mapping[int, Any] = field(default_factory=dict)  # status -> answer type (the document)
 
     def __post_init__(self) -> None:

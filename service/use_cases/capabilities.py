@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from service.db import capabilities as caps_db
+from service.db import workspaces as ws_db
 from service.domain.errors import TooMany, not_found, unauthorized
 from service.use_cases.runtime import Runtime
 
@@ -37,6 +38,10 @@ async def mint_capability(
     instances get one too, to show their history."""
     token = secrets.token_urlsafe(32)
     limit = rt.settings.capabilities_per_session
+    async with rt.unit_of_work(transaction=False) as work:
+        conversation_id = await ws_db.conversation_of_instance(work.conn, instance_id)
+    if conversation_id is None:
+        raise not_found("instance")
     async with rt.unit_of_work() as work:
         conn = work.conn
         if host_session_id is not None:
@@ -45,7 +50,7 @@ async def mint_capability(
                 raise unauthorized()  # ended since the request was let in
             if minted >= limit:
                 raise TooMany(f"at most {limit} capabilities may be minted per session; sign in again")
-        if not await caps_db.mint(conn, token_digest(token), instance_id, host_session_id):
+        if not await caps_db.mint(conn, token_digest(token), instance_id, conversation_id, host_session_id):
             raise not_found("instance")
     return {"capability": token}
 

@@ -11,11 +11,11 @@ from service.use_cases.runtime import Runtime
 
 async def of_instance(rt: Runtime, instance_id: UUID) -> str | None:
     async with rt.unit_of_work(transaction=False) as work:
-        row = await ws_db.instance(work.conn, instance_id)
-    return None if row is None else str(row["conversation_id"])
+        return await ws_db.conversation_of_instance(work.conn, instance_id)
 
 
-async def of_interaction(rt: Runtime, tool_call_id: str) -> str | None:
+async def of_interaction(rt: Runtime, tool_call_id: str, reach: frozenset[str] | None = None) -> str | None:
     async with rt.unit_of_work(transaction=False) as work:
-        row = await inter_db.get(work.conn, tool_call_id)
-    return None if row is None else str(row["conversation_id"])
+        return await inter_db.conversation_of(
+            work.conn, tool_call_id, None if reach is None else sorted(reach)
+        )

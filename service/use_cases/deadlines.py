@@ -8,6 +8,13 @@ workspaces SKIP LOCKED`` and settles them through ``settle_focusing``, so any nu
 (``claimers`` here, and those of other replicas) settle side by side, and each decision happens
 exactly once — including the backlog that fell due while no service ran.
 
+On Citus (``distributed``) a lock with ``SKIP LOCKED`` must stay within one shard, so a batch is
+two steps: the conversations with a due operation, read on every shard without a lock
+(``due_conversations``), then each settled by ``settle_due_in``, a function distributed by its
+conversation: the coordinator hands the call to the worker holding that conversation, where it
+takes the conversation's lock with ``SKIP LOCKED`` (a request holding it settles what is due
+itself) and applies the deadline rule. The same decision, exactly once, one conversation at a time.
+
 A claimer whose statement fails — any error: the database gone (``OperationalError``), or one it
 refuses (``ProgrammingError`` and the like, e.g. a pooler that loses a prepared statement) — logs
 one ``sweeper_failed`` line per failure and tries again after a pause that doubles from 50 ms to
@@ -51,12 +58,15 @@ class DeadlineSweeper:
         batch_size: int = 200,
         max_sleep: float = 1.0,
         busy_backoff: float = 0.02,
+        distributed: bool = False,
     ) -> None:
         self._pool = pool
         self._wakeups = wakeups
         self._claimers = claimers
         self._batch_size = batch_size
         self._max_sleep = max_sleep
+        self._distributed = distributed
+        self._full = False  # the last batch was full: more may be due at once
         self.interval = max_sleep  # a healthy claimer finishes a round at least this often
         self.failures = 0
         self._busy_backoff = busy_backoff
@@ -83,12 +93,31 @@ class DeadlineSweeper:
 
     async def sweep_once(self) -> list[dict[str, Any]]:
         """Settle one batch of due operations (one statement); returns the settled rows."""
+        if self._distributed:
+            return await self._sweep_by_conversation()
         async with unit_of_work(self._pool, self._wakeups, transaction=False) as work:
             rows = await operations_db.settle_due(work.conn, self._batch_size)
             if rows:
                 work.observed(rows)
                 work.then(SWEEPS.inc)
         self.settled_total += len(rows)
+        self._full = len(rows) >= self._batch_size
+        return rows
+
+    async def _sweep_by_conversation(self) -> list[dict[str, Any]]:
+        """On Citus: the due conversations (read on every shard), each settled on its own worker."""
+        async with self._pool.connection() as conn:
+            due = await operations_db.due_conversations(conn, self._batch_size)
+        rows: list[dict[str, Any]] = []
+        for conversation_id in due:
+            async with unit_of_work(self._pool, self._wakeups, transaction=False) as work:
+                settled = await operations_db.settle_due_in(work.conn, conversation_id)
+                if settled:
+                    work.observed(settled)
+                    work.then(SWEEPS.inc)
+            rows += settled
+        self.settled_total += len(rows)
+        self._full = len(due) >= self._batch_size
         return rows
 
     async def _seconds_until_next(self) -> float | None:
@@ -114,7 +143,7 @@ class DeadlineSweeper:
             settled: list[dict[str, Any]] = []
             try:
                 settled = await self.sweep_once()
-                if len(settled) >= self._batch_size:
+                if self._full:
                     self.rounds += 1
                     continue
                 wait = await self._seconds_until_next()

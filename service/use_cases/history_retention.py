@@ -10,6 +10,11 @@ not once a batch. Each batch holds an advisory lock for its own transaction only
 replicas, one prunes a batch at a time, and the others leave the round to it (and row locks are
 taken SKIP LOCKED besides). After a round the replica reports its setting and what it removed in
 ``history_retention``, which ``ops stats`` and the console show.
+
+On Citus a batch over every shard cannot lock its rows (``FOR UPDATE ... SKIP LOCKED`` stays in one
+shard): a round there finds the conversations with history older than the cutoff and prunes each
+whole with ``prune_conversation``, a function distributed by its conversation (run on the worker
+holding it, under the conversation's lock when nobody holds it), by the same rules.
 """
 
 from __future__ import annotations
@@ -80,20 +85,60 @@ async def prune_history(
     return pruned
 
 
+async def prune_history_by_conversation(
+    pool: Pool,
+    days: int,
+    *,
+    by: str = "",
+    batch: int = PRUNE_BATCH,
+    now: datetime | None = None,
+) -> dict[str, int] | None:
+    """On Citus: one round, conversation by conversation (``prune_conversation``, each on the worker
+    holding it); what it removed per kind, or None when another replica holds the round."""
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
+    pruned = dict.fromkeys(db.KINDS, 0)
+    async with pool.connection() as lock:
+        if not (await (await lock.execute(db.TRY_ROUND_LOCK)).fetchone() or {}).get("locked"):
+            return None
+        try:
+            seen: list[str] = []
+            while True:
+                async with pool.connection() as conn:
+                    found = await db.conversations_with_history(conn, cutoff, batch, seen)
+                if not found:
+                    break
+                seen += found
+                for conversation_id in found:
+                    async with pool.connection() as conn:
+                        for kind, removed in (
+                            await db.prune_conversation(conn, conversation_id, cutoff)
+                        ).items():
+                            pruned[kind] += removed
+        finally:
+            await lock.execute(db.ROUND_UNLOCK)
+    async with pool.connection() as conn:
+        await db.report(conn, days, by or socket.gethostname(), pruned)
+    return pruned
+
+
 class HistoryPruning(Periodic):
     """The round every ``PRUNE_EVERY`` seconds give or take a fifth, the first 5-60 s after the start
     (replicas started together spread out). A database error is logged and the next round comes."""
 
     name = "history-retention"
 
-    def __init__(self, pool: Pool, days: int, *, every: float = PRUNE_EVERY) -> None:
+    def __init__(
+        self, pool: Pool, days: int, *, every: float = PRUNE_EVERY, distributed: bool = False
+    ) -> None:
         super().__init__(every, jitter=0.2, first_delay=random.uniform(5.0, 60.0))
         self._pool = pool
         self._days = days
+        self._distributed = distributed
         self.last: dict[str, int] | None = None
 
     async def run_once(self) -> None:
-        self.last = await prune_history(self._pool, self._days)
+        prune = prune_history_by_conversation if self._distributed else prune_history
+        self.last = await prune(self._pool, self._days)
         if self.last and any(self.last.values()):
             log.info("history_pruned", rows=self.last, retention_days=self._days)
 

@@ -14,6 +14,7 @@ from psycopg import AsyncConnection
 from psycopg import errors as pg_errors
 from psycopg.rows import DictRow
 
+from service.app_manifest import INSTANCE_STATE_FEATURE, InstanceStateFeature
 from service.db import states as states_db
 from service.db import workspaces as ws_db
 from service.domain.errors import (
@@ -24,7 +25,6 @@ from service.domain.errors import (
     StateSchemaViolation,
     StateTooLarge,
 )
-from service.manifests import INSTANCE_STATE_FEATURE, InstanceStateFeature
 from service.use_cases.capabilities import Capability
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
@@ -75,13 +75,13 @@ def _writable(row: DictRow) -> bool:
 
 async def _snapshot(work: UnitOfWork, capability: Capability) -> DictRow:
     conn = work.conn
-    row = await states_db.snapshot(conn, capability.instance_id)
+    row = await states_db.snapshot(conn, capability.instance_id, capability.conversation_id)
     assert row is not None  # a capability references its instance (foreign key)
     if row["overdue_operation_id"] is not None:
         # Its deadline has passed: settling closes the instance and freezes the snapshot first.
         await ws_db.lock_existing(conn, capability.conversation_id)
         await settle_overdue(work, capability.conversation_id)
-        row = await states_db.snapshot(conn, capability.instance_id)
+        row = await states_db.snapshot(conn, capability.instance_id, capability.conversation_id)
         assert row is not None
     return row
 
@@ -123,11 +123,13 @@ async def _write(
         return StateReadonly()
     if content_error is not None:
         return content_error
-    revision = await states_db.write(conn, capability.instance_id, expected_revision, data)
+    revision = await states_db.write(
+        conn, capability.instance_id, capability.conversation_id, expected_revision, data
+    )
     if revision is not None:
         return revision
     # The compare-and-set lost: to a close that froze or deleted the snapshot, or to a revision.
-    current = await states_db.snapshot(conn, capability.instance_id)
+    current = await states_db.snapshot(conn, capability.instance_id, capability.conversation_id)
     if current is None or not _writable(current):
         return StateReadonly()
     return RevisionConflict(

@@ -29,16 +29,37 @@ def _receipt(row: DictRow) -> dict[str, Any]:
     }
 
 
-async def answer(rt: Runtime, tool_call_id: str, answer_text: str) -> dict[str, Any]:
-    """Decide the interaction once; answering again returns the first receipt."""
+async def conversation_of(rt: Runtime, tool_call_id: str, reach: frozenset[str] | None = None) -> str | None:
+    """The conversation of the interaction asked by ``tool_call_id`` (unique per conversation):
+    among those in ``reach`` (None: every conversation), the one still pending, else the newest."""
+    async with rt.unit_of_work(transaction=False) as work:
+        return await inter_db.conversation_of(
+            work.conn, tool_call_id, None if reach is None else sorted(reach)
+        )
+
+
+async def answer(
+    rt: Runtime,
+    tool_call_id: str,
+    answer_text: str,
+    *,
+    conversation_id: str | None = None,
+    reach: frozenset[str] | None = None,
+) -> dict[str, Any]:
+    """Decide the interaction once; answering again returns the first receipt. Without
+    ``conversation_id`` the interaction is found by its ``tool_call_id`` within ``reach`` first
+    (before the transaction, which then names the conversation in every statement)."""
+    if conversation_id is None:
+        conversation_id = await conversation_of(rt, tool_call_id, reach)
+        if conversation_id is None:
+            raise not_found("interaction")
     async with rt.unit_of_work() as work:
         conn = work.conn
-        interaction = await inter_db.get(conn, tool_call_id)
+        if not await ws_db.lock_existing(conn, conversation_id):
+            raise not_found("interaction")
+        interaction = await inter_db.get(conn, conversation_id, tool_call_id)
         if interaction is None:
             raise not_found("interaction")
-        await ws_db.lock_existing(conn, interaction["conversation_id"])
-        interaction = await inter_db.get(conn, tool_call_id)
-        assert interaction is not None
         if interaction["status"] == "answered":
             return _receipt(interaction)
         choices = list(interaction["choices"])
@@ -47,7 +68,7 @@ async def answer(rt: Runtime, tool_call_id: str, answer_text: str) -> dict[str, 
                 "the answer must be one of the offered choices",
                 details=[{"path": "answer", "message": f"one of {choices}"}],
             )
-        decided = await inter_db.answer(conn, tool_call_id, answer_text)
+        decided = await inter_db.answer(conn, conversation_id, tool_call_id, answer_text)
         assert decided is not None  # the workspace lock keeps anyone else from deciding it
         work.changed(decided["conversation_id"], outbox=True)
         return _receipt(decided)

@@ -15,6 +15,7 @@ from uuid import UUID
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
+from service.app_manifest import AppManifest
 from service.db import instances as inst_db
 from service.db import interactions as inter_db
 from service.db import operations as operations_db
@@ -22,7 +23,6 @@ from service.db import workspaces as ws_db
 from service.domain.errors import AppNotResumable, UnknownApp, not_found
 from service.domain.operations import APP_CLOSED, USER_LEFT
 from service.domain.timefmt import rfc3339
-from service.manifests import AppManifest
 from service.use_cases import write_limits
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
@@ -52,7 +52,7 @@ async def _workspace(conn: Conn, conversation_id: str) -> dict[str, Any]:
     focusing = await operations_db.focusing_in_conversation(conn, conversation_id)
     focusing_view = None
     if focusing:
-        op = await operations_db.get_by_id(conn, focusing[0]["operation_id"])
+        op = await operations_db.get_by_id(conn, focusing[0]["operation_id"], conversation_id)
         assert op is not None
         focusing_view = operation_view(op)
     return {
@@ -112,7 +112,7 @@ async def switch_foreground(
         ]
         if leaving:
             # Leaving an app that says so interrupts its operation (completed if its deadline passed).
-            work.observed(await operations_db.settle_focusing(conn, leaving, USER_LEFT))
+            work.observed(await operations_db.settle_focusing(conn, conversation_id, leaving, USER_LEFT))
         if app.surface_kind != "builtin" and target is None:
             await write_limits.spend(
                 conn, rt.settings, write_limits.INSTANCE_OPEN, conversation_id, session_id
@@ -140,26 +140,47 @@ def _openers(rt: Runtime, app: AppManifest) -> str:
     return f"the {' or '.join(names)} tool" if names else "its tools"
 
 
-async def close_instance(rt: Runtime, instance_id: UUID) -> dict[str, Any]:
-    """AppLifecycleManager.close: cancels a focusing operation, never rewrites a final one."""
+async def conversation_of(rt: Runtime, instance_id: UUID) -> str:
+    """The instance's conversation (it never changes), read before the transaction that changes it,
+    so that every statement of that transaction names the conversation; 404 when none."""
+    async with rt.unit_of_work(transaction=False) as work:
+        conversation_id = await ws_db.conversation_of_instance(work.conn, instance_id)
+    if conversation_id is None:
+        raise not_found("instance")
+    return conversation_id
+
+
+async def close_instance(
+    rt: Runtime, instance_id: UUID, conversation_id: str | None = None
+) -> dict[str, Any]:
+    """AppLifecycleManager.close: cancels a focusing operation, never rewrites a final one.
+    ``conversation_id``: the instance's, when the caller knows it."""
+    if conversation_id is None:
+        conversation_id = await conversation_of(rt, instance_id)
     async with rt.unit_of_work() as work:
         conn = work.conn
-        instance = await ws_db.instance(conn, instance_id)
+        if not await ws_db.lock_existing(conn, conversation_id):
+            raise not_found("instance")
+        instance = await ws_db.instance(conn, instance_id, conversation_id)
         if instance is None:
             raise not_found("instance")
-        await ws_db.lock_existing(conn, instance["conversation_id"])
-        work.changed(instance["conversation_id"])
-        focusing = await operations_db.focusing_for_instance(conn, instance_id)
+        work.changed(conversation_id)
+        focusing = await operations_db.focusing_for_instance(conn, instance_id, conversation_id)
         if focusing is not None:
-            work.observed(await operations_db.settle_focusing(conn, [focusing["operation_id"]], APP_CLOSED))
+            work.observed(
+                await operations_db.settle_focusing(
+                    conn, conversation_id, [focusing["operation_id"]], APP_CLOSED
+                )
+            )
         app = rt.registry.app(instance["app_scope"])
         feature = app.instance_state if app else None
         await inst_db.close_instance(
             conn,
+            conversation_id,
             instance_id,
             delete_state=feature is not None and feature.retention == "delete_on_close",
         )
-        operation = await operations_db.latest_for_instance(conn, instance_id)
+        operation = await operations_db.latest_for_instance(conn, instance_id, conversation_id)
         return {
             "instance_id": str(instance_id),
             "app_scope": instance["app_scope"],
@@ -176,13 +197,11 @@ async def record_surface_event(
 ) -> dict[str, Any]:
     """Dimming, locking and reloading are recorded and never interrupt anything; each counts
     against the instance's conversation's write limits (and the person's session's)."""
+    conversation_id = await conversation_of(rt, instance_id)
     async with rt.unit_of_work() as work:
         conn = work.conn
-        instance = await ws_db.instance(conn, instance_id)
-        if instance is None:
-            raise not_found("instance")
         await write_limits.spend(
-            conn, rt.settings, write_limits.SURFACE_EVENT, instance["conversation_id"], session_id, len(event)
+            conn, rt.settings, write_limits.SURFACE_EVENT, conversation_id, session_id, len(event)
         )
-        await inst_db.record_surface_event(conn, instance_id, event)
+        await inst_db.record_surface_event(conn, conversation_id, instance_id, event)
     return {"interrupted": False}

@@ -26,13 +26,20 @@ SAMPLE_INTERVAL_SECONDS = 15.0
 LONGEST_WRITE_WINDOW_SECONDS = 86400
 
 
-async def prune_projections(pool: Pool, write_window: int = LONGEST_WRITE_WINDOW_SECONDS) -> int:
+async def prune_projections(
+    pool: Pool, write_window: int = LONGEST_WRITE_WINDOW_SECONDS, *, distributed: bool = False
+) -> int:
     """Delete old projection events, the capabilities of long-closed instances, sessions a day
     after they ended (a person's takes the capabilities minted under it along) and write allowances
-    whose ``write_window``-second window has ended, in small batches; returns how many rows went."""
+    whose ``write_window``-second window has ended, in small batches; returns how many rows went.
+    On Citus (``distributed``) the batch's deletes run shard after shard: a transaction that
+    deleted from shards over several connections at once could not then delete from a reference
+    table (``host_sessions``) that those shards reference."""
     total = 0
     while True:
         async with pool.connection() as conn, conn.transaction():
+            if distributed:
+                await conn.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
             deleted = await proj_db.prune(conn, PROJECTION_RETENTION_SECONDS)
             deleted += await cap_db.prune_closed(conn, CLOSED_CAPABILITY_RETENTION_SECONDS)
             deleted += await host_sessions_db.prune(conn, ENDED_SESSION_RETENTION_SECONDS)
@@ -67,18 +74,20 @@ class Maintenance(Periodic):
         history: OutboxHistory | None = None,
         *,
         write_window: int = LONGEST_WRITE_WINDOW_SECONDS,
+        distributed: bool = False,
     ) -> None:
         super().__init__(SAMPLE_INTERVAL_SECONDS)
         self._pool = pool
         self._history = history
         self._write_window = write_window
+        self._distributed = distributed
         self._last_prune = float("-inf")
 
     async def run_once(self) -> None:
         loop = asyncio.get_running_loop()
         await sample_gauges(self._pool, self._history)
         if loop.time() - self._last_prune >= PRUNE_INTERVAL_SECONDS:
-            await prune_projections(self._pool, self._write_window)
+            await prune_projections(self._pool, self._write_window, distributed=self._distributed)
             self._last_prune = loop.time()
 
     def failed(self, error: Exception) -> None:

@@ -37,7 +37,7 @@ async def post_message(
             )
             if sub_session_id is not None:
                 await settle_overdue(work, conversation_id)
-                sub = await msg_db.sub_session(conn, sub_session_id)
+                sub = await msg_db.sub_session(conn, conversation_id, sub_session_id)
                 if sub is None or sub["conversation_id"] != conversation_id:
                     raise not_found("sub_session")
                 if sub["status"] != "open":
@@ -63,7 +63,7 @@ async def list_messages(
     async with rt.unit_of_work() as work:
         conn = work.conn
         if sub_session_id is not None:
-            sub = await msg_db.sub_session(conn, sub_session_id)
+            sub = await msg_db.sub_session(conn, conversation_id, sub_session_id)
             if sub is None or sub["conversation_id"] != conversation_id:
                 raise not_found("sub_session")
         rows = await msg_db.listing(conn, conversation_id, sub_session_id, limit)

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, Unpack
 from uuid import UUID
 
 from service.db import console_queries
 from service.db import delivery as delivery_db
 from service.db import ops_queries as ops_db
-from service.db.ops_queries import DEFAULT_LIMIT, Lookup, Rows
-from service.domain.cursors import OutboxCursor
+from service.db.ops_queries import DEFAULT_LIMIT, Lookup, OutboxFilter, Rows
 from service.use_cases import ops_views
 from service.use_cases.ops_views import Json
 from service.use_cases.unit_of_work import Works
@@ -39,23 +38,10 @@ async def read(rt: Works, query: Query[T]) -> T:
     return query.view(rows)
 
 
-def outbox_list(
-    *,
-    status: str | None = None,
-    conversation_id: str | None = None,
-    tool_call_prefix: str | None = None,
-    limit: int = DEFAULT_LIMIT,
-    after: OutboxCursor | None = None,
-) -> Query[Json]:
+def outbox_list(**only: Unpack[OutboxFilter]) -> Query[Json]:
     """Outbox rows, newest first, a page of ``limit`` from the row after ``after`` on."""
-    lookup = ops_db.outbox_list(
-        status=status,
-        conversation_id=conversation_id,
-        tool_call_prefix=tool_call_prefix,
-        limit=limit,
-        after=after,
-    )
-    return Query(lookup, lambda rows: ops_views.outbox_page(rows, limit))
+    limit = only.get("limit", DEFAULT_LIMIT)
+    return Query(ops_db.outbox_list(**only), lambda rows: ops_views.outbox_page(rows, limit))
 
 
 def outbox_show(event_id: UUID) -> Query[Json | None]:

@@ -27,9 +27,10 @@ class Runtime:
 
     def __post_init__(self) -> None:
         statuses = {outcome: status_of_kind(kind) for outcome, kind in self.registry.kinds.items()}
+        apps, tools = self.registry.apps, self.registry.tools
         self._contexts = {
             name: msgspec.json.encode(
-                {**runner.context(self.settings, self.registry), "statuses": statuses}
+                {**runner.context(self.settings, apps[tools[name].app_scope]), "statuses": statuses}
             ).decode()
             for name, runner in self.registry.runners.items()
         }

@@ -33,15 +33,20 @@ def operation_view(row: DictRow) -> dict[str, Any]:
 async def get_context(rt: Runtime, capability: Capability) -> dict[str, Any]:
     async with rt.unit_of_work() as work:
         conn = work.conn
-        latest = await operations_db.latest_for_instance(conn, capability.instance_id)
-        operation = None if latest is None else await operations_db.get_by_id(conn, latest["operation_id"])
+        conversation_id = capability.conversation_id
+        latest = await operations_db.latest_for_instance(conn, capability.instance_id, conversation_id)
+        operation = (
+            None
+            if latest is None
+            else await operations_db.get_by_id(conn, latest["operation_id"], conversation_id)
+        )
         if operation is not None and operation["state"] == State.FOCUSING and operation["overdue"]:
             # The deadline is a fact of the database clock: settled before anything is read.
-            await ws_db.lock_existing(conn, capability.conversation_id)
-            await settle_overdue(work, capability.conversation_id)
-            operation = await operations_db.get_by_id(conn, operation["operation_id"])
+            await ws_db.lock_existing(conn, conversation_id)
+            await settle_overdue(work, conversation_id)
+            operation = await operations_db.get_by_id(conn, operation["operation_id"], conversation_id)
         # Read after any settling: the deadline closes the instance in the same transaction.
-        instance = await ws_db.instance(conn, capability.instance_id)
+        instance = await ws_db.instance(conn, capability.instance_id, conversation_id)
         now = (await ws_db.server_time(conn))["now"]
     assert instance is not None
     return {

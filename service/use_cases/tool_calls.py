@@ -16,7 +16,6 @@ import time
 from typing import Any, NamedTuple
 
 import msgspec
-import structlog
 from psycopg import OperationalError, errors
 
 from service.db import tool_calls as tc_db
@@ -24,11 +23,12 @@ from service.domain.errors import InvalidArguments, InvalidRequest, UnknownTool
 from service.domain.idempotency import fingerprint
 from service.domain.outcomes import Accepted
 from service.domain.text import nul_paths
-from service.metrics import TOOL_CALL_SECONDS_BY, TOOL_CALLS, TOOL_CALLS_BY
+from service.logging import Lines
+from service.metrics import TOOL_CALLS, count_tool_call
 from service.use_cases.runtime import Runtime
 from service.use_cases.unit_of_work import UnitOfWork
 
-log = structlog.get_logger("service.tool_calls")
+log = Lines("service.tool_calls")
 
 # Transient outcomes of concurrency that a retry resolves: a same-id call that committed first
 # (its answer is then replayed) or a deadlock the database broke.
@@ -135,8 +135,8 @@ def _noted(
         work.opened(result.deadline)
 
     def report() -> None:
-        TOOL_CALLS_BY(request.tool, "replayed" if result.replayed else result.outcome).inc()
-        TOOL_CALL_SECONDS_BY(request.tool).observe(time.perf_counter() - began)
+        outcome = "replayed" if result.replayed else result.outcome
+        count_tool_call(request.tool, outcome, time.perf_counter() - began)
         log.info(
             "tool_call",
             tool_call_id=request.tool_call_id,

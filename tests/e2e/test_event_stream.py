@@ -1,19 +1,44 @@
-"""The Host's event stream: projection changes over SSE, from any replica, resumable."""
+"""The Host's event stream: projection changes over SSE, from any replica, resumable.
+
+Two replicas on a database of the module's own serve the tests that only read and write through
+them, each in conversations of its own: the reader checks its streams' sessions every 0.5 s
+(``SSE_SESSION_CHECK_SECONDS``), the writer with the default. A test that stops its service, or
+needs another setting, starts its own.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
 from harness.calls import interrupt_body, start_body
-from tests.conftest import AGENT, HOST
+from harness.database import DatabaseFactory
+from tests.conftest import AGENT, HOST, ServiceProcess, services_on_own_database
 
 pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Replicas:
+    reader: ServiceProcess  # SSE_SESSION_CHECK_SECONDS=0.5
+    writer: ServiceProcess
+
+
+@pytest.fixture(scope="module")
+def replicas(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Replicas]:
+    logs = tmp_path_factory.mktemp("event-stream")
+    with services_on_own_database(
+        database_factory, logs, {"SSE_SESSION_CHECK_SECONDS": "0.5"}, {}
+    ) as started:
+        yield Replicas(*started)
 
 
 async def events(
@@ -54,9 +79,9 @@ async def collect(
 
 
 async def test_stream_pushes_operation_and_workspace_changes_and_resumes_from_last_event_id(
-    service_process: Any,
+    replicas: Replicas,
 ) -> None:
-    service = service_process()
+    service = replicas.writer
     async with httpx.AsyncClient(base_url=service.base_url, timeout=20) as client:
         stream = events(client, "conv-sse")
         opened = asyncio.ensure_future(collect(stream, 4))
@@ -81,8 +106,8 @@ async def test_stream_pushes_operation_and_workspace_changes_and_resumes_from_la
         assert [e["id"] for e in resumed] == ids[2:]
 
 
-async def test_a_change_committed_through_one_replica_is_pushed_by_another(service_process: Any) -> None:
-    reader, writer = service_process(), service_process()
+async def test_a_change_committed_through_one_replica_is_pushed_by_another(replicas: Replicas) -> None:
+    reader, writer = replicas.reader, replicas.writer
     async with (
         httpx.AsyncClient(base_url=reader.base_url, timeout=20) as reading,
         httpx.AsyncClient(base_url=writer.base_url, timeout=20) as writing,
@@ -97,8 +122,8 @@ async def test_a_change_committed_through_one_replica_is_pushed_by_another(servi
         assert message["data"]["message_id"] == posted.json()["message_id"]
 
 
-async def test_stream_refuses_a_missing_token(service_process: Any) -> None:
-    service = service_process()
+async def test_stream_refuses_a_missing_token(replicas: Replicas) -> None:
+    service = replicas.writer
     async with httpx.AsyncClient(base_url=service.base_url) as client:
         response = await client.get("/v1/host/conversations/c/events")
         assert response.status_code == 401
@@ -139,12 +164,11 @@ async def everything(stream: AsyncIterator[dict[str, Any]], seconds: float) -> l
 
 
 async def test_a_session_ended_on_one_replica_ends_its_stream_on_another_within_the_bound(
-    service_process: Any,
+    replicas: Replicas,
 ) -> None:
     # Every SSE_SESSION_CHECK_SECONDS the reader asks the database which of its streams' sessions
     # are still open: a revocation through the other replica ends the stream within that bound.
-    reader = service_process(SSE_SESSION_CHECK_SECONDS="0.5")
-    writer = service_process()
+    reader, writer = replicas.reader, replicas.writer
     async with (
         httpx.AsyncClient(base_url=reader.base_url, timeout=20) as reading,
         httpx.AsyncClient(base_url=writer.base_url, timeout=20) as writing,

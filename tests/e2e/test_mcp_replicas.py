@@ -22,10 +22,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from psycopg.rows import dict_row
 
-from harness.database import DatabaseFactory, with_database
+from harness.database import DatabaseFactory
 from harness.mcp import ModernWire, TasksExtension, bound, mcp_session, modern_wire
 from harness.nginx import UPSTREAM_HEADER, Nginx, load_balancer
-from tests.conftest import AGENT_TOKEN, ServiceProcess
+from tests.conftest import AGENT_TOKEN, ServiceProcess, services_on_own_database
 
 pytestmark = pytest.mark.e2e
 
@@ -44,20 +44,12 @@ class Replicas:
 def replicas(
     database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Replicas]:
-    name = database_factory.create()
-    url = with_database(database_factory.server, name)
     log_dir = tmp_path_factory.mktemp("replicas")
-    services = [ServiceProcess(url, log_dir) for _ in range(2)]
-    try:
-        for service in services:
-            service.start()
-        with load_balancer([f"127.0.0.1:{s.port}" for s in services]) as balancer:
-            yield Replicas(services, balancer, url)
-    finally:
-        for service in services:
-            if service.process is not None and service.process.poll() is None:
-                service.stop()
-        database_factory.drop(name)
+    with (
+        services_on_own_database(database_factory, log_dir, {}, {}) as services,
+        load_balancer([f"127.0.0.1:{s.port}" for s in services]) as balancer,
+    ):
+        yield Replicas(services, balancer, services[0].database_url)
 
 
 def start(cid: str, seconds: int = 1500) -> dict[str, Any]:

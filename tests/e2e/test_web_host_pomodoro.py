@@ -291,11 +291,15 @@ def test_at_the_deadline_the_runtime_removes_the_app_and_interact_shows_the_comp
 def test_the_close_button_in_the_app_closes_it_through_the_host(
     host: tuple[Any, ServiceProcess, PageProblems],
     conversation: str,
+    db: Any,
 ) -> None:
     page, service, _ = host
     started = start_pomodoro(service.base_url, conversation, 600, "plan")
     frame = app_frame(page, "pomodoro")
     countdown_seconds(frame)
+    # The app saves its snapshot once it shows the period; a close racing that save would make it
+    # state_readonly (409), which the app takes quietly but chromium logs as a console error.
+    eventually(lambda: snapshot_saved(db, started["instance_id"]))
 
     frame.click('[data-testid="close"]')
     page.wait_for_selector('iframe[data-app-scope="pomodoro"]', state="detached")

@@ -216,3 +216,15 @@ async def test_a_kettle_past_its_deadline_is_settled_by_the_next_call_in_its_con
     states = [row["state"] for row in db.execute("SELECT state FROM operations ORDER BY started_at")]
     assert states == ["completed", "focusing"]
     assert len(results(db, on["tool_call_id"])) == 1
+
+
+async def test_its_page_is_served_from_its_own_folder_sandboxed_like_a_shipped_one(kettle: Client) -> None:
+    page = await kettle.get("/apps/kettle/")
+    assert page.status_code == 200
+    assert page.content == (KETTLE / "surface" / "index.html").read_bytes()
+    assert "sandbox allow-scripts" in page.headers["content-security-policy"]
+    style = await kettle.get("/apps/kettle/kettle.css")
+    assert (style.status_code, style.content) == (200, (KETTLE / "surface" / "kettle.css").read_bytes())
+    assert style.headers["content-type"] == "text/css; charset=utf-8"
+    for elsewhere in ("/apps/kettle/decisions.sql", "/apps/kettle/manifest.json", "/apps/kettle/nothing.js"):
+        assert (await kettle.get(elsewhere)).status_code == 404, elsewhere

@@ -8,11 +8,12 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from litestar.testing import AsyncTestClient
 
 from harness.calls import interrupt_body, start_body
 from service.db.pool import Pool, open_pool
-from service.use_cases.history_retention import HistoryPruning, prune_history
+from service.use_cases.history_retention import HistoryPruning, prune_history, prune_history_by_conversation
 from tests.conftest import AGENT, HOST, OPERATOR
 
 Client = AsyncTestClient[Any]
@@ -90,27 +91,33 @@ async def finished_and_closed(client: Client, db: Any, conversation_id: str) -> 
     return dict(started.json()) | {"request": start_body(conversation_id, tool_call_id=body["tool_call_id"])}
 
 
-async def pruned(database_url: str, *, now: datetime = LATER, batch: int = 2) -> dict[str, int] | None:
+async def pruned(
+    database_url: str, *, now: datetime = LATER, batch: int = 2, by_conversation: bool = False
+) -> dict[str, int] | None:
     pool = await open_pool(database_url, size=2)
     try:
+        if by_conversation:
+            return await prune_history_by_conversation(pool, DAYS, by="test", batch=batch, now=now)
         return await prune_history(pool, DAYS, by="test", batch=batch, pause=0, now=now)
     finally:
         await pool.close()
 
 
+@pytest.mark.parametrize("by_conversation", [False, True], ids=["batches", "by conversation"])
 async def test_finished_history_older_than_the_period_goes(
-    client: Client, db: Any, database_url: str
+    client: Client, db: Any, database_url: str, by_conversation: bool
 ) -> None:
+    """By conversation: what a round does on Citus (prune_conversation, each on its worker)."""
     for conversation in ("old-1", "old-2", "old-3"):
         await finished_and_closed(client, db, conversation)
     assert all(counts(db, "old-1").values())
 
     # Within the period nothing goes.
-    nothing = await pruned(database_url, now=datetime.now(UTC))
+    nothing = await pruned(database_url, now=datetime.now(UTC), by_conversation=by_conversation)
     assert nothing is not None and not any(nothing.values())
     assert all(counts(db, "old-1").values())
 
-    done = await pruned(database_url)  # batches of 2: several per kind
+    done = await pruned(database_url, by_conversation=by_conversation)  # batches of 2: several per kind
     assert done is not None
     assert done["operations"] == 3 and done["instances"] == 3
     for conversation in ("old-1", "old-2", "old-3"):

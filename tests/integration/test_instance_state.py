@@ -65,8 +65,9 @@ def error_of(response: Any) -> str:
 @pytest.fixture
 async def sketch_client(settings: Settings, tmp_path: Path) -> AsyncIterator[Client]:
     """The service with an extra app, ``sketch``, whose manifest lacks app.instance-state.v1."""
-    (tmp_path / "sketch").mkdir()
+    (tmp_path / "sketch" / "surface").mkdir(parents=True)
     (tmp_path / "sketch" / "manifest.json").write_text(json.dumps(SKETCH))
+    (tmp_path / "sketch" / "surface" / "index.html").write_text("<!doctype html><title>Sketch</title>")
     app = create_app(settings, load_registry(also=[tmp_path / "sketch"]), sweeper=False)
     async with AsyncTestClient(app=app) as test_client:
         yield test_client

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,19 @@ Conn = psycopg.AsyncConnection[TupleRow]
 async def conn(database_url: str) -> AsyncIterator[Conn]:
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as connection:
         yield connection
+
+
+@pytest.fixture(autouse=True, params=["statements", "per node"])
+def claim_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs through the relay's statements and through their per-node form (what a
+    relay on a Citus worker calls: relay_claim_local, relay_record_local), which on one
+    PostgreSQL works on the table itself."""
+    if request.param == "per node":
+        monkeypatch.setattr(claims, "claim", functools.partial(claims.claim, on_node=True))
+        monkeypatch.setattr(
+            claims, "record_outcomes", functools.partial(claims.record_outcomes, on_node=True)
+        )
+    return str(request.param)
 
 
 def outcome(claim: Claim, verdict: Verdict, delay: float = 0.0) -> Outcome:
@@ -162,3 +176,37 @@ async def test_relays_claiming_at_once_never_share_a_row(database_url: str, db: 
     results = await asyncio.gather(*(relay(f"relay-{n}") for n in range(4)))
     everything = [event_id for mine in results for event_id in mine]
     assert len(everything) == len(set(everything)) == len(queued)
+
+
+async def test_an_outcomes_text_is_recorded_exactly_whatever_it_holds(conn: Conn, db: Db) -> None:
+    (queued,) = queue_results(db, "conv-a")
+    (claimed,) = await claims.claim(conn, "relay-x", 10, 30)
+    text = 'HTTP 500: {"a": "b,c"} \\ "quoted" \u00e9\u2615\nline two\ttab NULL'
+    started = datetime(2026, 12, 3, 7, 0, 0, 123_456, tzinfo=UTC)
+    failed = Outcome(claimed, "retry", 1.25, text, started, 7, 500, None, text[:40])
+    assert await claims.record_outcomes(conn, "relay-x", [failed]) == {claimed.event_id: "retry"}
+    row = outbox_rows(db)[queued.event_id]
+    (attempt,) = attempt_rows(db, queued.event_id)
+    assert row["last_error"] == text and row["status"] == "pending" and row["lease_owner"] is None
+    assert (attempt["started_at"], attempt["duration_ms"], attempt["status_code"]) == (started, 7, 500)
+    assert (attempt["response_excerpt"], attempt["error_class"]) == (text[:40], None)
+
+
+async def test_a_backlog_after_quiet_statistics_finds_each_head_through_its_conversation(
+    conn: Conn, db: Db
+) -> None:
+    # Statistics taken while nothing was pending (the usual state), then a backlog (an outage).
+    queue_across(db, conversations=300, per_conversation=1, prefix="quiet")
+    db.execute("UPDATE outbox SET status = 'delivered', delivered_at = now()")
+    db.execute("ANALYZE outbox")
+    queue_across(db, conversations=200, per_conversation=3)
+    params = {"relay_id": "relay-x", "limit": 50, "lease_seconds": 30, "busy": [], "endpoint": AGENT_ENDPOINT}
+    async with claims.claiming(conn):
+        cursor = await conn.execute("EXPLAIN " + claims.CLAIM, params)
+    plan = [row[0] for row in await cursor.fetchall()]
+    # ix_outbox_due orders the candidates, once; each head is one lookup in its conversation.
+    assert sum("ix_outbox_due" in line for line in plan) == 1, "\n".join(plan)
+    assert not any("ix_outbox_status_created" in line for line in plan), "\n".join(plan)
+    assert any("ix_outbox_pending_conversation_sequence" in line for line in plan), "\n".join(plan)
+    claimed = await claims.claim(conn, "relay-x", 1000, 30)
+    assert len(claimed) == 200 and {c.sequence for c in claimed} == {1}

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
 
-from relay.retention import prune_delivered
+from relay.retention import Retention, prune_delivered, prune_on_node
 from tests.support.outbox import attempt_rows, outbox_rows, queue_results
 
 Db = psycopg.Connection[dict[str, Any]]
@@ -23,9 +24,12 @@ VALUES (%s, 1, 'relay-old', now() - interval '8 days', 5, 204, 'delivered')
 """
 
 
+@pytest.mark.parametrize("per_node", [False, True], ids=["statements", "per node"])
 async def test_old_delivered_rows_and_their_attempts_go_and_nothing_else_does(
-    database_url: str, db: Db
+    database_url: str, db: Db, per_node: bool
 ) -> None:
+    """Per node: what a relay on a Citus worker runs (relay_prune_local, shard by shard), which on one
+    PostgreSQL prunes the table itself."""
     old_delivered = queue_results(db, "conv-old", 7)
     recent_delivered, old_dead, old_pending = queue_results(db, "conv-keep", 3)
     for queued in old_delivered:
@@ -36,7 +40,10 @@ async def test_old_delivered_rows_and_their_attempts_go_and_nothing_else_does(
     db.execute(AGE, {"status": "pending", "days": 400, "event_id": old_pending.event_id})
 
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        pruned = await prune_delivered(conn, 7, batch=3, pause=0)
+        if per_node:
+            pruned = (await prune_on_node(conn, Retention(7, 0, "relay-x"), batch=3, pause=0))["delivered"]
+        else:
+            pruned = await prune_delivered(conn, 7, batch=3, pause=0)
 
     assert pruned == 7
     assert set(outbox_rows(db)) == {recent_delivered.event_id, old_dead.event_id, old_pending.event_id}

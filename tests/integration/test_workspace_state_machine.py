@@ -208,8 +208,9 @@ def build_machine(service: Service, db: psycopg.Connection[dict[str, Any]]) -> t
         def terminal_states_never_change_and_each_has_one_result(self) -> None:
             rows = db.execute(
                 "SELECT o.operation_id::text AS id, o.state, o.reason, count(x.event_id) AS results"
-                " FROM operations o LEFT JOIN outbox x ON x.tool_call_id = o.tool_call_id"
-                " WHERE o.conversation_id = %s GROUP BY o.operation_id",
+                " FROM operations o LEFT JOIN outbox x"
+                " ON x.tool_call_id = o.tool_call_id AND x.conversation_id = o.conversation_id"
+                " WHERE o.conversation_id = %s GROUP BY o.operation_id, o.conversation_id",
                 [self.cid],
             ).fetchall()
             for row in rows:

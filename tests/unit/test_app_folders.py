@@ -13,6 +13,8 @@ from service.domain.outcomes import SHARED_OUTCOMES
 from service.manifests import ManifestError, load_registry
 from tests.support.echo_app import FOLDER as ECHO
 
+KETTLE = Path(__file__).resolve().parents[1] / "fixtures" / "kettle_app"
+
 
 @pytest.fixture
 def echo(tmp_path: Path) -> Path:
@@ -20,10 +22,23 @@ def echo(tmp_path: Path) -> Path:
     return Path(shutil.copytree(ECHO, tmp_path / "echo"))
 
 
+@pytest.fixture
+def kettle(tmp_path: Path) -> Path:
+    """A copy of the kettle app's folder (a workspace app with a page), to break."""
+    return Path(shutil.copytree(KETTLE, tmp_path / "kettle"))
+
+
 def _problem(folder: Path) -> str:
     with pytest.raises(ManifestError) as caught:
         load_registry(also=[folder])
     assert caught.value.file == str(folder)
+    return caught.value.reason
+
+
+def _surface_problem(folder: Path) -> str:
+    with pytest.raises(ManifestError) as caught:
+        load_registry(also=[folder])
+    assert (caught.value.file, caught.value.path) == (str(folder / "manifest.json"), "$.surface")
     return caught.value.reason
 
 
@@ -73,3 +88,30 @@ def test_a_registration_of_a_tool_the_manifest_does_not_declare_is_refused(echo:
     with pytest.raises(ManifestError) as caught:
         load_registry(also=[echo])
     assert "echo.yell is registered but not declared here" in caught.value.reason
+
+
+def test_a_workspace_apps_page_is_its_folders_surface(kettle: Path) -> None:
+    registry = load_registry(also=[kettle])
+    assert registry.apps["kettle"].surface == kettle / "surface"
+    assert registry.apps["pomodoro"].surface == apps.APPS_DIR / "pomodoro" / "surface"
+    assert registry.apps["interact"].surface is None  # builtin: the host draws it
+
+
+def test_a_workspace_app_without_its_page_is_refused(kettle: Path) -> None:
+    (kettle / "surface" / "index.html").unlink()
+    assert "a workspace app's page surface/index.html is missing from kettle/" in _surface_problem(kettle)
+
+
+def test_a_workspace_app_whose_entry_is_not_its_own_address_is_refused(kettle: Path) -> None:
+    manifest = kettle / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"/apps/kettle/"', '"/apps/pomodoro/"'))
+    assert "a workspace app's entry is '/apps/kettle/', not '/apps/pomodoro/'" in _surface_problem(kettle)
+
+
+def test_a_builtin_app_with_a_page_of_its_own_is_refused(echo: Path) -> None:
+    (echo / "surface").mkdir()
+    (echo / "surface" / "index.html").write_text("<!doctype html>")
+    with pytest.raises(ManifestError) as caught:
+        load_registry(also=[echo])
+    assert caught.value.path == "$.surface"
+    assert "a builtin app has no page of its own" in caught.value.reason

@@ -88,13 +88,45 @@ def test_compose_runs_postgres_roles_migrate_service_two_relays_and_a_demo_agent
     assert services["demo-agent"]["profiles"] == ["demo"]
 
 
+def test_the_citus_profile_runs_a_coordinator_two_workers_and_a_relay_on_each(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    citus = {name for name, service in services.items() if service.get("profiles") == ["citus"]}
+    nodes = {"citus-coordinator", "citus-worker-1", "citus-worker-2"}
+    one_shots = {"citus-roles", "citus-migrate", "citus-distribute"}
+    assert citus == nodes | one_shots | {"citus-service", "citus-relay-1", "citus-relay-2"}
+    assert all(services[node]["image"].endswith("citusdata/citus:13.0.3}") for node in nodes)
+    distribute = services["citus-distribute"]
+    assert distribute["command"][:4] == ["python", "-m", "service", "distribute"]
+    assert distribute["depends_on"]["citus-migrate"]["condition"] == "service_completed_successfully"
+    coordinator = "@citus-coordinator:5432/"
+    assert coordinator in services["citus-service"]["environment"]["DATABASE_URL"]
+    for n in (1, 2):
+        relay = services[f"citus-relay-{n}"]["environment"]
+        assert f"@citus-worker-{n}:5432/" in relay["DATABASE_URL"]  # the shards of its worker
+        assert coordinator in relay["LISTEN_DATABASE_URL"]  # the service's wake-ups
+
+
 def test_the_relay_health_check_asks_the_probe_port_the_relay_is_given(compose: dict[str, Any]) -> None:
     relay = compose["services"]["relay"]
     port = relay["environment"]["RELAY_METRICS_PORT"]
     assert f"http://127.0.0.1:{port}/healthz" in " ".join(relay["healthcheck"]["test"])
 
 
-@pytest.mark.parametrize("name", ["roles", "migrate", "service", "relay", "demo-agent"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "roles",
+        "migrate",
+        "service",
+        "relay",
+        "demo-agent",
+        "citus-migrate",
+        "citus-distribute",
+        "citus-relay-1",
+    ],
+)
 def test_every_compose_command_is_a_real_command(compose: dict[str, Any], name: str) -> None:
     command = compose["services"][name]["command"]
     assert command[:2] == ["python", "-m"]
@@ -185,11 +217,18 @@ def test_every_health_check_asks_the_port_its_service_listens_on(compose: dict[s
         assert port is not None, f"{name} has a health check but listens on no port"
         assert re.findall(r"127\.0\.0\.1:(\d+)", check) == [str(port)], (name, check)
         checked.append(name)
-    assert sorted(checked) == ["demo-agent", "relay", "service"]
+    assert sorted(checked) == [
+        "citus-relay-1",
+        "citus-relay-2",
+        "citus-service",
+        "demo-agent",
+        "relay",
+        "service",
+    ]
 
 
 def test_the_one_shots_have_no_health_check(compose: dict[str, Any]) -> None:
-    for name in ("roles", "migrate"):
+    for name in ("roles", "migrate", "citus-roles", "citus-migrate", "citus-distribute"):
         assert compose["services"][name]["restart"] == "no"
         assert compose["services"][name]["healthcheck"] == {"disable": True}
         assert _healthcheck(compose["services"][name]) is None
@@ -212,7 +251,12 @@ def test_no_service_but_the_roles_one_shot_connects_as_the_superuser(compose: di
     services = compose["services"]
     superuser = services["postgres"]["environment"]["POSTGRES_USER"]
     users = {name: _database_user(service) for name, service in services.items()}
-    assert {name for name, user in users.items() if user == superuser} == {"roles"}
+    # The Citus profile's roles, and its distribute, which names the nodes to each other.
+    assert {name for name, user in users.items() if user == superuser} == {
+        "roles",
+        "citus-roles",
+        "citus-distribute",
+    }
     assert services["roles"]["command"] == ["python", "-m", "service", "roles"]
     defaults = {
         name: Settings.model_fields[f"db_{name}_role"].default for name in ("owner", "runtime", "relay")
@@ -226,7 +270,7 @@ def test_no_service_but_the_roles_one_shot_connects_as_the_superuser(compose: di
 
 def test_only_the_roles_one_shot_knows_the_admin_passwords(compose: dict[str, Any]) -> None:
     for name, service in compose["services"].items():
-        if service.get("image") != APP_IMAGE or name == "roles":
+        if service.get("image") != APP_IMAGE or name in ("roles", "citus-roles", "citus-distribute"):
             continue
         environment = service["environment"]
         for secret in ("POSTGRES_PASSWORD", "DB_OWNER_PASSWORD", "DB_RUNTIME_PASSWORD", "DB_RELAY_PASSWORD"):

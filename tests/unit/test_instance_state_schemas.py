@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from service.manifests import InstanceStateFeature, Registry
+from service.app_manifest import InstanceStateFeature
+from service.manifests import Registry
 from tests.support.manifests import paths
 
 OPERATION_ID = "0b6f3a52-9a43-4f4e-9d0a-3f7d3c1f2e10"

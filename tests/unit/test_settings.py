@@ -112,6 +112,19 @@ def test_serve_exits_2_when_a_registration_and_its_sql_disagree(
     assert "interact_ask() can answer 'too_many', which its registration" in capsys.readouterr().err
 
 
+def test_serve_exits_2_when_a_workspace_app_has_no_page_in_its_folder(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shutil.copytree(SHIPPED / "interact", tmp_path / "interact")
+    shutil.copytree(SHIPPED / "whiteboard", tmp_path / "whiteboard")
+    (tmp_path / "whiteboard" / "surface" / "index.html").unlink()
+    set_env(monkeypatch, **GOOD, MANIFESTS_DIR=str(tmp_path))
+    assert main(["serve", "--port", "1"]) == 2
+    assert "whiteboard/manifest.json: $.surface: a workspace app's page surface/index.html" in (
+        capsys.readouterr().err
+    )
+
+
 def test_token_check_compares_against_every_token_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     import hmac
 

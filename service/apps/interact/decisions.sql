@@ -34,8 +34,9 @@ BEGIN
     END IF;
     SELECT s.sub_session_id INTO asked_in
     FROM workspaces w
-    JOIN app_instances i ON i.instance_id = w.foreground_instance_id AND i.status = 'open'
-    LEFT JOIN sub_sessions s ON s.instance_id = i.instance_id
+    JOIN app_instances i ON i.instance_id = w.foreground_instance_id
+                        AND i.conversation_id = w.conversation_id AND i.status = 'open'
+    LEFT JOIN sub_sessions s ON s.instance_id = i.instance_id AND s.conversation_id = i.conversation_id
     WHERE w.conversation_id = p_conversation_id;
     INSERT INTO interactions (tool_call_id, conversation_id, prompt, choices, asked_in_sub_session_id,
                               created_at)
@@ -61,11 +62,13 @@ CREATE OR REPLACE FUNCTION interaction_result(p_answer text, p_answered_at times
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN jsonb_build_object('state', 'answered', 'answer', p_answer, 'answered_at', rfc3339(p_answered_at));
 
--- answer_interaction: decides a pending interaction once (pending -> answered). The winner, in the
--- same transaction, queues the one outbox row of the interact.ask call and appends the answer to
--- the main conversation as the person's message (never to the sub-session it was asked in, which
--- may have ended). No row back: it was not pending. The caller holds the conversation's lock.
-CREATE OR REPLACE FUNCTION answer_interaction(p_tool_call_id text, p_answer text)
+-- answer_interaction_v2: decides a pending interaction of the conversation once (pending ->
+-- answered). The winner, in the same transaction, queues the one outbox row of the interact.ask
+-- call and appends the answer to the main conversation as the person's message (never to the
+-- sub-session it was asked in, which may have ended). No row back: it was not pending. The caller
+-- holds the conversation's lock.
+CREATE OR REPLACE FUNCTION answer_interaction_v2(p_conversation_id text, p_tool_call_id text,
+                                                 p_answer text)
 RETURNS TABLE (tool_call_id text, conversation_id text, prompt text, choices jsonb, status text,
                asked_in_sub_session_id uuid, answer text, answered_at timestamptz,
                created_at timestamptz, event_id uuid, message_id uuid)
@@ -77,7 +80,8 @@ DECLARE
     posted_message uuid := uuid_v7();
 BEGIN
     UPDATE interactions i SET status = 'answered', answer = p_answer, answered_at = statement_timestamp()
-    WHERE i.tool_call_id = p_tool_call_id AND i.status = 'pending'
+    WHERE i.tool_call_id = p_tool_call_id AND i.conversation_id = p_conversation_id
+      AND i.status = 'pending'
     RETURNING i.* INTO answered;
     IF NOT FOUND THEN
         RETURN;

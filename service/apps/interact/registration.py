@@ -11,11 +11,11 @@ from service.domain.outcomes import Accepted
 from service.tools import Hints, Registration
 
 if TYPE_CHECKING:
-    from service.manifests import Registry
+    from service.app_manifest import AppManifest
     from service.settings import Settings
 
 
-def _pending_cap(settings: Settings, registry: Registry) -> Mapping[str, Any]:
+def _pending_cap(settings: Settings, app: AppManifest) -> Mapping[str, Any]:
     return {"max_pending": settings.interact_pending_per_conversation}
 
 

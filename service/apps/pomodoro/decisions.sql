@@ -47,7 +47,8 @@ BEGIN
         END IF;
         -- Its deadline has passed: that fact is settled before the new period opens.
         SELECT array_agg(s) INTO overdue
-        FROM settle_focusing(ARRAY[focusing.operation_id], 'completed', 'deadline_reached', true) s;
+        FROM settle_focusing_v2(p_conversation_id, ARRAY[focusing.operation_id], 'completed',
+                                'deadline_reached', true) s;
     END IF;
     SELECT * INTO opened
     FROM open_instance(p_conversation_id, 'pomodoro', (p_context ->> 'state_schema_version')::integer);
@@ -93,7 +94,7 @@ BEGIN
           AND o.tool = 'pomodoro.start';
         IF FOUND THEN
             SELECT * INTO settled
-            FROM settle_focusing(ARRAY[focusing], 'interrupted', 'agent_interrupt');
+            FROM settle_focusing_v2(p_conversation_id, ARRAY[focusing], 'interrupted', 'agent_interrupt');
             IF settled.state IS NOT NULL THEN
                 effects := ROW(ARRAY[settled], NULL, NULL, NULL, NULL)::decision_effects;
             END IF;

@@ -11,17 +11,16 @@ from service.domain.outcomes import Accepted, Answered
 from service.tools import Hints, Registration
 
 if TYPE_CHECKING:
-    from service.manifests import Registry
+    from service.app_manifest import AppManifest
     from service.settings import Settings
 
 
-def _snapshot_schema(settings: Settings, registry: Registry) -> Mapping[str, Any]:
-    app = registry.app("pomodoro")
-    feature = app.instance_state if app is not None else None
+def _snapshot_schema(settings: Settings, app: AppManifest) -> Mapping[str, Any]:
+    feature = app.instance_state
     return {"state_schema_version": feature.state_schema_version if feature is not None else 1}
 
 
-def _late_window(settings: Settings, registry: Registry) -> Mapping[str, Any]:
+def _late_window(settings: Settings, app: AppManifest) -> Mapping[str, Any]:
     return {"late_window_seconds": settings.interrupt_late_window_seconds}
 
 

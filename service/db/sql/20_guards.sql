@@ -41,7 +41,7 @@ BEGIN
         RETURN NEW;
     END IF;
     SELECT status, conversation_id INTO sub FROM sub_sessions
-    WHERE sub_session_id = NEW.sub_session_id FOR SHARE;
+    WHERE sub_session_id = NEW.sub_session_id AND conversation_id = NEW.conversation_id FOR SHARE;
     IF sub.conversation_id IS DISTINCT FROM NEW.conversation_id THEN
         RAISE EXCEPTION 'sub-session % is not in conversation %', NEW.sub_session_id, NEW.conversation_id
             USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'message_sub_session_conversation';

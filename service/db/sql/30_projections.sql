@@ -1,11 +1,24 @@
 -- Projections: what the Host's event streams show, written in the deciding transaction. Nothing
 -- here notifies: the process that committed wakes the streams after the commit (service/wakeups.py).
 
--- One projection event of a conversation.
+-- One projection event of a conversation, numbered by the conversation's own sequence: the one
+-- after its last event, and never below the moment's microseconds since 1970, so the numbers keep
+-- increasing even once retention has removed every earlier event of the conversation, and wherever
+-- the conversation's rows are (a Citus shard moved to another worker keeps them). Every writer of a
+-- conversation holds its workspace lock (lock_workspace), so the numbers follow commit order.
 CREATE OR REPLACE FUNCTION project(conversation text, kind text, payload jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    last_seq bigint;
 BEGIN
-    INSERT INTO projection_events (conversation_id, kind, payload) VALUES (conversation, kind, payload);
+    SELECT e.event_seq INTO last_seq FROM projection_events e
+    WHERE e.conversation_id = conversation
+    ORDER BY e.event_seq DESC LIMIT 1;
+    INSERT INTO projection_events (conversation_id, event_seq, kind, payload)
+    VALUES (conversation,
+            greatest(coalesce(last_seq, 0) + 1,
+                     (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint),
+            kind, payload);
 END $$;
 
 -- An operation opened or changed state.

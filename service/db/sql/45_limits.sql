@@ -10,26 +10,29 @@ CREATE OR REPLACE FUNCTION spend_write(
     p_principals text[], p_kind text, p_bytes bigint, p_window_seconds integer,
     p_max_writes integer, p_max_bytes bigint)
 RETURNS double precision
-LANGUAGE sql AS $$
-    WITH win AS (
-        SELECT date_bin(make_interval(secs => p_window_seconds), statement_timestamp(),
-                        TIMESTAMPTZ '2000-01-01 00:00:00+00') AS start
-    ),
-    spent AS (
+LANGUAGE plpgsql AS $$
+DECLARE
+    this_window timestamptz := date_bin(make_interval(secs => p_window_seconds), statement_timestamp(),
+                                         TIMESTAMPTZ '2000-01-01 00:00:00+00');
+    who text;
+    spent record;
+    over boolean := false;
+BEGIN
+    -- One principal per statement, in the order given (each on its own row: on Citus, its shard).
+    FOREACH who IN ARRAY p_principals LOOP
         INSERT INTO write_allowances AS a (principal, kind, window_start, writes, bytes)
-        SELECT p.principal, p_kind, win.start, 1, p_bytes
-        FROM unnest(p_principals) WITH ORDINALITY AS p(principal, n), win
-        ORDER BY p.n
+        VALUES (who, p_kind, this_window, 1, p_bytes)
         ON CONFLICT (principal, kind) DO UPDATE
         SET window_start = excluded.window_start,
             writes = CASE WHEN a.window_start = excluded.window_start THEN a.writes + 1 ELSE 1 END,
             bytes = CASE WHEN a.window_start = excluded.window_start
                          THEN a.bytes + excluded.bytes ELSE excluded.bytes END
-        RETURNING a.writes, a.bytes, a.window_start
-    )
-    SELECT CASE WHEN bool_or(writes > p_max_writes OR bytes > p_max_bytes)
-                THEN EXTRACT(EPOCH FROM max(window_start) + make_interval(secs => p_window_seconds)
-                                        - statement_timestamp())::float8
-           END
-    FROM spent
-$$;
+        RETURNING a.writes, a.bytes INTO spent;
+        over := over OR spent.writes > p_max_writes OR spent.bytes > p_max_bytes;
+    END LOOP;
+    IF over THEN
+        RETURN EXTRACT(EPOCH FROM this_window + make_interval(secs => p_window_seconds)
+                                  - statement_timestamp())::float8;
+    END IF;
+    RETURN NULL;
+END $$;

@@ -16,29 +16,29 @@ CREATE TYPE outbox_entry AS (
 CREATE OR REPLACE FUNCTION queue_outbox(p_entries outbox_entry[])
 RETURNS TABLE (tool_call_id text, event_id uuid)
 LANGUAGE plpgsql AS $$
-#variable_conflict use_column
+DECLARE
+    entry outbox_entry;
+    next_sequence bigint;
 BEGIN
-    RETURN QUERY
-    WITH entries AS (
-        SELECT e.*, uuid_v7() AS event_id FROM unnest(p_entries) e
-    ),
-    sequenced AS (
+    -- One entry at a time, each statement on its conversation's rows only (no data-modifying CTE:
+    -- Citus would plan one with intermediate results sent between its nodes).
+    FOREACH entry IN ARRAY p_entries LOOP
         UPDATE workspaces w SET outbox_sequence = w.outbox_sequence + 1
-        FROM entries e
-        WHERE w.conversation_id = e.conversation_id
-        RETURNING w.conversation_id, w.outbox_sequence
-    ),
-    queued AS (
-        INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, payload)
-        SELECT e.event_id, e.operation_id, e.tool, e.tool_call_id, e.conversation_id, q.outbox_sequence,
-               jsonb_build_object(
-                   'event_id', e.event_id, 'type', 'tool.result', 'tool', e.tool,
-                   'tool_call_id', e.tool_call_id, 'conversation_id', e.conversation_id,
-                   'operation_id', e.operation_id, 'sequence', q.outbox_sequence, 'result', e.result)
-        FROM entries e JOIN sequenced q USING (conversation_id)
-        RETURNING outbox.tool_call_id, outbox.event_id
-    )
-    SELECT q.tool_call_id, q.event_id FROM queued q;
+        WHERE w.conversation_id = entry.conversation_id
+        RETURNING w.outbox_sequence INTO next_sequence;
+        tool_call_id := entry.tool_call_id;
+        event_id := uuid_v7();
+        INSERT INTO outbox AS o (event_id, operation_id, tool, tool_call_id, conversation_id, sequence,
+                                 payload)
+        VALUES (queue_outbox.event_id, entry.operation_id, entry.tool, entry.tool_call_id,
+                entry.conversation_id, next_sequence,
+                jsonb_build_object(
+                    'event_id', queue_outbox.event_id, 'type', 'tool.result', 'tool', entry.tool,
+                    'tool_call_id', entry.tool_call_id, 'conversation_id', entry.conversation_id,
+                    'operation_id', entry.operation_id, 'sequence', next_sequence,
+                    'result', entry.result));
+        RETURN NEXT;
+    END LOOP;
 END $$;
 
 -- For someone at a psql prompt: one line per status with counts and ages.

@@ -28,56 +28,64 @@ CREATE TYPE decision_effects AS (
     queued uuid[]
 );
 
--- settle_focusing: ends the operations among p_operation_ids that are still focusing, with
--- p_state (p_reason) — or `completed` (deadline_reached) for any whose ends_at has passed: the
--- deadline is a fact of the database clock, whatever the caller asked for (p_only_due settles only
--- those). Only rows still focusing are touched, so of several concurrent callers exactly one gets a
--- row back. In the same transaction the winner closes the instance (close_instances: its
--- sub-session ends, its snapshot freezes, Interact is back in front) and queues the one outbox row
--- of the Tool call (queue_outbox). The caller holds the conversations' locks.
-CREATE OR REPLACE FUNCTION settle_focusing(
-    p_operation_ids uuid[], p_state text, p_reason text, p_only_due boolean DEFAULT false)
+-- settle_focusing_v2: ends the operations of the conversation among p_operation_ids that are still
+-- focusing, with p_state (p_reason) — or `completed` (deadline_reached) for any whose ends_at has
+-- passed: the deadline is a fact of the database clock, whatever the caller asked for (p_only_due
+-- settles only those). Only rows still focusing are touched, so of several concurrent callers
+-- exactly one gets a row back. In the same transaction the winner closes the instance
+-- (close_instances_v2: its sub-session ends, its snapshot freezes, Interact is back in front) and
+-- queues the one outbox row of the Tool call (queue_outbox). The caller holds the conversation's
+-- lock. Every statement stays on the conversation's rows, and the UPDATE's SET holds only values
+-- computed before it (Citus refuses a STABLE function over the row's columns, or any CASE over a
+-- non-immutable one, in an UPDATE on a distributed table).
+CREATE OR REPLACE FUNCTION settle_focusing_v2(
+    p_conversation_id text, p_operation_ids uuid[], p_state text, p_reason text,
+    p_only_due boolean DEFAULT false)
 RETURNS SETOF settled_operation
 LANGUAGE plpgsql AS $$
 DECLARE
     settled operations[];
+    one operations;
+    focusing record;
+    decided_state text;
+    decided_reason text;
+    decided_at timestamptz := statement_timestamp();
 BEGIN
-    WITH decision AS (
-        SELECT o.operation_id,
-               CASE WHEN o.ends_at <= statement_timestamp() THEN 'completed' ELSE p_state END AS state,
-               CASE WHEN o.ends_at <= statement_timestamp() THEN 'deadline_reached' ELSE p_reason END
-                   AS reason
+    FOR focusing IN
+        SELECT o.operation_id, o.activity, o.duration_seconds, o.started_at, o.ends_at
         FROM operations o
-        WHERE o.operation_id = ANY(p_operation_ids)
-          AND o.state = 'focusing'
-          AND (NOT p_only_due OR o.ends_at <= statement_timestamp())
-    ),
-    decided AS (
-        UPDATE operations o
-        SET state = d.state,
-            reason = d.reason,
-            finalized_at = statement_timestamp(),
+        WHERE o.conversation_id = p_conversation_id AND o.operation_id = ANY(p_operation_ids)
+          AND o.state = 'focusing' AND (NOT p_only_due OR o.ends_at <= decided_at)
+    LOOP
+        decided_state := CASE WHEN focusing.ends_at <= decided_at THEN 'completed' ELSE p_state END;
+        decided_reason := CASE WHEN focusing.ends_at <= decided_at THEN 'deadline_reached' ELSE p_reason END;
+        UPDATE operations
+        SET state = decided_state,
+            reason = decided_reason,
+            finalized_at = decided_at,
             result = jsonb_build_object(
-                'state', d.state,
-                'reason', d.reason,
-                'activity', o.activity,
-                'duration_seconds', o.duration_seconds,
-                'started_at', rfc3339(o.started_at),
-                'ends_at', rfc3339(o.ends_at),
-                'finalized_at', rfc3339(statement_timestamp()),
+                'state', decided_state,
+                'reason', decided_reason,
+                'activity', focusing.activity,
+                'duration_seconds', focusing.duration_seconds,
+                'started_at', rfc3339(focusing.started_at),
+                'ends_at', rfc3339(focusing.ends_at),
+                'finalized_at', rfc3339(decided_at),
                 'focused_seconds', LEAST(
-                    o.duration_seconds,
-                    floor(EXTRACT(EPOCH FROM statement_timestamp() - o.started_at))::integer))
-        FROM decision d
-        WHERE o.operation_id = d.operation_id AND o.state = 'focusing'
-        RETURNING o AS operation
-    )
-    SELECT array_agg(d.operation) INTO settled FROM decided d;
+                    focusing.duration_seconds,
+                    floor(EXTRACT(EPOCH FROM decided_at - focusing.started_at))::integer))
+        WHERE conversation_id = p_conversation_id AND operation_id = focusing.operation_id
+          AND state = 'focusing'
+        RETURNING * INTO one;
+        IF FOUND THEN
+            settled := settled || one;
+        END IF;
+    END LOOP;
     IF settled IS NULL THEN
         RETURN;
     END IF;
     -- After the decision's own statement, so its event comes first in the conversation's stream.
-    PERFORM close_instances(ARRAY(SELECT s.instance_id FROM unnest(settled) s), statement_timestamp());
+    PERFORM close_instances_v2(p_conversation_id, ARRAY(SELECT s.instance_id FROM unnest(settled) s), decided_at);
     RETURN QUERY
     SELECT s.operation_id, s.conversation_id, s.instance_id, s.state, s.reason, s.ends_at,
            s.finalized_at, s.lateness_ms, q.event_id
@@ -87,22 +95,48 @@ BEGIN
         FROM unnest(settled) s)) q USING (tool_call_id);
 END $$;
 
--- settle_due: the sweeper's batch — due operations whose conversation nobody else is changing right
--- now. It locks their workspaces rows (the lock every use case takes first), so it never deadlocks
--- with a request, and SKIP LOCKED lets several claimers, in one replica or many, settle side by
--- side without ever taking the same row.
+-- settle_due: the sweeper's batch on one PostgreSQL — due operations whose conversation nobody else
+-- is changing right now. It locks their workspaces rows (the lock every use case takes first), so
+-- it never deadlocks with a request, and SKIP LOCKED lets several claimers, in one replica or many,
+-- settle side by side without ever taking the same row; then settles them conversation by
+-- conversation. (On Citus a lock with SKIP LOCKED must stay in one shard: the sweeper finds the due
+-- conversations first and settles each with settle_due_in, service/use_cases/deadlines.py.)
 CREATE OR REPLACE FUNCTION settle_due(p_limit integer)
 RETURNS SETOF settled_operation
 LANGUAGE plpgsql AS $$
+DECLARE
+    due record;
 BEGIN
-    RETURN QUERY SELECT * FROM settle_focusing(ARRAY(
-        SELECT o.operation_id
-        FROM operations o
-        JOIN workspaces w ON w.conversation_id = o.conversation_id
-        WHERE o.state = 'focusing' AND o.ends_at <= statement_timestamp()
-        ORDER BY o.ends_at
-        LIMIT p_limit
-        FOR UPDATE OF w SKIP LOCKED), 'completed', 'deadline_reached', true);
+    FOR due IN
+        SELECT c.conversation_id, array_agg(c.operation_id) AS operation_ids
+        FROM (
+            SELECT o.conversation_id, o.operation_id
+            FROM operations o
+            JOIN workspaces w ON w.conversation_id = o.conversation_id
+            WHERE o.state = 'focusing' AND o.ends_at <= statement_timestamp()
+            ORDER BY o.ends_at
+            LIMIT p_limit
+            FOR UPDATE OF w SKIP LOCKED
+        ) c
+        GROUP BY c.conversation_id
+    LOOP
+        RETURN QUERY SELECT * FROM settle_focusing_v2(
+            due.conversation_id, due.operation_ids, 'completed', 'deadline_reached', true);
+    END LOOP;
+END $$;
+
+-- settle_due_in: the sweeper's settling of one conversation found due (on Citus, run on the worker
+-- holding the conversation): its lock if nobody holds it (SKIP LOCKED, in one shard), then the
+-- deadline rule. Nothing when another holder has it: that one settles what is due itself (every
+-- request applies the deadline rule), or the next round does.
+CREATE OR REPLACE FUNCTION settle_due_in(p_conversation_id text)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM workspaces WHERE conversation_id = p_conversation_id FOR NO KEY UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        RETURN QUERY SELECT * FROM settle_if_overdue(p_conversation_id);
+    END IF;
 END $$;
 
 -- settle_if_overdue: the deadline rule for any request that touches a conversation: each of its
@@ -118,6 +152,7 @@ BEGIN
     WHERE o.conversation_id = p_conversation_id AND o.state = 'focusing'
       AND o.ends_at <= statement_timestamp();
     IF overdue IS NOT NULL THEN
-        RETURN QUERY SELECT * FROM settle_focusing(overdue, 'completed', 'deadline_reached', true);
+        RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, overdue, 'completed',
+                                                      'deadline_reached', true);
     END IF;
 END $$;

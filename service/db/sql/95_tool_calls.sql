@@ -1,4 +1,5 @@
--- call_tool_v3: one Agent Tool call in one statement, exactly one answer per tool_call_id. The same
+-- call_tool_v3: one Agent Tool call in one statement, exactly one answer per tool_call_id of a
+-- conversation (another conversation's same id is another call). The same
 -- id with the same body (p_fingerprint) replays the recorded body byte for byte; another body is
 -- `idempotency_key_reused`. An answer history retention expired (97_retention.sql) keeps its
 -- fingerprint: the same body is refused with `tool_call_expired`, and the Tool never runs again.
@@ -30,7 +31,8 @@ DECLARE
     decided record;
     body text;
 BEGIN
-    SELECT t.fingerprint, t.response INTO recorded FROM tool_calls t WHERE t.tool_call_id = p_tool_call_id;
+    SELECT t.fingerprint, t.response INTO recorded FROM tool_calls t
+    WHERE t.tool_call_id = p_tool_call_id AND t.conversation_id = p_conversation_id;
     IF FOUND THEN
         IF recorded.fingerprint <> p_fingerprint THEN
             RETURN QUERY SELECT 'idempotency_key_reused',

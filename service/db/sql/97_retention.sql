@@ -25,7 +25,7 @@ CREATE OR REPLACE FUNCTION expire_tool_call_answers(
 LANGUAGE plpgsql AS $$
 BEGIN
     WITH candidates AS (
-        SELECT t.tool_call_id FROM tool_calls t
+        SELECT t.tool_call_id, t.conversation_id FROM tool_calls t
         WHERE t.status_code <> 410 AND t.created_at < p_cutoff
         ORDER BY t.created_at
         LIMIT p_limit
@@ -34,13 +34,16 @@ BEGIN
     done AS (
         UPDATE tool_calls t SET status_code = 410, response = '{"error":"tool_call_expired"}'::json
         FROM candidates c
-        WHERE t.tool_call_id = c.tool_call_id
+        WHERE t.tool_call_id = c.tool_call_id AND t.conversation_id = c.conversation_id
           AND NOT EXISTS (SELECT 1 FROM outbox o
-                          WHERE o.tool_call_id = t.tool_call_id AND o.status <> 'delivered')
+                          WHERE o.tool_call_id = t.tool_call_id AND o.conversation_id = t.conversation_id
+                            AND o.status <> 'delivered')
           AND NOT EXISTS (SELECT 1 FROM interactions i
-                          WHERE i.tool_call_id = t.tool_call_id AND i.status = 'pending')
+                          WHERE i.tool_call_id = t.tool_call_id AND i.conversation_id = t.conversation_id
+                            AND i.status = 'pending')
           AND NOT EXISTS (SELECT 1 FROM operations p
-                          WHERE p.tool_call_id = t.tool_call_id AND p.state = 'focusing')
+                          WHERE p.tool_call_id = t.tool_call_id AND p.conversation_id = t.conversation_id
+                            AND p.state = 'focusing')
         RETURNING 1
     )
     SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM candidates) INTO expired, examined;
@@ -71,7 +74,8 @@ BEGIN
         SELECT o.operation_id FROM operations o
         WHERE o.operation_id = ANY(ids) AND o.state <> 'focusing' AND o.finalized_at < p_cutoff
           AND NOT EXISTS (SELECT 1 FROM outbox b
-                          WHERE b.operation_id = o.operation_id AND b.status <> 'delivered')
+                          WHERE b.operation_id = o.operation_id AND b.conversation_id = o.conversation_id
+                            AND b.status <> 'delivered')
     ),
     delivered AS (
         DELETE FROM outbox b USING finished f WHERE b.operation_id = f.operation_id
@@ -106,22 +110,28 @@ BEGIN
     SELECT array_agg(a.instance_id), array_agg(s.sub_session_id) FILTER (WHERE s.sub_session_id IS NOT NULL)
     INTO ids, subs
     FROM app_instances a
-    LEFT JOIN sub_sessions s ON s.instance_id = a.instance_id
+    LEFT JOIN sub_sessions s ON s.instance_id = a.instance_id AND s.conversation_id = a.conversation_id
     WHERE a.instance_id = ANY(ids) AND a.status = 'closed' AND a.closed_at < p_cutoff
-      AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.instance_id = a.instance_id)
-      AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.foreground_instance_id = a.instance_id)
+      AND NOT EXISTS (SELECT 1 FROM operations o
+                      WHERE o.instance_id = a.instance_id AND o.conversation_id = a.conversation_id)
+      AND NOT EXISTS (SELECT 1 FROM workspaces w
+                      WHERE w.foreground_instance_id = a.instance_id
+                        AND w.conversation_id = a.conversation_id)
       AND NOT EXISTS (SELECT 1 FROM interactions i
                       WHERE i.asked_in_sub_session_id = s.sub_session_id
+                        AND i.conversation_id = a.conversation_id
                         AND (i.status = 'pending'
                              OR EXISTS (SELECT 1 FROM outbox o
                                         WHERE o.tool_call_id = i.tool_call_id
+                                          AND o.conversation_id = i.conversation_id
                                           AND o.status <> 'delivered')));
     removed := 0;
     IF ids IS NULL THEN
         RETURN;
     END IF;
     DELETE FROM interaction_tasks k USING interactions i
-    WHERE k.tool_call_id = i.tool_call_id AND i.asked_in_sub_session_id = ANY(subs);
+    WHERE k.tool_call_id = i.tool_call_id AND k.conversation_id = i.conversation_id
+      AND i.asked_in_sub_session_id = ANY(subs);
     DELETE FROM interactions i WHERE i.asked_in_sub_session_id = ANY(subs);
     DELETE FROM messages m WHERE m.sub_session_id = ANY(subs);
     DELETE FROM surface_events e WHERE e.instance_id = ANY(ids);
@@ -179,21 +189,33 @@ CREATE OR REPLACE FUNCTION prune_interactions(
 LANGUAGE plpgsql AS $$
 DECLARE
     ids text[];
+    conversations text[];
 BEGIN
     SELECT array_agg(x.tool_call_id) FILTER (
                WHERE NOT EXISTS (SELECT 1 FROM outbox o
-                                 WHERE o.tool_call_id = x.tool_call_id AND o.status <> 'delivered')),
+                                 WHERE o.tool_call_id = x.tool_call_id
+                                   AND o.conversation_id = x.conversation_id
+                                   AND o.status <> 'delivered')),
+           array_agg(x.conversation_id) FILTER (
+               WHERE NOT EXISTS (SELECT 1 FROM outbox o
+                                 WHERE o.tool_call_id = x.tool_call_id
+                                   AND o.conversation_id = x.conversation_id
+                                   AND o.status <> 'delivered')),
            count(*)
-    INTO ids, examined
+    INTO ids, conversations, examined
     FROM (
-        SELECT i.tool_call_id FROM interactions i
+        SELECT i.tool_call_id, i.conversation_id FROM interactions i
         WHERE i.created_at < p_cutoff AND i.status = 'answered'
         ORDER BY i.created_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     ) x;
-    DELETE FROM interaction_tasks k WHERE k.tool_call_id = ANY(ids);
-    DELETE FROM interactions i WHERE i.tool_call_id = ANY(ids);
+    DELETE FROM interaction_tasks k
+    USING unnest(ids, conversations) AS g(tool_call_id, conversation_id)
+    WHERE k.tool_call_id = g.tool_call_id AND k.conversation_id = g.conversation_id;
+    DELETE FROM interactions i
+    USING unnest(ids, conversations) AS g(tool_call_id, conversation_id)
+    WHERE i.tool_call_id = g.tool_call_id AND i.conversation_id = g.conversation_id;
     GET DIAGNOSTICS removed = ROW_COUNT;
 END $$;
 
@@ -203,3 +225,111 @@ CREATE OR REPLACE VIEW history_oldest AS
 SELECT (SELECT o.started_at FROM operations o ORDER BY o.operation_id LIMIT 1) AS oldest_operation_at,
        (SELECT min(t.created_at) FROM tool_calls t WHERE t.status_code <> 410) AS oldest_answer_at,
        (SELECT m.created_at FROM messages m ORDER BY m.message_id LIMIT 1) AS oldest_message_at;
+
+-- prune_conversation: on Citus (a function distributed by its conversation: the call runs on the
+-- worker holding it, every statement on its shard), the same rules as the batches above for one
+-- conversation, under its workspace lock when nobody holds it (SKIP LOCKED; a busy conversation
+-- waits for the next round): its finished operations with their delivered outbox rows, its closed
+-- instances with what hangs from them, its answers expired, its old messages, surface events and
+-- answered interactions. Answers how many rows of each kind it removed (answers: expired); nothing
+-- when it was busy.
+CREATE OR REPLACE FUNCTION prune_conversation(p_conversation_id text, p_cutoff timestamptz)
+RETURNS TABLE (kind text, removed integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    ids uuid[];
+    subs uuid[];
+    calls text[];
+    n integer;
+BEGIN
+    PERFORM 1 FROM workspaces WHERE conversation_id = p_conversation_id FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- Finished operations, and their delivered outbox rows (one with a pending or dead row stays).
+    ids := ARRAY(
+        SELECT o.operation_id FROM operations o
+        WHERE o.conversation_id = p_conversation_id AND o.operation_id < uuid_v7_floor(p_cutoff)
+          AND o.state <> 'focusing' AND o.finalized_at < p_cutoff
+          AND NOT EXISTS (SELECT 1 FROM outbox b
+                          WHERE b.conversation_id = p_conversation_id
+                            AND b.operation_id = o.operation_id AND b.status <> 'delivered'));
+    DELETE FROM outbox WHERE conversation_id = p_conversation_id AND operation_id = ANY(ids);
+    DELETE FROM operations WHERE conversation_id = p_conversation_id AND operation_id = ANY(ids);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    kind := 'operations'; removed := n; RETURN NEXT;
+    -- Closed instances nothing keeps, with their sub-session, snapshot, capabilities, surface
+    -- events, and the messages and interactions of their sub-session.
+    SELECT array_agg(a.instance_id), array_agg(s.sub_session_id) FILTER (WHERE s.sub_session_id IS NOT NULL)
+    INTO ids, subs
+    FROM app_instances a
+    LEFT JOIN sub_sessions s ON s.instance_id = a.instance_id AND s.conversation_id = a.conversation_id
+    WHERE a.conversation_id = p_conversation_id AND a.instance_id < uuid_v7_floor(p_cutoff)
+      AND a.status = 'closed' AND a.closed_at < p_cutoff
+      AND NOT EXISTS (SELECT 1 FROM operations o
+                      WHERE o.conversation_id = p_conversation_id AND o.instance_id = a.instance_id)
+      AND NOT EXISTS (SELECT 1 FROM workspaces w
+                      WHERE w.conversation_id = p_conversation_id
+                        AND w.foreground_instance_id = a.instance_id)
+      AND NOT EXISTS (SELECT 1 FROM interactions i
+                      WHERE i.conversation_id = p_conversation_id
+                        AND i.asked_in_sub_session_id = s.sub_session_id
+                        AND (i.status = 'pending'
+                             OR EXISTS (SELECT 1 FROM outbox o
+                                        WHERE o.conversation_id = p_conversation_id
+                                          AND o.tool_call_id = i.tool_call_id
+                                          AND o.status <> 'delivered')));
+    n := 0;
+    IF ids IS NOT NULL THEN
+        calls := ARRAY(SELECT i.tool_call_id FROM interactions i
+                       WHERE i.conversation_id = p_conversation_id
+                         AND i.asked_in_sub_session_id = ANY(subs));
+        DELETE FROM interaction_tasks
+        WHERE conversation_id = p_conversation_id AND tool_call_id = ANY(calls);
+        DELETE FROM interactions WHERE conversation_id = p_conversation_id AND tool_call_id = ANY(calls);
+        DELETE FROM messages WHERE conversation_id = p_conversation_id AND sub_session_id = ANY(subs);
+        DELETE FROM surface_events WHERE conversation_id = p_conversation_id AND instance_id = ANY(ids);
+        DELETE FROM capabilities WHERE conversation_id = p_conversation_id AND instance_id = ANY(ids);
+        DELETE FROM instance_states WHERE conversation_id = p_conversation_id AND instance_id = ANY(ids);
+        DELETE FROM sub_sessions WHERE conversation_id = p_conversation_id AND instance_id = ANY(ids);
+        DELETE FROM app_instances WHERE conversation_id = p_conversation_id AND instance_id = ANY(ids);
+        GET DIAGNOSTICS n = ROW_COUNT;
+    END IF;
+    kind := 'instances'; removed := n; RETURN NEXT;
+    -- Answers expired (the fingerprint stays): not those still needed.
+    calls := ARRAY(
+        SELECT t.tool_call_id FROM tool_calls t
+        WHERE t.conversation_id = p_conversation_id AND t.status_code <> 410 AND t.created_at < p_cutoff
+          AND NOT EXISTS (SELECT 1 FROM outbox o
+                          WHERE o.conversation_id = p_conversation_id
+                            AND o.tool_call_id = t.tool_call_id AND o.status <> 'delivered')
+          AND NOT EXISTS (SELECT 1 FROM interactions i
+                          WHERE i.conversation_id = p_conversation_id
+                            AND i.tool_call_id = t.tool_call_id AND i.status = 'pending')
+          AND NOT EXISTS (SELECT 1 FROM operations p
+                          WHERE p.conversation_id = p_conversation_id
+                            AND p.tool_call_id = t.tool_call_id AND p.state = 'focusing'));
+    UPDATE tool_calls SET status_code = 410, response = '{"error":"tool_call_expired"}'::json
+    WHERE conversation_id = p_conversation_id AND tool_call_id = ANY(calls);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    kind := 'tool_call_answers'; removed := n; RETURN NEXT;
+    DELETE FROM messages
+    WHERE conversation_id = p_conversation_id AND message_id < uuid_v7_floor(p_cutoff);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    kind := 'messages'; removed := n; RETURN NEXT;
+    DELETE FROM surface_events WHERE conversation_id = p_conversation_id AND created_at < p_cutoff;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    kind := 'surface_events'; removed := n; RETURN NEXT;
+    -- Answered interactions whose outbox row is delivered.
+    calls := ARRAY(
+        SELECT i.tool_call_id FROM interactions i
+        WHERE i.conversation_id = p_conversation_id AND i.created_at < p_cutoff
+          AND i.status = 'answered'
+          AND NOT EXISTS (SELECT 1 FROM outbox o
+                          WHERE o.conversation_id = p_conversation_id
+                            AND o.tool_call_id = i.tool_call_id AND o.status <> 'delivered'));
+    DELETE FROM interaction_tasks WHERE conversation_id = p_conversation_id AND tool_call_id = ANY(calls);
+    DELETE FROM interactions WHERE conversation_id = p_conversation_id AND tool_call_id = ANY(calls);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    kind := 'interactions'; removed := n; RETURN NEXT;
+END $$;

@@ -6,7 +6,7 @@
 -- service checks that its own is among them before it reports ready.
 CREATE OR REPLACE FUNCTION database_interfaces() RETURNS integer[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN ARRAY[1, 2, 3];
+RETURN ARRAY[1, 2, 3, 4];
 
 -- Interface 1 answered with an HTTP status from the database: the status the contract gives each
 -- of its outcomes (this release names statuses in its API layer, service/http.py, and passes them in
@@ -61,3 +61,103 @@ SELECT r.outcome, r.response, r.replayed, r.deadline, (r.settled -> 0 ->> 'opera
 FROM call_tool_v3(p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, p_arguments, p_decide,
                   p_context) r
 $$;
+
+-- The release before migration 0018 writes snapshots, surface events, delivery attempts and MCP task
+-- ids without their conversation_id (the column is new, NOT NULL): it is copied from the row's
+-- parent, as the migration did for the rows already there. A row that names it (this release's)
+-- skips the trigger.
+CREATE OR REPLACE FUNCTION compat_conversation_of_instance() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT a.conversation_id INTO NEW.conversation_id FROM app_instances a
+    WHERE a.instance_id = NEW.instance_id;
+    RETURN NEW;
+END $$;
+
+-- The same for a delivery attempt: its outbox row's conversation.
+CREATE OR REPLACE FUNCTION compat_conversation_of_event() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT o.conversation_id INTO NEW.conversation_id FROM outbox o WHERE o.event_id = NEW.event_id;
+    RETURN NEW;
+END $$;
+
+-- The same for an MCP task id: its interaction's conversation (the newest of that tool_call_id).
+CREATE OR REPLACE FUNCTION compat_conversation_of_interaction() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT i.conversation_id INTO NEW.conversation_id FROM interactions i
+    WHERE i.tool_call_id = NEW.tool_call_id
+    ORDER BY i.created_at DESC
+    LIMIT 1;
+    RETURN NEW;
+END $$;
+
+-- A snapshot written without its conversation (the release before 0018's open_app).
+CREATE OR REPLACE TRIGGER compat_instance_states_conversation BEFORE INSERT ON instance_states
+FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_instance();
+
+-- A surface event written without its conversation (the release before 0018's Host API).
+CREATE OR REPLACE TRIGGER compat_surface_events_conversation BEFORE INSERT ON surface_events
+FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_instance();
+
+-- A delivery attempt written without its conversation (the release before 0018's relay).
+CREATE OR REPLACE TRIGGER compat_outbox_attempts_conversation BEFORE INSERT ON outbox_attempts
+FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_event();
+
+-- Interface 3's settling (and the release before it): operations named without their conversation;
+-- settle_focusing_v2 each conversation's, one after the other.
+CREATE OR REPLACE FUNCTION settle_focusing(
+    p_operation_ids uuid[], p_state text, p_reason text, p_only_due boolean DEFAULT false)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+DECLARE
+    conversation text;
+BEGIN
+    FOR conversation IN
+        SELECT DISTINCT o.conversation_id FROM operations o WHERE o.operation_id = ANY(p_operation_ids)
+    LOOP
+        RETURN QUERY SELECT * FROM settle_focusing_v2(conversation, p_operation_ids, p_state, p_reason,
+                                                      p_only_due);
+    END LOOP;
+END $$;
+
+-- Interface 3's closing of instances named without their conversation: close_instances_v2 each
+-- conversation's.
+CREATE OR REPLACE FUNCTION close_instances(
+    p_instance_ids uuid[], p_at timestamptz, p_delete_state boolean DEFAULT false)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    conversation text;
+    closed_count integer := 0;
+BEGIN
+    FOR conversation IN
+        SELECT DISTINCT a.conversation_id FROM app_instances a WHERE a.instance_id = ANY(p_instance_ids)
+    LOOP
+        closed_count := closed_count
+            + close_instances_v2(conversation, p_instance_ids, p_at, p_delete_state);
+    END LOOP;
+    RETURN closed_count;
+END $$;
+
+-- Interface 3's answer, the interaction named by its tool_call_id alone (unique per conversation
+-- since migration 0018): the pending one of that id, else any, answered by answer_interaction_v2.
+CREATE OR REPLACE FUNCTION answer_interaction(p_tool_call_id text, p_answer text)
+RETURNS TABLE (tool_call_id text, conversation_id text, prompt text, choices jsonb, status text,
+               asked_in_sub_session_id uuid, answer text, answered_at timestamptz,
+               created_at timestamptz, event_id uuid, message_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    conversation text;
+BEGIN
+    SELECT i.conversation_id INTO conversation FROM interactions i
+    WHERE i.tool_call_id = p_tool_call_id
+    ORDER BY i.status = 'pending' DESC
+    LIMIT 1;
+    RETURN QUERY SELECT * FROM answer_interaction_v2(conversation, p_tool_call_id, p_answer);
+END $$;
+
+-- An MCP task id written without its conversation (the release before 0018's tasks).
+CREATE OR REPLACE TRIGGER compat_interaction_tasks_conversation BEFORE INSERT ON interaction_tasks
+FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_interaction();

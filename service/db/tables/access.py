@@ -7,8 +7,10 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     LargeBinary,
+    PrimaryKeyConstraint,
     Table,
     Text,
     text,
@@ -44,8 +46,8 @@ host_sessions = Table(
 capabilities = Table(
     "capabilities",
     metadata,
-    Column("token_hash", LargeBinary, primary_key=True),
-    Column("instance_id", UUID(as_uuid=True), ForeignKey("app_instances.instance_id"), nullable=False),
+    Column("token_hash", LargeBinary, nullable=False),
+    Column("instance_id", UUID(as_uuid=True), nullable=False),
     Column("app_scope", Text, nullable=False),
     Column("conversation_id", Text, nullable=False),
     timestamp("created_at", default=True),
@@ -55,6 +57,10 @@ capabilities = Table(
         UUID(as_uuid=True),
         ForeignKey("host_sessions.session_id", ondelete="CASCADE"),
         nullable=True,
+    ),
+    PrimaryKeyConstraint("token_hash", "conversation_id"),
+    ForeignKeyConstraint(
+        ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
     ),
     CheckConstraint("octet_length(token_hash) = 32", name="token_hash_length"),
     Index("ix_capabilities_instance", "instance_id"),

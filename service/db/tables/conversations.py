@@ -8,11 +8,14 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     ForeignKey,
+    ForeignKeyConstraint,
     Identity,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSON, JSONB, UUID
@@ -26,7 +29,7 @@ from service.db.tables.conventions import (
 tool_calls = Table(
     "tool_calls",
     metadata,
-    Column("tool_call_id", Text, primary_key=True),
+    Column("tool_call_id", Text, nullable=False),
     Column("conversation_id", Text, nullable=False),
     Column("tool", Text, nullable=False),
     Column("fingerprint", Text, nullable=False),
@@ -34,6 +37,9 @@ tool_calls = Table(
     # json, not jsonb: a replay returns the first answer with its keys in their original order.
     Column("response", JSON, nullable=False),
     timestamp("created_at", default=True),
+    # Unique per conversation (the contract's "Past one primary"): the same id in another
+    # conversation is another call.
+    PrimaryKeyConstraint("tool_call_id", "conversation_id"),
     CheckConstraint("char_length(tool_call_id) BETWEEN 1 AND 255", name="tool_call_id_length"),
     CheckConstraint("status_code BETWEEN 200 AND 599", name="status_code"),
     # BRIN: the operators' list of recent calls, at next to no cost per tool call.
@@ -52,10 +58,15 @@ tool_calls = Table(
 surface_events = Table(
     "surface_events",
     metadata,
-    Column("surface_event_id", BigInteger, Identity(always=True), primary_key=True),
-    Column("instance_id", UUID(as_uuid=True), ForeignKey("app_instances.instance_id"), nullable=False),
+    Column("surface_event_id", BigInteger, Identity(always=True), nullable=False),
+    Column("instance_id", UUID(as_uuid=True), nullable=False),
     Column("event", Text, nullable=False),
     timestamp("created_at", default=True),
+    Column("conversation_id", Text, nullable=False),
+    PrimaryKeyConstraint("surface_event_id", "conversation_id"),
+    ForeignKeyConstraint(
+        ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
+    ),
     CheckConstraint("event IN ('dimmed', 'undimmed', 'locked', 'unlocked', 'reloaded')", name="event"),
     Index("ix_surface_events_instance", "instance_id", "created_at"),
 )
@@ -64,12 +75,16 @@ surface_events = Table(
 messages = Table(
     "messages",
     metadata,
-    Column("message_id", UUID(as_uuid=True), primary_key=True),
+    Column("message_id", UUID(as_uuid=True), nullable=False),
     Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
-    Column("sub_session_id", UUID(as_uuid=True), ForeignKey("sub_sessions.sub_session_id"), nullable=True),
+    Column("sub_session_id", UUID(as_uuid=True), nullable=True),
     Column("role", Text, nullable=False),
     Column("text", Text, nullable=False),
     timestamp("created_at", default=True),
+    PrimaryKeyConstraint("message_id", "conversation_id"),
+    ForeignKeyConstraint(
+        ["sub_session_id", "conversation_id"], ["sub_sessions.sub_session_id", "sub_sessions.conversation_id"]
+    ),
     CheckConstraint("role IN ('user', 'agent')", name="role"),
     CheckConstraint("char_length(text) BETWEEN 1 AND 8000", name="text_length"),
     Index("ix_messages_conversation_created", "conversation_id", "created_at"),
@@ -80,20 +95,20 @@ messages = Table(
 interactions = Table(
     "interactions",
     metadata,
-    Column("tool_call_id", Text, primary_key=True),
+    Column("tool_call_id", Text, nullable=False),
     Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
     Column("prompt", Text, nullable=False),
     Column("choices", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
     Column("status", Text, nullable=False, server_default=text("'pending'")),
-    Column(
-        "asked_in_sub_session_id",
-        UUID(as_uuid=True),
-        ForeignKey("sub_sessions.sub_session_id"),
-        nullable=True,
-    ),
+    Column("asked_in_sub_session_id", UUID(as_uuid=True), nullable=True),
     Column("answer", Text, nullable=True),
     timestamp("created_at", default=True),
     timestamp("answered_at", nullable=True),
+    PrimaryKeyConstraint("tool_call_id", "conversation_id"),
+    ForeignKeyConstraint(
+        ["asked_in_sub_session_id", "conversation_id"],
+        ["sub_sessions.sub_session_id", "sub_sessions.conversation_id"],
+    ),
     CheckConstraint("status IN ('pending', 'answered')", name="status"),
     CheckConstraint(
         "(status = 'answered') = (answer IS NOT NULL AND answered_at IS NOT NULL)", name="answered"
@@ -119,21 +134,33 @@ interactions = Table(
 interaction_tasks = Table(
     "interaction_tasks",
     metadata,
-    Column("task_id", UUID(as_uuid=True), primary_key=True),
-    Column("tool_call_id", Text, ForeignKey("interactions.tool_call_id"), nullable=False, unique=True),
+    Column("task_id", UUID(as_uuid=True), nullable=False),
+    Column("tool_call_id", Text, nullable=False),
     timestamp("created_at", default=True),
+    Column("conversation_id", Text, nullable=False),
+    PrimaryKeyConstraint("task_id", "conversation_id"),
+    UniqueConstraint("tool_call_id", "conversation_id"),
+    # Kept one release for the ON CONFLICT (tool_call_id) of the release before migration 0018;
+    # ``python -m service distribute`` drops it (distribute.COMPAT_KEYS).
+    UniqueConstraint("tool_call_id"),
+    ForeignKeyConstraint(
+        ["tool_call_id", "conversation_id"], ["interactions.tool_call_id", "interactions.conversation_id"]
+    ),
 )
 
 # Projection changes for the Host's event stream; written by triggers in the deciding
-# transactions, announced with NOTIFY, replayed after a reconnect from Last-Event-ID.
+# transactions, announced with NOTIFY, replayed after a reconnect from Last-Event-ID. ``event_seq``
+# is the conversation's own sequence, taken by project() under the conversation's lock (migration
+# 0018): it increases in commit order within the conversation, wherever its rows live.
 projection_events = Table(
     "projection_events",
     metadata,
-    Column("event_seq", BigInteger, Identity(always=True), primary_key=True),
+    # Its identity (BY DEFAULT) numbers only the events of the release before migration 0018.
+    Column("event_seq", BigInteger, Identity(always=False), nullable=False),
     Column("conversation_id", Text, nullable=False),
     Column("kind", Text, nullable=False),
     Column("payload", JSONB, nullable=False),
     timestamp("created_at", default=True),
+    PrimaryKeyConstraint("conversation_id", "event_seq"),
     CheckConstraint("kind IN ('operation', 'workspace', 'message', 'interaction')", name="kind"),
-    Index("ix_projection_events_conversation_seq", "conversation_id", "event_seq"),
 )

@@ -8,10 +8,11 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
-    ForeignKey,
+    ForeignKeyConstraint,
     Identity,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     Table,
     Text,
     UniqueConstraint,
@@ -31,10 +32,10 @@ from service.db.tables.conventions import (
 outbox = Table(
     "outbox",
     metadata,
-    Column("event_id", UUID(as_uuid=True), primary_key=True),
-    Column("operation_id", UUID(as_uuid=True), ForeignKey("operations.operation_id"), nullable=True),
+    Column("event_id", UUID(as_uuid=True), nullable=False),
+    Column("operation_id", UUID(as_uuid=True), nullable=True),
     Column("tool", Text, nullable=False),
-    Column("tool_call_id", Text, nullable=False, unique=True),
+    Column("tool_call_id", Text, nullable=False),
     Column("conversation_id", Text, nullable=False),
     # Per-conversation commit order: taken from workspaces.outbox_sequence under its row lock.
     Column("sequence", BigInteger, nullable=False),
@@ -47,6 +48,12 @@ outbox = Table(
     Column("payload", JSONB, nullable=False),
     Column("lease_owner", Text, nullable=True),
     timestamp("lease_expires_at", nullable=True),
+    PrimaryKeyConstraint("event_id", "conversation_id"),
+    # At most one outbox row per tool call (of its conversation).
+    UniqueConstraint("tool_call_id", "conversation_id"),
+    ForeignKeyConstraint(
+        ["operation_id", "conversation_id"], ["operations.operation_id", "operations.conversation_id"]
+    ),
     CheckConstraint(one_of("status", OUTBOX_STATUSES), name="status"),
     CheckConstraint("attempts >= 0", name="attempts_nonnegative"),
     CheckConstraint("(status = 'delivered') = (delivered_at IS NOT NULL)", name="delivered_at"),
@@ -80,13 +87,8 @@ outbox = Table(
 outbox_attempts = Table(
     "outbox_attempts",
     metadata,
-    Column("attempt_id", BigInteger, Identity(always=True), primary_key=True),
-    Column(
-        "event_id",
-        UUID(as_uuid=True),
-        ForeignKey("outbox.event_id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    Column("attempt_id", BigInteger, Identity(always=True), nullable=False),
+    Column("event_id", UUID(as_uuid=True), nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("relay_id", Text, nullable=False),
     timestamp("started_at"),
@@ -95,10 +97,15 @@ outbox_attempts = Table(
     Column("error_class", Text, nullable=True),
     Column("response_excerpt", Text, nullable=True),
     Column("outcome", Text, nullable=False),
+    Column("conversation_id", Text, nullable=False),
+    PrimaryKeyConstraint("attempt_id", "conversation_id"),
+    ForeignKeyConstraint(
+        ["event_id", "conversation_id"], ["outbox.event_id", "outbox.conversation_id"], ondelete="CASCADE"
+    ),
     CheckConstraint("attempt >= 1", name="attempt_positive"),
     CheckConstraint(one_of("outcome", ATTEMPT_OUTCOMES), name="outcome"),
     CheckConstraint("status_code IS NOT NULL OR error_class IS NOT NULL", name="has_result"),
-    UniqueConstraint("event_id", "attempt"),
+    UniqueConstraint("event_id", "attempt", "conversation_id"),
     # The console's last hour, by minute (built CONCURRENTLY by migration 0012).
     Index("ix_outbox_attempts_started_at", "started_at"),
 )

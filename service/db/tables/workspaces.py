@@ -10,10 +10,13 @@ from sqlalchemy import (
     Column,
     Computed,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
@@ -32,17 +35,19 @@ workspaces = Table(
     "workspaces",
     metadata,
     Column("conversation_id", Text, primary_key=True),
-    Column(
-        "foreground_instance_id",
-        UUID(as_uuid=True),
-        ForeignKey("app_instances.instance_id", use_alter=True),
-        nullable=True,
-    ),
+    Column("foreground_instance_id", UUID(as_uuid=True), nullable=True),
     Column("outbox_sequence", BigInteger, nullable=False, server_default=text("0")),
     timestamp("created_at", default=True),
     timestamp("updated_at", default=True),
     CheckConstraint("char_length(conversation_id) BETWEEN 1 AND 255", name="conversation_id_length"),
     CheckConstraint("outbox_sequence >= 0", name="outbox_sequence_nonnegative"),
+    # Every key between tables of conversation data includes conversation_id (its last column):
+    # what Citus needs of them (docs/scaling.md, migration 0018).
+    ForeignKeyConstraint(
+        ["foreground_instance_id", "conversation_id"],
+        ["app_instances.instance_id", "app_instances.conversation_id"],
+        use_alter=True,
+    ),
     # Removing an instance checks no foreground names it (history retention, migration 0015).
     Index(
         "ix_workspaces_foreground",
@@ -54,7 +59,7 @@ workspaces = Table(
 app_instances = Table(
     "app_instances",
     metadata,
-    Column("instance_id", UUID(as_uuid=True), primary_key=True),
+    Column("instance_id", UUID(as_uuid=True), nullable=False),
     Column(
         "conversation_id",
         Text,
@@ -65,6 +70,7 @@ app_instances = Table(
     Column("status", Text, nullable=False, server_default=text("'open'")),
     timestamp("opened_at", default=True),
     timestamp("closed_at", nullable=True),
+    PrimaryKeyConstraint("instance_id", "conversation_id"),
     CheckConstraint("status IN ('open', 'closed')", name="status"),
     CheckConstraint("(status = 'closed') = (closed_at IS NOT NULL)", name="closed_at_iff_closed"),
     # An app has at most one open instance per conversation: resuming reuses it.
@@ -81,15 +87,14 @@ app_instances = Table(
 sub_sessions = Table(
     "sub_sessions",
     metadata,
-    Column("sub_session_id", UUID(as_uuid=True), primary_key=True),
-    Column(
-        "instance_id",
-        UUID(as_uuid=True),
-        ForeignKey("app_instances.instance_id"),
-        nullable=False,
-        unique=True,
-    ),
+    Column("sub_session_id", UUID(as_uuid=True), nullable=False),
+    Column("instance_id", UUID(as_uuid=True), nullable=False),
     Column("conversation_id", Text, nullable=False),
+    PrimaryKeyConstraint("sub_session_id", "conversation_id"),
+    UniqueConstraint("instance_id", "conversation_id"),
+    ForeignKeyConstraint(
+        ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
+    ),
     Column("status", Text, nullable=False, server_default=text("'open'")),
     timestamp("started_at", default=True),
     timestamp("ended_at", nullable=True),
@@ -101,18 +106,18 @@ sub_sessions = Table(
 instance_states = Table(
     "instance_states",
     metadata,
-    Column(
-        "instance_id",
-        UUID(as_uuid=True),
-        ForeignKey("app_instances.instance_id"),
-        primary_key=True,
-    ),
+    Column("instance_id", UUID(as_uuid=True), nullable=False),
     Column("app_scope", Text, nullable=False),
     Column("schema_version", Integer, nullable=False),
     Column("revision", BigInteger, nullable=False, server_default=text("0")),
     Column("data", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("readonly", Boolean, nullable=False, server_default=text("false")),
     timestamp("updated_at", default=True),
+    Column("conversation_id", Text, nullable=False),
+    PrimaryKeyConstraint("instance_id", "conversation_id"),
+    ForeignKeyConstraint(
+        ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
+    ),
     CheckConstraint("revision >= 0", name="revision_nonnegative"),
     CheckConstraint("jsonb_typeof(data) = 'object'", name="data_is_object"),
 )
@@ -120,12 +125,12 @@ instance_states = Table(
 operations = Table(
     "operations",
     metadata,
-    Column("operation_id", UUID(as_uuid=True), primary_key=True),
+    Column("operation_id", UUID(as_uuid=True), nullable=False),
     Column("tool", Text, nullable=False),
-    Column("tool_call_id", Text, nullable=False, unique=True),
+    Column("tool_call_id", Text, nullable=False),
     Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
     Column("app_scope", Text, nullable=False),
-    Column("instance_id", UUID(as_uuid=True), ForeignKey("app_instances.instance_id"), nullable=False),
+    Column("instance_id", UUID(as_uuid=True), nullable=False),
     Column("state", Text, nullable=False, server_default=text("'focusing'")),
     Column("reason", Text, nullable=True),
     Column("duration_seconds", Integer, nullable=False),
@@ -143,6 +148,11 @@ operations = Table(
             "THEN (EXTRACT(EPOCH FROM finalized_at - ends_at) * 1000)::integer END",
             persisted=True,
         ),
+    ),
+    PrimaryKeyConstraint("operation_id", "conversation_id"),
+    UniqueConstraint("tool_call_id", "conversation_id"),
+    ForeignKeyConstraint(
+        ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
     ),
     CheckConstraint(one_of("state", OPERATION_STATES), name="state"),
     CheckConstraint(f"reason IS NULL OR {one_of('reason', OPERATION_REASONS)}", name="reason"),

@@ -1,6 +1,7 @@
-"""A Citus cluster on this machine for ``make citus``: the extension (installed already, or built
-from the source tarball named by ``CITUS_SRC``) and a coordinator with two workers, each an
-``initdb`` of its own under a temp dir on a free port of 127.0.0.1.
+"""A Citus cluster on this machine for ``make citus`` and the tests that need one: the extension
+(installed already, or — for the rig — built from the source tarball named by ``CITUS_SRC``) and a
+coordinator with workers, each an ``initdb`` of its own under a temp dir on a free port of
+127.0.0.1.
 
 The build is kept under ``.cache/citus/<version>/`` (git-ignored): a second run finds the extension
 installed and builds nothing. The tarball is never changed: it is extracted there, and the one
@@ -196,20 +197,26 @@ def _sql(url: str, statement: str, *params: object) -> list[tuple[object, ...]]:
         return cursor.fetchall() if cursor.description else []
 
 
-def _start_node(prefix: str) -> Postgres:
-    node = Postgres(workdir(prefix)).init(NODE_SETTINGS)
+def _start_node(prefix: str, settings: dict[str, str]) -> Postgres:
+    node = Postgres(workdir(prefix)).init(settings)
     node.start()
     return node
 
 
 @contextlib.contextmanager
-def citus_cluster(workers: int = 2, database: str = "lineup") -> Iterator[Cluster]:
+def citus_cluster(
+    workers: int = 2, database: str = "lineup", settings: dict[str, str] | None = None
+) -> Iterator[Cluster]:
     """A coordinator and ``workers`` workers, the extension created in ``database`` on each, the
-    coordinator's metadata naming itself and every worker; everything removed on exit."""
+    coordinator's metadata naming itself and every worker; everything removed on exit. ``settings``
+    are added to (or replace) ``NODE_SETTINGS`` on every node."""
     started: list[Postgres] = []
+    node_settings = {**NODE_SETTINGS, **(settings or {})}
     try:
         for n in range(workers + 1):
-            started.append(_start_node(f"lineup-citus-{'coordinator' if n == 0 else f'worker{n}'}-"))
+            started.append(
+                _start_node(f"lineup-citus-{'coordinator' if n == 0 else f'worker{n}'}-", node_settings)
+            )
         for node in started:
             _sql(node.admin_url, f"CREATE DATABASE {database}")
             _sql(node.url(database), "CREATE EXTENSION citus")
