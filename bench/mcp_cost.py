@@ -20,7 +20,8 @@ connection, driven in interleaved rounds through each face:
 Then reads of a focusing operation, interleaved the same way: REST ``GET /v1/operations/{id}``
 against MCP ``tasks/get`` at 2026-07-28 (the task of a start above), the MCP App's reads at
 2026-07-28 — ``resources/read`` of ``ui://pomodoro/timer`` and the View's app-only
-``pomodoro.app.read`` of the same operation — CPU per read and the ratio. ``--reads-only`` skips
+``pomodoro.app.read`` of the same operation, with the View token its start's result carried — CPU
+per read and the ratio. ``--reads-only`` skips
 the tool calls.
 
 Each figure is the service process's CPU (user + system, from /proc) per tool call. The machine is
@@ -53,6 +54,9 @@ LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
 CLIENT_INFO = {"name": "bench-mcp-cost", "version": "0"}
 TASKS = "io.modelcontextprotocol/tasks"
+UI = "io.modelcontextprotocol/ui"
+VIEW_TOKEN = "io.lineup/view_token"
+APP_SECRET = "bench-mcp-app-secret-Qw9Er8Ty7Ui6Op5As4Df3"
 
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
@@ -74,13 +78,17 @@ def rest_call(connection: HttpClient) -> Call:
 class McpSession:
     """JSON-RPC over the streamable HTTP transport, answers as JSON bodies."""
 
-    def __init__(self, connection: HttpClient, version: str, *, tasks: bool = False) -> None:
+    def __init__(
+        self, connection: HttpClient, version: str, *, tasks: bool = False, apps: bool = False
+    ) -> None:
         self._connection = connection
         self._version = version
         self._tasks = tasks  # starts run as tasks
+        self._apps = apps  # the client renders MCP Apps (io.modelcontextprotocol/ui)
         self._session_id: str | None = None
         self._next_id = 0
         self.last_task_id = ""
+        self.last_view_token = ""
 
     async def open(self) -> McpSession:
         if self._version == LEGACY:
@@ -139,10 +147,15 @@ class McpSession:
             if task.get("status") != "working":
                 raise RuntimeError(f"not a working task: {json.dumps(result)[:300]}")
             self.last_task_id = task["taskId"]
+        if self._apps:
+            self.last_view_token = result["_meta"][VIEW_TOKEN]
         return int(result["_meta"]["io.lineup/http_status"])
 
     def _envelope(self) -> dict[str, Any]:
-        capabilities: dict[str, Any] = {"extensions": {TASKS: {}}} if self._tasks else {}
+        extensions: dict[str, Any] = {TASKS: {}} if self._tasks else {}
+        if self._apps:
+            extensions[UI] = {"mimeTypes": ["text/html;profile=mcp-app"]}
+        capabilities: dict[str, Any] = {"extensions": extensions} if extensions else {}
         return {
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
@@ -155,9 +168,10 @@ class McpSession:
         result = await self._rpc("resources/read", params, name="ui://pomodoro/timer")
         return len(result["contents"][0]["text"])
 
-    async def app_read(self, operation_id: str) -> str:
-        """The View's ``pomodoro.app.read`` (visibility ["app"]); the operation's state."""
-        params = {"name": "pomodoro.app.read", "arguments": {"operation_id": operation_id}}
+    async def app_read(self, view_token: str) -> str:
+        """The View's ``pomodoro.app.read`` (visibility ["app"]) with the View token of its start; the
+        operation's state."""
+        params = {"name": "pomodoro.app.read", "arguments": {"view_token": view_token}}
         result = await self._rpc("tools/call", {**params, "_meta": self._envelope()})
         return str(result["structuredContent"]["operation"]["state"])
 
@@ -214,12 +228,13 @@ async def read_costs(
     """CPU per read of a focusing operation: REST ``GET /v1/operations/{id}`` and ``tasks/get``."""
     run = uuid.uuid4().hex[:8]
     connections = [HttpClient(base_url, token) for _ in range(2 * concurrency + 1)]
-    starter = await McpSession(connections[-1], MODERN, tasks=True).open()
-    task_ids = []
+    starter = await McpSession(connections[-1], MODERN, tasks=True, apps=True).open()
+    task_ids, view_tokens = [], []
     for index in range(concurrency):
         conversation = f"reads-{run}-{index}"
         await starter.call(conversation, conversation, "pomodoro.start", {"duration_seconds": 3600})
         task_ids.append(starter.last_task_id)
+        view_tokens.append(starter.last_view_token)
     sessions = [McpSession(connections[concurrency + i], MODERN, tasks=True) for i in range(concurrency)]
 
     async def rest(index: int) -> bool:
@@ -233,7 +248,7 @@ async def read_costs(
         return await sessions[index].read_view() > 0
 
     async def app_read(index: int) -> bool:
-        return await sessions[index].app_read(task_ids[index]) == "focusing"
+        return await sessions[index].app_read(view_tokens[index]) == "focusing"
 
     faces_: dict[str, Callable[[int], Awaitable[bool]]] = {
         "rest-get": rest,
@@ -265,7 +280,8 @@ async def read_costs(
 def measure(
     url: str, cycles_per_round: int, rounds: int, concurrency: int, log_dir: Path, *, with_calls: bool = True
 ) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
-    with running_service(url, log_dir) as service:
+    # A key for the MCP App View's tokens (the app read hands its start's token back).
+    with running_service(url, log_dir, env={"MCP_APP_SECRET": APP_SECRET}) as service:
 
         async def go() -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
             built, connections = await faces(service.base_url, service.agent_token, concurrency)

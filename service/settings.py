@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     # Persons' sessions on the Host API, minted by the Host backend (POST /v1/host/sessions) and
     # signed with their own secret, never derived from HOST_TOKEN. Unset: minting answers 503.
     host_session_secret: str | None = Field(None, min_length=32)
+    # The key of the MCP App View's tokens (service.mcp.view_tokens): one, or several separated by
+    # spaces while one rotates (the first signs, each verifies), each >= 32 characters. Unset: a
+    # key derived from HOST_SESSION_SECRET; neither: the View's tools answer mcp_apps_disabled.
+    mcp_app_secret: str | None = None
     # Whether the host page's sign-in also takes HOST_TOKEN itself (a session reaching every
     # conversation): for one person on their own machine (dev), never for a shared deployment.
     host_token_sign_in: bool = False
@@ -209,6 +213,15 @@ class Settings(BaseSettings):
         for token in split_tokens(value):
             if len(token) < 16:
                 raise ValueError("every token must be at least 16 characters")
+        return value
+
+    @field_validator("mcp_app_secret")
+    @classmethod
+    def _app_secrets(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if any(len(secret) < 32 for secret in split_tokens(value)):
+            raise ValueError("every secret must be at least 32 characters")
         return value
 
     @field_validator("public_origin")
@@ -355,6 +368,8 @@ class Settings(BaseSettings):
             secrets = {name: split_tokens(getattr(self, name.lower())) for name in _AUDIENCES}
             if self.host_session_secret:
                 secrets["HOST_SESSION_SECRET"] = (self.host_session_secret,)
+            if self.mcp_app_secret:
+                secrets["MCP_APP_SECRET"] = split_tokens(self.mcp_app_secret)
         if command == "relay":
             secrets = {"WEBHOOK_SECRET": self.webhook_secrets}
         if command == "roles":
@@ -384,11 +399,13 @@ class Settings(BaseSettings):
         for first, second in itertools.combinations(_AUDIENCES, 2):
             if set(secrets.get(first, ())) & set(secrets.get(second, ())):
                 problems.append(f"{first} and {second} share a token: each audience needs its own")
-        session_secret = (self.host_session_secret or "").lower()
-        for name in _AUDIENCES:
-            for token in secrets.get(name, ()) if session_secret else ():
-                if token.lower() in session_secret or session_secret in token.lower():
-                    problems.append(f"HOST_SESSION_SECRET must not be made from {name}")
+        signing = [("HOST_SESSION_SECRET", self.host_session_secret or "")]
+        signing += [("MCP_APP_SECRET", secret) for secret in split_tokens(self.mcp_app_secret)]
+        for signer, secret in ((signer, secret.lower()) for signer, secret in signing if secret):
+            for name in _AUDIENCES:
+                for token in secrets.get(name, ()):
+                    if token.lower() in secret or secret in token.lower():
+                        problems.append(f"{signer} must not be made from {name}")
         if problems:
             how = [MAKE_WEBHOOK_SECRET] if "WEBHOOK_SECRET" in placeholders + guessable else []
             problems.append(" and ".join([f"make a token or secret with {MAKE_ONE}", *how]))

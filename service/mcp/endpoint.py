@@ -69,6 +69,15 @@ async def _answer(
     await send(end)
 
 
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The first header ``name`` (lowercase, as ASGI gives names), as ``connection.headers.get``
+    reads it (latin-1), from the scope's raw list: no header mapping is built on every request."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
 class McpFace:
     """The session manager behind the origin check and the token check: the Agent's token, or
     (with MCP authorization configured) a person's access token."""
@@ -91,7 +100,7 @@ class McpFace:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         connection = ASGIConnection(scope)  # type: ignore[var-annotated]
         cors: list[tuple[bytes, bytes]] = []
-        origin = connection.headers.get("origin")
+        origin = _header(scope, b"origin")
         if origin is not None:
             # The transport's MUST against DNS rebinding: a present Origin must be one we know.
             if origin.lower() not in self._origins:
@@ -106,7 +115,7 @@ class McpFace:
                 (b"vary", b"Origin"),
             ]
             if scope.get("method") == "OPTIONS":  # the preflight: answered without credentials
-                requested = connection.headers.get("access-control-request-headers", "")
+                requested = _header(scope, b"access-control-request-headers") or ""
                 await _answer(
                     send,
                     204,

@@ -3,11 +3,13 @@
 //
 // Plain JSON-RPC rather than the ext-apps App class: the View must stay one self-contained document
 // with nothing to fetch, and it needs six messages of the protocol, not a bundle. The host tells the
-// View which call it belongs to (ui/notifications/tool-result: the operation id of pomodoro.start,
-// or the task id, which is the same id); every read and write is a tools/call of an app-only tool
-// (visibility ["app"]) that the host forwards to the server with its own credentials, and that the
-// server binds to that operation's instance and conversation. The View never holds a token and
-// opens no connection of its own (its resource's CSP declares no domain).
+// View which call it belongs to (ui/notifications/tool-result: the result of pomodoro.start, whose
+// _meta carries the View token the server minted for that call's operation); every read and write
+// is a tools/call of an app-only tool (visibility ["app"]) that hands the token back, which the
+// host forwards to the server with its own credentials. The server, not the View, decides which
+// operation that is: the token is an HMAC over the call's conversation and operation. The View
+// never holds a credential and opens no connection of its own (its resource's CSP declares no
+// domain).
 //
 // A teardown (ui/resource-teardown) is not the person leaving: nothing is sent to the server. The
 // View re-reads the operation while it is focusing (MCP Apps pushes no other call's outcome to it),
@@ -17,6 +19,7 @@
 
   const PROTOCOL_VERSION = "2026-01-26";
   const TIMEOUT_MS = 15000;
+  const VIEW_TOKEN = "io.lineup/view_token";
   const REREAD_MS = 2000;
   const TOOLS = {
     context: "pomodoro.app.read",
@@ -26,7 +29,7 @@
   };
   const pending = new Map();
   let sequence = 0;
-  let operationId = null;
+  let viewToken = null;
   let failure = null;
   let focusing = true;
   const waiters = [];
@@ -64,48 +67,48 @@
     if (window.parent !== window) post({ method, params });
   }
 
-  // The operation this View is for: from the call's result, never chosen by the View.
-  function operationOf(result) {
-    const body = isObject(result.structuredContent) ? result.structuredContent : {};
-    const operation = isObject(body.operation) ? body.operation : body;
-    const related = isObject(result._meta) ? result._meta["io.modelcontextprotocol/related-task"] : null;
-    const task = isObject(result.task) ? result.task : result;
-    const found = [operation.operation_id, task.taskId, related && related.taskId].find(
-      (id) => typeof id === "string" && id.length > 0,
-    );
-    return { id: found || null, body };
+  // The token of the call this View is for: minted by the server into the call's result (or its
+  // task's), never chosen by the View.
+  function tokenOf(result) {
+    const meta = isObject(result._meta) ? result._meta : {};
+    const token = meta[VIEW_TOKEN];
+    return { token: typeof token === "string" && token.length > 0 ? token : null, body: result.structuredContent };
   }
 
   function settleWaiters() {
     while (waiters.length) {
       const waiter = waiters.shift();
-      if (operationId) waiter.resolve(operationId);
+      if (viewToken) waiter.resolve(viewToken);
       else waiter.reject(failure);
     }
   }
 
   function toolResult(result) {
-    const found = operationOf(result || {});
-    if (found.id) {
-      operationId = found.id;
+    const found = tokenOf(result || {});
+    if (found.token) {
+      viewToken = found.token;
       failure = null;
-    } else if (!operationId) {
-      const body = found.body.error ? found.body : { error: "no_operation", message: "the call opened no focus period" };
-      failure = new LineupError(body);
+    } else if (!viewToken) {
+      const body = isObject(found.body) ? found.body : {};
+      failure = new LineupError(
+        body.error
+          ? body
+          : { error: "no_view_token", message: "the host gave this View no token of its call (_meta." + VIEW_TOKEN + ")" },
+      );
     }
     settleWaiters();
     refresh();
   }
 
-  function boundOperation() {
-    if (operationId) return Promise.resolve(operationId);
+  function boundToken() {
+    if (viewToken) return Promise.resolve(viewToken);
     if (failure) return Promise.reject(failure);
     return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
   }
 
   async function callTool(name, args) {
-    const operation_id = await boundOperation();
-    const result = await request("tools/call", { name, arguments: { ...args, operation_id } });
+    const view_token = await boundToken();
+    const result = await request("tools/call", { name, arguments: { ...args, view_token } });
     const body = result && result.structuredContent;
     if (!result || result.isError) throw new LineupError(body || { error: "tool_error", message: `${name} failed` });
     return body;
@@ -145,8 +148,8 @@
     } else if (data.method === "ui/notifications/tool-input") {
       const activity = isObject(data.params) && isObject(data.params.arguments) ? data.params.arguments.activity : null;
       const heading = document.querySelector('[data-testid="activity"]');
-      if (!operationId && heading && typeof activity === "string" && activity) heading.textContent = activity;
-    } else if (data.method === "ui/notifications/tool-cancelled" && !operationId) {
+      if (!viewToken && heading && typeof activity === "string" && activity) heading.textContent = activity;
+    } else if (data.method === "ui/notifications/tool-cancelled" && !viewToken) {
       failure = new LineupError({ error: "tool_cancelled", message: (data.params && data.params.reason) || "the call was cancelled" });
       settleWaiters();
     } else if (data.method === "ui/notifications/host-context-changed") {
@@ -212,6 +215,6 @@
       settleWaiters();
     });
   setInterval(() => {
-    if (operationId && focusing) refresh();
+    if (viewToken && focusing) refresh();
   }, REREAD_MS);
 })();

@@ -11,6 +11,7 @@ two wires, told apart by the request's revision: on handshake-era sessions the 2
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -19,7 +20,8 @@ import structlog
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp.shared.inbound import X_MCP_HEADER_KEY
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_INFO_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from psycopg import OperationalError
 from psycopg.errors import InternalError_
@@ -33,6 +35,7 @@ from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
 from service.mcp.tasks import cancel_task, read_task, settled, task_result, task_view
 from service.mcp.tools import Answer, call_result, list_tools, run_tool, runs_as_task
+from service.mcp.view_tokens import VIEW_TOKEN, ViewTokens
 from service.projection_hub import ProjectionHub
 from service.use_cases.runtime import Runtime
 
@@ -46,6 +49,13 @@ UI_EXTENSION: dict[str, dict[str, Any]] = {
 }
 APP_TOOLS = app_tools.app_tools()
 APP_TOOL_SCHEMAS = {tool.name: tool.input_schema for tool in APP_TOOLS}
+
+
+def declares_headers(schema: Mapping[str, Any]) -> bool:
+    """Whether an input schema annotates any property for an ``Mcp-Param-*`` header
+    (``x-mcp-header``): only such a tool's headers have anything to be checked against."""
+    return X_MCP_HEADER_KEY in json.dumps(schema)
+
 
 TASKS_CAPABILITY = types.ServerTasksCapability(
     cancel=types.TasksCancelCapability(),
@@ -101,6 +111,10 @@ class RuntimeMcpServer(Server[Any]):
     2026-07-28: each where it serves it."""
 
     def __init__(self, rt: Runtime, hub: ProjectionHub) -> None:
+        # The tools whose schema declares Mcp-Param headers; for any other tool (all of ours today)
+        # the SDK's check could find nothing to compare, so it is not given the schema to walk.
+        schemas = {name: spec.input_schema for name, spec in rt.registry.tools.items()} | APP_TOOL_SCHEMAS
+        self._header_schemas = {name: schema for name, schema in schemas.items() if declares_headers(schema)}
         super().__init__(
             "lineup-runtime",
             version="0.1.0",
@@ -111,12 +125,13 @@ class RuntimeMcpServer(Server[Any]):
             on_list_tools=self._list_tools,
             # At 2026-07-28 the SDK checks Mcp-Param headers against the tool's input schema; without
             # this it would run the whole tools/list handler for every call.
-            get_tool_input_schema=self._input_schema,
+            get_tool_input_schema=self._header_schemas.get,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
         )
         self.rt = rt
+        self.view_tokens = ViewTokens.from_settings(rt.settings)
         self.pushes = Pushes(rt, hub)
         self._hub = hub
         self.add_request_handler("tasks/get", types.GetTaskRequestParams, self._get_task)
@@ -131,7 +146,7 @@ class RuntimeMcpServer(Server[Any]):
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
         # check does not know: a middleware (above that check) answers it. OpenTelemetry's
         # middleware is left out: no exporter is installed, and it costs CPU on every call.
-        self.middleware = [self._task_augmented_call]
+        self.middleware = [self._app_tool_call, self._task_augmented_call]
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
@@ -140,10 +155,6 @@ class RuntimeMcpServer(Server[Any]):
             return capabilities.model_copy(update={"tools": types.ToolsCapability(list_changed=False)})
         # The tasks extension is a 2026-07-28 one; MCP Apps (SEP-2133 extensions) is at both.
         return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY, "extensions": UI_EXTENSION})
-
-    def _input_schema(self, name: str) -> dict[str, Any] | None:
-        spec = self.rt.registry.tool(name)
-        return spec.input_schema if spec is not None else APP_TOOL_SCHEMAS.get(name)
 
     async def _list_tools(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
@@ -180,12 +191,14 @@ class RuntimeMcpServer(Server[Any]):
         raw = ctx.params or {}
         if raw.get("name") in app_tools.NAMES:  # the MCP App's own (visibility ["app"])
             with translated():
-                viewed = await app_tools.call(self.rt, raw["name"], raw.get("arguments"), raw.get("_meta"))
+                viewed = await app_tools.call(
+                    self.rt, self.view_tokens, raw["name"], raw.get("arguments"), raw.get("_meta")
+                )
             return {**viewed, "resultType": "complete"}
         if person_conversation.get() is not None and not self._can_answer(ctx, raw.get("name")):
             raise MCPError(INVALID_PARAMS, UNANSWERABLE.format(tool=raw.get("name")))
         answer = await self._run(ctx, raw)
-        result = call_result(answer)
+        result = self._viewed(ctx, answer, call_result(answer))
         if (
             _modern(ctx)
             and runs_as_task(self.rt.registry, raw.get("name"), extension=True)
@@ -221,6 +234,35 @@ class RuntimeMcpServer(Server[Any]):
             not _modern(ctx) or tasks_extension.declares(ctx)
         )
 
+    async def _app_tool_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        """The View's app-only tools (``service.mcp.app_tools``), answered above the SDK's generic
+        checks of a ``tools/call``: their arguments get stricter checks of their own, and their
+        result is always the same shape (a ``CallToolResult``), so the request's and the result's
+        pydantic validation against the revision's models — a third of such a read's CPU — is not
+        run. A malformed request is ``-32602`` as there; a task-augmented one goes the usual way."""
+        params = ctx.params
+        if (
+            ctx.method != "tools/call"
+            or not isinstance(params, Mapping)
+            or params.get("name") not in app_tools.NAMES
+            or params.get("task") is not None
+        ):
+            return await call_next(ctx)
+        modern = _modern(ctx)
+        if not modern and ctx.session.client_params is None:  # the handshake's gate, as the SDK's
+            raise MCPError(INVALID_PARAMS, "Invalid request parameters", data="")
+        arguments, meta = params.get("arguments"), params.get("_meta")
+        if not (arguments is None or isinstance(arguments, dict)) or not (
+            meta is None or isinstance(meta, dict)
+        ):
+            raise MCPError(INVALID_PARAMS, "tools/call needs an arguments object (and _meta an object)")
+        with translated():
+            viewed = await app_tools.call(self.rt, self.view_tokens, params["name"], arguments, meta)
+        if not modern:
+            return viewed
+        # What the SDK's pipeline adds to a 2026-07-28 result (a short-circuit owns its envelope).
+        return {**viewed, "resultType": "complete", "_meta": {SERVER_INFO_META_KEY: self.server_info_stamp}}
+
     async def _task_augmented_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         params = ctx.params
         if (
@@ -238,12 +280,35 @@ class RuntimeMcpServer(Server[Any]):
         answer = await self._run(ctx, params, as_task=True)
         if answer.operation_id is None:
             # Nothing was opened (a refusal), so there is no task: the answer is the tool's result.
-            return call_result(answer)
+            return self._viewed(ctx, answer, call_result(answer))
         operation = {**answer.body["operation"], "conversation_id": answer.binding.conversation_id}
         if answer.replayed:  # the answer is as it was then: the task is as it is now
             with translated():
                 operation = await read_task(self.rt, answer.operation_id)
-        return {"task": task_view(operation), "_meta": call_result(answer)["_meta"]}
+        return {
+            "task": task_view(operation),
+            "_meta": self._viewed(ctx, answer, call_result(answer))["_meta"],
+        }
+
+    def _viewed(self, ctx: Ctx, answer: Answer, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` with the View's token in its ``_meta`` when a client that renders MCP Apps
+        calls a tool that has one and the answer names an operation (the one it opened, or the
+        focusing one a refusal names): a token for that operation in the call's own conversation.
+        Only the ``_meta`` grows; ``structuredContent`` stays the REST body."""
+        if answer.tool not in app_resource.TOOL_VIEWS or not renders_apps(ctx):
+            return result
+        operation_id = answer.operation_id
+        if operation_id is None and answer.body.get("error") == "operation_already_focusing":
+            named = answer.body.get("operation_id")
+            operation_id = named if isinstance(named, str) else None
+        token = (
+            None
+            if operation_id is None
+            else self.view_tokens.mint(answer.binding.conversation_id, operation_id)
+        )
+        if token is None:
+            return result
+        return {**result, "_meta": {**result["_meta"], VIEW_TOKEN: token}}
 
     async def _get_task(self, ctx: Ctx, params: types.GetTaskRequestParams) -> dict[str, Any]:
         with translated():
@@ -255,7 +320,13 @@ class RuntimeMcpServer(Server[Any]):
         if _modern(ctx):  # the extension has no tasks/result: tasks/get carries the result
             raise _not_found(ctx)
         with translated():
-            return task_result(await settled(self.rt, self._hub, params.task_id))
+            operation = await settled(self.rt, self._hub, params.task_id)
+        result = task_result(operation)
+        # The task is pomodoro.start's: a host that renders its View with the final result binds it.
+        token = self.view_tokens.mint(operation["conversation_id"], operation["operation_id"])
+        if token is not None and renders_apps(ctx):
+            result["_meta"][VIEW_TOKEN] = token
+        return result
 
     async def _cancel_task(self, ctx: Ctx, params: types.CancelTaskRequestParams) -> dict[str, Any]:
         with translated():

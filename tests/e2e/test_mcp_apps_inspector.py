@@ -97,9 +97,14 @@ def in_sandbox(frame: Any) -> bool:
     return parent is not None and parent.url.split("?")[0].endswith("/sandbox")
 
 
-def view(page: Any, activity: str | None = None) -> Any:
+def view(page: Any, activity: str | None = None, seconds: float = 60) -> Any:
     """The View's frame: the document the host's sandbox wrote into its inner iframe (the one
-    showing ``activity``, when given: not a View of an earlier call still being torn down)."""
+    showing ``activity``, when given: not a View of an earlier call still being torn down).
+
+    It waits with ``page.wait_for_timeout``, never ``time.sleep``: the sync API takes in the
+    browser's events — here the frames the host attaches and navigates after the click that opened
+    the app returned — only while one of its calls is waiting, so a loop that sleeps between reads
+    of ``page.frames`` never sees a frame that came later (what made this test flaky under load)."""
 
     def timer(frame: Any) -> bool:
         try:
@@ -110,13 +115,15 @@ def view(page: Any, activity: str | None = None) -> Any:
         except Error:  # the frame is being written or torn down
             return False
 
-    try:
-        return eventually(lambda: next((f for f in page.frames if timer(f)), None), 60, 0.25)
-    except AssertionError as missing:
-        frames = [(f.url[:80], f.parent_frame.url[:80] if f.parent_frame else None) for f in page.frames]
-        raise AssertionError(
-            f"no View showing {activity!r} within 60 s; frames (url, parent): {frames}"
-        ) from missing
+    deadline = time.monotonic() + seconds
+    while (found := next((f for f in page.frames if timer(f)), None)) is None:
+        if time.monotonic() > deadline:
+            frames = [(f.url[:80], f.parent_frame.url[:80] if f.parent_frame else None) for f in page.frames]
+            raise AssertionError(
+                f"no View showing {activity!r} within {seconds} s; frames (url, parent): {frames}"
+            )
+        page.wait_for_timeout(250)
+    return found
 
 
 def open_app(page: Any, seconds: int, activity: str) -> Any:
@@ -150,12 +157,6 @@ def countdown_seconds(frame: Any) -> int:
     return int(match[1]) * 60 + int(match[2])
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="in the full suite playwright loses the View's frame on a later render: the View shows "
-    "(the screenshot has it) but page.frames lists only the host's sandbox (two fresh-clone runs of "
-    "2026-12-02; it passes alone); issue 31 says what is left",
-)
 def test_the_pomodoro_view_in_the_inspector_counts_down_survives_reload_and_shows_each_ending(
     inspector: str, service: ServiceProcess, idp: AuthorizationServer, logs: Path
 ) -> None:

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from harness.database import DatabaseFactory
 from tests.conftest import ServiceProcess, service_on_own_database
 from tests.support.browser import chromium, requires_chromium
-from tests.support.mcp_apps import CONVERSATION, POMODORO_URI, AppsHost
+from tests.support.mcp_apps import CONVERSATION, POMODORO_URI, VIEW_TOKEN, AppsHost
 
 pytestmark = [pytest.mark.e2e, requires_chromium]
 
@@ -91,13 +91,17 @@ def start(host: AppsHost, conversation_id: str, activity: str) -> dict[str, Any]
 
 def show(page: Any, host: AppsHost, call: dict[str, Any]) -> tuple[Any, list[str]]:
     """The host page with the View of ``call``; the View's frame, and the tools it has called (as
-    they are called)."""
+    they are called). Each call must hand back the View token of ``call``'s result, and nothing
+    that names an operation."""
     forwarded: list[str] = []
+    token = call["result"]["_meta"][VIEW_TOKEN]
 
     def forward(params: str) -> str:
         decoded = json.loads(params)
         forwarded.append(decoded["name"])
-        return json.dumps(host.call(decoded["name"], decoded.get("arguments") or {}, decoded.get("_meta")))
+        arguments = decoded.get("arguments") or {}
+        assert arguments.get("view_token") == token and "operation_id" not in arguments, arguments
+        return json.dumps(host.call(decoded["name"], arguments, decoded.get("_meta")))
 
     page.expose_function("forward", forward)
     page.set_content(HOST_PAGE)

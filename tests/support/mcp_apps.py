@@ -16,7 +16,17 @@ UI = "io.modelcontextprotocol/ui"
 APP_MIME_TYPE = "text/html;profile=mcp-app"
 POMODORO_URI = "ui://pomodoro/timer"
 CONVERSATION = "io.lineup/conversation_id"
+VIEW_TOKEN = "io.lineup/view_token"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@dataclass(frozen=True)
+class Opened:
+    """An accepted ``pomodoro.start``: its operation, the View token a host hands its View, the result."""
+
+    operation_id: str
+    token: str
+    result: dict[str, Any]
 
 
 class RpcError(Exception):
@@ -89,13 +99,18 @@ class AppsHost:
 
     def start(self, conversation_id: str, seconds: int = 1500, activity: str = "write report") -> str:
         """``pomodoro.start`` (as the Agent calls it); the operation id of its acceptance."""
+        return self.open(conversation_id, seconds, activity).operation_id
+
+    def open(self, conversation_id: str, seconds: int = 1500, activity: str = "write report") -> Opened:
+        """``pomodoro.start`` (as the Agent calls it): its operation and the View token in its result."""
         result = self.call(
             "pomodoro.start",
             {"duration_seconds": seconds, "activity": activity},
             {CONVERSATION: conversation_id},
         )
         assert result["structuredContent"]["status"] == "accepted", result
-        return str(result["structuredContent"]["operation"]["operation_id"])
+        operation_id = str(result["structuredContent"]["operation"]["operation_id"])
+        return Opened(operation_id, result["_meta"][VIEW_TOKEN] if self.apps else "", result)
 
     def view(
         self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None

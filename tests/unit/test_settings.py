@@ -33,6 +33,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "RELAY_MAX_ATTEMPTS",
         "MANIFESTS_DIR",
         "HOST_SESSION_SECRET",
+        "MCP_APP_SECRET",
         "LINEUP_DEV_STACK",
     ):
         monkeypatch.delenv(name, raising=False)
@@ -169,6 +170,13 @@ def test_token_check_compares_against_every_token_in_constant_time(monkeypatch: 
             "HOST_SESSION_SECRET",
             "made from HOST_TOKEN",
         ),
+        ({"MCP_APP_SECRET": "change-me-mcp-app-secret-of-32-or-more"}, "MCP_APP_SECRET", "placeholder"),
+        ({"MCP_APP_SECRET": "ab" * 20}, "MCP_APP_SECRET", "too easy to guess"),
+        (
+            {"MCP_APP_SECRET": f"app-secret-Zx9Wv8Ut7Sr6Qp5On4Ml3 {AGENT}-and-more-to-be-32-long"},
+            "MCP_APP_SECRET",
+            "made from AGENT_TOKEN",
+        ),
     ],
 )
 def test_serve_refuses_weak_or_shared_secrets_naming_the_variable(
@@ -178,6 +186,12 @@ def test_serve_refuses_weak_or_shared_secrets_naming_the_variable(
     with pytest.raises(SettingsError, match=named) as refused:
         load_settings("serve")
     assert why in str(refused.value)
+
+
+def test_an_mcp_app_secret_shorter_than_32_characters_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_env(monkeypatch, **GOOD, MCP_APP_SECRET="app-secret-Zx9Wv8Ut7Sr6Qp5On4Ml3-long-enough short-one")
+    with pytest.raises(SettingsError, match=r"MCP_APP_SECRET: .*at least 32 characters"):
+        load_settings("serve")
 
 
 def test_the_relay_refuses_the_examples_or_a_guessable_webhook_secret(
