@@ -37,13 +37,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench.call_instructions import TOKEN, post_tool_call
 from bench.common import event_loop, process_cpu, tool_poster
 from harness.calls import interrupt_body, start_body
 from harness.database import named_server, throwaway_database
 from harness.http_client import HttpClient
 from harness.processes import running_service
 
-TOKEN = "bench-agent-token-0000000"
 Call = Callable[[dict[str, Any]], Awaitable[tuple[int, Any]]]
 
 
@@ -82,11 +82,6 @@ class AsgiDriver:
 
     def __init__(self, app: Any) -> None:
         self._app = app
-        self._headers = [
-            (b"host", b"bench"),
-            (b"authorization", f"Bearer {TOKEN}".encode()),
-            (b"content-type", b"application/json"),
-        ]
 
     async def lifespan(self) -> Callable[[], Awaitable[None]]:
         inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -107,41 +102,9 @@ class AsgiDriver:
         return shutdown
 
     async def __call__(self, payload: dict[str, Any]) -> tuple[int, Any]:
-        body = json.dumps(payload).encode()
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/v1/tool-calls",
-            "raw_path": b"/v1/tool-calls",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [*self._headers, (b"content-length", str(len(body)).encode())],
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 80),
-            "state": {},
-        }
-        sent = False
-        answer: dict[str, Any] = {}
         chunks: list[bytes] = []
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                await asyncio.Event().wait()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                answer["status"] = message["status"]
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-
-        await self._app(scope, receive, send)
-        return answer["status"], json.loads(b"".join(chunks))
+        status = await post_tool_call(self._app, json.dumps(payload).encode(), chunks)
+        return status, json.loads(b"".join(chunks))
 
 
 async def _answer_at_once(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -26,7 +26,6 @@ import gc
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -136,7 +135,7 @@ async def _cycles(app: Any, cycles: int) -> None:
                     "tool": tool,
                     "arguments": arguments,
                 }
-                status = await _post(app, json.dumps(body).encode())
+                status = await post_tool_call(app, json.dumps(body).encode())
                 if status != expected:
                     raise RuntimeError(f"{tool} answered {status}, not {expected}")
 
@@ -146,7 +145,10 @@ async def _cycles(app: Any, cycles: int) -> None:
     await lifespan
 
 
-async def _post(app: Any, body: bytes) -> int:
+async def post_tool_call(app: Any, body: bytes, chunks: list[bytes] | None = None) -> int:
+    """``POST /v1/tool-calls`` with ``body`` straight into the ASGI ``app`` (no socket, no HTTP
+    parsing): the answer's status, and its body into ``chunks`` when given. The driver's (run in any
+    release's tree) and ``bench.call_cost``'s."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -181,6 +183,8 @@ async def _post(app: Any, body: bytes) -> int:
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
+        elif chunks is not None and message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
 
     await app(scope, receive, send)
     return status
@@ -192,35 +196,11 @@ async def _post(app: Any, body: bytes) -> int:
 def _instructions(
     tree: Path, url: str, cycles: int, work: Path, env: dict[str, str], loop: str = "asyncio"
 ) -> int:
-    out = work / f"callgrind-{uuid.uuid4().hex[:8]}.out"
-    done = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--drive",
-            url,
-            "--cycles",
-            str(cycles),
-            "--loop",
-            loop,
-        ],
-        cwd=tree,
-        # The driver imports only the release's code; ``env`` adds settings (DB_PREPARED_STATEMENTS).
-        env={**os.environ, "PYTHONPATH": str(tree), **env},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the driver failed in {tree}:\n{done.stderr[-3000:]}")
-    for line in out.read_text().splitlines():
-        if line.startswith("summary:"):
-            out.unlink()
-            return int(line.split()[1])
-    raise RuntimeError(f"no summary in {out}")
+    from bench.common import callgrind_total  # the bench's side only: the driver imports no bench
+
+    # The driver imports only the release's code; ``env`` adds settings (DB_PREPARED_STATEMENTS).
+    driver = ["--drive", url, "--cycles", str(cycles), "--loop", loop]
+    return callgrind_total(Path(__file__).resolve(), driver, tree, work, env)
 
 
 def per_call(

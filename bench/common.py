@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import tempfile
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -292,3 +295,25 @@ class Relays:
         codes = [relay.stop() for relay in self.processes]
         if any(code not in (0, None) for code in codes):
             raise SystemExit(f"relays exited with {codes}")
+
+
+def callgrind_total(script: Path, args: Sequence[str], tree: Path, work: Path, env: Mapping[str, str]) -> int:
+    """The instructions ``python script args`` executes under callgrind, run in ``tree`` with only
+    that tree's code importable (``PYTHONPATH``; a previous release's checkout, or this one) and
+    ``env`` added; the script prints nothing the count needs: callgrind's own summary line is read."""
+    out = work / f"callgrind-{uuid.uuid4().hex[:8]}.out"
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(script), *args],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree), **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the driver {list(args[:1])} failed in {tree}:\n{done.stderr[-3000:]}")
+    for line in out.read_text().splitlines():
+        if line.startswith("summary:"):
+            out.unlink()
+            return int(line.split()[1])
+    raise RuntimeError(f"no summary in {out}")

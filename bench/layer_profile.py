@@ -119,7 +119,7 @@ def main() -> int:
     counter = Counter()
     warm = 10
     posts = [0]
-    post = driver._post
+    post = driver.post_tool_call
 
     async def counted(app: Any, body: bytes) -> int:
         posts[0] += 1
@@ -130,7 +130,7 @@ def main() -> int:
             sys.settrace(None)
         return status
 
-    driver._post = counted
+    driver.post_tool_call = counted  # type: ignore[assignment]
     with scratch_database(named_server(), f"bench_layers_{uuid.uuid4().hex[:8]}") as url:
         migrate_release(ROOT, url)
         driver._drive(url, warm + args.cycles + 1, args.loop)

@@ -42,7 +42,6 @@ import contextlib
 import gc
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -98,9 +97,9 @@ def _drive_relay(url: str, webhook_url: str, rows: int) -> None:
     import uvloop
 
     import relay
+    from relay import retention
     from relay.config import RelayConfig
     from relay.metrics import RelayMetrics
-    from relay.retention import Pruning
     from relay.worker import Relay
     from service.logging import configure_logging
     from service.settings import load_settings
@@ -111,7 +110,15 @@ def _drive_relay(url: str, webhook_url: str, rows: int) -> None:
     async def idle(self: Any, stop: asyncio.Event) -> None:
         await stop.wait()
 
-    Pruning.run = idle  # type: ignore[method-assign]
+    if hasattr(retention, "Pruning"):
+        retention.Pruning.run = idle  # type: ignore[method-assign]
+    else:  # a release before the Pruning class: its loop is the function the worker spawns
+        import relay.worker
+
+        async def never(*_: Any) -> None:
+            await asyncio.Event().wait()
+
+        relay.worker.keep_pruning = never  # type: ignore[attr-defined,unused-ignore]
     settings = load_settings(
         "relay",
         database_url=url,
@@ -260,30 +267,10 @@ async def _exercise(url: str, webhook_url: str, part: str, count: int) -> None:
 
 
 def _instructions(tree: Path, work: Path, driver: list[str]) -> int:
-    out = work / f"callgrind-{uuid.uuid4().hex[:8]}.out"
-    done = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            str(Path(__file__).resolve()),
-            *driver,
-        ],
-        cwd=tree,
-        # One hash seed: dicts and sets laid out alike in every run of a pair.
-        env={**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the driver {driver[:1]} failed in {tree}:\n{done.stderr[-3000:]}")
-    for line in out.read_text().splitlines():
-        if line.startswith("summary:"):
-            out.unlink()
-            return int(line.split()[1])
-    raise RuntimeError(f"no summary in {out}")
+    from bench.common import callgrind_total  # the bench's side only: the driver imports no bench
+
+    # One hash seed: dicts and sets laid out alike in every run of a pair.
+    return callgrind_total(Path(__file__).resolve(), driver, tree, work, {"PYTHONHASHSEED": "0"})
 
 
 class Databases:
