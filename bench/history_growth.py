@@ -59,7 +59,8 @@ V7 = """encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
 
 # `count` Pomodoros dated evenly from %(start)s over %(span)s seconds, oldest first.
 # The messages' trigger looks the sub-session up, which the same statement's insert does not show
-# it: the seed runs with triggers off (session_replication_role), its rows consistent by construction.
+# it: the seed runs with triggers off (session_replication_role), its rows consistent by construction
+# (every conversation_id given, as the compatibility triggers of migration 0018 would otherwise add).
 HISTORY = f"""
 WITH r AS (
     SELECT g, 'h-' || (g %% %(conversations)s) AS conversation_id,
@@ -84,8 +85,10 @@ sub AS (
     SELECT sub_session_id, instance_id, conversation_id, 'ended', t, t + interval '10 minutes' FROM r
 ),
 snap AS (
-    INSERT INTO instance_states (instance_id, app_scope, schema_version, readonly, data, updated_at)
-    SELECT instance_id, 'pomodoro', 1, true, '{{"phase": "interrupted", "focused_seconds": 600}}', t
+    INSERT INTO instance_states (instance_id, app_scope, schema_version, readonly, data, updated_at,
+                                 conversation_id)
+    SELECT instance_id, 'pomodoro', 1, true, '{{"phase": "interrupted", "focused_seconds": 600}}', t,
+           conversation_id
     FROM r
 ),
 ops AS (
@@ -128,8 +131,9 @@ box AS (
 ),
 tries AS (
     INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code,
-                                 outcome)
-    SELECT event_id, 1, 'history', t + interval '10 minutes', 3, 204, 'delivered' FROM r
+                                 outcome, conversation_id)
+    SELECT event_id, 1, 'history', t + interval '10 minutes', 3, 204, 'delivered', conversation_id
+    FROM r
 ),
 said AS (
     INSERT INTO messages (message_id, conversation_id, sub_session_id, role, text, created_at)
@@ -140,8 +144,8 @@ said AS (
            t + interval '1 minute'
     FROM r
 )
-INSERT INTO surface_events (instance_id, event, created_at)
-SELECT instance_id, 'dimmed', t + interval '2 minutes' FROM r ORDER BY g
+INSERT INTO surface_events (instance_id, event, created_at, conversation_id)
+SELECT instance_id, 'dimmed', t + interval '2 minutes', conversation_id FROM r ORDER BY g
 """
 
 SIZES = "SELECT sum(pg_total_relation_size(c::regclass))::bigint AS bytes FROM unnest(%(tables)s::text[]) c"
