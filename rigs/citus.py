@@ -56,6 +56,7 @@ from harness.postgres import Postgres, wait_for, workdir
 from harness.processes import RelayProcess, ServiceProcess, environment, free_port
 from harness.receiver import Receiver
 from rigs.checks import Checks, check, print_figures, settle
+from rigs.citus_history import aged_retention, ops_reads
 from rigs.citus_load import Askers, Extra, McpAgents, Racers
 from rigs.load import Agents, Figures, Probe
 from rigs.stack import WEBHOOK_SECRET, migrate, stop_after
@@ -191,6 +192,7 @@ async def run(cluster: Cluster, args: argparse.Namespace, log_dir: Path) -> int:
     figures, extra = Figures(), Extra()
     checks = Checks()
     restarted: list[float] = []
+    read = retained = "not reached"
     async with Receiver([WEBHOOK_SECRET]) as receiver:
         relays = [
             RelayProcess(
@@ -275,6 +277,8 @@ async def run(cluster: Cluster, args: argparse.Namespace, log_dir: Path) -> int:
                 left == {"focusing": 0, "undelivered": 0},
                 str(left),
             )
+            read = await asyncio.to_thread(ops_reads, url, figures, log_dir, checks)
+            retained = await aged_retention(cluster, services[0], checks)
         finally:
             codes = await asyncio.to_thread(lambda: [p.stop() for p in (*relays, *services)])
         results, duplicated, disordered = delivered_in_order(receiver)
@@ -351,6 +355,8 @@ async def run(cluster: Cluster, args: argparse.Namespace, log_dir: Path) -> int:
         f" by the coordinator {hot_prepared['coordinator']}"
     )
     print(f"  worker restart            {f'{restarted[0]:.1f} s' if restarted else 'none'}")
+    print(f"  ops reads (coordinator)   {read}")
+    print(f"  aged-history retention    {retained}")
     return checks.verdict(log_dir)
 
 
