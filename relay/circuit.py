@@ -155,6 +155,26 @@ RETURNING circuit_since
 # After the close commits, so that idle relays start at once (never inside a transaction).
 WAKE_RELAYS = f"SELECT pg_notify('{OUTBOX_CHANNEL}', '')"
 
+# On Citus (a relay connected to a worker): LOOK, TAKE_PROBE and CLOSE as functions that read and
+# lock outbox on the shards of the connection's node (service/db/sql/80_relay_nodes.sql), since
+# FOR UPDATE ... SKIP LOCKED stays within one shard there; the circuit's row is the reference
+# table's, one state for the cluster. RELEASE_PROBE and REOPEN touch only that row and run as
+# they are; OPEN, whose CASE over now() Citus refuses, is ``relay_open_circuit``.
+OPEN_ON_NODE = """
+SELECT was, circuit_since FROM relay_open_circuit(%(endpoint)s, %(hold)s, %(error)s, %(extend)s)
+"""
+LOOK_ON_NODE = """
+SELECT next_due_in, paused, circuit, probe_in, probing FROM relay_look_local(%(endpoint)s)
+"""
+TAKE_PROBE_ON_NODE = """
+SELECT won, event_id, tool_call_id, conversation_id, sequence, attempts, created_at,
+       lease_expires_at, payload
+FROM relay_take_probe_local(%(relay_id)s, %(lease_seconds)s, %(endpoint)s)
+"""
+CLOSE_ON_NODE = """
+SELECT open_seconds, circuit_since, made_due FROM relay_close_local(%(endpoint)s, %(relay_id)s)
+"""
+
 
 def is_endpoint_failure(result: AttemptResult) -> bool:
     """No answer, or an answer that says the endpoint (not the row) is in trouble."""
@@ -232,8 +252,9 @@ class Look:
         return min(poll_interval, max(self.next_due_in, 0.005))
 
 
-async def look(conn: Conn, endpoint: str) -> Look:
-    cursor = await conn.execute(LOOK, {"endpoint": endpoint})
+async def look(conn: Conn, endpoint: str, *, on_node: bool = False) -> Look:
+    """``on_node``: on Citus, the next row due among the shards of the connection's node."""
+    cursor = await conn.execute(LOOK_ON_NODE if on_node else LOOK, {"endpoint": endpoint})
     row = await cursor.fetchone()
     assert row is not None
     return Look(*row)
@@ -244,23 +265,29 @@ async def ensure(conn: Conn, endpoint: str) -> None:
 
 
 async def open_circuit(
-    conn: Conn, endpoint: str, *, hold: float, error: str, extend: bool
+    conn: Conn, endpoint: str, *, hold: float, error: str, extend: bool, on_node: bool = False
 ) -> tuple[str, datetime] | None:
     """Open (or, with ``extend``, hold an open circuit for ``hold`` more seconds); returns the
-    state it was in and since when it is open, or None when nothing changed."""
-    cursor = await conn.execute(OPEN, {"endpoint": endpoint, "hold": hold, "error": error, "extend": extend})
+    state it was in and since when it is open, or None when nothing changed. ``on_node``: on
+    Citus, through ``relay_open_circuit``."""
+    params = {"endpoint": endpoint, "hold": hold, "error": error, "extend": extend}
+    cursor = await conn.execute(OPEN_ON_NODE if on_node else OPEN, params)
     row = await cursor.fetchone()
     return None if row is None else (row[0], row[1])
 
 
 async def take_probe(
-    conn: Conn, endpoint: str, relay_id: str, lease_seconds: float
+    conn: Conn, endpoint: str, relay_id: str, lease_seconds: float, *, on_node: bool = False
 ) -> tuple[bool, Claim | None]:
-    """(whether this relay won the probe, the row it claimed for it)."""
+    """(whether this relay won the probe, the row it claimed for it). ``on_node``: on Citus, a
+    row of the shards of the connection's node."""
     claimed_at = time.monotonic()
     params = {"endpoint": endpoint, "relay_id": relay_id, "lease_seconds": lease_seconds}
-    async with claiming(conn):
-        cursor = await conn.execute(TAKE_PROBE, params)
+    if on_node:
+        cursor = await conn.execute(TAKE_PROBE_ON_NODE, params)
+    else:
+        async with claiming(conn):
+            cursor = await conn.execute(TAKE_PROBE, params)
     row = await cursor.fetchone()
     assert row is not None
     won, *columns = row
@@ -273,9 +300,13 @@ async def release_probe(conn: Conn, endpoint: str, relay_id: str) -> None:
     await conn.execute(RELEASE_PROBE, {"endpoint": endpoint, "relay_id": relay_id})
 
 
-async def close(conn: Conn, endpoint: str, relay_id: str) -> tuple[float, datetime, int] | None:
-    """(seconds it was open, since when it is closed, rows made due) — None if the probe was lost."""
-    cursor = await conn.execute(CLOSE, {"endpoint": endpoint, "relay_id": relay_id})
+async def close(
+    conn: Conn, endpoint: str, relay_id: str, *, on_node: bool = False
+) -> tuple[float, datetime, int] | None:
+    """(seconds it was open, since when it is closed, rows made due) — None if the probe was lost.
+    ``on_node``: on Citus, through the function a worker runs (every shard's rows made due)."""
+    statement = CLOSE_ON_NODE if on_node else CLOSE
+    cursor = await conn.execute(statement, {"endpoint": endpoint, "relay_id": relay_id})
     row = await cursor.fetchone()
     if row is None:
         return None

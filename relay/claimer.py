@@ -141,10 +141,12 @@ class Claimer:
         cfg = self.config
         try:
             async with self._pool.connection() as conn:
-                seen = await circuit.look(conn, cfg.endpoint)
+                seen = await circuit.look(conn, cfg.endpoint, on_node=cfg.on_node)
                 if not seen.probe_due:
                     return seen.wait(cfg.poll_interval)
-                won, probe = await circuit.take_probe(conn, cfg.endpoint, cfg.relay_id, cfg.lease_seconds)
+                won, probe = await circuit.take_probe(
+                    conn, cfg.endpoint, cfg.relay_id, cfg.lease_seconds, on_node=cfg.on_node
+                )
                 if won and probe is None:
                     await circuit.release_probe(conn, cfg.endpoint, cfg.relay_id)
         except psycopg.Error:

@@ -96,7 +96,12 @@ class EndpointCircuit:
         try:
             async with self._pool.connection() as conn:
                 changed = await circuit.open_circuit(
-                    conn, cfg.endpoint, hold=hold, error=error, extend=retry_after is not None
+                    conn,
+                    cfg.endpoint,
+                    hold=hold,
+                    error=error,
+                    extend=retry_after is not None,
+                    on_node=cfg.on_node,
                 )
         except psycopg.Error as exc:
             log.warning("relay_circuit_open_failed", error=str(exc).strip())
@@ -131,9 +136,11 @@ class EndpointCircuit:
     async def _probe_answered(self, result: AttemptResult) -> None:
         cfg = self.config
         async with self._pool.connection() as conn:
-            closed = await circuit.close(conn, cfg.endpoint, cfg.relay_id)
+            closed = await circuit.close(conn, cfg.endpoint, cfg.relay_id, on_node=cfg.on_node)
         if closed is None:
             return
+        if cfg.on_node and cfg.listen_url is not None:
+            await self._wake_listeners(cfg.listen_url)
         open_seconds, since, made_due = closed
         self._streak.circuit_closed_at(since)
         self.metrics.circuit_transitions.labels("closed").inc()
@@ -146,6 +153,15 @@ class EndpointCircuit:
             status_code=result.status_code,
         )
         self._wake()
+
+    async def _wake_listeners(self, url: str) -> None:
+        """On Citus the relays LISTEN on the coordinator, not on the worker that ran the close: the
+        relays of every node are woken there (once per close; a relay that misses it polls)."""
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await conn.execute(circuit.WAKE_RELAYS)
+        except psycopg.Error as exc:
+            log.warning("relay_circuit_wake_failed", error=str(exc).strip())
 
     async def _probe_failed(self, result: AttemptResult) -> None:
         cfg = self.config

@@ -25,7 +25,10 @@ nothing). With neither, the rig says so and exits 0: it is optional.
 5. everything (the rest of ``--seconds``): the same, plus the person leaving and closing, races of
    the Agent's interrupt with the person's leave through different replicas, ``interact.ask``
    answered through the Host API, surface events, workspace reads and event streams; half-way, a
-   worker restarts (``pg_ctl restart -m fast``).
+   worker restarts (``pg_ctl restart -m fast``);
+6. once settled and checked (``rigs.citus_history``): the operator's reads through ``python -m
+   service ops`` on the coordinator, then aged history removed by the relays' retention on each
+   worker and the service's history retention, and a replay of a call recorded before it.
 
 Checks: the shared ones (``rigs.checks``: every acknowledged answer recorded byte for byte, one
 operation per accepted start, each final once as its answers said, one outbox row per operation,
@@ -33,7 +36,8 @@ every result delivered and signed, no 500), plus: each result delivered once and
 conversation's order; each event stream's ids increasing; the tool calls the workers ran (their own
 statistics) at least 99 % of all; no two-phase commit started by a worker (where a delegated call
 runs) during the hot-path phase — Citus names each after the node that started it; the database's
-load spread on both workers; every process exiting 0 on SIGTERM.
+load spread on both workers; the ops reads and the retention as ``rigs.citus_history`` says; every
+process exiting 0 on SIGTERM.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from harness.postgres import Postgres, wait_for, workdir
 from harness.processes import RelayProcess, ServiceProcess, environment, free_port
 from harness.receiver import Receiver
 from rigs.checks import Checks, check, print_figures, settle
+from rigs.citus_history import aged_retention, ops_reads
 from rigs.citus_load import Askers, Extra, McpAgents, Racers
 from rigs.load import Agents, Figures, Probe
 from rigs.stack import WEBHOOK_SECRET, migrate, stop_after
@@ -191,6 +196,7 @@ async def run(cluster: Cluster, args: argparse.Namespace, log_dir: Path) -> int:
     figures, extra = Figures(), Extra()
     checks = Checks()
     restarted: list[float] = []
+    read = retained = "not reached"
     async with Receiver([WEBHOOK_SECRET]) as receiver:
         relays = [
             RelayProcess(
@@ -275,6 +281,8 @@ async def run(cluster: Cluster, args: argparse.Namespace, log_dir: Path) -> int:
                 left == {"focusing": 0, "undelivered": 0},
                 str(left),
             )
+            read = await asyncio.to_thread(ops_reads, url, figures, log_dir, checks)
+            retained = await aged_retention(cluster, services[0], checks)
         finally:
             codes = await asyncio.to_thread(lambda: [p.stop() for p in (*relays, *services)])
         results, duplicated, disordered = delivered_in_order(receiver)
@@ -351,6 +359,8 @@ async def run(cluster: Cluster, args: argparse.Namespace, log_dir: Path) -> int:
         f" by the coordinator {hot_prepared['coordinator']}"
     )
     print(f"  worker restart            {f'{restarted[0]:.1f} s' if restarted else 'none'}")
+    print(f"  ops reads (coordinator)   {read}")
+    print(f"  aged-history retention    {retained}")
     return checks.verdict(log_dir)
 
 

@@ -51,7 +51,13 @@ def _pick(services: Sequence[ServiceProcess], rng: random.Random) -> ServiceProc
     return rng.choice(list(services))
 
 
-class Racers:
+class _Crew:
+    """``count`` members working at once, each with a ``Caller`` per replica for the Agent and one
+    for the Host; what a member cannot get answered goes into ``Extra.errors``."""
+
+    #: Names the members' random sequences (and the conversations they make).
+    kind = ""
+
     def __init__(
         self, services: Sequence[ServiceProcess], figures: Figures, extra: Extra, *, count: int
     ) -> None:
@@ -62,22 +68,37 @@ class Racers:
         self.run_id = secrets.token_hex(3)
 
     async def run(self, stop: asyncio.Event) -> None:
-        await asyncio.gather(*(self._racer(n, stop) for n in range(self.count)))
+        await asyncio.gather(*(self._member(n, stop) for n in range(self.count)))
 
-    async def _racer(self, n: int, stop: asyncio.Event) -> None:
-        rng = random.Random(f"race-{self.run_id}-{n}")
+    async def _member(self, n: int, stop: asyncio.Event) -> None:
+        name = f"{self.kind}-{self.run_id}-{n}"
+        rng = random.Random(name)
         agents = [Caller(s.base_url, s.agent_token, self.figures) for s in self.services]
         hosts = [Caller(s.base_url, s.host_token, self.figures) for s in self.services]
-        cycle = 0
         try:
-            while not stop.is_set():
-                await self._cycle(agents, hosts, rng, f"race-{self.run_id}-{n}-{cycle}")
-                cycle += 1
+            await self._work(name, rng, agents, hosts, stop)
         except RuntimeError as exc:
             self.extra.errors.append(str(exc))
         finally:
             for caller in (*agents, *hosts):
                 await caller.http.close()
+
+    async def _work(
+        self, name: str, rng: random.Random, agents: list[Caller], hosts: list[Caller], stop: asyncio.Event
+    ) -> None:
+        raise NotImplementedError
+
+
+class Racers(_Crew):
+    kind = "race"
+
+    async def _work(
+        self, name: str, rng: random.Random, agents: list[Caller], hosts: list[Caller], stop: asyncio.Event
+    ) -> None:
+        cycle = 0
+        while not stop.is_set():
+            await self._cycle(agents, hosts, rng, f"{name}-{cycle}")
+            cycle += 1
 
     async def _cycle(self, agents: list[Caller], hosts: list[Caller], rng: random.Random, cid: str) -> None:
         figures, extra = self.figures, self.extra
@@ -137,54 +158,41 @@ class Racers:
                         ids.append(int(line[3:].strip()))
 
 
-class Askers:
-    def __init__(
-        self, services: Sequence[ServiceProcess], figures: Figures, extra: Extra, *, count: int
+class Askers(_Crew):
+    """``interact.ask`` answered by the person; half the answers name the conversation
+    (``?conversation_id=``), as a Host must once a ``tool_call_id`` is asked in several."""
+
+    kind = "ask"
+
+    async def _work(
+        self, name: str, rng: random.Random, agents: list[Caller], hosts: list[Caller], stop: asyncio.Event
     ) -> None:
-        self.services = services
-        self.figures = figures
-        self.extra = extra
-        self.count = count
-        self.run_id = secrets.token_hex(3)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await asyncio.gather(*(self._asker(n, stop) for n in range(self.count)))
-
-    async def _asker(self, n: int, stop: asyncio.Event) -> None:
-        rng = random.Random(f"ask-{self.run_id}-{n}")
-        agents = [Caller(s.base_url, s.agent_token, self.figures) for s in self.services]
-        hosts = [Caller(s.base_url, s.host_token, self.figures) for s in self.services]
         cycle = 0
-        try:
-            while not stop.is_set():
-                cid = f"ask-{self.run_id}-{n}-{cycle}"
-                ask_id = f"{cid}-ask"
-                body = {
-                    "tool_call_id": ask_id,
-                    "conversation_id": cid,
-                    "tool": "interact.ask",
-                    "arguments": {"prompt": "Another round?", "choices": ["yes", "no"]},
-                }
-                status, answer = await rng.choice(agents)("POST", "/v1/tool-calls", body)
-                self.figures.acknowledged[ask_id] = (status, answer)
-                if status != 202:
-                    self.extra.errors.append(f"ask {ask_id}: HTTP {status} {answer[:200]!r}")
-                    return
-                self.extra.asked += 1
-                await asyncio.sleep(rng.uniform(0.0, 0.3))
-                status, receipt = await rng.choice(hosts)(
-                    "POST", f"/v1/host/interactions/{ask_id}/answer", {"answer": rng.choice(["yes", "no"])}
-                )
-                if status != 200:
-                    self.extra.errors.append(f"answer {ask_id}: HTTP {status} {receipt[:200]!r}")
-                    return
-                self.extra.answered += 1
-                cycle += 1
-        except RuntimeError as exc:
-            self.extra.errors.append(str(exc))
-        finally:
-            for caller in (*agents, *hosts):
-                await caller.http.close()
+        while not stop.is_set():
+            cid = f"{name}-{cycle}"
+            ask_id = f"{cid}-ask"
+            body = {
+                "tool_call_id": ask_id,
+                "conversation_id": cid,
+                "tool": "interact.ask",
+                "arguments": {"prompt": "Another round?", "choices": ["yes", "no"]},
+            }
+            status, answer = await rng.choice(agents)("POST", "/v1/tool-calls", body)
+            self.figures.acknowledged[ask_id] = (status, answer)
+            if status != 202:
+                self.extra.errors.append(f"ask {ask_id}: HTTP {status} {answer[:200]!r}")
+                return
+            self.extra.asked += 1
+            await asyncio.sleep(rng.uniform(0.0, 0.3))
+            path = f"/v1/host/interactions/{ask_id}/answer"
+            if rng.random() < 0.5:
+                path += f"?conversation_id={cid}"
+            status, receipt = await rng.choice(hosts)("POST", path, {"answer": rng.choice(["yes", "no"])})
+            if status != 200:
+                self.extra.errors.append(f"answer {ask_id}: HTTP {status} {receipt[:200]!r}")
+                return
+            self.extra.answered += 1
+            cycle += 1
 
 
 class McpAgents:

@@ -20,7 +20,7 @@ from service.api.answers import (
 from service.api.auth import HOST_SECURITY, principal_of, require
 from service.api.bodies import AnswerBody, ForegroundBody, MessageBody, SurfaceEventBody
 from service.api.host_scope import where
-from service.api.inputs import IdPath, LimitQuery, NewIdPath, UuidPath, UuidQuery
+from service.api.inputs import ConversationQuery, IdPath, LimitQuery, NewIdPath, UuidPath, UuidQuery
 from service.domain.errors import Forbidden
 from service.use_cases import interactions, lifecycle, messages
 from service.web.state import runtime_of
@@ -152,13 +152,24 @@ class HostController(Controller):
         status_code=200,
         summary="Answer a pending interaction; answering again returns the first receipt",
         response_description="The receipt",
-        responses=refusals({404: ("unknown_interaction",), 422: ("invalid_answer",)}, body=True, path=True),
+        responses=refusals(
+            {404: ("unknown_interaction",), 409: ("ambiguous_tool_call_id",), 422: ("invalid_answer",)},
+            body=True,
+            path=True,
+        ),
         opt=where("interaction"),
     )
     async def answer(
-        self, tool_call_id: IdPath, data: JSONBody[AnswerBody], request: Request[Any, Any, Any]
+        self,
+        tool_call_id: IdPath,
+        data: JSONBody[AnswerBody],
+        request: Request[Any, Any, Any],
+        conversation_id: ConversationQuery = None,
     ) -> InteractionReceipt:
         tool_call_id = inputs.existing_id(tool_call_id, "interaction")
+        named = inputs.optional_conversation_id(conversation_id)
         reach = principal_of(request).conversation_ids
-        receipt = await interactions.answer(runtime_of(request), tool_call_id, data.answer, reach=reach)
+        receipt = await interactions.answer(
+            runtime_of(request), tool_call_id, data.answer, conversation_id=named, reach=reach
+        )
         return cast(InteractionReceipt, receipt)

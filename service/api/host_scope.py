@@ -43,11 +43,16 @@ async def enforce(request: Request[Any, Any, Any], principal: HostPrincipal) -> 
     elif kind == "instance":
         conversation, what = await _of_instance(request, str(params.get("instance_id", ""))), "instance"
     elif kind == "interaction":
-        # Unique per conversation: the one the session reaches, else whichever exists (refused).
+        # Unique per conversation: the one named in ?conversation_id=, else the one the session
+        # reaches, else whichever exists (refused).
+        named = request.query_params.get("conversation_id")
         tool_call_id = str(params.get("tool_call_id", ""))
-        found = await _of_interaction(request, tool_call_id, principal.conversation_ids)
-        if found is None:
-            found = await _of_interaction(request, tool_call_id, None)
+        if named is not None:
+            found: str | None = named
+        else:
+            found = await _of_interaction(request, tool_call_id, principal.conversation_ids)
+            if found is None:
+                found = await _of_interaction(request, tool_call_id, None)
         conversation, what = found, "interaction"
     else:
         raise NotFound.of("resource")

@@ -28,7 +28,7 @@ SELECT conversation_id FROM interactions
 WHERE tool_call_id = %(tool_call_id)s
   AND (%(reach)s::text[] IS NULL OR conversation_id = ANY(%(reach)s::text[]))
 ORDER BY status = 'pending' DESC, created_at DESC
-LIMIT 1
+LIMIT 2
 """
 
 PENDING = f"""
@@ -54,10 +54,11 @@ async def get(conn: Conn, conversation_id: str, tool_call_id: str) -> DictRow | 
     return await cursor.fetchone()
 
 
-async def conversation_of(conn: Conn, tool_call_id: str, reach: list[str] | None) -> str | None:
+async def conversations_of(conn: Conn, tool_call_id: str, reach: list[str] | None) -> list[str]:
+    """The conversations (at most two: one is an answer, two an ambiguity) holding an interaction
+    asked by ``tool_call_id``, the pending one first, then the newest."""
     cursor = await conn.execute(CONVERSATION_OF, {"tool_call_id": tool_call_id, "reach": reach})
-    row = await cursor.fetchone()
-    return None if row is None else str(row["conversation_id"])
+    return [str(row["conversation_id"]) for row in await cursor.fetchall()]
 
 
 async def by_task(conn: Conn, task_id: UUID) -> DictRow | None:

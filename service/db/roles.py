@@ -135,13 +135,17 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "prune_surface_events": (RUNTIME,),
     "prune_interactions": (RUNTIME,),
     "prune_conversation": (RUNTIME,),
-    # The relay on Citus: its claims, outcomes and pruning on the shards of its node.
+    # The relay on Citus: its claims, outcomes, circuit and pruning on the shards of its node.
     "is_citus_table": (RELAY,),
     "local_shards": (RELAY,),
     "shards_of": (RELAY,),
     "relay_claim_local": (RELAY,),
     "relay_record_local": (RELAY,),
     "relay_prune_local": (RELAY,),
+    "relay_open_circuit": (RELAY,),
+    "relay_look_local": (RELAY,),
+    "relay_take_probe_local": (RELAY,),
+    "relay_close_local": (RELAY,),
 }
 FUNCTIONS: dict[str, tuple[str, ...]] = {
     **{d.name: (RUNTIME,) for d in code.definitions(code.APPS, apps=code.APPS) if d.kind == "function"},

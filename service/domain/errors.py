@@ -157,6 +157,18 @@ class NotDead(Conflict):
     code = "not_dead"
 
 
+class AmbiguousToolCallId(Conflict):
+    """A ``tool_call_id`` is unique per conversation: named alone, it matched in more than one."""
+
+    code = "ambiguous_tool_call_id"
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"this tool_call_id names a {what} in more than one conversation: "
+            "say which with ?conversation_id="
+        )
+
+
 class StateTooLarge(TooLarge):
     code = "state_too_large"
 

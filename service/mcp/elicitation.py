@@ -80,11 +80,11 @@ def accepted_text(response: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-async def record(rt: Runtime, tool_call_id: str, text: str) -> None:
+async def record(rt: Runtime, tool_call_id: str, conversation_id: str, text: str) -> None:
     """The person's answer through the client, decided as the Host's is; an answer outside the
     choices is the protocol's invalid params."""
     try:
-        await interactions.answer(rt, tool_call_id, text)
+        await interactions.answer(rt, tool_call_id, text, conversation_id=conversation_id)
     except Refusal as refusal:
         raise MCPError(types.INVALID_PARAMS, refusal.message, data=refusal.body()) from None
 
@@ -131,7 +131,7 @@ async def ask(rt: Runtime, hub: ProjectionHub, ctx: Ctx, answer: Answer) -> dict
                 text = None
             if text is None:
                 return None  # declined, cancelled or refused: the question stays open for the Host
-            await record(rt, binding.tool_call_id, text)
+            await record(rt, binding.tool_call_id, binding.conversation_id, text)
         return _answered(await read(), answer)
     finally:
         for waiting in (by_host, by_client):

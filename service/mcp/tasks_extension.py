@@ -195,5 +195,5 @@ async def update(rt: Runtime, ctx: Ctx, task_id: str, responses: dict[str, Any])
     if task["kind"] == "interaction" and task["state"] == "pending" and text is not None:
         asked = await interactions.asked_by_task(rt, _task_uuid(task_id))
         if asked is not None:
-            await elicitation.record(rt, asked["tool_call_id"], text)
+            await elicitation.record(rt, asked["tool_call_id"], asked["conversation_id"], text)
     return {}

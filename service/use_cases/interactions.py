@@ -14,7 +14,7 @@ from psycopg.rows import DictRow
 
 from service.db import interactions as inter_db
 from service.db import workspaces as ws_db
-from service.domain.errors import InvalidAnswer, not_found
+from service.domain.errors import AmbiguousToolCallId, InvalidAnswer, not_found
 from service.use_cases.runtime import Runtime
 from service.use_cases.serializers import interaction_view
 
@@ -30,12 +30,17 @@ def _receipt(row: DictRow) -> dict[str, Any]:
 
 
 async def conversation_of(rt: Runtime, tool_call_id: str, reach: frozenset[str] | None = None) -> str | None:
-    """The conversation of the interaction asked by ``tool_call_id`` (unique per conversation):
-    among those in ``reach`` (None: every conversation), the one still pending, else the newest."""
+    """The conversation of the interaction asked by ``tool_call_id`` among those in ``reach``
+    (None: every conversation); None when there is none. ``tool_call_id`` is unique per
+    conversation only: when it matches in more than one, ``AmbiguousToolCallId`` (the caller names
+    the conversation)."""
     async with rt.unit_of_work(transaction=False) as work:
-        return await inter_db.conversation_of(
+        found = await inter_db.conversations_of(
             work.conn, tool_call_id, None if reach is None else sorted(reach)
         )
+    if len(found) > 1:
+        raise AmbiguousToolCallId("interaction")
+    return found[0] if found else None
 
 
 async def answer(
@@ -48,7 +53,10 @@ async def answer(
 ) -> dict[str, Any]:
     """Decide the interaction once; answering again returns the first receipt. Without
     ``conversation_id`` the interaction is found by its ``tool_call_id`` within ``reach`` first
-    (before the transaction, which then names the conversation in every statement)."""
+    (before the transaction, which then names the conversation in every statement): 409
+    ``ambiguous_tool_call_id`` when the id matches in more than one conversation."""
+    if conversation_id is not None and reach is not None and conversation_id not in reach:
+        raise not_found("interaction")
     if conversation_id is None:
         conversation_id = await conversation_of(rt, tool_call_id, reach)
         if conversation_id is None:

@@ -136,6 +136,23 @@ async def test_finished_history_older_than_the_period_goes(
     assert stats["oldest_operation_at"] is None and stats["oldest_answer_at"] is None
 
 
+@pytest.mark.parametrize("by_conversation", [False, True], ids=["batches", "by conversation"])
+async def test_an_answer_in_a_conversation_never_opened_expires_too(
+    client: Client, db: Any, database_url: str, by_conversation: bool
+) -> None:
+    """An interrupt in a conversation with no workspace is recorded (200
+    no_active_focusing_operation) without making one; its answer ages like any other. Found by the
+    Citus rig: the round by conversation skipped every conversation without a workspace row."""
+    body = interrupt_body("never-opened")
+    first = await client.post("/v1/tool-calls", json=body, headers=AGENT)
+    assert first.status_code == 200, first.text
+    assert db.execute("SELECT count(*) AS n FROM workspaces").fetchone()["n"] == 0
+    done = await pruned(database_url, by_conversation=by_conversation)
+    assert done is not None and done["tool_call_answers"] == 1
+    again = await client.post("/v1/tool-calls", json=body, headers=AGENT)
+    assert again.status_code == 410 and again.json()["error"] == "tool_call_expired"
+
+
 async def test_what_is_live_is_never_removed(client: Client, db: Any, database_url: str) -> None:
     # A focusing Pomodoro.
     focusing = (await client.post("/v1/tool-calls", json=start_body("live-focusing"), headers=AGENT)).json()

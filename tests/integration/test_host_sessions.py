@@ -239,3 +239,28 @@ async def test_api_docs_are_the_documents_only_unless_the_page_is_turned_on(
         script = await with_ui.get("/schema/ui/swagger-ui-bundle.js")
         assert script.status_code == 200
         assert (await with_ui.get("/schema/ui/index.html")).status_code == 404
+
+
+async def test_a_session_answers_its_own_interaction_of_an_id_asked_elsewhere_too(client: Client) -> None:
+    """The same tool_call_id in Alice's and Bob's conversations: Alice's session reaches only hers,
+    so the id alone names one; naming Bob's conversation is refused as if it did not exist."""
+    for conversation_id in ("alice", "bob"):
+        ask = {
+            "tool_call_id": "ask-shared",
+            "conversation_id": conversation_id,
+            "tool": "interact.ask",
+            "arguments": {"prompt": "ok?"},
+        }
+        assert (await client.post("/v1/tool-calls", json=ask, headers=AGENT)).status_code == 202
+    alice_session = await mint(client, "alice")
+    url = "/v1/host/interactions/ask-shared/answer"
+    refused = await client.post(
+        url, params={"conversation_id": "bob"}, json={"answer": "no"}, headers=bearer(alice_session)
+    )
+    assert refused.status_code == 404
+    assert refused.json()["error"] == "unknown_interaction"
+    own = await client.post(url, json={"answer": "yes"}, headers=bearer(alice_session))
+    assert own.status_code == 200, own.text
+    by_backend = await client.post(url, json={"answer": "no"}, headers=HOST)
+    assert by_backend.status_code == 409
+    assert by_backend.json()["error"] == "ambiguous_tool_call_id"

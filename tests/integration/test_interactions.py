@@ -128,3 +128,55 @@ async def test_ask_replay_returns_the_same_answer(client: Client, db: Any) -> No
     second = await client.post("/v1/tool-calls", json=ask_body(), headers=AGENT)
     assert second.text == first.text
     assert db.execute("SELECT count(*) AS n FROM interactions").fetchone()["n"] == 1
+
+
+async def answer_in(client: Client, text: str, conversation_id: str, tool_call_id: str = "ask-1") -> Any:
+    return await client.post(
+        f"/v1/host/interactions/{tool_call_id}/answer",
+        params={"conversation_id": conversation_id},
+        json={"answer": text},
+        headers=HOST,
+    )
+
+
+async def test_an_id_asked_in_two_conversations_answered_alone_is_409_and_decides_nothing(
+    client: Client, db: Any
+) -> None:
+    await ask(client, conversation_id="conv-1")
+    await ask(client, conversation_id="conv-2")
+    response = await answer(client, "yes")
+    assert response.status_code == 409
+    body = response.json()
+    assert body["error"] == "ambiguous_tool_call_id"
+    assert "conversation_id" in body["message"]
+    statuses = db.execute("SELECT status FROM interactions ORDER BY conversation_id").fetchall()
+    assert [row["status"] for row in statuses] == ["pending", "pending"]
+
+
+async def test_conversation_id_in_the_query_answers_that_conversations_interaction_only(
+    client: Client, db: Any
+) -> None:
+    await ask(client, conversation_id="conv-1")
+    await ask(client, conversation_id="conv-2")
+    response = await answer_in(client, "no", "conv-2")
+    assert response.status_code == 200, response.text
+    assert response.json()["answer"] == "no"
+    rows = db.execute("SELECT conversation_id, status FROM interactions ORDER BY conversation_id").fetchall()
+    assert [(row["conversation_id"], row["status"]) for row in rows] == [
+        ("conv-1", "pending"),
+        ("conv-2", "answered"),
+    ]
+    assert (await answer_in(client, "yes", "conv-1")).json()["answer"] == "yes"
+
+
+async def test_conversation_id_naming_a_conversation_without_that_interaction_is_404(client: Client) -> None:
+    await ask(client, conversation_id="conv-1")
+    response = await answer_in(client, "yes", "conv-3")
+    assert response.status_code == 404
+    assert response.json()["error"] == "unknown_interaction"
+
+
+async def test_an_id_asked_in_one_conversation_needs_no_conversation_id(client: Client) -> None:
+    await ask(client, conversation_id="conv-1")
+    await ask(client, conversation_id="conv-2", tool_call_id="ask-2")
+    assert (await answer(client, "yes")).status_code == 200

@@ -3,12 +3,16 @@ probe at a time tests it, and once it answers the backlog goes at once; held row
 
 from __future__ import annotations
 
+import functools
+import sys
 import time
 from typing import Any
 
 import psycopg
+import pytest
 
 from harness.receiver import Receiver, Reply, always, new_secret
+from tests.support import outbox
 from tests.support.outbox import (
     attempt_rows,
     outbox_rows,
@@ -22,6 +26,17 @@ from tests.support.outbox import (
 Db = psycopg.Connection[dict[str, Any]]
 
 ENDPOINT = "SELECT * FROM delivery_endpoints WHERE endpoint = 'agent'"
+
+
+@pytest.fixture(autouse=True, params=["statements", "per node"])
+def circuit_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with the relay's statements and with their per-node form (what a relay on
+    a Citus worker runs: relay_claim_local, relay_take_probe_local, relay_close_local, …), which on
+    one PostgreSQL works on the table itself."""
+    if request.param == "per node":
+        per_node = functools.partial(outbox.relay_config, on_node=True)
+        monkeypatch.setattr(sys.modules[__name__], "relay_config", per_node)
+    return str(request.param)
 
 
 def endpoint(db: Db) -> dict[str, Any]:

@@ -250,3 +250,189 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+
+-- The endpoint's circuit on Citus (relay/circuit.py: LOOK, TAKE_PROBE, CLOSE). The circuit is the
+-- endpoint's row of delivery_endpoints, a reference table: every node reads its own copy, and a
+-- change of it goes through Citus to every copy (the relay on a worker writes it as it would on one
+-- primary). What the statements read or lock of outbox is read on this node's shards here, since
+-- FOR UPDATE ... SKIP LOCKED stays within one shard.
+
+-- relay_open_circuit: OPEN as Citus accepts it (no CASE over now() in an UPDATE of a Citus table):
+-- closed -> open (the failures seen, or a Retry-After); an open circuit only has its next probe
+-- pushed out by a Retry-After (p_extend). Answers the state before and since when it is open, or
+-- nothing when nothing changed.
+CREATE OR REPLACE FUNCTION relay_open_circuit(
+    p_endpoint text, p_hold double precision, p_error text, p_extend boolean)
+RETURNS TABLE (was text, circuit_since timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+    before record;
+    opens boolean;
+    probe_at timestamptz;
+BEGIN
+    SELECT e.circuit, e.circuit_since, e.next_probe_at INTO before
+    FROM delivery_endpoints e WHERE e.endpoint = p_endpoint FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    opens := before.circuit = 'closed';
+    IF NOT (opens OR p_extend) THEN
+        RETURN;
+    END IF;
+    probe_at := greatest(before.next_probe_at, now() + make_interval(secs => p_hold));
+    IF opens THEN
+        UPDATE delivery_endpoints e
+        SET circuit = 'open', circuit_since = now(), next_probe_at = probe_at, last_error = p_error,
+            updated_at = now()
+        WHERE e.endpoint = p_endpoint;
+        RETURN QUERY SELECT before.circuit, now();
+    ELSE
+        UPDATE delivery_endpoints e
+        SET next_probe_at = probe_at, last_error = p_error, updated_at = now()
+        WHERE e.endpoint = p_endpoint;
+        RETURN QUERY SELECT before.circuit, before.circuit_since;
+    END IF;
+END $$;
+
+-- relay_look_local: LOOK on this node: when its next pending row falls due, and the circuit's state.
+CREATE OR REPLACE FUNCTION relay_look_local(p_endpoint text)
+RETURNS TABLE (next_due_in double precision, paused boolean, circuit text, probe_in double precision,
+               probing boolean)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    shard text;
+    shard_next timestamptz;
+    next_at timestamptz;
+BEGIN
+    FOR shard IN SELECT local_shards('outbox') LOOP
+        EXECUTE format(
+            'SELECT min(next_attempt_at) FROM %s WHERE status = ''pending'' AND next_attempt_at > now()',
+            shard)
+            INTO shard_next;
+        next_at := least(next_at, shard_next);
+    END LOOP;
+    RETURN QUERY EXECUTE format(
+        'SELECT EXTRACT(EPOCH FROM $2 - now())::float8,
+                e.paused_at IS NOT NULL,
+                coalesce(e.circuit, ''closed''),
+                EXTRACT(EPOCH FROM e.next_probe_at - now())::float8,
+                coalesce(e.probe_owner IS NOT NULL AND e.probe_expires_at > now(), false)
+         FROM (VALUES (1)) AS one(x) LEFT JOIN %s e ON e.endpoint = $1',
+        (SELECT s FROM local_shards('delivery_endpoints') s LIMIT 1))
+        USING p_endpoint, next_at;
+END $$;
+
+-- relay_take_probe_local: TAKE_PROBE on this node. One relay of the cluster wins the probe (the
+-- circuit not closed, not paused, its next probe due, no live probe) when this node has a pending
+-- row under no live lease; the probe is the claimable row with the fewest attempts among the 64
+-- waiting longest on this node's shards, then the one waiting longest, under the usual lease (one
+-- value, taken before the statements, for the probe and its row). Answers won = 0 and no row when
+-- it lost, won = 1 and no row when another relay took the row meanwhile (the caller hands the probe
+-- back).
+CREATE OR REPLACE FUNCTION relay_take_probe_local(
+    p_relay_id text, p_lease_seconds double precision, p_endpoint text)
+RETURNS TABLE (won integer, event_id uuid, tool_call_id text, conversation_id text, sequence bigint,
+               attempts integer, created_at timestamptz, lease_expires_at timestamptz, payload text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    lease timestamptz := clock_timestamp() + make_interval(secs => p_lease_seconds);
+    shards text[] := ARRAY(SELECT local_shards('outbox'));
+    shard text;
+    waiting boolean := false;
+    changed integer;
+    candidates text;
+    candidate record;
+BEGIN
+    FOREACH shard IN ARRAY shards LOOP
+        EXECUTE format(
+            'SELECT EXISTS (SELECT 1 FROM %s o WHERE o.status = ''pending''
+                            AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now()))',
+            shard)
+            INTO waiting;
+        EXIT WHEN waiting;
+    END LOOP;
+    IF NOT waiting THEN
+        RETURN QUERY SELECT 0, NULL::uuid, NULL::text, NULL::text, NULL::bigint, NULL::integer,
+                            NULL::timestamptz, NULL::timestamptz, NULL::text;
+        RETURN;
+    END IF;
+    UPDATE delivery_endpoints e
+    SET circuit = 'half_open', probe_owner = p_relay_id, probe_expires_at = lease,
+        last_probe_at = now(), updated_at = now()
+    WHERE e.endpoint = p_endpoint
+      AND e.paused_at IS NULL
+      AND e.circuit <> 'closed'
+      AND e.next_probe_at <= now()
+      AND (e.probe_owner IS NULL OR e.probe_expires_at <= now());
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    IF changed = 0 THEN
+        RETURN QUERY SELECT 0, NULL::uuid, NULL::text, NULL::text, NULL::bigint, NULL::integer,
+                            NULL::timestamptz, NULL::timestamptz, NULL::text;
+        RETURN;
+    END IF;
+    SELECT string_agg(format(
+               '(SELECT o.event_id, o.attempts, o.next_attempt_at, %1$L::text AS shard FROM %1$s o
+                 WHERE o.status = ''pending''
+                   AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
+                   AND NOT EXISTS (
+                       SELECT 1 FROM %1$s earlier
+                       WHERE earlier.conversation_id = o.conversation_id
+                         AND earlier.status = ''pending''
+                         AND earlier.sequence < o.sequence)
+                 ORDER BY o.next_attempt_at LIMIT 64)', s), ' UNION ALL ')
+        INTO candidates
+    FROM unnest(shards) AS s;
+    FOR candidate IN EXECUTE
+        'SELECT c.event_id, c.shard FROM (
+             SELECT * FROM (' || candidates || ') every ORDER BY every.next_attempt_at LIMIT 64) c
+         ORDER BY c.attempts, c.next_attempt_at'
+    LOOP
+        RETURN QUERY EXECUTE format(
+            'WITH probe AS (
+                 SELECT o.event_id FROM %1$s o
+                 WHERE o.event_id = $1 AND o.status = ''pending''
+                   AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= now())
+                 FOR UPDATE SKIP LOCKED)
+             UPDATE %1$s o
+             SET lease_owner = $2, lease_expires_at = $3, attempts = o.attempts + 1
+             FROM probe
+             WHERE o.event_id = probe.event_id
+             RETURNING 1, o.event_id, o.tool_call_id, o.conversation_id, o.sequence, o.attempts,
+                       o.created_at, o.lease_expires_at, o.payload::text',
+            candidate.shard)
+            USING candidate.event_id, p_relay_id, lease;
+        GET DIAGNOSTICS changed = ROW_COUNT;
+        IF changed > 0 THEN
+            RETURN;
+        END IF;
+    END LOOP;
+    RETURN QUERY SELECT 1, NULL::uuid, NULL::text, NULL::text, NULL::bigint, NULL::integer,
+                        NULL::timestamptz, NULL::timestamptz, NULL::text;
+END $$;
+
+-- relay_close_local: CLOSE on this node: the probe this relay holds was answered, so the circuit
+-- closes (through Citus, on every copy), and every pending row of the cluster waiting for its own
+-- retry is made due at once (on one primary: the table; on Citus: every shard, as one statement
+-- through Citus). Answers nothing when the probe was no longer this relay's.
+CREATE OR REPLACE FUNCTION relay_close_local(p_endpoint text, p_relay_id text)
+RETURNS TABLE (open_seconds double precision, circuit_since timestamptz, made_due bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    since timestamptz;
+    due bigint;
+BEGIN
+    SELECT e.circuit_since INTO since FROM delivery_endpoints e
+    WHERE e.endpoint = p_endpoint AND e.probe_owner = p_relay_id
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE delivery_endpoints e
+    SET circuit = 'closed', circuit_since = now(), next_probe_at = NULL, probe_owner = NULL,
+        probe_expires_at = NULL, last_error = NULL, updated_at = now()
+    WHERE e.endpoint = p_endpoint;
+    UPDATE outbox o SET next_attempt_at = now()
+    WHERE o.status = 'pending' AND o.next_attempt_at > now();
+    GET DIAGNOSTICS due = ROW_COUNT;
+    RETURN QUERY SELECT EXTRACT(EPOCH FROM now() - since)::float8, now(), due;
+END $$;

@@ -244,6 +244,22 @@ DECLARE
 BEGIN
     PERFORM 1 FROM workspaces WHERE conversation_id = p_conversation_id FOR NO KEY UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM workspaces WHERE conversation_id = p_conversation_id) THEN
+            RETURN;  -- busy: the next round
+        END IF;
+        -- Never opened (an interrupt in a conversation with no workspace is answered without making
+        -- one): nothing of it but recorded answers, expired as below.
+        UPDATE tool_calls SET status_code = 410, response = '{"error":"tool_call_expired"}'::json
+        WHERE conversation_id = p_conversation_id AND tool_call_id IN (
+            SELECT t.tool_call_id FROM tool_calls t
+            WHERE t.conversation_id = p_conversation_id AND t.status_code <> 410 AND t.created_at < p_cutoff
+              AND NOT EXISTS (SELECT 1 FROM outbox o
+                              WHERE o.conversation_id = p_conversation_id
+                                AND o.tool_call_id = t.tool_call_id AND o.status <> 'delivered'));
+        GET DIAGNOSTICS n = ROW_COUNT;
+        RETURN QUERY SELECT k, CASE WHEN k = 'tool_call_answers' THEN n ELSE 0 END
+                     FROM unnest(ARRAY['operations', 'instances', 'tool_call_answers', 'messages',
+                                       'surface_events', 'interactions']) AS k;
         RETURN;
     END IF;
     -- Finished operations, and their delivered outbox rows (one with a pending or dead row stays).
