@@ -262,11 +262,18 @@ class OpsController(Controller):
         "/tool-calls/{tool_call_id:path}",
         summary="What happened to one tool call",
         response_description="Its answer, operations, outbox rows and delivery attempts",
-        responses=refusals({404: ("unknown_tool_call",)}, path=True),
+        description="A tool_call_id is unique per conversation: conversation_id names the one; without "
+        "it, an id used in more than one conversation is refused 409 ambiguous_tool_call_id.",
+        responses=refusals(
+            {**QUERY_ERRORS, 404: ("unknown_tool_call",), 409: ("ambiguous_tool_call_id",)}, path=True
+        ),
     )
-    async def trace(self, tool_call_id: IdPath, request: Request[Any, Any, Any]) -> ToolCallTrace:
+    async def trace(
+        self, tool_call_id: IdPath, request: Request[Any, Any, Any], conversation_id: ConversationQuery = None
+    ) -> ToolCallTrace:
         tool_call_id = inputs.existing_id(tool_call_id.removeprefix("/"), "tool_call")
-        trace = await _read(request, ops_reads.trace_tool_call(tool_call_id))
+        conversation = inputs.optional_conversation_id(conversation_id)
+        trace = await _read(request, ops_reads.trace_tool_call(tool_call_id, conversation))
         if trace is None:
             raise not_found("tool_call")
         return cast(ToolCallTrace, trace)

@@ -130,6 +130,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TOOL_CALL_ID",
         help="the Agent's tool_call_id, or its beginning when that names one call (as lists shorten it)",
     )
+    trace.add_argument(
+        "--conversation",
+        metavar="CONVERSATION_ID",
+        help="the conversation the call was made in (a tool_call_id is unique per conversation)",
+    )
     trace.set_defaults(ops_command=commands.trace_tool_call)
 
 

@@ -27,7 +27,7 @@ from service.cli.ops_text import (
 )
 from service.db import ops_queries as ops_db
 from service.db import recovery as recovery_db
-from service.domain.errors import NotFound, Refusal
+from service.domain.errors import AmbiguousToolCallId, NotFound, Refusal
 from service.use_cases import delivery_control, ops_reads
 from service.use_cases import outbox_requeue as requeues
 from service.use_cases.one_connection import OneConnection
@@ -185,7 +185,18 @@ async def show_stats(rt: OneConnection, args: argparse.Namespace, out: TextIO) -
 
 
 async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
-    trace = await ops_reads.read(rt, ops_reads.trace_tool_call(args.tool_call_id))
+    try:
+        return await _trace_tool_call(rt, args, out)
+    except AmbiguousToolCallId:
+        return fail(
+            f"tool call {args.tool_call_id!r} was made in more than one conversation: "
+            "name one with --conversation"
+        )
+
+
+async def _trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
+    conversation = args.conversation
+    trace = await ops_reads.read(rt, ops_reads.trace_tool_call(args.tool_call_id, conversation))
     if trace is None:
         # A list's shortened id ("start-4f1c…"): its beginning, when that names one recorded call.
         prefix = args.tool_call_id.removesuffix("…")
@@ -193,7 +204,7 @@ async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: Text
         if len(found) > 1:
             return fail(f"tool call {prefix!r}… is ambiguous ({found[0]}, {found[1]}, …): give more of it")
         if found:
-            trace = await ops_reads.read(rt, ops_reads.trace_tool_call(found[0]))
+            trace = await ops_reads.read(rt, ops_reads.trace_tool_call(found[0], conversation))
     if trace is None:
         return fail(
             f"nothing is recorded for tool call {args.tool_call_id!r} "

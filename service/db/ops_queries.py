@@ -79,7 +79,7 @@ LIMIT %(limit)s
 # The recorded tool calls whose id begins with an operator's abbreviation (as a list shortens it):
 # two at most, enough to tell unique from ambiguous.
 TOOL_CALL_IDS_WITH_PREFIX = """
-SELECT tool_call_id FROM tool_calls
+SELECT DISTINCT tool_call_id FROM tool_calls
 WHERE starts_with(tool_call_id, %(prefix)s)
 ORDER BY tool_call_id
 LIMIT 2
@@ -153,12 +153,15 @@ GROUP BY outcome
 
 # "What happened to tool call X?" The call's recorded answer; the operation it started, or the one
 # its answer names (an interrupt names the operation it ended); the outbox rows of those calls.
-# Outbox rows are found through their unique tool_call_id, so every step is an index lookup.
+# Outbox rows are found through their tool_call_id, so every step is an index lookup. A tool_call_id
+# is unique per conversation: %(conversation_id)s names one, or NULL reads every conversation's
+# (the view refuses more than one as ambiguous).
 _TRACE_SCOPE = """
 WITH answer AS (
     SELECT t.tool_call_id, t.conversation_id, t.tool, t.status_code, t.response, t.created_at
     FROM tool_calls t
     WHERE t.tool_call_id = %(tool_call_id)s
+      AND (%(conversation_id)s::text IS NULL OR t.conversation_id = %(conversation_id)s)
 ),
 named_operation AS (
     SELECT CASE WHEN response->>'operation_id'
@@ -169,13 +172,15 @@ named_operation AS (
 traced_operations AS (
     SELECT o.*
     FROM operations o
-    WHERE o.tool_call_id = %(tool_call_id)s
-       OR o.operation_id = (SELECT operation_id FROM named_operation)
+    WHERE (o.tool_call_id = %(tool_call_id)s
+           AND (%(conversation_id)s::text IS NULL OR o.conversation_id = %(conversation_id)s))
+       OR o.operation_id IN (SELECT operation_id FROM named_operation)
 ),
 traced_outbox AS (
     SELECT b.*
     FROM outbox b
     WHERE b.tool_call_id IN (SELECT %(tool_call_id)s::text UNION SELECT tool_call_id FROM traced_operations)
+      AND (%(conversation_id)s::text IS NULL OR b.conversation_id = %(conversation_id)s)
 )
 """
 
@@ -328,13 +333,14 @@ def stats() -> Lookup:
     return Lookup(statements, {})
 
 
-def trace_tool_call(tool_call_id: str) -> Lookup:
-    """What happened to one tool call: its recorded answer (``answer``), its operation(s)
-    (``operations``), the outbox rows (``outbox``) and every delivery attempt (``attempts``)."""
+def trace_tool_call(tool_call_id: str, conversation_id: str | None = None) -> Lookup:
+    """What happened to one tool call (of ``conversation_id``, or of every conversation that has
+    one by that id): its recorded answer (``answer``), its operation(s) (``operations``), the outbox
+    rows (``outbox``) and every delivery attempt (``attempts``)."""
     statements = (
         ("answer", TRACE_ANSWER),
         ("operations", TRACE_OPERATIONS),
         ("outbox", TRACE_OUTBOX),
         ("attempts", TRACE_ATTEMPTS),
     )
-    return Lookup(statements, {"tool_call_id": tool_call_id})
+    return Lookup(statements, {"tool_call_id": tool_call_id, "conversation_id": conversation_id})

@@ -66,8 +66,13 @@ def tool_calls_list(
     return Query(lookup, lambda rows: ops_views.tool_call_list(rows, minutes))
 
 
-def trace_tool_call(tool_call_id: str) -> Query[Json | None]:
-    return Query(ops_db.trace_tool_call(tool_call_id), lambda rows: ops_views.trace_view(tool_call_id, rows))
+def trace_tool_call(tool_call_id: str, conversation_id: str | None = None) -> Query[Json | None]:
+    """The trace of one tool call; AmbiguousToolCallId when ``conversation_id`` is None and the id
+    was used in more than one conversation."""
+    return Query(
+        ops_db.trace_tool_call(tool_call_id, conversation_id),
+        lambda rows: ops_views.trace_view(tool_call_id, rows),
+    )
 
 
 def stats() -> Query[Json]:

@@ -11,6 +11,7 @@ from uuid import UUID
 from service.db.ops_queries import Rows
 from service.db.tables import ATTEMPT_OUTCOMES, OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.cursors import OutboxCursor
+from service.domain.errors import AmbiguousToolCallId
 from service.domain.timefmt import rfc3339
 
 Json = dict[str, Any]
@@ -101,6 +102,10 @@ def trace_view(tool_call_id: str, rows: Rows) -> Json | None:
     with every delivery attempt. None when nothing at all carries that tool_call_id."""
     if not (rows["answer"] or rows["operations"] or rows["outbox"]):
         return None
+    parts = ("answer", "operations", "outbox")
+    conversations = {row["conversation_id"] for part in parts for row in rows[part]}
+    if len(conversations) > 1:
+        raise AmbiguousToolCallId("tool call")
     attempts: dict[UUID, list[Json]] = {}
     for attempt in rows["attempts"]:
         attempts.setdefault(attempt["event_id"], []).append(

@@ -126,7 +126,8 @@ def test_a_trace_shows_the_answer_the_operation_and_each_attempt_as_a_timeline(p
     eventually(lambda: page.locator('[data-testid="outbox-row"]').count() == 1)
     page.click('[data-testid="outbox-row"] [data-testid="trace-link"]')
     page.wait_for_selector('[data-testid="trace"][data-tool-call-id="flaky-1"] [data-testid="attempt"]')
-    assert page.url.endswith("/ops/trace/flaky-1")
+    # The link names the row's conversation: a tool_call_id is unique per conversation.
+    assert "/ops/trace/flaky-1?conversation_id=" in page.url
     assert "202" in text(page, "trace-answer")
     assert page.locator('[data-testid="trace-operation"][data-state="completed"]').count() == 0
     assert page.locator('[data-testid="trace-operation"][data-state="interrupted"]').count() == 1

@@ -296,6 +296,21 @@ async def test_trace_answers_what_happened_to_a_started_then_interrupted_call(
     assert [row["event_id"] for row in interrupt_trace["outbox"]] == [event_id]
 
 
+async def test_trace_of_an_id_used_in_two_conversations_is_409_unless_one_is_named(client: Client) -> None:
+    # A tool_call_id is unique per conversation: two Agents' conversations may both have "start-1".
+    first = await call(client, start_body("conv-1", tool_call_id="start-1"), 202)
+    second = await call(client, start_body("conv-2", tool_call_id="start-1"), 202)
+
+    refused = await get(client, "/v1/ops/tool-calls/start-1", 409)
+    assert refused["error"] == "ambiguous_tool_call_id"
+    for conversation, started in (("conv-1", first), ("conv-2", second)):
+        trace = await get(client, "/v1/ops/tool-calls/start-1", conversation_id=conversation)
+        assert trace["tool_call"]["conversation_id"] == conversation
+        assert trace["tool_call"]["response"] == started
+        assert [op["operation_id"] for op in trace["operations"]] == [started["operation"]["operation_id"]]
+    await get(client, "/v1/ops/tool-calls/start-1", 404, conversation_id="conv-3")
+
+
 async def test_trace_of_a_focusing_call_has_no_outbox_row_yet(client: Client) -> None:
     await call(client, start_body("conv-1", tool_call_id="conv-1:calls:7"), 202)
     trace = await get(client, "/v1/ops/tool-calls/conv-1:calls:7")

@@ -244,6 +244,27 @@ async def test_trace_takes_the_shortened_id_a_list_prints_when_it_names_one_call
     assert "ambiguous" in err
 
 
+async def test_trace_of_an_id_used_in_two_conversations_asks_for_the_conversation(
+    ops: Any, client: Client
+) -> None:
+    for conversation in ("conv-1", "conv-2"):
+        await client.post(
+            "/v1/tool-calls", json=start_body(conversation, tool_call_id="same-id"), headers=AGENT
+        )
+
+    code, out, err = ops("trace", "same-id")
+    assert (code, out) == (1, "")
+    assert "more than one conversation" in err and "--conversation" in err
+
+    for conversation in ("conv-1", "conv-2"):
+        code, out, err = ops("trace", "same-id", "--conversation", conversation, "--json")
+        assert (code, err) == (0, "")
+        assert json.loads(out)["tool_call"]["conversation_id"] == conversation
+    # Its shortened form names one id, still made in both: the conversation decides.
+    code, out, _ = ops("trace", "same-", "--conversation", "conv-2", "--json")
+    assert code == 0 and json.loads(out)["tool_call"]["conversation_id"] == "conv-2"
+
+
 def test_trace_of_an_unknown_call_exits_1(ops: Any) -> None:
     code, out, err = ops("trace", "never-seen")
     assert (code, out) == (1, "")

@@ -44,7 +44,8 @@ export const ops = {
   outbox: (filters) => call("GET", `/v1/ops/outbox${query(filters)}`),
   operations: (filters) => call("GET", `/v1/ops/operations${query(filters)}`),
   toolCalls: (filters) => call("GET", `/v1/ops/tool-calls${query(filters)}`),
-  trace: (toolCallId) => call("GET", `/v1/ops/tool-calls/${encodeURIComponent(toolCallId)}`),
+  trace: (toolCallId, conversationId) =>
+    call("GET", `/v1/ops/tool-calls/${encodeURIComponent(toolCallId)}${query({ conversation_id: conversationId })}`),
   requeue: (eventId) => call("POST", `/v1/ops/outbox/${encodeURIComponent(eventId)}/requeue`, {}),
   delivery: () => call("GET", "/v1/ops/delivery"),
   pause: (reason) => call("POST", "/v1/ops/delivery/pause", reason ? { reason } : {}),

@@ -70,11 +70,13 @@ export const shortId = (id) => (id ? id.slice(0, 8) : "–");
 
 export const count = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
 
-/** The trace page of a tool call; none for "." or "..", which a browser resolves out of any
- * path, even percent-encoded (only ids recorded before the id rule: `ops trace` reaches them). */
-export function traceHref(toolCallId) {
+/** The trace page of a tool call, in its conversation when the link knows it (a tool_call_id is
+ * unique per conversation); none for "." or "..", which a browser resolves out of any path, even
+ * percent-encoded (only ids recorded before the id rule: `ops trace` reaches them). */
+export function traceHref(toolCallId, conversationId) {
   if (!toolCallId || toolCallId === "." || toolCallId === "..") return undefined;
-  return `/ops/trace/${encodeURIComponent(toolCallId)}`;
+  const path = `/ops/trace/${encodeURIComponent(toolCallId)}`;
+  return conversationId ? `${path}?conversation_id=${encodeURIComponent(conversationId)}` : path;
 }
 
 export function badge(status) {

@@ -34,7 +34,7 @@ export function operationsView({ search, navigate }) {
       h("td", { "data-label": "Operation", class: "mono", title: op.operation_id }, shortId(op.operation_id)),
       h("td", { "data-label": "Reason" }, op.reason || "–"),
       h("td", { "data-label": "Conversation", class: "wrap" }, op.conversation_id),
-      h("td", { "data-label": "Tool call", class: "mono wrap" }, h("a", { href: traceHref(op.tool_call_id), "data-nav": true }, op.tool_call_id)),
+      h("td", { "data-label": "Tool call", class: "mono wrap" }, h("a", { href: traceHref(op.tool_call_id, op.conversation_id), "data-nav": true }, op.tool_call_id)),
       h("td", { "data-label": "Started" }, timeEl(op.started_at)),
       h("td", { "data-label": "Ends" }, timeEl(op.ends_at)),
       h("td", { "data-label": "Finalized" }, op.finalized_at ? timeEl(op.finalized_at) : "–"),

@@ -80,7 +80,7 @@ export function outboxView({ search, navigate }) {
       h("td", { "data-label": "Status" }, badge(shown.status)),
       h("td", { "data-label": "Event", class: "mono", title: shown.event_id }, shortId(shown.event_id)),
       h("td", { "data-label": "Tool call", class: "mono wrap" },
-        h("a", { href: traceHref(shown.tool_call_id), "data-nav": true, "data-testid": "trace-link" }, shown.tool_call_id)),
+        h("a", { href: traceHref(shown.tool_call_id, shown.conversation_id), "data-nav": true, "data-testid": "trace-link" }, shown.tool_call_id)),
       h("td", { "data-label": "Conversation", class: "wrap" }, shown.conversation_id,
         h("span", { class: "muted", title: "The result's place in its conversation: results arrive in this order." }, ` · result ${shown.sequence}`)),
       h("td", { "data-label": "Tool" }, shown.tool),

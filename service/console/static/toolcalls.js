@@ -34,7 +34,7 @@ export function toolCallsView({ search, navigate }) {
   function rowEl(call) {
     return h("tr", { "data-testid": "tool-call-row", "data-tool": call.tool, "data-tool-call-id": call.tool_call_id },
       h("td", { "data-label": "Answered" }, timeEl(call.created_at)),
-      h("td", { "data-label": "Tool call", class: "mono wrap" }, h("a", { href: traceHref(call.tool_call_id), "data-nav": true }, call.tool_call_id)),
+      h("td", { "data-label": "Tool call", class: "mono wrap" }, h("a", { href: traceHref(call.tool_call_id, call.conversation_id), "data-nav": true }, call.tool_call_id)),
       h("td", { "data-label": "Tool" }, call.tool),
       h("td", { "data-label": "Conversation", class: "wrap" }, call.conversation_id),
       h("td", { "data-label": "HTTP", class: "num" }, h("span", { class: `code ${call.status_code < 400 ? "ok" : "bad"}` }, String(call.status_code))),

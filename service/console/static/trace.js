@@ -81,8 +81,9 @@ function outboxSection(row, onRequeued) {
   return section;
 }
 
-export function traceView({ params }) {
+export function traceView({ params, search }) {
   const toolCallId = params.toolCallId;
+  const conversationId = new URLSearchParams(search || "").get("conversation_id") || undefined;
   if (!toolCallId) {
     const element = h("div", { class: "trace", "data-testid": "trace" }, h("h1", {}, "Tool call"),
       notice("This address names no tool call: it is not valid percent-encoding. Paste the tool_call_id in the search box above.", "info"));
@@ -96,10 +97,14 @@ export function traceView({ params }) {
   async function refresh() {
     let trace;
     try {
-      trace = await ops.trace(toolCallId);
+      trace = await ops.trace(toolCallId, conversationId);
     } catch (error) {
       if (error instanceof ApiError && error.status === 404) {
-        replace(content, notice(`Nothing is recorded for tool call ${toolCallId}.`, "info"));
+        replace(content, notice(`Nothing is recorded for tool call ${toolCallId}${conversationId ? ` in conversation ${conversationId}` : ""}.`, "info"));
+        return;
+      }
+      if (error instanceof ApiError && error.status === 409) {
+        replace(content, notice(`Tool call ${toolCallId} was made in more than one conversation: open it from the tool calls list, which names its conversation.`, "info"));
         return;
       }
       throw error;
