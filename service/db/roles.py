@@ -101,7 +101,7 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "interaction_result": _PURE,
     "database_interfaces": _PURE,
     "interface_1_statuses": _PURE,
-    "operations_final_is_final": (),
+    "operations_guard": (),
     "instance_states_readonly_is_final": (),
     "messages_sub_session_open": (),
     "project_operation": (),

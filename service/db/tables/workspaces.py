@@ -22,10 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from service.db.tables.conventions import (
-    OPERATION_REASONS,
-    OPERATION_STATES,
     metadata,
-    one_of,
     timestamp,
 )
 
@@ -154,24 +151,10 @@ operations = Table(
     ForeignKeyConstraint(
         ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
     ),
-    CheckConstraint(one_of("state", OPERATION_STATES), name="state"),
-    CheckConstraint(f"reason IS NULL OR {one_of('reason', OPERATION_REASONS)}", name="reason"),
-    CheckConstraint(
-        # COALESCE: a NULL reason must fail the check, not pass it as unknown.
-        "COALESCE((state = 'focusing' AND reason IS NULL AND finalized_at IS NULL AND result IS NULL)"
-        " OR (state = 'completed' AND reason = 'deadline_reached')"
-        " OR (state = 'interrupted' AND reason IN ('agent_interrupt', 'user_left_workspace'))"
-        " OR (state = 'cancelled' AND reason = 'app_closed'), false)",
-        name="state_matches_reason",
-    ),
-    CheckConstraint(
-        "state = 'focusing' OR (finalized_at IS NOT NULL AND result IS NOT NULL)",
-        name="final_has_result",
-    ),
-    CheckConstraint("state <> 'completed' OR finalized_at >= ends_at", name="completed_not_early"),
-    CheckConstraint("duration_seconds BETWEEN 1 AND 14400", name="duration"),
-    CheckConstraint("ends_at = started_at + make_interval(secs => duration_seconds)", name="ends_at"),
-    CheckConstraint("activity IS NULL OR char_length(activity) <= 200", name="activity_length"),
+    # The row's rules (a state with its reason, a final state with its result, the duration, the
+    # deadline, the activity's length, a terminal state never changing) are the operations_guard
+    # trigger's (service/db/sql/20_guards.sql), under their CHECK names of before migration 0020:
+    # a CHECK is read back from the catalog and prepared again at every statement.
     # At most one focusing Pomodoro per conversation (another app's own rule is its decision's).
     Index(
         "uq_operations_one_focusing_per_conversation",
