@@ -82,7 +82,8 @@ def main() -> int:
     baseline = json.loads(BASELINE.read_text())
     ratio = figure / baseline[FIGURE]
     print(
-        f"db_instructions_check: {figure / 1e6:.3f} M database instructions per start+interrupt cycle, "
+        f"db_instructions_check: {figure / 1e6:.3f} M ({figure:,.0f}) database instructions per "
+        "start+interrupt cycle, "
         f"baseline {baseline[FIGURE] / 1e6:.3f} M ({baseline['commit'][:12]}): {ratio:.3f}x, "
         f"allowed up to {1 + ALLOWANCE:.2f}x ({took:.0f} s)"
     )
