@@ -1,4 +1,4 @@
-"""The operation's row rules in one trigger instead of eight CHECK constraints
+"""The operation's row rules in one trigger instead of eight CHECK constraints and a generated column
 
 Revision ID: 0020
 Revises: 0018
@@ -10,7 +10,9 @@ about 0.8 M of its 6.4 M database instructions (``bench.db_instructions_check``,
 ``operations_guard`` (``service/db/sql/20_guards.sql``) holds the same rules, compiled once per
 session, and refuses each under its constraint's old name with ``check_violation``; it also holds
 the rule ``operations_final_is_final`` held (a terminal state never changes), so an UPDATE fires
-one trigger, as before.
+one trigger, as before. It keeps ``lateness_ms`` too, with the expression of the stored generated
+column it was (read back and prepared at every statement as well): the column stays, its values
+with it (``DROP EXPRESSION`` rewrites nothing).
 
 One transaction: the trigger is made (from that file, recorded in ``database_code`` as migrate
 records it, so the database code applied next leaves it as it is), the old trigger and the CHECKs
@@ -89,7 +91,9 @@ def upgrade() -> None:
                 )
             conn.execute("DROP TRIGGER IF EXISTS operations_final_is_final ON operations")
             conn.execute(
-                "ALTER TABLE operations " + ", ".join(f"DROP CONSTRAINT IF EXISTS {name}" for name in CHECKS)
+                "ALTER TABLE operations "
+                + ", ".join(f"DROP CONSTRAINT IF EXISTS {name}" for name in CHECKS)
+                + ", ALTER COLUMN lateness_ms DROP EXPRESSION IF EXISTS"
             )
 
 

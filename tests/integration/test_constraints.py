@@ -130,3 +130,22 @@ def test_a_final_operation_that_settles_right_passes_every_rule(db: Any) -> None
     )
     row = db.execute("SELECT state FROM operations WHERE operation_id = %s", [operation_id]).fetchone()
     assert row == {"state": "interrupted"}
+
+
+def test_a_deadline_decision_keeps_how_late_it_was_and_no_other_decision_does(db: Any) -> None:
+    _, late = open_pomodoro(db, "c1")
+    _, early = open_pomodoro(db, "c2")
+    db.execute(
+        "UPDATE operations SET state = 'completed', reason = 'deadline_reached',"
+        " finalized_at = ends_at + interval '1.5 seconds', result = '{}' WHERE operation_id = %s",
+        [late],
+    )
+    db.execute(
+        "UPDATE operations SET state = 'interrupted', reason = 'agent_interrupt', finalized_at = now(),"
+        " result = '{}' WHERE operation_id = %s",
+        [early],
+    )
+    rows = db.execute(
+        "SELECT operation_id, lateness_ms FROM operations WHERE operation_id IN (%s, %s)", [late, early]
+    ).fetchall()
+    assert {row["operation_id"]: row["lateness_ms"] for row in rows} == {late: 1500, early: None}

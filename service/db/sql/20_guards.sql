@@ -1,6 +1,7 @@
 -- Guards: the database itself refuses what the invariants forbid, whatever the code does.
 
--- operations_guard: an operation's row rules, checked on every INSERT and UPDATE of the table.
+-- operations_guard: an operation's row rules, checked on every INSERT and UPDATE of the table, and
+-- its lateness_ms kept.
 -- A terminal state never changes: neither its state, its reason nor its result. And the rules a
 -- CHECK constraint held until migration 0020, each refused under its constraint's name with
 -- check_violation in the order Postgres tried them (by name), and passing (as a CHECK does) when
@@ -18,6 +19,10 @@ BEGIN
         RAISE EXCEPTION 'operation % is already %', OLD.operation_id, OLD.state
             USING ERRCODE = 'check_violation', CONSTRAINT = 'operation_final_is_final';
     END IF;
+    -- How late a deadline was decided: a stored generated column until migration 0020, whose
+    -- expression Postgres, too, read back and prepared at every statement.
+    NEW.lateness_ms := CASE WHEN NEW.reason = 'deadline_reached'
+                            THEN (EXTRACT(EPOCH FROM NEW.finalized_at - NEW.ends_at) * 1000)::integer END;
     IF (NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL AND NEW.result IS NULL
             OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
                AND NEW.finalized_at >= NEW.ends_at AND NEW.result IS NOT NULL

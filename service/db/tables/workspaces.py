@@ -8,7 +8,6 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
-    Computed,
     ForeignKey,
     ForeignKeyConstraint,
     Index,
@@ -136,16 +135,9 @@ operations = Table(
     timestamp("ends_at"),
     timestamp("finalized_at", nullable=True),
     Column("result", JSONB, nullable=True),
-    # How late the deadline was decided: kept for every deadline decision.
-    Column(
-        "lateness_ms",
-        Integer,
-        Computed(
-            "CASE WHEN reason = 'deadline_reached' "
-            "THEN (EXTRACT(EPOCH FROM finalized_at - ends_at) * 1000)::integer END",
-            persisted=True,
-        ),
-    ),
+    # How late the deadline was decided: kept for every deadline decision, by the operations_guard
+    # trigger (service/db/sql/20_guards.sql; a stored generated column until migration 0020).
+    Column("lateness_ms", Integer, nullable=True),
     PrimaryKeyConstraint("operation_id", "conversation_id"),
     UniqueConstraint("tool_call_id", "conversation_id"),
     ForeignKeyConstraint(
