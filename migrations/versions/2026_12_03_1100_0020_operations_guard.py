@@ -14,9 +14,15 @@ one trigger, as before. It keeps ``lateness_ms`` too, with the expression of the
 column it was (read back and prepared at every statement as well): the column stays, its values
 with it (``DROP EXPRESSION`` rewrites nothing).
 
+Four checks of one of a few words (``app_instances.status``, ``sub_sessions.status``,
+``outbox.status``, ``projection_events.kind``) are stored again as one array constant each, the
+same rule in a form shorter to read back (``NOT VALID``, then validated after the commit: a scan
+that lets writes through).
+
 One transaction: the trigger is made (from that file, recorded in ``database_code`` as migrate
 records it, so the database code applied next leaves it as it is), the old trigger and the CHECKs
-dropped — there is no moment without the rules. ``operations`` is locked first under a short
+dropped, the four checks re-made — there is no moment without the rules. The five tables are
+locked together first under a short
 ``lock_timeout`` tried again until it succeeds, so the release still serving waits for a moment
 instead of failing. The release before writes operations only through the database's own functions
 (this release's), so the rules it meets are the same.
@@ -48,6 +54,22 @@ CHECKS = (
     "ck_operations_state",
     "ck_operations_state_matches_reason",
 )
+# The checks of one of a few words that a tool call's statements meet, stored again as one array
+# constant (service.db.tables.conventions.any_of): the same rule, shorter to read back at each
+# statement. (table, constraint, column, words)
+WORDS = (
+    ("app_instances", "ck_app_instances_status", "status", ("open", "closed")),
+    ("sub_sessions", "ck_sub_sessions_status", "status", ("open", "ended")),
+    ("outbox", "ck_outbox_status", "status", ("pending", "delivered", "dead")),
+    (
+        "projection_events",
+        "ck_projection_events_kind",
+        "kind",
+        ("operation", "workspace", "message", "interaction"),
+    ),
+)
+# Locked together, in the order every use case writes them.
+TABLES = ("app_instances", "sub_sessions", "operations", "outbox", "projection_events")
 GUARD = (("function", "operations_guard"), ("trigger", "operations.operations_guard"))
 LOCK_TIMEOUT = "200ms"  # below deadlock_timeout: the migration gives way before a deadlock is found
 LOCK_ATTEMPTS = 300
@@ -58,7 +80,7 @@ def _lock(conn: psycopg.Connection[Any]) -> None:
     for attempt in range(LOCK_ATTEMPTS):
         try:
             with conn.transaction():
-                conn.execute("LOCK TABLE operations IN ACCESS EXCLUSIVE MODE")
+                conn.execute(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS EXCLUSIVE MODE")
         except psycopg.errors.LockNotAvailable:
             if attempt == LOCK_ATTEMPTS - 1:
                 raise
@@ -95,6 +117,15 @@ def upgrade() -> None:
                 + ", ".join(f"DROP CONSTRAINT IF EXISTS {name}" for name in CHECKS)
                 + ", ALTER COLUMN lateness_ms DROP EXPRESSION IF EXISTS"
             )
+            for table, name, column, words in WORDS:
+                conn.execute(
+                    f"ALTER TABLE {table} DROP CONSTRAINT {name},"
+                    f" ADD CONSTRAINT {name} CHECK ({column} = ANY ('{{{','.join(words)}}}'::text[])) NOT VALID"
+                )
+        # Validated after the commit, each on its own: a scan that lets writes through (the rows
+        # already hold the same rule, so it cannot fail).
+        for table, name, *_ in WORDS:
+            conn.execute(f"ALTER TABLE {table} VALIDATE CONSTRAINT {name}")
 
 
 def downgrade() -> None:

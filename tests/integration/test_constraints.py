@@ -149,3 +149,25 @@ def test_a_deadline_decision_keeps_how_late_it_was_and_no_other_decision_does(db
         "SELECT operation_id, lateness_ms FROM operations WHERE operation_id IN (%s, %s)", [late, early]
     ).fetchall()
     assert {row["operation_id"]: row["lateness_ms"] for row in rows} == {late: 1500, early: None}
+
+
+@pytest.mark.parametrize(
+    ("statement", "rule"),
+    [
+        ("UPDATE app_instances SET status = 'paused'", "ck_app_instances_status"),
+        ("UPDATE sub_sessions SET status = 'paused'", "ck_sub_sessions_status"),
+        (
+            "INSERT INTO projection_events (conversation_id, event_seq, kind, payload) VALUES ('c', 1, 'gossip', '{}')",
+            "ck_projection_events_kind",
+        ),
+    ],
+)
+def test_a_word_outside_its_list_is_refused(db: Any, statement: str, rule: str) -> None:
+    open_pomodoro(db)
+    db.execute(
+        "INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id)"
+        " SELECT gen_random_uuid(), instance_id, conversation_id FROM app_instances"
+    )
+    with pytest.raises(psycopg.errors.CheckViolation) as refused:
+        db.execute(statement)
+    assert refused.value.diag.constraint_name == rule

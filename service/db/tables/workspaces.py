@@ -21,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from service.db.tables.conventions import (
+    any_of,
     metadata,
     timestamp,
 )
@@ -67,7 +68,7 @@ app_instances = Table(
     timestamp("opened_at", default=True),
     timestamp("closed_at", nullable=True),
     PrimaryKeyConstraint("instance_id", "conversation_id"),
-    CheckConstraint("status IN ('open', 'closed')", name="status"),
+    CheckConstraint(any_of("status", ("open", "closed")), name="status"),
     CheckConstraint("(status = 'closed') = (closed_at IS NOT NULL)", name="closed_at_iff_closed"),
     # An app has at most one open instance per conversation: resuming reuses it.
     Index(
@@ -94,7 +95,7 @@ sub_sessions = Table(
     Column("status", Text, nullable=False, server_default=text("'open'")),
     timestamp("started_at", default=True),
     timestamp("ended_at", nullable=True),
-    CheckConstraint("status IN ('open', 'ended')", name="status"),
+    CheckConstraint(any_of("status", ("open", "ended")), name="status"),
     CheckConstraint("(status = 'ended') = (ended_at IS NOT NULL)", name="ended_at_iff_ended"),
 )
 
