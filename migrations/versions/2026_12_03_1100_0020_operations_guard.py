@@ -14,6 +14,9 @@ one trigger, as before. It keeps ``lateness_ms`` too, with the expression of the
 column it was (read back and prepared at every statement as well): the column stays, its values
 with it (``DROP EXPRESSION`` rewrites nothing).
 
+``workspaces``' two CHECKs (the conversation_id's length, a non-negative ``outbox_sequence``) go
+to ``workspaces_guard`` the same way: the row is written two or three times per tool call.
+
 Four checks of one of a few words (``app_instances.status``, ``sub_sessions.status``,
 ``outbox.status``, ``projection_events.kind``) are stored again as one array constant each, the
 same rule in a form shorter to read back (``NOT VALID``, then validated after the commit: a scan
@@ -69,8 +72,16 @@ WORDS = (
     ),
 )
 # Locked together, in the order every use case writes them.
-TABLES = ("app_instances", "sub_sessions", "operations", "outbox", "projection_events")
-GUARD = (("function", "operations_guard"), ("trigger", "operations.operations_guard"))
+TABLES = ("workspaces", "app_instances", "sub_sessions", "operations", "outbox", "projection_events")
+GUARD = (
+    ("function", "operations_guard"),
+    ("trigger", "operations.operations_guard"),
+    ("function", "workspaces_guard"),
+    ("trigger", "workspaces.workspaces_guard"),
+)
+# workspaces' two CHECKs, held by workspaces_guard from here on (its row is written two or three
+# times per tool call).
+WORKSPACE_CHECKS = ("ck_workspaces_conversation_id_length", "ck_workspaces_outbox_sequence_nonnegative")
 LOCK_TIMEOUT = "200ms"  # below deadlock_timeout: the migration gives way before a deadlock is found
 LOCK_ATTEMPTS = 300
 
@@ -116,6 +127,10 @@ def upgrade() -> None:
                 "ALTER TABLE operations "
                 + ", ".join(f"DROP CONSTRAINT IF EXISTS {name}" for name in CHECKS)
                 + ", ALTER COLUMN lateness_ms DROP EXPRESSION IF EXISTS"
+            )
+            conn.execute(
+                "ALTER TABLE workspaces "
+                + ", ".join(f"DROP CONSTRAINT IF EXISTS {name}" for name in WORKSPACE_CHECKS)
             )
             for table, name, column, words in WORDS:
                 conn.execute(

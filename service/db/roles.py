@@ -102,6 +102,7 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "database_interfaces": _PURE,
     "interface_1_statuses": _PURE,
     "operations_guard": (),
+    "workspaces_guard": (),
     "instance_states_readonly_is_final": (),
     "messages_sub_session_open": (),
     "project_operation": (),

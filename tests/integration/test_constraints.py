@@ -171,3 +171,23 @@ def test_a_word_outside_its_list_is_refused(db: Any, statement: str, rule: str) 
     with pytest.raises(psycopg.errors.CheckViolation) as refused:
         db.execute(statement)
     assert refused.value.diag.constraint_name == rule
+
+
+@pytest.mark.parametrize(
+    ("statement", "rule"),
+    [
+        ("INSERT INTO workspaces (conversation_id) VALUES ('')", "ck_workspaces_conversation_id_length"),
+        (
+            "INSERT INTO workspaces (conversation_id) VALUES (repeat('c', 256))",
+            "ck_workspaces_conversation_id_length",
+        ),
+        ("UPDATE workspaces SET outbox_sequence = -1", "ck_workspaces_outbox_sequence_nonnegative"),
+    ],
+)
+def test_a_workspace_breaking_a_rule_is_refused_under_the_rules_name(
+    db: Any, statement: str, rule: str
+) -> None:
+    db.execute("INSERT INTO workspaces (conversation_id) VALUES (repeat('c', 255))")
+    with pytest.raises(psycopg.errors.CheckViolation) as refused:
+        db.execute(statement)
+    assert refused.value.diag.constraint_name == rule

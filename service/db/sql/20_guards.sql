@@ -70,6 +70,32 @@ END $$;
 CREATE OR REPLACE TRIGGER operations_guard BEFORE INSERT OR UPDATE ON operations
 FOR EACH ROW EXECUTE FUNCTION operations_guard();
 
+-- workspaces_guard: a workspace's row rules, as its CHECKs held them until migration 0020 (the
+-- same names, check_violation, NULL passing); its row is written two or three times per tool call.
+CREATE OR REPLACE FUNCTION workspaces_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF char_length(NEW.conversation_id) BETWEEN 1 AND 255 AND NEW.outbox_sequence >= 0 THEN
+        RETURN NEW;
+    END IF;
+    IF NOT (char_length(NEW.conversation_id) BETWEEN 1 AND 255) THEN
+        RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
+            'ck_workspaces_conversation_id_length'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_conversation_id_length',
+                  TABLE = 'workspaces';
+    END IF;
+    IF NOT (NEW.outbox_sequence >= 0) THEN
+        RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
+            'ck_workspaces_outbox_sequence_nonnegative'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_outbox_sequence_nonnegative',
+                  TABLE = 'workspaces';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE TRIGGER workspaces_guard BEFORE INSERT OR UPDATE ON workspaces
+FOR EACH ROW EXECUTE FUNCTION workspaces_guard();
+
 -- A read-only snapshot never changes and never becomes writable again.
 CREATE OR REPLACE FUNCTION instance_states_readonly_is_final() RETURNS trigger
 LANGUAGE plpgsql AS $$

@@ -36,8 +36,10 @@ workspaces = Table(
     Column("outbox_sequence", BigInteger, nullable=False, server_default=text("0")),
     timestamp("created_at", default=True),
     timestamp("updated_at", default=True),
-    CheckConstraint("char_length(conversation_id) BETWEEN 1 AND 255", name="conversation_id_length"),
-    CheckConstraint("outbox_sequence >= 0", name="outbox_sequence_nonnegative"),
+    # The conversation_id's length (1 to 255) and a non-negative outbox_sequence are the
+    # workspaces_guard trigger's (service/db/sql/20_guards.sql), under their CHECK names of before
+    # migration 0020: a tool call updates this row two or three times, and a CHECK is read back from
+    # the catalog and prepared again at every statement.
     # Every key between tables of conversation data includes conversation_id (its last column):
     # what Citus needs of them (docs/scaling.md, migration 0018).
     ForeignKeyConstraint(
