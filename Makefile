@@ -58,10 +58,13 @@ bench: install ## the benchmarks (they print numbers; see bench/README.md)
 	$(PY) -m bench.deadline_lateness --due 5000 --focusing 100000
 	$(PY) -m bench.capacity
 
-instructions: install ## CI check: Python instructions per tool call within 5 % of bench/instructions_baseline.json (callgrind, ~4 min; DATABASE_URL's server)
+instructions: install ## CI check: Python instructions per tool call and database instructions per cycle within 5 % of their baselines (callgrind, ~5 min)
 	@command -v valgrind >/dev/null || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends valgrind; }
+	@test -x /usr/lib/postgresql/15/bin/postgres || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
 	$(PY) -m bench.instructions_check
+	$(PY) -m bench.db_instructions_check
 
 failover: install ## Patroni + etcd on this machine under load: a switchover, a crashed primary, the checks
 	@command -v patroni >/dev/null && command -v etcd >/dev/null && test -x /usr/lib/postgresql/15/bin/initdb || { \

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -152,6 +153,68 @@ def _unpin(url: str) -> None:
             conn.execute(f"ALTER FUNCTION {identity} RESET search_path")
 
 
+@contextlib.contextmanager
+def migrated_cluster(
+    work: Path, databases: dict[str, Path], prepare: dict[str, list[str]] | None = None
+) -> Iterator[Path]:
+    """A throwaway cluster under ``work`` (its data directory yielded, the server stopped) holding
+    one database per name in ``databases``, each migrated by the release in the tree it names;
+    ``prepare`` names SQL run on a database after its migration (a variant to count)."""
+    data, socket_dir, port = work / "data", work, 55400 + os.getpid() % 500
+    subprocess.run(
+        [str(BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+        **_as_postgres(),
+    )  # type: ignore[call-overload]
+    server = subprocess.Popen(
+        [str(BIN / "postgres"), "-D", str(data), "-p", str(port), "-k", str(socket_dir), "-c", "fsync=off"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        **_as_postgres(),  # type: ignore[call-overload]
+    )
+    try:
+        _until_ready(port)
+        for name, tree in databases.items():
+            subprocess.run(
+                [
+                    "psql",
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "-U",
+                    "postgres",
+                    "-c",
+                    f"CREATE DATABASE {name}",
+                ],
+                check=True,
+                capture_output=True,
+            )
+            url = f"postgresql://postgres@127.0.0.1:{port}/{name}"
+            migrate_release(tree, url)
+            statements = (prepare or {}).get(name, [])
+            if statements:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    for statement in statements:
+                        conn.execute(statement)
+            if name == "unpinned":
+                _unpin(url)
+    finally:
+        server.terminate()
+        server.wait()
+    yield data
+
+
+def cycle_instructions(data: Path, database: str, cycles: int, work: Path, prepared: bool = False) -> float:
+    """This checkout's database instructions per start+interrupt cycle on ``database``."""
+    return _per_cycle(data, database, cycles, True, work, prepared)
+
+
+def has_tools() -> bool:
+    return shutil.which("valgrind") is not None and (BIN / "postgres").exists()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -159,61 +222,15 @@ def main() -> int:
     parser.add_argument("--previous", default=PREVIOUS_RELEASE)
     parser.add_argument("--cycles", type=int, default=200)
     args = parser.parse_args()
-    if shutil.which("valgrind") is None or not (BIN / "postgres").exists():
+    if not has_tools():
         print("needs valgrind and PostgreSQL 15's server binaries (Debian: valgrind postgresql-15)")
         return 2
     work = Path(tempfile.mkdtemp(prefix="lineup-instructions-"))
     os.chmod(work, 0o777)  # noqa: S103 - the server, run as postgres, writes its profiles here
-    data, socket_dir, port = work / "data", work, 55400 + os.getpid() % 500
     with previous_release(args.previous) as previous, contextlib.ExitStack() as cleanup:
         cleanup.callback(shutil.rmtree, work, ignore_errors=True)
-        subprocess.run(
-            [str(BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
-            check=True,
-            capture_output=True,
-            **_as_postgres(),
-        )  # type: ignore[call-overload]
-        server = subprocess.Popen(
-            [
-                str(BIN / "postgres"),
-                "-D",
-                str(data),
-                "-p",
-                str(port),
-                "-k",
-                str(socket_dir),
-                "-c",
-                "fsync=off",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            **_as_postgres(),  # type: ignore[call-overload]
-        )
-        try:
-            _until_ready(port)
-            for name in ("previous", "current", "unpinned"):
-                subprocess.run(
-                    [
-                        "psql",
-                        "-h",
-                        "127.0.0.1",
-                        "-p",
-                        str(port),
-                        "-U",
-                        "postgres",
-                        "-c",
-                        f"CREATE DATABASE {name}",
-                    ],
-                    check=True,
-                    capture_output=True,
-                )
-            migrate_release(previous, f"postgresql://postgres@127.0.0.1:{port}/previous")
-            migrate_release(ROOT, f"postgresql://postgres@127.0.0.1:{port}/current")
-            migrate_release(ROOT, f"postgresql://postgres@127.0.0.1:{port}/unpinned")
-            _unpin(f"postgresql://postgres@127.0.0.1:{port}/unpinned")
-        finally:
-            server.terminate()
-            server.wait()
+        trees = {"previous": previous, "current": ROOT, "unpinned": ROOT}
+        data = cleanup.enter_context(migrated_cluster(work, trees))
         # A previous release that has call_tool_v3 (interface 3 and later) is sent the same call.
         code = previous / "service" / "db" / "sql" / "95_tool_calls.sql"
         previous_v3 = code.exists() and "call_tool_v3" in code.read_text()

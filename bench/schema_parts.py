@@ -155,19 +155,16 @@ def reshapes(conn: psycopg.Connection[Any]) -> list[Part]:
         assert row is not None, name
         return str(row[0])
 
-    final, readonly = trigger("operations_final_is_final"), trigger("instance_states_readonly_is_final")
+    # operations_guard checks every row's rules (migration 0020), so only the snapshot's guard can
+    # take a WHEN.
+    readonly = trigger("instance_states_readonly_is_final")
     guarded = [
-        "DROP TRIGGER operations_final_is_final ON operations",
         "DROP TRIGGER instance_states_readonly_is_final ON instance_states",
-        "CREATE TRIGGER operations_final_is_final BEFORE UPDATE ON operations FOR EACH ROW "
-        "WHEN (OLD.state <> 'focusing') EXECUTE FUNCTION operations_final_is_final()",
         "CREATE TRIGGER instance_states_readonly_is_final BEFORE UPDATE ON instance_states FOR EACH ROW "
         "WHEN (OLD.readonly) EXECUTE FUNCTION instance_states_readonly_is_final()",
     ]
     unguarded = [
-        "DROP TRIGGER operations_final_is_final ON operations",
         "DROP TRIGGER instance_states_readonly_is_final ON instance_states",
-        final,
         readonly,
     ]
     noop = [

@@ -81,3 +81,113 @@ def test_an_operation_for_an_unknown_instance_is_refused(db: Any) -> None:
             " duration_seconds, started_at, ends_at) VALUES (gen_random_uuid(), 'pomodoro.start', 'x', 'c',"
             " 'pomodoro', gen_random_uuid(), 60, now(), now() + interval '60 seconds')"
         )
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        ("duration_seconds = 0, ends_at = started_at", "ck_operations_duration"),
+        ("ends_at = ends_at + interval '1 second'", "ck_operations_ends_at"),
+        ("activity = repeat('a', 201)", "ck_operations_activity_length"),
+        ("state = 'interrupted', reason = 'agent_interrupt'", "ck_operations_final_has_result"),
+        ("state = 'paused', finalized_at = now(), result = '{}'", "ck_operations_state"),
+        ("reason = 'tired'", "ck_operations_reason"),
+        ("reason = 'agent_interrupt'", "ck_operations_state_matches_reason"),
+    ],
+)
+def test_an_operation_breaking_a_rule_is_refused_under_the_rules_name(
+    db: Any, change: str, rule: str
+) -> None:
+    _, operation_id = open_pomodoro(db)
+    with pytest.raises(psycopg.errors.CheckViolation) as refused:
+        db.execute(f"UPDATE operations SET {change} WHERE operation_id = %s", [operation_id])
+    assert refused.value.diag.constraint_name == rule
+
+
+def test_an_operation_inserted_breaking_a_rule_is_refused(db: Any) -> None:
+    db.execute("INSERT INTO workspaces (conversation_id) VALUES ('c')")
+    instance_id = uuid.uuid4()
+    db.execute(
+        "INSERT INTO app_instances (instance_id, conversation_id, app_scope, status) VALUES (%s, 'c', 'pomodoro', 'open')",
+        [instance_id],
+    )
+    with pytest.raises(psycopg.errors.CheckViolation) as refused:
+        db.execute(
+            "INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,"
+            " duration_seconds, started_at, ends_at) VALUES (gen_random_uuid(), 'pomodoro.start', 'tc', 'c',"
+            " 'pomodoro', %s, 14401, now(), now() + interval '14401 seconds')",
+            [instance_id],
+        )
+    assert refused.value.diag.constraint_name == "ck_operations_duration"
+
+
+def test_a_final_operation_that_settles_right_passes_every_rule(db: Any) -> None:
+    _, operation_id = open_pomodoro(db)
+    db.execute(
+        "UPDATE operations SET state = 'interrupted', reason = 'agent_interrupt', finalized_at = now(),"
+        " result = '{}' WHERE operation_id = %s",
+        [operation_id],
+    )
+    row = db.execute("SELECT state FROM operations WHERE operation_id = %s", [operation_id]).fetchone()
+    assert row == {"state": "interrupted"}
+
+
+def test_a_deadline_decision_keeps_how_late_it_was_and_no_other_decision_does(db: Any) -> None:
+    _, late = open_pomodoro(db, "c1")
+    _, early = open_pomodoro(db, "c2")
+    db.execute(
+        "UPDATE operations SET state = 'completed', reason = 'deadline_reached',"
+        " finalized_at = ends_at + interval '1.5 seconds', result = '{}' WHERE operation_id = %s",
+        [late],
+    )
+    db.execute(
+        "UPDATE operations SET state = 'interrupted', reason = 'agent_interrupt', finalized_at = now(),"
+        " result = '{}' WHERE operation_id = %s",
+        [early],
+    )
+    rows = db.execute(
+        "SELECT operation_id, lateness_ms FROM operations WHERE operation_id IN (%s, %s)", [late, early]
+    ).fetchall()
+    assert {row["operation_id"]: row["lateness_ms"] for row in rows} == {late: 1500, early: None}
+
+
+@pytest.mark.parametrize(
+    ("statement", "rule"),
+    [
+        ("UPDATE app_instances SET status = 'paused'", "ck_app_instances_status"),
+        ("UPDATE sub_sessions SET status = 'paused'", "ck_sub_sessions_status"),
+        (
+            "INSERT INTO projection_events (conversation_id, event_seq, kind, payload) VALUES ('c', 1, 'gossip', '{}')",
+            "ck_projection_events_kind",
+        ),
+    ],
+)
+def test_a_word_outside_its_list_is_refused(db: Any, statement: str, rule: str) -> None:
+    open_pomodoro(db)
+    db.execute(
+        "INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id)"
+        " SELECT gen_random_uuid(), instance_id, conversation_id FROM app_instances"
+    )
+    with pytest.raises(psycopg.errors.CheckViolation) as refused:
+        db.execute(statement)
+    assert refused.value.diag.constraint_name == rule
+
+
+@pytest.mark.parametrize(
+    ("statement", "rule"),
+    [
+        ("INSERT INTO workspaces (conversation_id) VALUES ('')", "ck_workspaces_conversation_id_length"),
+        (
+            "INSERT INTO workspaces (conversation_id) VALUES (repeat('c', 256))",
+            "ck_workspaces_conversation_id_length",
+        ),
+        ("UPDATE workspaces SET outbox_sequence = -1", "ck_workspaces_outbox_sequence_nonnegative"),
+    ],
+)
+def test_a_workspace_breaking_a_rule_is_refused_under_the_rules_name(
+    db: Any, statement: str, rule: str
+) -> None:
+    db.execute("INSERT INTO workspaces (conversation_id) VALUES (repeat('c', 255))")
+    with pytest.raises(psycopg.errors.CheckViolation) as refused:
+        db.execute(statement)
+    assert refused.value.diag.constraint_name == rule

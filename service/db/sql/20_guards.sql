@@ -1,19 +1,100 @@
 -- Guards: the database itself refuses what the invariants forbid, whatever the code does.
 
--- A terminal state never changes: neither its state, its reason nor its result.
-CREATE OR REPLACE FUNCTION operations_final_is_final() RETURNS trigger
+-- operations_guard: an operation's row rules, checked on every INSERT and UPDATE of the table, and
+-- its lateness_ms kept.
+-- A terminal state never changes: neither its state, its reason nor its result. And the rules a
+-- CHECK constraint held until migration 0020, each refused under its constraint's name with
+-- check_violation in the order Postgres tried them (by name), and passing (as a CHECK does) when
+-- its expression is NULL: one trigger with the
+-- rules compiled once per session costs a cycle less than eight CHECKs, whose expressions Postgres
+-- reads back from the catalog and prepares again at every statement (bench/README.md, "The
+-- database's instructions per cycle"). The rules that pass together are tried in one expression.
+CREATE OR REPLACE FUNCTION operations_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    broken text;
 BEGIN
-    IF OLD.state <> 'focusing' AND (NEW.state, NEW.reason, NEW.result::text)
+    IF TG_OP = 'UPDATE' AND OLD.state <> 'focusing' AND (NEW.state, NEW.reason, NEW.result::text)
             IS DISTINCT FROM (OLD.state, OLD.reason, OLD.result::text) THEN
         RAISE EXCEPTION 'operation % is already %', OLD.operation_id, OLD.state
             USING ERRCODE = 'check_violation', CONSTRAINT = 'operation_final_is_final';
     END IF;
+    -- How late a deadline was decided: a stored generated column until migration 0020, whose
+    -- expression Postgres, too, read back and prepared at every statement.
+    NEW.lateness_ms := CASE WHEN NEW.reason = 'deadline_reached'
+                            THEN (EXTRACT(EPOCH FROM NEW.finalized_at - NEW.ends_at) * 1000)::integer END;
+    IF (NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL AND NEW.result IS NULL
+            OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
+               AND NEW.finalized_at >= NEW.ends_at AND NEW.result IS NOT NULL
+            OR NEW.state = 'interrupted' AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+               AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL
+            OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed'
+               AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
+       AND NEW.duration_seconds BETWEEN 1 AND 14400
+       AND NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds)
+       AND (NEW.activity IS NULL OR char_length(NEW.activity) <= 200) THEN
+        RETURN NEW;
+    END IF;
+    -- Something is wrong, or NULL where a CHECK would pass: each rule as its CHECK was.
+    broken := CASE
+        WHEN NOT (NEW.activity IS NULL OR char_length(NEW.activity) <= 200)
+            THEN 'ck_operations_activity_length'
+        WHEN NOT (NEW.state <> 'completed' OR NEW.finalized_at >= NEW.ends_at)
+            THEN 'ck_operations_completed_not_early'
+        WHEN NOT (NEW.duration_seconds BETWEEN 1 AND 14400)
+            THEN 'ck_operations_duration'
+        WHEN NOT (NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds))
+            THEN 'ck_operations_ends_at'
+        WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
+            THEN 'ck_operations_final_has_result'
+        WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
+                                                       'user_left_workspace', 'app_closed'))
+            THEN 'ck_operations_reason'
+        WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
+            THEN 'ck_operations_state'
+        WHEN NOT coalesce(NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL
+                              AND NEW.result IS NULL
+                          OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
+                          OR NEW.state = 'interrupted'
+                             AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+                          OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
+            THEN 'ck_operations_state_matches_reason'
+    END;
+    IF broken IS NOT NULL THEN
+        RAISE EXCEPTION 'new row for relation "operations" violates check constraint "%"', broken
+            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'operations';
+    END IF;
     RETURN NEW;
 END $$;
 
-CREATE OR REPLACE TRIGGER operations_final_is_final BEFORE UPDATE ON operations
-FOR EACH ROW EXECUTE FUNCTION operations_final_is_final();
+CREATE OR REPLACE TRIGGER operations_guard BEFORE INSERT OR UPDATE ON operations
+FOR EACH ROW EXECUTE FUNCTION operations_guard();
+
+-- workspaces_guard: a workspace's row rules, as its CHECKs held them until migration 0020 (the
+-- same names, check_violation, NULL passing); its row is written two or three times per tool call.
+CREATE OR REPLACE FUNCTION workspaces_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF char_length(NEW.conversation_id) BETWEEN 1 AND 255 AND NEW.outbox_sequence >= 0 THEN
+        RETURN NEW;
+    END IF;
+    IF NOT (char_length(NEW.conversation_id) BETWEEN 1 AND 255) THEN
+        RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
+            'ck_workspaces_conversation_id_length'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_conversation_id_length',
+                  TABLE = 'workspaces';
+    END IF;
+    IF NOT (NEW.outbox_sequence >= 0) THEN
+        RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
+            'ck_workspaces_outbox_sequence_nonnegative'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_outbox_sequence_nonnegative',
+                  TABLE = 'workspaces';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE TRIGGER workspaces_guard BEFORE INSERT OR UPDATE ON workspaces
+FOR EACH ROW EXECUTE FUNCTION workspaces_guard();
 
 -- A read-only snapshot never changes and never becomes writable again.
 CREATE OR REPLACE FUNCTION instance_states_readonly_is_final() RETURNS trigger

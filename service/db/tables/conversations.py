@@ -21,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSON, JSONB, UUID
 
 from service.db.tables.conventions import (
+    any_of,
     metadata,
     timestamp,
 )
@@ -162,5 +163,5 @@ projection_events = Table(
     Column("payload", JSONB, nullable=False),
     timestamp("created_at", default=True),
     PrimaryKeyConstraint("conversation_id", "event_seq"),
-    CheckConstraint("kind IN ('operation', 'workspace', 'message', 'interaction')", name="kind"),
+    CheckConstraint(any_of("kind", ("operation", "workspace", "message", "interaction")), name="kind"),
 )

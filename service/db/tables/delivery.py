@@ -24,6 +24,7 @@ from service.db.tables.conventions import (
     ATTEMPT_OUTCOMES,
     CIRCUIT_STATES,
     OUTBOX_STATUSES,
+    any_of,
     metadata,
     one_of,
     timestamp,
@@ -54,7 +55,7 @@ outbox = Table(
     ForeignKeyConstraint(
         ["operation_id", "conversation_id"], ["operations.operation_id", "operations.conversation_id"]
     ),
-    CheckConstraint(one_of("status", OUTBOX_STATUSES), name="status"),
+    CheckConstraint(any_of("status", OUTBOX_STATUSES), name="status"),
     CheckConstraint("attempts >= 0", name="attempts_nonnegative"),
     CheckConstraint("(status = 'delivered') = (delivered_at IS NOT NULL)", name="delivered_at"),
     CheckConstraint("(lease_owner IS NULL) = (lease_expires_at IS NULL)", name="lease_pair"),

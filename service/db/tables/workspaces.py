@@ -8,7 +8,6 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
-    Computed,
     ForeignKey,
     ForeignKeyConstraint,
     Index,
@@ -22,10 +21,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from service.db.tables.conventions import (
-    OPERATION_REASONS,
-    OPERATION_STATES,
+    any_of,
     metadata,
-    one_of,
     timestamp,
 )
 
@@ -39,8 +36,10 @@ workspaces = Table(
     Column("outbox_sequence", BigInteger, nullable=False, server_default=text("0")),
     timestamp("created_at", default=True),
     timestamp("updated_at", default=True),
-    CheckConstraint("char_length(conversation_id) BETWEEN 1 AND 255", name="conversation_id_length"),
-    CheckConstraint("outbox_sequence >= 0", name="outbox_sequence_nonnegative"),
+    # The conversation_id's length (1 to 255) and a non-negative outbox_sequence are the
+    # workspaces_guard trigger's (service/db/sql/20_guards.sql), under their CHECK names of before
+    # migration 0020: a tool call updates this row two or three times, and a CHECK is read back from
+    # the catalog and prepared again at every statement.
     # Every key between tables of conversation data includes conversation_id (its last column):
     # what Citus needs of them (docs/scaling.md, migration 0018).
     ForeignKeyConstraint(
@@ -71,7 +70,7 @@ app_instances = Table(
     timestamp("opened_at", default=True),
     timestamp("closed_at", nullable=True),
     PrimaryKeyConstraint("instance_id", "conversation_id"),
-    CheckConstraint("status IN ('open', 'closed')", name="status"),
+    CheckConstraint(any_of("status", ("open", "closed")), name="status"),
     CheckConstraint("(status = 'closed') = (closed_at IS NOT NULL)", name="closed_at_iff_closed"),
     # An app has at most one open instance per conversation: resuming reuses it.
     Index(
@@ -98,7 +97,7 @@ sub_sessions = Table(
     Column("status", Text, nullable=False, server_default=text("'open'")),
     timestamp("started_at", default=True),
     timestamp("ended_at", nullable=True),
-    CheckConstraint("status IN ('open', 'ended')", name="status"),
+    CheckConstraint(any_of("status", ("open", "ended")), name="status"),
     CheckConstraint("(status = 'ended') = (ended_at IS NOT NULL)", name="ended_at_iff_ended"),
 )
 
@@ -139,39 +138,18 @@ operations = Table(
     timestamp("ends_at"),
     timestamp("finalized_at", nullable=True),
     Column("result", JSONB, nullable=True),
-    # How late the deadline was decided: kept for every deadline decision.
-    Column(
-        "lateness_ms",
-        Integer,
-        Computed(
-            "CASE WHEN reason = 'deadline_reached' "
-            "THEN (EXTRACT(EPOCH FROM finalized_at - ends_at) * 1000)::integer END",
-            persisted=True,
-        ),
-    ),
+    # How late the deadline was decided: kept for every deadline decision, by the operations_guard
+    # trigger (service/db/sql/20_guards.sql; a stored generated column until migration 0020).
+    Column("lateness_ms", Integer, nullable=True),
     PrimaryKeyConstraint("operation_id", "conversation_id"),
     UniqueConstraint("tool_call_id", "conversation_id"),
     ForeignKeyConstraint(
         ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
     ),
-    CheckConstraint(one_of("state", OPERATION_STATES), name="state"),
-    CheckConstraint(f"reason IS NULL OR {one_of('reason', OPERATION_REASONS)}", name="reason"),
-    CheckConstraint(
-        # COALESCE: a NULL reason must fail the check, not pass it as unknown.
-        "COALESCE((state = 'focusing' AND reason IS NULL AND finalized_at IS NULL AND result IS NULL)"
-        " OR (state = 'completed' AND reason = 'deadline_reached')"
-        " OR (state = 'interrupted' AND reason IN ('agent_interrupt', 'user_left_workspace'))"
-        " OR (state = 'cancelled' AND reason = 'app_closed'), false)",
-        name="state_matches_reason",
-    ),
-    CheckConstraint(
-        "state = 'focusing' OR (finalized_at IS NOT NULL AND result IS NOT NULL)",
-        name="final_has_result",
-    ),
-    CheckConstraint("state <> 'completed' OR finalized_at >= ends_at", name="completed_not_early"),
-    CheckConstraint("duration_seconds BETWEEN 1 AND 14400", name="duration"),
-    CheckConstraint("ends_at = started_at + make_interval(secs => duration_seconds)", name="ends_at"),
-    CheckConstraint("activity IS NULL OR char_length(activity) <= 200", name="activity_length"),
+    # The row's rules (a state with its reason, a final state with its result, the duration, the
+    # deadline, the activity's length, a terminal state never changing) are the operations_guard
+    # trigger's (service/db/sql/20_guards.sql), under their CHECK names of before migration 0020:
+    # a CHECK is read back from the catalog and prepared again at every statement.
     # At most one focusing Pomodoro per conversation (another app's own rule is its decision's).
     Index(
         "uq_operations_one_focusing_per_conversation",
