@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import OPERATOR_TOKEN
 from tests.support import ops_console
-from tests.support.browser import chromium, eventually, requires_chromium
+from tests.support.browser import PageProblems, chromium, eventually, requires_chromium
 from tests.support.ops_console import (
     DESKTOP,
     PHONE,
@@ -185,6 +185,29 @@ def test_times_name_their_date_and_zone_counts_their_plural_and_charts_their_sca
     headers = page.locator('[data-testid="outbox-table"] th').all_inner_texts()
     assert "Attempts" in headers and "Att." not in headers
     assert " · result " in page.locator('[data-testid="outbox-row"]').first.inner_text()
+
+
+def test_a_trace_of_an_id_used_in_two_conversations_asks_for_one_and_the_list_link_names_it(
+    page: Any, browser: Any, stack: Stack
+) -> None:
+    # A tool_call_id is unique per conversation: two conversations' "twice-1".
+    for conversation in ("ops-twice-a", "ops-twice-b"):
+        start_and_stop(stack.base_url, "twice-1", conversation)
+    problems = PageProblems()
+    problems.expect("status of 409 (Conflict)")  # the console's read, refused as ambiguous
+    tab = browser.new_page()  # signed in: the page fixture's session
+    problems.watch(tab)
+    tab.goto(f"{stack.base_url}/ops/trace/twice-1")
+    tab.wait_for_selector('[data-testid="trace"] .notice')
+    assert "more than one conversation" in tab.locator('[data-testid="trace"] .notice').inner_text()
+    tab.close()
+    assert problems.found == []
+
+    page.goto(f"{stack.base_url}/ops/tool-calls?conversation=ops-twice-b")
+    page.click('a[href^="/ops/trace/twice-1"]')
+    page.wait_for_selector('[data-testid="trace"][data-tool-call-id="twice-1"] [data-testid="trace-answer"]')
+    assert page.url.endswith("/ops/trace/twice-1?conversation_id=ops-twice-b")
+    assert "work on ops-twice-b" in page.locator('[data-testid="trace"]').inner_text()
 
 
 def test_a_trace_address_that_is_not_percent_encoding_says_so_and_a_dot_id_is_no_broken_link(
