@@ -86,9 +86,12 @@ def test_the_status_the_previous_release_reads_is_the_one_the_api_gives_each_out
 
 def test_an_answer_this_release_expires_carries_the_status_the_previous_one_reads(db: Any) -> None:
     db.execute(PREVIOUS_CALL, ("prev-exp", "conv-prev", "pomodoro.interrupt", "fp", "{}", 300.0, 1))
-    assert db.execute("SELECT * FROM expire_tool_call_answers(now() + interval '1 day', 100)").fetchone()[
-        "expired"
-    ] == 1
+    assert (
+        db.execute("SELECT * FROM expire_tool_call_answers(now() + interval '1 day', 100)").fetchone()[
+            "expired"
+        ]
+        == 1
+    )
     recorded = db.execute("SELECT outcome, status_code FROM tool_calls").fetchone()
     assert (recorded["outcome"], recorded["status_code"]) == ("tool_call_expired", 410)
 
