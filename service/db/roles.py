@@ -101,6 +101,7 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "interaction_result": _PURE,
     "database_interfaces": _PURE,
     "interface_1_statuses": _PURE,
+    "operation_json": _PURE,
     "compat_status_code": _PURE,  # tool_calls.status_code for the release before migration 0019
     "operations_final_is_final": (),
     "instance_states_readonly_is_final": (),

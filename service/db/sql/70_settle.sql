@@ -28,6 +28,21 @@ CREATE TYPE decision_effects AS (
     queued uuid[]
 );
 
+-- operation_json: an operation as JSON, built here once for every SQL site that shows one — a
+-- Tool's answer (pomodoro_start's "operation"), its outcome in the outbox (settle_focusing_v2's
+-- result) and the Host's event stream (project_operation): ids as text, times RFC 3339 (rfc3339).
+-- Each site removes the keys it does not show; jsonb keeps its own key order (shortest first),
+-- whatever the order of building, so each answer's bytes stay what they were. Python builds the
+-- REST and SDK views of an operation itself: see README.md, "An operation's JSON".
+CREATE OR REPLACE FUNCTION operation_json(o operations) RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN jsonb_build_object(
+    'operation_id', o.operation_id, 'tool', o.tool, 'tool_call_id', o.tool_call_id,
+    'conversation_id', o.conversation_id, 'app_scope', o.app_scope, 'instance_id', o.instance_id,
+    'state', o.state, 'reason', o.reason, 'activity', o.activity, 'duration_seconds', o.duration_seconds,
+    'started_at', rfc3339(o.started_at), 'ends_at', rfc3339(o.ends_at),
+    'finalized_at', rfc3339(o.finalized_at), 'result', o.result);
+
 -- settle_focusing_v2: ends the operations of the conversation among p_operation_ids that are still
 -- focusing, with p_state (p_reason) — or `completed` (deadline_reached) for any whose ends_at has
 -- passed: the deadline is a fact of the database clock, whatever the caller asked for (p_only_due
@@ -46,35 +61,29 @@ LANGUAGE plpgsql AS $$
 DECLARE
     settled operations[];
     one operations;
-    focusing record;
-    decided_state text;
-    decided_reason text;
+    decided operations;
     decided_at timestamptz := statement_timestamp();
 BEGIN
-    FOR focusing IN
-        SELECT o.operation_id, o.activity, o.duration_seconds, o.started_at, o.ends_at
-        FROM operations o
+    FOR decided IN
+        SELECT o.* FROM operations o
         WHERE o.conversation_id = p_conversation_id AND o.operation_id = ANY(p_operation_ids)
           AND o.state = 'focusing' AND (NOT p_only_due OR o.ends_at <= decided_at)
     LOOP
-        decided_state := CASE WHEN focusing.ends_at <= decided_at THEN 'completed' ELSE p_state END;
-        decided_reason := CASE WHEN focusing.ends_at <= decided_at THEN 'deadline_reached' ELSE p_reason END;
+        -- The row as it is decided, and its result (the outbox's payload) from it.
+        decided.state := CASE WHEN decided.ends_at <= decided_at THEN 'completed' ELSE p_state END;
+        decided.reason := CASE WHEN decided.ends_at <= decided_at THEN 'deadline_reached' ELSE p_reason END;
+        decided.finalized_at := decided_at;
+        decided.result := operation_json(decided)
+            - '{operation_id,tool,tool_call_id,conversation_id,app_scope,instance_id,result}'::text[]
+            || jsonb_build_object('focused_seconds', LEAST(
+                decided.duration_seconds,
+                floor(EXTRACT(EPOCH FROM decided_at - decided.started_at))::integer));
         UPDATE operations
-        SET state = decided_state,
-            reason = decided_reason,
-            finalized_at = decided_at,
-            result = jsonb_build_object(
-                'state', decided_state,
-                'reason', decided_reason,
-                'activity', focusing.activity,
-                'duration_seconds', focusing.duration_seconds,
-                'started_at', rfc3339(focusing.started_at),
-                'ends_at', rfc3339(focusing.ends_at),
-                'finalized_at', rfc3339(decided_at),
-                'focused_seconds', LEAST(
-                    focusing.duration_seconds,
-                    floor(EXTRACT(EPOCH FROM decided_at - focusing.started_at))::integer))
-        WHERE conversation_id = p_conversation_id AND operation_id = focusing.operation_id
+        SET state = decided.state,
+            reason = decided.reason,
+            finalized_at = decided.finalized_at,
+            result = decided.result
+        WHERE conversation_id = p_conversation_id AND operation_id = decided.operation_id
           AND state = 'focusing'
         RETURNING * INTO one;
         IF FOUND THEN
