@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -41,7 +42,8 @@ def at_0018(database_factory: DatabaseFactory) -> Iterator[str]:
 def test_answers_recorded_before_0019_replay_byte_for_byte_with_their_status(
     at_0018: str, registry: Registry
 ) -> None:
-    with psycopg.connect(at_0018, autocommit=True, row_factory=dict_row) as db:
+    with psycopg.connect(at_0018, autocommit=True, row_factory=dict_row) as conn:
+        db: Any = conn  # rows as the tests read them
         for tool_call_id, tool, status, response in RECORDED:
             db.execute(
                 "INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)"
