@@ -1,6 +1,6 @@
-"""An operation's JSON: the database builds it once (``operation_json``, 70_settle.sql) for every
-SQL site — a Tool's answer, its outcome in the outbox, the Host's event stream — and each shows its
-own keys of it; the REST view Python builds says the same of every key they share."""
+"""An operation's JSON: the database builds it in one function (``operation_json``, 70_settle.sql),
+one view for each SQL site — a Tool's answer, its outcome in the outbox, the Host's event stream;
+the REST view Python builds says the same of every key they share."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _start_and_interrupt(db: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return json.loads(started["response"]), json.loads(stopped["response"])
 
 
-def test_each_sql_site_shows_its_own_keys_of_the_one_operation_json(db: Any) -> None:
+def test_each_sql_site_shows_its_own_view_of_an_operation(db: Any) -> None:
     started, _ = _start_and_interrupt(db)
     assert list(started["operation"]) == [
         "state",
@@ -75,7 +75,15 @@ def test_each_sql_site_shows_its_own_keys_of_the_one_operation_json(db: Any) -> 
 
 def test_the_sql_and_the_rest_views_of_an_operation_agree_on_every_key_they_share(db: Any) -> None:
     _start_and_interrupt(db)
-    row = db.execute("SELECT o.*, operation_json(o) AS built FROM operations o").fetchone()
-    built, rest = row.pop("built"), operation_view(row)
-    assert built["finalized_at"] is not None and built["result"] is not None
-    assert {key: rest[key] for key in built} == built
+    row = db.execute(
+        "SELECT o.*, operation_json(o, 'answer') AS answer, operation_json(o, 'result') AS result_view,"
+        " operation_json(o, 'event') AS event FROM operations o"
+    ).fetchone()
+    views = [row.pop("answer"), row.pop("result_view"), row.pop("event")]
+    rest = operation_view(row)
+    assert rest["finalized_at"] is not None and rest["result"] is not None
+    for built in views:
+        shared = [key for key in built if key in rest]
+        assert len(shared) >= 5
+        assert {key: rest[key] for key in shared} == {key: built[key] for key in shared}
+    assert views[1] == row["result"]  # the outcome's result is the 'result' view of the row as it ended

@@ -65,8 +65,7 @@ BEGIN
     response := jsonb_build_object(
         'tool_call_id', p_tool_call_id,
         'status', 'accepted',
-        'operation', operation_json(started)
-            - '{tool,tool_call_id,conversation_id,app_scope,instance_id,reason,finalized_at,result}'::text[],
+        'operation', operation_json(started, 'answer'),
         'instance_id', opened.instance_id,
         'sub_session_id', opened.sub_session_id);
 END $$;

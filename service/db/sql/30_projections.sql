@@ -25,8 +25,7 @@ END $$;
 CREATE OR REPLACE FUNCTION project_operation() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM project(NEW.conversation_id, 'operation',
-                    operation_json(NEW) - '{conversation_id,app_scope,duration_seconds}'::text[]);
+    PERFORM project(NEW.conversation_id, 'operation', operation_json(NEW, 'event'));
     RETURN NULL;
 END $$;
 

@@ -28,20 +28,33 @@ CREATE TYPE decision_effects AS (
     queued uuid[]
 );
 
--- operation_json: an operation as JSON, built here once for every SQL site that shows one — a
--- Tool's answer (pomodoro_start's "operation"), its outcome in the outbox (settle_focusing_v2's
--- result) and the Host's event stream (project_operation): ids as text, times RFC 3339 (rfc3339).
--- Each site removes the keys it does not show; jsonb keeps its own key order (shortest first),
--- whatever the order of building, so each answer's bytes stay what they were. Python builds the
--- REST and SDK views of an operation itself: see README.md, "An operation's JSON".
-CREATE OR REPLACE FUNCTION operation_json(o operations) RETURNS jsonb
+-- operation_json: an operation as JSON, built here for every SQL site that shows one, each its
+-- own view of it: p_view 'answer', the operation a Tool's answer names (pomodoro_start's
+-- "operation"); 'result', its outcome in the outbox (settle_focusing_v2, from the row as it is
+-- decided); 'event', the Host's event stream (project_operation). Ids as text, times RFC 3339
+-- (rfc3339). Each caller names its view as a constant: the function is inlined and the CASE folded
+-- when the caller's statement is planned, so a view costs what building it in place did. jsonb
+-- keeps its own key order (shortest first), whatever the order here. Python builds the REST and SDK
+-- views itself: see README.md, "An operation's JSON".
+CREATE OR REPLACE FUNCTION operation_json(o operations, p_view text) RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN jsonb_build_object(
-    'operation_id', o.operation_id, 'tool', o.tool, 'tool_call_id', o.tool_call_id,
-    'conversation_id', o.conversation_id, 'app_scope', o.app_scope, 'instance_id', o.instance_id,
-    'state', o.state, 'reason', o.reason, 'activity', o.activity, 'duration_seconds', o.duration_seconds,
-    'started_at', rfc3339(o.started_at), 'ends_at', rfc3339(o.ends_at),
-    'finalized_at', rfc3339(o.finalized_at), 'result', o.result);
+RETURN CASE p_view
+    WHEN 'answer' THEN jsonb_build_object(
+        'operation_id', o.operation_id, 'state', o.state, 'activity', o.activity,
+        'duration_seconds', o.duration_seconds, 'started_at', rfc3339(o.started_at),
+        'ends_at', rfc3339(o.ends_at))
+    WHEN 'result' THEN jsonb_build_object(
+        'state', o.state, 'reason', o.reason, 'activity', o.activity,
+        'duration_seconds', o.duration_seconds, 'started_at', rfc3339(o.started_at),
+        'ends_at', rfc3339(o.ends_at), 'finalized_at', rfc3339(o.finalized_at),
+        'focused_seconds', LEAST(o.duration_seconds,
+                                 floor(EXTRACT(EPOCH FROM o.finalized_at - o.started_at))::integer))
+    WHEN 'event' THEN jsonb_build_object(
+        'operation_id', o.operation_id, 'tool', o.tool, 'tool_call_id', o.tool_call_id,
+        'instance_id', o.instance_id, 'state', o.state, 'reason', o.reason, 'activity', o.activity,
+        'started_at', rfc3339(o.started_at), 'ends_at', rfc3339(o.ends_at),
+        'finalized_at', rfc3339(o.finalized_at), 'result', o.result)
+END;
 
 -- settle_focusing_v2: ends the operations of the conversation among p_operation_ids that are still
 -- focusing, with p_state (p_reason) — or `completed` (deadline_reached) for any whose ends_at has
@@ -73,11 +86,7 @@ BEGIN
         decided.state := CASE WHEN decided.ends_at <= decided_at THEN 'completed' ELSE p_state END;
         decided.reason := CASE WHEN decided.ends_at <= decided_at THEN 'deadline_reached' ELSE p_reason END;
         decided.finalized_at := decided_at;
-        decided.result := operation_json(decided)
-            - '{operation_id,tool,tool_call_id,conversation_id,app_scope,instance_id,result}'::text[]
-            || jsonb_build_object('focused_seconds', LEAST(
-                decided.duration_seconds,
-                floor(EXTRACT(EPOCH FROM decided_at - decided.started_at))::integer));
+        decided.result := operation_json(decided, 'result');
         UPDATE operations
         SET state = decided.state,
             reason = decided.reason,
