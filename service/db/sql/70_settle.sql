@@ -33,7 +33,7 @@ CREATE TYPE decision_effects AS (
 -- "operation"); 'result', its outcome in the outbox (settle_focusing_v2, from the row as it is
 -- decided); 'event', the Host's event stream (project_operation). Ids as text, times RFC 3339
 -- (rfc3339). Each caller names its view as a constant: the function is inlined and the CASE folded
--- when the caller's statement is planned, so a view costs what building it in place did. jsonb
+-- when the caller's statement is planned, so a view costs about what building it in place did. jsonb
 -- keeps its own key order (shortest first), whatever the order here. Python builds the REST and SDK
 -- views itself: see README.md, "An operation's JSON".
 CREATE OR REPLACE FUNCTION operation_json(o operations, p_view text) RETURNS jsonb
