@@ -128,6 +128,7 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "compat_conversation_of_instance": (),  # triggers for the release before migration 0018
     "compat_conversation_of_event": (),
     "compat_conversation_of_interaction": (),
+    "compat_outcome_of_answer": (),  # triggers for the release before migration 0019
     "spend_write": (RUNTIME,),
     "uuid_v7_floor": (RUNTIME,),
     "expire_tool_call_answers": (RUNTIME,),

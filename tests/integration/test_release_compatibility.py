@@ -96,6 +96,24 @@ def test_an_answer_this_release_expires_carries_the_status_the_previous_one_read
     assert (recorded["outcome"], recorded["status_code"]) == ("tool_call_expired", 410)
 
 
+def test_an_answer_the_previous_releases_own_code_records_or_expires_gets_its_outcome(db: Any) -> None:
+    # Between migration 0019's commit and the new database code's, the release before still runs
+    # its own call_tool_v3 and retention, which name no outcome: the compatibility triggers do.
+    db.execute(
+        "INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)"
+        " VALUES ('old-insert', 'conv-prev', 'pomodoro.start', 'fp', 409,"
+        ' \'{"error":"operation_already_focusing","message":"busy"}\')'
+    )
+    recorded = db.execute("SELECT outcome FROM tool_calls WHERE tool_call_id = 'old-insert'").fetchone()
+    assert recorded["outcome"] == "operation_already_focusing"
+    db.execute(
+        'UPDATE tool_calls SET status_code = 410, response = \'{"error":"tool_call_expired"}\''
+        " WHERE tool_call_id = 'old-insert'"
+    )
+    expired = db.execute("SELECT outcome FROM tool_calls WHERE tool_call_id = 'old-insert'").fetchone()
+    assert expired["outcome"] == "tool_call_expired"
+
+
 async def test_ready_at_head(client: AsyncTestClient[Any]) -> None:
     answer = await client.get("/readyz")
     assert answer.status_code == 200

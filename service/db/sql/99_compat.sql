@@ -171,3 +171,23 @@ END $$;
 -- An MCP task id written without its conversation (the release before 0018's tasks).
 CREATE OR REPLACE TRIGGER compat_interaction_tasks_conversation BEFORE INSERT ON interaction_tasks
 FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_interaction();
+
+-- The release before migration 0019 records a tool call without its outcome word (the column is
+-- new, NOT NULL) while it still runs its own database code (between the migration's commit and
+-- that of this code): the word its answer names, as the migration gave the rows already there.
+-- Its history retention, likewise, expires an answer without it. This release names it and skips
+-- the triggers.
+CREATE OR REPLACE FUNCTION compat_outcome_of_answer() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.outcome := coalesce(NEW.response ->> 'status', NEW.response ->> 'error');
+    RETURN NEW;
+END $$;
+
+-- A tool call recorded without its outcome (the release before 0019's call_tool_v3).
+CREATE OR REPLACE TRIGGER compat_tool_calls_outcome BEFORE INSERT ON tool_calls
+FOR EACH ROW WHEN (NEW.outcome IS NULL) EXECUTE FUNCTION compat_outcome_of_answer();
+
+-- An answer expired without its outcome (the release before 0019's expire_tool_call_answers).
+CREATE OR REPLACE TRIGGER compat_tool_calls_expired_outcome BEFORE UPDATE OF response ON tool_calls
+FOR EACH ROW WHEN (NEW.outcome IS NOT DISTINCT FROM OLD.outcome) EXECUTE FUNCTION compat_outcome_of_answer();
