@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from litestar.connection import ASGIConnection
 
@@ -53,6 +53,12 @@ def status_of_kind(kind: type) -> int:
 
 def status_of(refusal: Refusal) -> int:
     return status_of_kind(type(refusal))
+
+
+def outcome_statuses(kinds: Mapping[str, type]) -> dict[str, int]:
+    """The status of every outcome word (a Tool's answer, as ``tool_calls.outcome`` records it), from
+    its kind (``Registry.kinds``): what the operators' reads of recorded calls show."""
+    return {outcome: status_of_kind(kind) for outcome, kind in kinds.items()}
 
 
 _CODES = {

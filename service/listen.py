@@ -18,6 +18,7 @@ import psycopg
 import structlog
 from psycopg import sql
 
+from service.background import sleep_until
 from service.db.pool import prepare_options
 from service.db.reconnect import Backoff
 
@@ -81,7 +82,7 @@ class Listener:
                     error=str(exc).strip() or type(exc).__name__,
                     retry_in=round(pause, 3),
                 )
-                await _sleep_unless(stop, pause)
+                await sleep_until(pause, stop)
         self.connected.clear()
 
     async def _receive(self, conn: psycopg.AsyncConnection[tuple[object, ...]], stop: asyncio.Event) -> None:
@@ -95,11 +96,3 @@ class Listener:
                 async with asyncio.timeout(self._heartbeat_timeout):
                     await conn.execute("SELECT 1")
                 quiet_since = loop.time()
-
-
-async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        async with asyncio.timeout(seconds):
-            await stop.wait()
-    except TimeoutError:
-        pass

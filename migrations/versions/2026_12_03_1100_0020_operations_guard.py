@@ -1,7 +1,7 @@
 """The operation's row rules in one trigger instead of eight CHECK constraints and a generated column
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 Create Date: 2026-12-03 11:00:00+00:00
 
 Postgres reads a table's CHECK expressions back from the catalog (``stringToNode``) and prepares
@@ -43,7 +43,7 @@ from alembic import op
 from service.db import code
 
 revision: str = "0020"
-down_revision: str | None = "0018"
+down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -39,7 +39,7 @@ from service.db.ops_queries import DEFAULT_LIMIT
 from service.db.recovery import DeadFilter
 from service.db.tables import OPERATION_STATES, OUTBOX_STATUSES
 from service.domain.errors import not_found
-from service.http import bearer_token
+from service.http import bearer_token, outcome_statuses
 from service.outbox_history import OutboxHistory
 from service.use_cases import delivery_control, ops_reads
 from service.use_cases.outbox_requeue import recover_dead, requeue_dead
@@ -249,9 +249,11 @@ class OpsController(Controller):
         conversation_id: ConversationQuery = None,
         limit: LimitQuery = None,
     ) -> ToolCallList:
+        registry = runtime_of(request).registry
         query = ops_reads.tool_calls_list(
+            outcome_statuses(registry.kinds),
             minutes=inputs.bounded_integer("minutes", minutes, 60, 1, 1440),
-            tool=inputs.choice("tool", tool, sorted(runtime_of(request).registry.tools)),
+            tool=inputs.choice("tool", tool, sorted(registry.tools)),
             conversation_id=inputs.optional_conversation_id(conversation_id),
             limit=inputs.limit(limit, DEFAULT_LIMIT),
         )
@@ -273,7 +275,8 @@ class OpsController(Controller):
     ) -> ToolCallTrace:
         tool_call_id = inputs.existing_id(tool_call_id.removeprefix("/"), "tool_call")
         conversation = inputs.optional_conversation_id(conversation_id)
-        trace = await _read(request, ops_reads.trace_tool_call(tool_call_id, conversation))
+        statuses = outcome_statuses(runtime_of(request).registry.kinds)
+        trace = await _read(request, ops_reads.trace_tool_call(tool_call_id, statuses, conversation))
         if trace is None:
             raise not_found("tool_call")
         return cast(ToolCallTrace, trace)

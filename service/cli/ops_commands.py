@@ -28,6 +28,9 @@ from service.cli.ops_text import (
 from service.db import ops_queries as ops_db
 from service.db import recovery as recovery_db
 from service.domain.errors import AmbiguousToolCallId, NotFound, Refusal
+from service.http import outcome_statuses
+from service.manifests import load_registry
+from service.settings import load_settings
 from service.use_cases import delivery_control, ops_reads
 from service.use_cases import outbox_requeue as requeues
 from service.use_cases.one_connection import OneConnection
@@ -184,6 +187,11 @@ async def show_stats(rt: OneConnection, args: argparse.Namespace, out: TextIO) -
     return 0
 
 
+def _statuses() -> dict[str, int]:
+    """The status of each outcome word of the apps this service runs, as its API answers it."""
+    return outcome_statuses(load_registry(load_settings("ops").manifests_dir).kinds)
+
+
 async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     try:
         return await _trace_tool_call(rt, args, out)
@@ -196,7 +204,8 @@ async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: Text
 
 async def _trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     conversation = args.conversation
-    trace = await ops_reads.read(rt, ops_reads.trace_tool_call(args.tool_call_id, conversation))
+    statuses = _statuses()
+    trace = await ops_reads.read(rt, ops_reads.trace_tool_call(args.tool_call_id, statuses, conversation))
     if trace is None:
         # A list's shortened id ("start-4f1c…"): its beginning, when that names one recorded call.
         prefix = args.tool_call_id.removesuffix("…")
@@ -204,7 +213,7 @@ async def _trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: Tex
         if len(found) > 1:
             return fail(f"tool call {prefix!r}… is ambiguous ({found[0]}, {found[1]}, …): give more of it")
         if found:
-            trace = await ops_reads.read(rt, ops_reads.trace_tool_call(found[0], conversation))
+            trace = await ops_reads.read(rt, ops_reads.trace_tool_call(found[0], statuses, conversation))
     if trace is None:
         return fail(
             f"nothing is recorded for tool call {args.tool_call_id!r} "

@@ -76,7 +76,8 @@ async def report(conn: Conn, days: int, by: str, pruned: dict[str, int]) -> None
 CONVERSATIONS_WITH_HISTORY = """
 SELECT DISTINCT conversation_id FROM (
     (SELECT conversation_id FROM tool_calls
-     WHERE status_code <> 410 AND created_at < %(cutoff)s AND NOT (conversation_id = ANY(%(seen)s))
+     WHERE outcome <> 'tool_call_expired' AND created_at < %(cutoff)s
+       AND NOT (conversation_id = ANY(%(seen)s))
      LIMIT %(limit)s)
     UNION ALL
     (SELECT conversation_id FROM app_instances

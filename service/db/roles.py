@@ -103,6 +103,8 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "interface_1_statuses": _PURE,
     "operations_guard": (),
     "workspaces_guard": (),
+    "operation_json": _PURE,
+    "compat_status_code": _PURE,  # tool_calls.status_code for the release before migration 0019
     "instance_states_readonly_is_final": (),
     "messages_sub_session_open": (),
     "project_operation": (),
@@ -127,6 +129,7 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "compat_conversation_of_instance": (),  # triggers for the release before migration 0018
     "compat_conversation_of_event": (),
     "compat_conversation_of_interaction": (),
+    "compat_outcome_of_answer": (),  # triggers for the release before migration 0019
     "spend_write": (RUNTIME,),
     "uuid_v7_floor": (RUNTIME,),
     "expire_tool_call_answers": (RUNTIME,),

@@ -211,7 +211,7 @@ class RuntimeMcpServer(Server[Any]):
         if (
             not _modern(ctx)
             and answer.opens == "interaction"
-            and answer.status == 202
+            and answer.accepted
             and elicitation.elicits(ctx.session.client_capabilities)
         ):
             # The client asks the person itself; the call waits for the answer (or the Host's).

@@ -140,7 +140,7 @@ def detailed(task: dict[str, Any]) -> dict[str, Any]:
 
 async def created(rt: Runtime, answer: Answer, meta: dict[str, Any]) -> dict[str, Any] | None:
     """The ``CreateTaskResult`` for an accepted call, or None when it opened nothing."""
-    if answer.status != 202:
+    if not answer.accepted:
         return None
     if answer.opens == "interaction":
         task = await tasks.interaction_task(rt, answer.binding.tool_call_id, answer.binding.conversation_id)

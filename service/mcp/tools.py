@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from service.domain.errors import Refusal
+from service.domain.outcomes import Accepted
 from service.http import status_of, status_of_kind
 from service.manifests import Registry
 from service.mcp.app_resource import TOOL_VIEWS
@@ -67,16 +68,22 @@ class Answer:
 
     tool: str
     binding: Binding
-    status: int
+    kind: type  # Accepted, Answered, or the kind of refusal (service.domain)
+    status: int  # the kind's HTTP status (service.http), which MCP reports beside the result
     body: dict[str, Any]
     replayed: bool = False
     opens: Opens | None = None  # what an accepted call of this tool opens
     sentence: str = ""
 
     @property
+    def accepted(self) -> bool:
+        """The Tool accepted the call: what it opened goes on, its result comes through the outbox."""
+        return self.kind is Accepted
+
+    @property
     def operation_id(self) -> str | None:
         """The operation an accepted call opened (or, replayed, had opened)."""
-        operation = self.body.get("operation") if self.status == 202 else None
+        operation = self.body.get("operation") if self.kind is Accepted else None
         return str(operation["operation_id"]) if isinstance(operation, dict) else None
 
 
@@ -95,13 +102,14 @@ async def run_tool(rt: Runtime, name: str, arguments: dict[str, Any] | None, bin
         answer = await call_tool(rt, request)
     except Refusal as refusal:
         body = refusal.body()
-        return Answer(name, binding, status_of(refusal), body, sentence=_refused(name, body))
+        return Answer(name, binding, type(refusal), status_of(refusal), body, sentence=_refused(name, body))
     runner = rt.registry.runner(name)
     decoded = msgspec.json.decode(answer.body)
     refused = issubclass(answer.kind, Refusal)
     return Answer(
         name,
         binding,
+        answer.kind,
         status_of_kind(answer.kind),
         decoded,
         answer.replayed,

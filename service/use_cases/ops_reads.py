@@ -9,7 +9,7 @@ that formats their rows (``service.use_cases.ops_views``). The ops API reads one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar, Unpack
 from uuid import UUID
@@ -56,22 +56,26 @@ def operations_list(
 
 
 def tool_calls_list(
+    statuses: Mapping[str, int],
     *,
     minutes: int = 60,
     tool: str | None = None,
     conversation_id: str | None = None,
     limit: int = DEFAULT_LIMIT,
 ) -> Query[Json]:
+    """The recorded calls, each with the status its face gives its outcome (``statuses``)."""
     lookup = ops_db.tool_calls_list(minutes=minutes, tool=tool, conversation_id=conversation_id, limit=limit)
-    return Query(lookup, lambda rows: ops_views.tool_call_list(rows, minutes))
+    return Query(lookup, lambda rows: ops_views.tool_call_list(rows, minutes, statuses))
 
 
-def trace_tool_call(tool_call_id: str, conversation_id: str | None = None) -> Query[Json | None]:
+def trace_tool_call(
+    tool_call_id: str, statuses: Mapping[str, int], conversation_id: str | None = None
+) -> Query[Json | None]:
     """The trace of one tool call; AmbiguousToolCallId when ``conversation_id`` is None and the id
     was used in more than one conversation."""
     return Query(
         ops_db.trace_tool_call(tool_call_id, conversation_id),
-        lambda rows: ops_views.trace_view(tool_call_id, rows),
+        lambda rows: ops_views.trace_view(tool_call_id, rows, statuses),
     )
 
 

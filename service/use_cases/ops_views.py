@@ -51,8 +51,19 @@ def outbox_detail(rows: Rows) -> Json | None:
     return {**jsonable(rows["row"][0]), "delivery_attempts": [jsonable(a) for a in rows["attempts"]]}
 
 
-def tool_call_list(rows: Rows, minutes: int) -> Json:
-    return {"minutes": minutes, "tool_calls": [jsonable(row) for row in rows["tool_calls"]]}
+def tool_call_list(rows: Rows, minutes: int, statuses: Mapping[str, int]) -> Json:
+    return {"minutes": minutes, "tool_calls": [recorded_call(row, statuses) for row in rows["tool_calls"]]}
+
+
+def recorded_call(row: Mapping[str, Any], statuses: Mapping[str, int]) -> Json:
+    """A recorded tool call with the status of its outcome word, as the face that reads it names
+    statuses (``service.http.outcome_statuses``); the status recorded with it by the release before
+    migration 0019, for a word no registered Tool answers with any more. The word itself is shown
+    only where the row was read with it (the list, not the trace)."""
+    call = jsonable(row)
+    outcome = call.pop("outcome") if "response" in call else call["outcome"]
+    call["status_code"] = statuses.get(outcome, call["status_code"])
+    return call
 
 
 def operation_list(rows: Rows) -> Json:
@@ -97,7 +108,7 @@ def history_view(row: Mapping[str, Any]) -> Json:
     return view
 
 
-def trace_view(tool_call_id: str, rows: Rows) -> Json | None:
+def trace_view(tool_call_id: str, rows: Rows, statuses: Mapping[str, int]) -> Json | None:
     """What happened to one tool call: its recorded answer, its operation(s), and the outbox rows
     with every delivery attempt. None when nothing at all carries that tool_call_id."""
     if not (rows["answer"] or rows["operations"] or rows["outbox"]):
@@ -113,7 +124,7 @@ def trace_view(tool_call_id: str, rows: Rows) -> Json | None:
         )
     return {
         "tool_call_id": tool_call_id,
-        "tool_call": jsonable(rows["answer"][0]) if rows["answer"] else None,
+        "tool_call": recorded_call(rows["answer"][0], statuses) if rows["answer"] else None,
         "operations": [jsonable(row) for row in rows["operations"]],
         "outbox": [
             {**jsonable(row), "delivery_attempts": attempts.get(row["event_id"], [])}

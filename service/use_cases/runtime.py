@@ -9,7 +9,6 @@ import msgspec
 
 from service import wakeups
 from service.db.pool import Pool
-from service.http import status_of_kind
 from service.manifests import Registry
 from service.settings import Settings
 from service.use_cases.unit_of_work import UnitOfWork, unit_of_work
@@ -21,17 +20,14 @@ class Runtime:
     settings: Settings
     registry: Registry
     wakeups: wakeups.Wakeups = field(default_factory=wakeups.Wakeups)
-    # Each Tool's settings as its decision function reads them (JSON), made once, with the HTTP
-    # status each of its outcomes is answered with (service.http), recorded with the answer.
+    # Each Tool's settings as its decision function reads them (JSON), made once. The database
+    # records each answer's outcome word; the faces name its HTTP status (service.http).
     _contexts: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        statuses = {outcome: status_of_kind(kind) for outcome, kind in self.registry.kinds.items()}
         apps, tools = self.registry.apps, self.registry.tools
         self._contexts = {
-            name: msgspec.json.encode(
-                {**runner.context(self.settings, apps[tools[name].app_scope]), "statuses": statuses}
-            ).decode()
+            name: msgspec.json.encode(runner.context(self.settings, apps[tools[name].app_scope])).decode()
             for name, runner in self.registry.runners.items()
         }
 

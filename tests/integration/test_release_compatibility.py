@@ -65,6 +65,55 @@ def test_an_answer_recorded_by_this_release_carries_the_status_the_previous_one_
     assert recorded["status_code"] == 200
 
 
+def test_an_answer_of_this_release_records_its_outcome_and_the_status_the_previous_one_reads(db: Any) -> None:
+    # This release passes no statuses: the database records the outcome word, and fills the status
+    # column the previous release's operators read from the contract's table (compat_status_code).
+    db.execute(
+        "SELECT * FROM call_tool_v3('new-2', 'conv-new', 'pomodoro.interrupt', 'fp', '{}', "
+        "'pomodoro_interrupt', '{\"late_window_seconds\": 300}')"
+    )
+    recorded = db.execute("SELECT outcome, status_code FROM tool_calls").fetchone()
+    assert (recorded["outcome"], recorded["status_code"]) == ("no_active_focusing_operation", 200)
+
+
+def test_the_status_the_previous_release_reads_is_the_one_the_api_gives_each_outcome(
+    db: Any, registry: Registry
+) -> None:
+    for outcome, kind in registry.kinds.items():
+        found = db.execute("SELECT compat_status_code(%s, NULL) AS s", (outcome,)).fetchone()["s"]
+        assert (outcome, found) == (outcome, status_of_kind(kind))
+
+
+def test_an_answer_this_release_expires_carries_the_status_the_previous_one_reads(db: Any) -> None:
+    db.execute(PREVIOUS_CALL, ("prev-exp", "conv-prev", "pomodoro.interrupt", "fp", "{}", 300.0, 1))
+    assert (
+        db.execute("SELECT * FROM expire_tool_call_answers(now() + interval '1 day', 100)").fetchone()[
+            "expired"
+        ]
+        == 1
+    )
+    recorded = db.execute("SELECT outcome, status_code FROM tool_calls").fetchone()
+    assert (recorded["outcome"], recorded["status_code"]) == ("tool_call_expired", 410)
+
+
+def test_an_answer_the_previous_releases_own_code_records_or_expires_gets_its_outcome(db: Any) -> None:
+    # Between migration 0019's commit and the new database code's, the release before still runs
+    # its own call_tool_v3 and retention, which name no outcome: the compatibility triggers do.
+    db.execute(
+        "INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)"
+        " VALUES ('old-insert', 'conv-prev', 'pomodoro.start', 'fp', 409,"
+        ' \'{"error":"operation_already_focusing","message":"busy"}\')'
+    )
+    recorded = db.execute("SELECT outcome FROM tool_calls WHERE tool_call_id = 'old-insert'").fetchone()
+    assert recorded["outcome"] == "operation_already_focusing"
+    db.execute(
+        'UPDATE tool_calls SET status_code = 410, response = \'{"error":"tool_call_expired"}\''
+        " WHERE tool_call_id = 'old-insert'"
+    )
+    expired = db.execute("SELECT outcome FROM tool_calls WHERE tool_call_id = 'old-insert'").fetchone()
+    assert expired["outcome"] == "tool_call_expired"
+
+
 async def test_ready_at_head(client: AsyncTestClient[Any]) -> None:
     answer = await client.get("/readyz")
     assert answer.status_code == 200

@@ -65,13 +65,7 @@ BEGIN
     response := jsonb_build_object(
         'tool_call_id', p_tool_call_id,
         'status', 'accepted',
-        'operation', jsonb_build_object(
-            'operation_id', started.operation_id,
-            'state', started.state,
-            'started_at', rfc3339(started.started_at),
-            'ends_at', rfc3339(started.ends_at),
-            'duration_seconds', started.duration_seconds,
-            'activity', started.activity),
+        'operation', operation_json(started, 'answer'),
         'instance_id', opened.instance_id,
         'sub_session_id', opened.sub_session_id);
 END $$;

@@ -25,12 +25,7 @@ END $$;
 CREATE OR REPLACE FUNCTION project_operation() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM project(NEW.conversation_id, 'operation', jsonb_build_object(
-        'operation_id', NEW.operation_id, 'tool', NEW.tool, 'tool_call_id', NEW.tool_call_id,
-        'instance_id', NEW.instance_id, 'state', NEW.state, 'reason', NEW.reason,
-        'activity', NEW.activity, 'started_at', rfc3339(NEW.started_at),
-        'ends_at', rfc3339(NEW.ends_at), 'finalized_at', rfc3339(NEW.finalized_at),
-        'result', NEW.result));
+    PERFORM project(NEW.conversation_id, 'operation', operation_json(NEW, 'event'));
     RETURN NULL;
 END $$;
 

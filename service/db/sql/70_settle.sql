@@ -28,6 +28,34 @@ CREATE TYPE decision_effects AS (
     queued uuid[]
 );
 
+-- operation_json: an operation as JSON, built here for every SQL site that shows one, each its
+-- own view of it: p_view 'answer', the operation a Tool's answer names (pomodoro_start's
+-- "operation"); 'result', its outcome in the outbox (settle_focusing_v2, from the row as it is
+-- decided); 'event', the Host's event stream (project_operation). Ids as text, times RFC 3339
+-- (rfc3339). Each caller names its view as a constant: the function is inlined and the CASE folded
+-- when the caller's statement is planned, so a view costs about what building it in place did. jsonb
+-- keeps its own key order (shortest first), whatever the order here. Python builds the REST and SDK
+-- views itself: see README.md, "An operation's JSON".
+CREATE OR REPLACE FUNCTION operation_json(o operations, p_view text) RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE p_view
+    WHEN 'answer' THEN jsonb_build_object(
+        'operation_id', o.operation_id, 'state', o.state, 'activity', o.activity,
+        'duration_seconds', o.duration_seconds, 'started_at', rfc3339(o.started_at),
+        'ends_at', rfc3339(o.ends_at))
+    WHEN 'result' THEN jsonb_build_object(
+        'state', o.state, 'reason', o.reason, 'activity', o.activity,
+        'duration_seconds', o.duration_seconds, 'started_at', rfc3339(o.started_at),
+        'ends_at', rfc3339(o.ends_at), 'finalized_at', rfc3339(o.finalized_at),
+        'focused_seconds', LEAST(o.duration_seconds,
+                                 floor(EXTRACT(EPOCH FROM o.finalized_at - o.started_at))::integer))
+    WHEN 'event' THEN jsonb_build_object(
+        'operation_id', o.operation_id, 'tool', o.tool, 'tool_call_id', o.tool_call_id,
+        'instance_id', o.instance_id, 'state', o.state, 'reason', o.reason, 'activity', o.activity,
+        'started_at', rfc3339(o.started_at), 'ends_at', rfc3339(o.ends_at),
+        'finalized_at', rfc3339(o.finalized_at), 'result', o.result)
+END;
+
 -- settle_focusing_v2: ends the operations of the conversation among p_operation_ids that are still
 -- focusing, with p_state (p_reason) — or `completed` (deadline_reached) for any whose ends_at has
 -- passed: the deadline is a fact of the database clock, whatever the caller asked for (p_only_due
@@ -46,35 +74,25 @@ LANGUAGE plpgsql AS $$
 DECLARE
     settled operations[];
     one operations;
-    focusing record;
-    decided_state text;
-    decided_reason text;
+    decided operations;
     decided_at timestamptz := statement_timestamp();
 BEGIN
-    FOR focusing IN
-        SELECT o.operation_id, o.activity, o.duration_seconds, o.started_at, o.ends_at
-        FROM operations o
+    FOR decided IN
+        SELECT o.* FROM operations o
         WHERE o.conversation_id = p_conversation_id AND o.operation_id = ANY(p_operation_ids)
           AND o.state = 'focusing' AND (NOT p_only_due OR o.ends_at <= decided_at)
     LOOP
-        decided_state := CASE WHEN focusing.ends_at <= decided_at THEN 'completed' ELSE p_state END;
-        decided_reason := CASE WHEN focusing.ends_at <= decided_at THEN 'deadline_reached' ELSE p_reason END;
+        -- The row as it is decided, and its result (the outbox's payload) from it.
+        decided.state := CASE WHEN decided.ends_at <= decided_at THEN 'completed' ELSE p_state END;
+        decided.reason := CASE WHEN decided.ends_at <= decided_at THEN 'deadline_reached' ELSE p_reason END;
+        decided.finalized_at := decided_at;
+        decided.result := operation_json(decided, 'result');
         UPDATE operations
-        SET state = decided_state,
-            reason = decided_reason,
-            finalized_at = decided_at,
-            result = jsonb_build_object(
-                'state', decided_state,
-                'reason', decided_reason,
-                'activity', focusing.activity,
-                'duration_seconds', focusing.duration_seconds,
-                'started_at', rfc3339(focusing.started_at),
-                'ends_at', rfc3339(focusing.ends_at),
-                'finalized_at', rfc3339(decided_at),
-                'focused_seconds', LEAST(
-                    focusing.duration_seconds,
-                    floor(EXTRACT(EPOCH FROM decided_at - focusing.started_at))::integer))
-        WHERE conversation_id = p_conversation_id AND operation_id = focusing.operation_id
+        SET state = decided.state,
+            reason = decided.reason,
+            finalized_at = decided.finalized_at,
+            result = decided.result
+        WHERE conversation_id = p_conversation_id AND operation_id = decided.operation_id
           AND state = 'focusing'
         RETURNING * INTO one;
         IF FOUND THEN

@@ -12,13 +12,14 @@
 --
 -- A decision function — any app's, in its folder (service/apps/<app>/*.sql) — takes (tool_call_id
 -- text, conversation_id text, arguments jsonb, context jsonb) and answers (outcome text, response
--- jsonb, effects decision_effects): the outcome word names the answer (the HTTP status is named
--- from it by the API), effects what it did besides (70_settle.sql). What the service needs of the
--- effects comes back flat: the earliest deadline opened, the settled operations (as JSON, none
--- mostly), whether the conversation changed and whether outbox rows were queued.
--- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them,
--- and "statuses": the HTTP status the service answers each outcome with (named in its API layer),
--- recorded with the answer for operators.
+-- jsonb, effects decision_effects): the outcome word names the answer and is recorded with it
+-- (tool_calls.outcome; the faces name its HTTP status, service/http.py), effects what it did besides
+-- (70_settle.sql). What the service needs of the effects comes back flat: the earliest deadline
+-- opened, the settled operations (as JSON, none mostly), whether the conversation changed and
+-- whether outbox rows were queued.
+-- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them.
+-- The release before migration 0019 also passes "statuses" (outcome -> HTTP status) and reads
+-- tool_calls.status_code: compat_status_code (99_compat.sql) fills it for that release alone.
 CREATE OR REPLACE FUNCTION call_tool_v3(
     p_tool_call_id text, p_conversation_id text, p_tool text, p_fingerprint text,
     p_arguments jsonb, p_decide regproc, p_context jsonb)
@@ -31,7 +32,7 @@ DECLARE
     decided record;
     body text;
 BEGIN
-    SELECT t.fingerprint, t.response INTO recorded FROM tool_calls t
+    SELECT t.fingerprint, t.outcome, t.response INTO recorded FROM tool_calls t
     WHERE t.tool_call_id = p_tool_call_id AND t.conversation_id = p_conversation_id;
     IF FOUND THEN
         IF recorded.fingerprint <> p_fingerprint THEN
@@ -40,7 +41,7 @@ BEGIN
                     'error', 'idempotency_key_reused',
                     'message', 'this tool_call_id was already used with a different request body')::text,
                 false, NULL::timestamptz, NULL::jsonb, false, false;
-        ELSIF recorded.response ->> 'error' = 'tool_call_expired' THEN
+        ELSIF recorded.outcome = 'tool_call_expired' THEN
             RETURN QUERY SELECT 'tool_call_expired',
                 jsonb_build_object(
                     'error', 'tool_call_expired',
@@ -48,8 +49,7 @@ BEGIN
                                'its answer is gone and the call is not run again')::text,
                 true, NULL::timestamptz, NULL::jsonb, false, false;
         ELSE
-            RETURN QUERY SELECT coalesce(recorded.response ->> 'status', recorded.response ->> 'error'),
-                recorded.response::text, true, NULL::timestamptz, NULL::jsonb, false, false;
+            RETURN QUERY SELECT recorded.outcome, recorded.response::text, true, NULL::timestamptz, NULL::jsonb, false, false;
         END IF;
         RETURN;
     END IF;
@@ -57,9 +57,10 @@ BEGIN
         INTO decided
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
     body := decided.response::text;
-    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)
-    VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint,
-            (p_context -> 'statuses' ->> decided.outcome)::integer, body::json);
+    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, status_code,
+                            response)
+    VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome,
+            compat_status_code(decided.outcome, p_context), body::json);
     RETURN QUERY SELECT decided.outcome, body, false, e.deadline,
         CASE WHEN e.settled IS NOT NULL THEN to_jsonb(e.settled) END,
         e.settled IS NOT NULL OR e.opened IS NOT NULL OR e.closed IS NOT NULL OR e.queued IS NOT NULL,

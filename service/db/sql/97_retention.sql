@@ -16,7 +16,7 @@ RETURN encode(
     'hex')::uuid;
 
 -- expire_tool_call_answers: up to p_limit recorded answers made before p_cutoff lose their body;
--- the row (tool_call_id, conversation, fingerprint) stays and answers a replay with 410
+-- the row (tool_call_id, conversation, fingerprint) stays and answers a replay with
 -- tool_call_expired. Kept whole: the answer of a call whose outbox row is not delivered, whose
 -- interaction is pending or whose operation is focusing. Answers how many it expired and how many it looked at (fewer looked at
 -- than p_limit: nothing older is left).
@@ -26,13 +26,15 @@ LANGUAGE plpgsql AS $$
 BEGIN
     WITH candidates AS (
         SELECT t.tool_call_id, t.conversation_id FROM tool_calls t
-        WHERE t.status_code <> 410 AND t.created_at < p_cutoff
+        WHERE t.outcome <> 'tool_call_expired' AND t.created_at < p_cutoff
         ORDER BY t.created_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     ),
     done AS (
-        UPDATE tool_calls t SET status_code = 410, response = '{"error":"tool_call_expired"}'::json
+        UPDATE tool_calls t
+        SET outcome = 'tool_call_expired', status_code = compat_status_code('tool_call_expired', NULL),
+            response = '{"error":"tool_call_expired"}'::json
         FROM candidates c
         WHERE t.tool_call_id = c.tool_call_id AND t.conversation_id = c.conversation_id
           AND NOT EXISTS (SELECT 1 FROM outbox o
@@ -223,7 +225,7 @@ END $$;
 -- that the read-only operator role sees these three times and nothing of the rows behind them.
 CREATE OR REPLACE VIEW history_oldest AS
 SELECT (SELECT o.started_at FROM operations o ORDER BY o.operation_id LIMIT 1) AS oldest_operation_at,
-       (SELECT min(t.created_at) FROM tool_calls t WHERE t.status_code <> 410) AS oldest_answer_at,
+       (SELECT min(t.created_at) FROM tool_calls t WHERE t.outcome <> 'tool_call_expired') AS oldest_answer_at,
        (SELECT m.created_at FROM messages m ORDER BY m.message_id LIMIT 1) AS oldest_message_at;
 
 -- prune_conversation: on Citus (a function distributed by its conversation: the call runs on the
@@ -315,7 +317,7 @@ BEGIN
     -- Answers expired (the fingerprint stays): not those still needed.
     calls := ARRAY(
         SELECT t.tool_call_id FROM tool_calls t
-        WHERE t.conversation_id = p_conversation_id AND t.status_code <> 410 AND t.created_at < p_cutoff
+        WHERE t.conversation_id = p_conversation_id AND t.outcome <> 'tool_call_expired' AND t.created_at < p_cutoff
           AND NOT EXISTS (SELECT 1 FROM outbox o
                           WHERE o.conversation_id = p_conversation_id
                             AND o.tool_call_id = t.tool_call_id AND o.status <> 'delivered')
@@ -325,7 +327,9 @@ BEGIN
           AND NOT EXISTS (SELECT 1 FROM operations p
                           WHERE p.conversation_id = p_conversation_id
                             AND p.tool_call_id = t.tool_call_id AND p.state = 'focusing'));
-    UPDATE tool_calls SET status_code = 410, response = '{"error":"tool_call_expired"}'::json
+    UPDATE tool_calls
+    SET outcome = 'tool_call_expired', status_code = compat_status_code('tool_call_expired', NULL),
+        response = '{"error":"tool_call_expired"}'::json
     WHERE conversation_id = p_conversation_id AND tool_call_id = ANY(calls);
     GET DIAGNOSTICS n = ROW_COUNT;
     kind := 'tool_call_answers'; removed := n; RETURN NEXT;

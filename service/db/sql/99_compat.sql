@@ -9,13 +9,23 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN ARRAY[1, 2, 3, 4];
 
 -- Interface 1 answered with an HTTP status from the database: the status the contract gives each
--- of its outcomes (this release names statuses in its API layer, service/http.py, and passes them in
--- each Tool's context; a test keeps the two equal).
+-- of its outcomes (this release names statuses in its API layer, service/http.py, alone; a test keeps
+-- the two equal).
 CREATE OR REPLACE FUNCTION interface_1_statuses() RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN '{"accepted": 202, "interrupted": 200, "operation_already_final": 200,
          "no_active_focusing_operation": 200, "operation_already_focusing": 409,
          "idempotency_key_reused": 409, "tool_call_expired": 410}'::jsonb;
+
+-- The HTTP status the release before migration 0019 reads in tool_calls.status_code (its operators'
+-- lists and traces): the one it passes in p_context's "statuses" for its own calls, else the one the
+-- contract gives the outcome (this release's calls, which pass none; expired answers). The database
+-- records the outcome word (tool_calls.outcome) and names no status otherwise: this and the column go
+-- in the contract release. A test keeps the statuses equal to the API's (service/http.py).
+CREATE OR REPLACE FUNCTION compat_status_code(p_outcome text, p_context jsonb) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN coalesce((p_context -> 'statuses' ->> p_outcome)::integer,
+                ((interface_1_statuses() || '{"too_many_requests": 429}'::jsonb) ->> p_outcome)::integer);
 
 -- Interface 1's tool call: call_tool_v2 with the Tool's function and settings as the previous
 -- release named them, and the status it expects.
@@ -161,3 +171,23 @@ END $$;
 -- An MCP task id written without its conversation (the release before 0018's tasks).
 CREATE OR REPLACE TRIGGER compat_interaction_tasks_conversation BEFORE INSERT ON interaction_tasks
 FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_interaction();
+
+-- The release before migration 0019 records a tool call without its outcome word (the column is
+-- new, NOT NULL) while it still runs its own database code (between the migration's commit and
+-- that of this code): the word its answer names, as the migration gave the rows already there.
+-- Its history retention, likewise, expires an answer without it. This release names it and skips
+-- the triggers.
+CREATE OR REPLACE FUNCTION compat_outcome_of_answer() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.outcome := coalesce(NEW.response ->> 'status', NEW.response ->> 'error');
+    RETURN NEW;
+END $$;
+
+-- A tool call recorded without its outcome (the release before 0019's call_tool_v3).
+CREATE OR REPLACE TRIGGER compat_tool_calls_outcome BEFORE INSERT ON tool_calls
+FOR EACH ROW WHEN (NEW.outcome IS NULL) EXECUTE FUNCTION compat_outcome_of_answer();
+
+-- An answer expired without its outcome (the release before 0019's expire_tool_call_answers).
+CREATE OR REPLACE TRIGGER compat_tool_calls_expired_outcome BEFORE UPDATE OF response ON tool_calls
+FOR EACH ROW WHEN (NEW.outcome IS NOT DISTINCT FROM OLD.outcome) EXECUTE FUNCTION compat_outcome_of_answer();

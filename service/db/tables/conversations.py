@@ -34,23 +34,28 @@ tool_calls = Table(
     Column("conversation_id", Text, nullable=False),
     Column("tool", Text, nullable=False),
     Column("fingerprint", Text, nullable=False),
-    Column("status_code", Integer, nullable=False),
+    Column("status_code", Integer, nullable=True),
     # json, not jsonb: a replay returns the first answer with its keys in their original order.
     Column("response", JSON, nullable=False),
     timestamp("created_at", default=True),
+    # The word the decision answered with (its "status", or "error" for a refusal): the faces name
+    # its HTTP status (service.http). status_code: only the release before migration 0019 reads it
+    # (99_compat.sql fills it); it goes in the contract release.
+    Column("outcome", Text, nullable=False),
     # Unique per conversation (the contract's "Past one primary"): the same id in another
     # conversation is another call.
     PrimaryKeyConstraint("tool_call_id", "conversation_id"),
     CheckConstraint("char_length(tool_call_id) BETWEEN 1 AND 255", name="tool_call_id_length"),
     CheckConstraint("status_code BETWEEN 200 AND 599", name="status_code"),
+    CheckConstraint("outcome ~ '^[a-z][a-z0-9_]{0,62}$'", name="outcome_word"),
     # BRIN: the operators' list of recent calls, at next to no cost per tool call.
     Index("ix_tool_calls_created_at", "created_at", postgresql_using="brin"),
-    # The answers history retention has yet to expire, oldest first (migration 0015); an expired
-    # row keeps its fingerprint and answers 410 tool_call_expired (service/db/sql/97_retention.sql).
+    # The answers history retention has yet to expire, oldest first (migrations 0015, 0019); an
+    # expired row keeps its fingerprint and answers tool_call_expired (service/db/sql/97_retention.sql).
     Index(
         "ix_tool_calls_answer_kept",
         "created_at",
-        postgresql_where=text("status_code <> 410"),
+        postgresql_where=text("outcome <> 'tool_call_expired'"),
     ),
 )
 

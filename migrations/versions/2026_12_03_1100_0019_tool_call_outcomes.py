@@ -1,0 +1,107 @@
+"""tool calls record their outcome word; HTTP statuses are named by the faces only
+
+Revision ID: 0019
+Revises: 0018
+Create Date: 2026-12-03 11:00:00+00:00
+
+``tool_calls.outcome`` is the word the decision answered with (``accepted``, ``interrupted``,
+``operation_already_focusing``, ``idempotency_key_reused``, ``tool_call_expired``, …): what
+``service.http`` maps to an HTTP status, through its kind, for REST, MCP and the operators' reads.
+The rows recorded before it get theirs from their answer, where every answer names it
+(``status``, or ``error`` for a refusal): the same word a replay of them has always reported, so
+they keep replaying with the same status.
+
+``status_code`` is kept, nullable, for the release before this one, which still reads it (its
+operators' lists and traces) while both serve: this release's database code fills it for that
+release's readers (``compat_status_code``, ``service/db/sql/99_compat.sql``); the contract release
+drops it. The answers history retention has yet to expire are found by ``outcome`` from here on
+(``ix_tool_calls_answer_kept``, re-made with that predicate).
+
+Its own transaction, committed before the database code is applied (``migrations/env.py``), as
+0018's: the table is locked while its rows are completed and the index re-made (an UPDATE of every
+row: tool calls of the release still serving wait that long), and only that long — calls held
+behind a lock until the new database code commits would then run the old code's text against it.
+Between the two commits the release before runs its own ``call_tool_v3``, which writes no outcome:
+the compatibility triggers of ``99_compat.sql`` (made here, from that file, and recorded in
+``database_code`` so that the code applied next leaves them as they are) give it the word its
+answer names.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from alembic import op
+
+from service.db import code
+
+revision: str = "0019"
+down_revision: str | None = "0018"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+LOCK_TIMEOUT = "200ms"  # below deadlock_timeout: the migration gives way before a deadlock is found
+LOCK_ATTEMPTS = 300
+
+#: The database code the release before needs while it runs on the new shape (service/db/sql/99_compat.sql).
+COMPAT_CODE = (
+    ("function", "compat_outcome_of_answer"),
+    ("trigger", "tool_calls.compat_tool_calls_outcome"),
+    ("trigger", "tool_calls.compat_tool_calls_expired_outcome"),
+)
+
+STATEMENTS = (
+    "ALTER TABLE tool_calls ADD COLUMN outcome text",
+    "UPDATE tool_calls SET outcome = coalesce(response ->> 'status', response ->> 'error')",
+    "ALTER TABLE tool_calls ALTER COLUMN outcome SET NOT NULL, ALTER COLUMN status_code DROP NOT NULL,"
+    " ADD CONSTRAINT ck_tool_calls_outcome_word CHECK (outcome ~ '^[a-z][a-z0-9_]{0,62}$')",
+    "DROP INDEX ix_tool_calls_answer_kept",
+    "CREATE INDEX ix_tool_calls_answer_kept ON tool_calls (created_at) WHERE outcome <> 'tool_call_expired'",
+)
+
+
+def _lock(conn: psycopg.Connection[Any]) -> None:
+    """The table, under a short lock_timeout tried again until it is had (as 0018 locks its tables)."""
+    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+    for attempt in range(LOCK_ATTEMPTS):
+        try:
+            with conn.transaction():
+                conn.execute("LOCK TABLE tool_calls IN ACCESS EXCLUSIVE MODE")
+        except psycopg.errors.LockNotAvailable:
+            if attempt == LOCK_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05)
+            continue
+        break
+    conn.execute("SET LOCAL lock_timeout = 0")
+
+
+def _record_outcomes(conn: psycopg.Connection[Any]) -> None:
+    for statement in STATEMENTS:
+        conn.execute(statement)
+    wanted = {d.key: d for d in code.definitions()}
+    conn.execute("SET LOCAL check_function_bodies = off")
+    for key in COMPAT_CODE:
+        definition = wanted[key]
+        conn.execute(definition.sql)
+        conn.execute(
+            "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
+            " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
+            (definition.kind, definition.name, definition.checksum),
+        )
+
+
+def upgrade() -> None:
+    with op.get_context().autocommit_block():
+        conn = op.get_bind().connection.driver_connection
+        assert isinstance(conn, psycopg.Connection)
+        with conn.transaction():
+            _lock(conn)
+            _record_outcomes(conn)
+
+
+def downgrade() -> None:
+    raise NotImplementedError("forward-only migrations")
