@@ -21,11 +21,15 @@ BEGIN
             kind, payload);
 END $$;
 
--- An operation opened or changed state.
+-- An operation opened or changed state. On Citus the trigger fires on a shard, whose rows are of
+-- the shard table's own type (operations_102008, ...), which no operation_json(operations, text)
+-- takes: the row is copied, field by field, into an `operations` value first.
 CREATE OR REPLACE FUNCTION project_operation() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    changed operations := NEW;
 BEGIN
-    PERFORM project(NEW.conversation_id, 'operation', operation_json(NEW, 'event'));
+    PERFORM project(NEW.conversation_id, 'operation', operation_json(changed, 'event'));
     RETURN NULL;
 END $$;
 
