@@ -21,24 +21,18 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.instructions_check import ALLOWANCE, over_allowance
+from bench.instructions_check import ALLOWANCE, head_commit, over_allowance
 
 BASELINE = Path(__file__).resolve().with_name("db_instructions_baseline.json")
 CYCLES = 200  # counted twice (40 warm-up cycles, then 40 + CYCLES): about two minutes under valgrind
 FIGURE = "database_instructions_per_cycle"
 
 __all__ = ["ALLOWANCE", "BASELINE", "CYCLES", "FIGURE", "main", "over_allowance"]
-
-
-def _commit(root: Path) -> str:
-    done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
 
 
 def main() -> int:
@@ -73,7 +67,7 @@ def main() -> int:
         recorded = {
             FIGURE: round(figure),
             "cycles": CYCLES,
-            "commit": _commit(ROOT),
+            "commit": head_commit(ROOT),
             "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         BASELINE.write_text(json.dumps(recorded, indent=2) + "\n")

@@ -37,7 +37,7 @@ def over_allowance(figure: float, baseline: float) -> bool:
     return figure > baseline * (1 + ALLOWANCE)
 
 
-def _commit(root: Path) -> str:
+def head_commit(root: Path) -> str:
     done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() or "unknown"
 
@@ -72,7 +72,7 @@ def main() -> int:
             "python_instructions_per_tool_call": round(figure),
             "cycles": CYCLES,
             "loop": LOOP,
-            "commit": _commit(ROOT),
+            "commit": head_commit(ROOT),
             "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         BASELINE.write_text(json.dumps(recorded, indent=2) + "\n")
