@@ -26,13 +26,26 @@ from service.use_cases.tool_calls import ToolCallRequest, call_tool
 from service.web.state import runtime_of
 
 
+def _typed(status: int) -> dict[str, list[Any]]:
+    """The shipped Tools' answer types (registered by outcome word) whose kind is answered with
+    ``status``, by Tool, in their order: the status of a word is this face's to name."""
+    found: dict[str, list[Any]] = {}
+    for registration in builtin():
+        for outcome, kind in registration.outcomes.items():
+            typed = registration.answers.get(outcome)
+            if typed is not None and status_of_kind(kind) == status:
+                found.setdefault(registration.name, []).append(typed)
+    return found
+
+
 def _answers(status: int) -> Any:
     """The answer types the shipped Tools give with ``status``, as one union (in their order)."""
-    return functools.reduce(operator.or_, [r.answers[status] for r in builtin() if status in r.answers])
+    types = dict.fromkeys(typed for each in _typed(status).values() for typed in each)
+    return functools.reduce(operator.or_, types)
 
 
 def _names(status: int) -> str:
-    return ", ".join(r.name for r in builtin() if status in r.answers)
+    return ", ".join(_typed(status))
 
 
 _CONFLICTS = tuple(

@@ -13,9 +13,11 @@ find the apps here; a test-only app is a folder of the same shape anywhere else
 
 ``problems`` and ``surface_problems`` are the checks every load makes (so ``serve`` refuses to
 start, and CI fails, before any call): each registration's ``decide`` is a function of its app's
-SQL; every outcome word that function can answer with is one the registration knows; every answer
-that is not a refusal has a documented type; a ``workspace`` app's entry is ``/apps/<app>/`` and its
-``surface/index.html`` is there, and a ``builtin`` app has no surface.
+SQL; every outcome word that function can answer with is one the registration knows, and every word
+the registration knows is one it can answer with; every answer that is not a refusal has a documented
+type under its word (``answers=``), and ``answers=`` names no other word; a ``workspace`` app's entry
+is ``/apps/<app>/`` and its ``surface/index.html`` is there, and a ``builtin`` app has no surface.
+The checks speak outcome words and their kinds, never an HTTP status (the faces name it).
 """
 
 from __future__ import annotations
@@ -98,10 +100,9 @@ def shipped() -> tuple[Registration, ...]:
 
 def problems(folder: Path, known: Iterable[Registration], shared: Iterable[str]) -> list[str]:
     """Where the app's registrations and its SQL disagree (``shared``: the outcome words every Tool
-    may answer with, such as ``idempotency_key_reused``)."""
+    may answer with, such as ``idempotency_key_reused``). Words and kinds only: no HTTP status."""
     from service.db.code import definitions
     from service.domain.outcomes import Accepted, Answered
-    from service.http import status_of_kind
 
     functions = {d.name: d.sql for d in definitions(folder, apps=None) if d.kind == "function"}
     shared = set(shared)
@@ -114,6 +115,8 @@ def problems(folder: Path, known: Iterable[Registration], shared: Iterable[str])
                 f"{name}: its decision {registration.decide}() is not defined in {folder.name}/*.sql"
             )
             continue
+        answered: set[str] = set()
+        checkable = True
         for expression in _OUTCOME.findall(body):
             word = _WORD.match(expression.strip())
             if word is None:
@@ -121,17 +124,37 @@ def problems(folder: Path, known: Iterable[Registration], shared: Iterable[str])
                     f"{name}: {registration.decide}() sets its outcome to {expression.strip()!r};"
                     " an outcome is a literal word, so that it can be checked"
                 )
-            elif word[1] not in registration.outcomes and word[1] not in shared:
+                checkable = False
+                continue
+            answered.add(word[1])
+            if word[1] not in registration.outcomes and word[1] not in shared:
                 found.append(
                     f"{name}: {registration.decide}() can answer {word[1]!r}, which its registration"
                     " does not know"
                 )
         for outcome, kind in registration.outcomes.items():
+            if checkable and outcome not in answered:
+                found.append(
+                    f"{name}: its registration knows {outcome!r}, which {registration.decide}() never answers"
+                )
             if kind not in (Accepted, Answered):
                 continue  # a refusal: the contract's error body
-            answer = registration.answers.get(status_of_kind(kind))
+            answer = registration.answers.get(outcome)
             if answer is None or not _documented(answer):
                 found.append(f"{name}: its {outcome!r} answer has no type with a schema (answers=)")
+        for keyed in registration.answers:
+            of = registration.outcomes.get(keyed)
+            if of is None:
+                found.append(
+                    f"{name}: its answers= names {keyed!r}, which is none of its outcome words"
+                    f" ({', '.join(registration.outcomes)}); answers= maps an outcome word to its"
+                    " answer's type"
+                )
+            elif of not in (Accepted, Answered):
+                found.append(
+                    f"{name}: its answers= names {keyed!r}, a refusal ({of.__name__}): a refusal"
+                    " answers the contract's error body, not a type of its own"
+                )
     return found
 
 

@@ -3,12 +3,13 @@
 A Tool belongs to a MiniApp, one folder (``service/apps/<app>/``): its manifest entry (what the
 Agent sees — name, description, input schema), its decision function in the app's SQL and its
 registration (the app's ``registration.py``, of the type defined here): how it runs. A
-registration names the SQL function that decides the Tool, the outcome words
-it answers with and the kind of answer each is, what an accepted call opens (an operation or an
-interaction, which an MCP client may await as a task), the settings its decision reads, its MCP
-annotations, one sentence for a person about an answer, and the types of its answers for the
-OpenAPI document. REST, MCP, ``GET /v1/tools`` and the document all read this one declaration;
-adding a Tool touches neither face. A registration knows its own app's manifest
+registration names the SQL function that decides the Tool, the outcome words it answers with and
+the kind of answer each is, what an accepted call opens (an operation or an interaction, which an
+MCP client may await as a task), the settings its decision reads, its MCP annotations, one
+sentence for a person about an answer, and, by outcome word, the type of each answer that is not a
+refusal, for the OpenAPI document. It speaks words and kinds only: the faces name the HTTP status
+of a kind (``service.http``). REST, MCP, ``GET /v1/tools`` and the document all read this one
+declaration; adding a Tool touches neither face. A registration knows its own app's manifest
 (``service.app_manifest``), never the registry that loads it (``service.manifests``).
 """
 
@@ -51,7 +52,9 @@ class Registration:
     opens: Opens | None = None
     # What its decision reads (``p_context``), from the settings and its own app's manifest.
     context: Callable[[Settings, AppManifest], Mapping[str, Any]] = _no_settings
-    answers: Mapping[int, Any] = field(default_factory=dict)  # status -> answer type (the document)
+    # Each outcome word that is not a refusal -> the type of its answer, for the OpenAPI document (a
+    # refusal's is the contract's error body). Words, not statuses: the faces name the status.
+    answers: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _SQL_NAME.match(self.decide):

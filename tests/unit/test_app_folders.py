@@ -76,10 +76,62 @@ def test_an_outcome_the_sql_computes_is_refused_as_uncheckable(echo: Path) -> No
     assert "an outcome is a literal word, so that it can be checked" in _problem(echo)
 
 
+def test_an_outcome_the_registration_knows_that_the_sql_never_answers_is_refused(echo: Path) -> None:
+    registration = echo / "registration.py"
+    registration.write_text(
+        registration.read_text().replace(
+            '"word_forbidden": Conflict}', '"word_forbidden": Conflict, "shouted": Answered}'
+        )
+    )
+    assert "echo.say: its registration knows 'shouted', which echo_say() never answers" in _problem(echo)
+
+
 def test_an_answer_without_a_documented_type_is_refused(echo: Path) -> None:
     registration = echo / "registration.py"
-    registration.write_text(registration.read_text().replace("answers={200: EchoSaid},", ""))
+    registration.write_text(registration.read_text().replace('answers={"said": EchoSaid},', ""))
     assert "echo.say: its 'said' answer has no type with a schema" in _problem(echo)
+
+
+def test_an_answer_whose_type_has_no_schema_is_refused(echo: Path) -> None:
+    registration = echo / "registration.py"
+    registration.write_text(
+        registration.read_text().replace('answers={"said": EchoSaid}', 'answers={"said": dict}')
+    )
+    assert "echo.say: its 'said' answer has no type with a schema" in _problem(echo)
+
+
+def test_answers_keyed_by_a_word_the_registration_does_not_know_are_refused(echo: Path) -> None:
+    registration = echo / "registration.py"
+    registration.write_text(
+        registration.read_text().replace(
+            'answers={"said": EchoSaid}', 'answers={"said": EchoSaid, "shouted": EchoSaid}'
+        )
+    )
+    assert (
+        "echo.say: its answers= names 'shouted', which is none of its outcome words (said, word_forbidden)"
+        in _problem(echo)
+    )
+
+
+def test_answers_keyed_by_an_http_status_are_refused(echo: Path) -> None:
+    """The shape before outcome words: the status of a word is the faces' to name (service.http)."""
+    registration = echo / "registration.py"
+    registration.write_text(
+        registration.read_text().replace('answers={"said": EchoSaid}', "answers={200: EchoSaid}")
+    )
+    reason = _problem(echo)
+    assert "echo.say: its answers= names 200, which is none of its outcome words" in reason
+    assert "echo.say: its 'said' answer has no type with a schema" in reason
+
+
+def test_an_answer_type_for_a_refusal_is_refused(echo: Path) -> None:
+    registration = echo / "registration.py"
+    registration.write_text(
+        registration.read_text().replace(
+            'answers={"said": EchoSaid}', 'answers={"said": EchoSaid, "word_forbidden": EchoSaid}'
+        )
+    )
+    assert "echo.say: its answers= names 'word_forbidden', a refusal (Conflict)" in _problem(echo)
 
 
 def test_a_registration_of_a_tool_the_manifest_does_not_declare_is_refused(echo: Path) -> None:

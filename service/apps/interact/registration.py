@@ -31,7 +31,7 @@ ASK = Registration(
     sentence=_asked,
     opens="interaction",
     context=_pending_cap,
-    answers={202: InteractAskAccepted},
+    answers={"accepted": InteractAskAccepted},
 )
 
 REGISTRATIONS = (ASK,)

@@ -45,6 +45,3 @@ class AlreadyFinal(TypedDict):
 class NoActiveOperation(TypedDict):
     tool_call_id: str
     status: Literal["no_active_focusing_operation"]
-
-
-PomodoroInterruptReceipt = Interrupted | AlreadyFinal | NoActiveOperation

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from service.apps.pomodoro.answers import PomodoroInterruptReceipt, PomodoroStartAccepted
+from service.apps.pomodoro.answers import AlreadyFinal, Interrupted, NoActiveOperation, PomodoroStartAccepted
 from service.domain.errors import Conflict
 from service.domain.outcomes import Accepted, Answered
 from service.tools import Hints, Registration
@@ -48,7 +48,7 @@ START = Registration(
     sentence=_started,
     opens="operation",
     context=_snapshot_schema,
-    answers={202: PomodoroStartAccepted},
+    answers={"accepted": PomodoroStartAccepted},
 )
 
 INTERRUPT = Registration(
@@ -62,7 +62,11 @@ INTERRUPT = Registration(
     hints=Hints(title="Stop the focus period", destructive=True),
     sentence=_stopped,
     context=_late_window,
-    answers={200: PomodoroInterruptReceipt},
+    answers={
+        "interrupted": Interrupted,
+        "operation_already_final": AlreadyFinal,
+        "no_active_focusing_operation": NoActiveOperation,
+    },
 )
 
 REGISTRATIONS = (START, INTERRUPT)
