@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tarfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,12 +198,6 @@ def _sql(url: str, statement: str, *params: object) -> list[tuple[object, ...]]:
         return cursor.fetchall() if cursor.description else []
 
 
-def _start_node(prefix: str, settings: dict[str, str]) -> Postgres:
-    node = Postgres(workdir(prefix)).init(settings)
-    node.start()
-    return node
-
-
 @contextlib.contextmanager
 def citus_cluster(
     workers: int = 2, database: str = "lineup", settings: dict[str, str] | None = None
@@ -210,16 +205,23 @@ def citus_cluster(
     """A coordinator and ``workers`` workers, the extension created in ``database`` on each, the
     coordinator's metadata naming itself and every worker; everything removed on exit. ``settings``
     are added to (or replace) ``NODE_SETTINGS`` on every node."""
-    started: list[Postgres] = []
     node_settings = {**NODE_SETTINGS, **(settings or {})}
+    started = [
+        Postgres(workdir(f"lineup-citus-{'coordinator' if n == 0 else f'worker{n}'}-"))
+        for n in range(workers + 1)
+    ]
+
+    def start_node(node: Postgres) -> None:
+        node.init(node_settings).start()
+        _sql(node.admin_url, f"CREATE DATABASE {database}")
+        _sql(node.url(database), "CREATE EXTENSION citus")
+
     try:
-        for n in range(workers + 1):
-            started.append(
-                _start_node(f"lineup-citus-{'coordinator' if n == 0 else f'worker{n}'}-", node_settings)
-            )
-        for node in started:
-            _sql(node.admin_url, f"CREATE DATABASE {database}")
-            _sql(node.url(database), "CREATE EXTENSION citus")
+        # The nodes are independent servers until the coordinator names the workers: each is
+        # made (initdb, start, its database with the extension) at the same time as the others.
+        with ThreadPoolExecutor(max_workers=len(started)) as pool:
+            for done in [pool.submit(start_node, node) for node in started]:
+                done.result()
         cluster = Cluster(started[0], started[1:], database)
         coordinator = cluster.url()
         _sql(coordinator, "SELECT citus_set_coordinator_host('127.0.0.1', %s)", cluster.coordinator.port)

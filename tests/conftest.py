@@ -150,7 +150,11 @@ class ServiceProcess(processes.ServiceProcess):
     def start(self) -> Self:
         """Started, and answering ``/healthz``."""
         super().start()
-        self.wait_http(f"{self.base_url}/healthz", 20.0)
+        try:
+            self.wait_http(f"{self.base_url}/healthz", 20.0)
+        except BaseException:
+            self.stop()  # no fixture knows of it yet: it would outlive the test
+            raise
         return self
 
 
