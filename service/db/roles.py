@@ -107,8 +107,6 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "compat_status_code": _PURE,  # tool_calls.status_code for the release before migration 0019
     "instance_states_readonly_is_final": (),
     "messages_sub_session_open": (),
-    "project_operation": (),
-    "project_workspace": (),
     "project_message": (),
     "project_interaction": (),
     "project": (RUNTIME,),

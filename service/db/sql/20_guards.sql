@@ -13,6 +13,7 @@ CREATE OR REPLACE FUNCTION operations_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     broken text;
+    changed operations;
 BEGIN
     IF TG_OP = 'UPDATE' AND OLD.state <> 'focusing' AND (NEW.state, NEW.reason, NEW.result::text)
             IS DISTINCT FROM (OLD.state, OLD.reason, OLD.result::text) THEN
@@ -33,36 +34,52 @@ BEGIN
        AND NEW.duration_seconds BETWEEN 1 AND 14400
        AND NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds)
        AND (NEW.activity IS NULL OR char_length(NEW.activity) <= 200) THEN
-        RETURN NEW;
+        NULL;  -- every rule holds
+    ELSE
+        -- Something is wrong, or NULL where a CHECK would pass: each rule as its CHECK was.
+        broken := CASE
+            WHEN NOT (NEW.activity IS NULL OR char_length(NEW.activity) <= 200)
+                THEN 'ck_operations_activity_length'
+            WHEN NOT (NEW.state <> 'completed' OR NEW.finalized_at >= NEW.ends_at)
+                THEN 'ck_operations_completed_not_early'
+            WHEN NOT (NEW.duration_seconds BETWEEN 1 AND 14400)
+                THEN 'ck_operations_duration'
+            WHEN NOT (NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds))
+                THEN 'ck_operations_ends_at'
+            WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
+                THEN 'ck_operations_final_has_result'
+            WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
+                                                           'user_left_workspace', 'app_closed'))
+                THEN 'ck_operations_reason'
+            WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
+                THEN 'ck_operations_state'
+            WHEN NOT coalesce(NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL
+                                  AND NEW.result IS NULL
+                              OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
+                              OR NEW.state = 'interrupted'
+                                 AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+                              OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
+                THEN 'ck_operations_state_matches_reason'
+        END;
+        IF broken IS NOT NULL THEN
+            RAISE EXCEPTION 'new row for relation "operations" violates check constraint "%"', broken
+                USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'operations';
+        END IF;
     END IF;
-    -- Something is wrong, or NULL where a CHECK would pass: each rule as its CHECK was.
-    broken := CASE
-        WHEN NOT (NEW.activity IS NULL OR char_length(NEW.activity) <= 200)
-            THEN 'ck_operations_activity_length'
-        WHEN NOT (NEW.state <> 'completed' OR NEW.finalized_at >= NEW.ends_at)
-            THEN 'ck_operations_completed_not_early'
-        WHEN NOT (NEW.duration_seconds BETWEEN 1 AND 14400)
-            THEN 'ck_operations_duration'
-        WHEN NOT (NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds))
-            THEN 'ck_operations_ends_at'
-        WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
-            THEN 'ck_operations_final_has_result'
-        WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
-                                                       'user_left_workspace', 'app_closed'))
-            THEN 'ck_operations_reason'
-        WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
-            THEN 'ck_operations_state'
-        WHEN NOT coalesce(NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL
-                              AND NEW.result IS NULL
-                          OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
-                          OR NEW.state = 'interrupted'
-                             AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
-                          OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
-            THEN 'ck_operations_state_matches_reason'
-    END;
-    IF broken IS NOT NULL THEN
-        RAISE EXCEPTION 'new row for relation "operations" violates check constraint "%"', broken
-            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'operations';
+    -- The Host's event stream: an operation opened or changed state (30_projections.sql). Written
+    -- here, by the trigger every writer of the table already fires, and not by an AFTER trigger of
+    -- its own (project_operation until migration 0021), whose queueing and call cost a cycle about
+    -- 0.3 M instructions (bench/README.md). The row is final here: this is the table's one BEFORE
+    -- trigger, and what it projects is the row as written (a failing statement takes its event
+    -- back with it). On Citus the trigger fires on a shard, whose rows are of the shard table's own
+    -- type, which no operation_json(operations, text) takes: the row is copied into an `operations`
+    -- value first.
+    IF TG_OP = 'INSERT' THEN
+        changed := NEW;
+        PERFORM project(NEW.conversation_id, 'operation', operation_json(changed, 'event'));
+    ELSIF NEW.state IS DISTINCT FROM OLD.state THEN
+        changed := NEW;
+        PERFORM project(NEW.conversation_id, 'operation', operation_json(changed, 'event'));
     END IF;
     RETURN NEW;
 END $$;
@@ -76,19 +93,29 @@ CREATE OR REPLACE FUNCTION workspaces_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF char_length(NEW.conversation_id) BETWEEN 1 AND 255 AND NEW.outbox_sequence >= 0 THEN
-        RETURN NEW;
-    END IF;
-    IF NOT (char_length(NEW.conversation_id) BETWEEN 1 AND 255) THEN
+        NULL;  -- both rules hold
+    ELSIF NOT (char_length(NEW.conversation_id) BETWEEN 1 AND 255) THEN
         RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
             'ck_workspaces_conversation_id_length'
             USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_conversation_id_length',
                   TABLE = 'workspaces';
-    END IF;
-    IF NOT (NEW.outbox_sequence >= 0) THEN
+    ELSIF NOT (NEW.outbox_sequence >= 0) THEN
         RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
             'ck_workspaces_outbox_sequence_nonnegative'
             USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_outbox_sequence_nonnegative',
                   TABLE = 'workspaces';
+    END IF;
+    -- The Host's event stream: the foreground changed (30_projections.sql), whoever changed it (a
+    -- decision, close_instances_v2, the Host's switch, the previous release's). Written here, by
+    -- the trigger every writer of the row fires anyway, not by an AFTER trigger of its own
+    -- (project_workspace until migration 0021, whose queueing and call cost a cycle about 0.2 M
+    -- instructions, bench/README.md). The row is final here (the table's one BEFORE trigger); a
+    -- failing statement takes its event back with it.
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.foreground_instance_id IS DISTINCT FROM OLD.foreground_instance_id THEN
+            PERFORM project(NEW.conversation_id, 'workspace', jsonb_build_object(
+                'foreground_instance_id', NEW.foreground_instance_id));
+        END IF;
     END IF;
     RETURN NEW;
 END $$;
