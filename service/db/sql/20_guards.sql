@@ -14,6 +14,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     broken text;
     changed operations;
+    last_seq bigint;
 BEGIN
     IF TG_OP = 'UPDATE' AND OLD.state <> 'focusing' AND (NEW.state, NEW.reason, NEW.result::text)
             IS DISTINCT FROM (OLD.state, OLD.reason, OLD.result::text) THEN
@@ -74,13 +75,22 @@ BEGIN
     -- back with it). On Citus the trigger fires on a shard, whose rows are of the shard table's own
     -- type, which no operation_json(operations, text) takes: the row is copied into an `operations`
     -- value first.
-    IF TG_OP = 'INSERT' THEN
-        changed := NEW;
-        PERFORM project(NEW.conversation_id, 'operation', operation_json(changed, 'event'));
-    ELSIF NEW.state IS DISTINCT FROM OLD.state THEN
-        changed := NEW;
-        PERFORM project(NEW.conversation_id, 'operation', operation_json(changed, 'event'));
+    -- project()'s two statements in place (30_projections.sql numbers the events; a call of it is
+    -- one more function with its own search_path per event).
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.state IS NOT DISTINCT FROM OLD.state THEN
+            RETURN NEW;
+        END IF;
     END IF;
+    changed := NEW;
+    SELECT e.event_seq INTO last_seq FROM projection_events e
+    WHERE e.conversation_id = NEW.conversation_id
+    ORDER BY e.event_seq DESC LIMIT 1;
+    INSERT INTO projection_events (conversation_id, event_seq, kind, payload)
+    VALUES (NEW.conversation_id,
+            greatest(coalesce(last_seq, 0) + 1,
+                     (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint),
+            'operation', operation_json(changed, 'event'));
     RETURN NEW;
 END $$;
 
@@ -91,6 +101,8 @@ FOR EACH ROW EXECUTE FUNCTION operations_guard();
 -- same names, check_violation, NULL passing); its row is written two or three times per tool call.
 CREATE OR REPLACE FUNCTION workspaces_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    last_seq bigint;
 BEGIN
     IF char_length(NEW.conversation_id) BETWEEN 1 AND 255 AND NEW.outbox_sequence >= 0 THEN
         NULL;  -- both rules hold
@@ -111,10 +123,17 @@ BEGIN
     -- (project_workspace until migration 0021, whose queueing and call cost a cycle about 0.2 M
     -- instructions, bench/README.md). The row is final here (the table's one BEFORE trigger); a
     -- failing statement takes its event back with it.
+    -- project()'s two statements in place, as operations_guard has them.
     IF TG_OP = 'UPDATE' THEN
         IF NEW.foreground_instance_id IS DISTINCT FROM OLD.foreground_instance_id THEN
-            PERFORM project(NEW.conversation_id, 'workspace', jsonb_build_object(
-                'foreground_instance_id', NEW.foreground_instance_id));
+            SELECT e.event_seq INTO last_seq FROM projection_events e
+            WHERE e.conversation_id = NEW.conversation_id
+            ORDER BY e.event_seq DESC LIMIT 1;
+            INSERT INTO projection_events (conversation_id, event_seq, kind, payload)
+            VALUES (NEW.conversation_id,
+                    greatest(coalesce(last_seq, 0) + 1,
+                             (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint),
+                    'workspace', jsonb_build_object('foreground_instance_id', NEW.foreground_instance_id));
         END IF;
     END IF;
     RETURN NEW;

@@ -6,6 +6,7 @@
 -- increasing even once retention has removed every earlier event of the conversation, and wherever
 -- the conversation's rows are (a Citus shard moved to another worker keeps them). Every writer of a
 -- conversation holds its workspace lock (lock_workspace), so the numbers follow commit order.
+-- operations_guard and workspaces_guard (20_guards.sql) hold the same two statements in place.
 CREATE OR REPLACE FUNCTION project(conversation text, kind text, payload jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
