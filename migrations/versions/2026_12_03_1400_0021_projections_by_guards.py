@@ -14,10 +14,15 @@ those rows fires anyway, write the same events now: the same payloads, the same 
 order, for every writer (the decisions, the sweeper, the Host's foreground switch, the release still
 serving, which writes through the same tables).
 
+``tool_calls``' three CHECKs (the tool_call_id's length, the status code's range, the outcome word)
+go to ``tool_calls_guard`` as ``operations``' went to ``operations_guard`` in migration 0020: the
+same rules under the same names, compiled once per session instead of read back from the catalog
+and prepared at every INSERT (one per tool call).
+
 One transaction: the guards are replaced (from that file, recorded in ``database_code`` as migrate
-records it, so the database code applied next leaves them as they are) and the two triggers and
-their functions dropped, under the tables' locks — no write sees both or neither. The tables are
-locked together first under a short ``lock_timeout`` tried again until it succeeds, so the release
+records it, so the database code applied next leaves them as they are), the two triggers and
+their functions and the three CHECKs dropped, under the tables' locks: no write sees both or
+neither. The tables are locked together first under a short ``lock_timeout`` tried again until it succeeds, so the release
 still serving waits for a moment instead of failing.
 """
 
@@ -38,10 +43,18 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 # Locked together, in the order every use case writes them.
-TABLES = ("workspaces", "operations", "projection_events")
+TABLES = ("workspaces", "operations", "tool_calls", "projection_events")
 GUARD = (
     ("function", "operations_guard"),
     ("function", "workspaces_guard"),
+    ("function", "tool_calls_guard"),
+    ("trigger", "tool_calls.tool_calls_guard"),
+)
+# tool_calls' three CHECKs, held by tool_calls_guard from here on (every tool call inserts a row).
+TOOL_CALL_CHECKS = (
+    "ck_tool_calls_outcome_word",
+    "ck_tool_calls_status_code",
+    "ck_tool_calls_tool_call_id_length",
 )
 DROPPED = (
     "DROP TRIGGER IF EXISTS project_operation ON operations",
@@ -97,6 +110,10 @@ def upgrade() -> None:
                 )
             for statement in DROPPED:
                 conn.execute(statement)
+            conn.execute(
+                "ALTER TABLE tool_calls "
+                + ", ".join(f"DROP CONSTRAINT IF EXISTS {name}" for name in TOOL_CALL_CHECKS)
+            )
             for kind, name in FORGOTTEN:
                 conn.execute("DELETE FROM database_code WHERE kind = %s AND name = %s", (kind, name))
 

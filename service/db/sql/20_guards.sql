@@ -142,6 +142,37 @@ END $$;
 CREATE OR REPLACE TRIGGER workspaces_guard BEFORE INSERT OR UPDATE ON workspaces
 FOR EACH ROW EXECUTE FUNCTION workspaces_guard();
 
+-- tool_calls_guard: a recorded tool call's row rules, as its CHECKs held them until migration 0021
+-- (the same names, check_violation, tried in the order Postgres tried them — by name — and NULL
+-- passing): every tool call inserts one row, and three CHECKs read back from the catalog and
+-- prepared again at each INSERT cost more than a trigger compiled once per session. The release
+-- before migration 0019 records a row without its outcome: compat_tool_calls_outcome (99_compat.sql)
+-- fills it first (BEFORE triggers fire in name order).
+CREATE OR REPLACE FUNCTION tool_calls_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    broken text;
+BEGIN
+    IF char_length(NEW.tool_call_id) BETWEEN 1 AND 255
+       AND (NEW.status_code IS NULL OR NEW.status_code BETWEEN 200 AND 599)
+       AND NEW.outcome ~ '^[a-z][a-z0-9_]{0,62}$' THEN
+        RETURN NEW;
+    END IF;
+    broken := CASE
+        WHEN NOT (NEW.outcome ~ '^[a-z][a-z0-9_]{0,62}$') THEN 'ck_tool_calls_outcome_word'
+        WHEN NOT (NEW.status_code BETWEEN 200 AND 599) THEN 'ck_tool_calls_status_code'
+        WHEN NOT (char_length(NEW.tool_call_id) BETWEEN 1 AND 255) THEN 'ck_tool_calls_tool_call_id_length'
+    END;
+    IF broken IS NOT NULL THEN
+        RAISE EXCEPTION 'new row for relation "tool_calls" violates check constraint "%"', broken
+            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'tool_calls';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE TRIGGER tool_calls_guard BEFORE INSERT OR UPDATE ON tool_calls
+FOR EACH ROW EXECUTE FUNCTION tool_calls_guard();
+
 -- A read-only snapshot never changes and never becomes writable again.
 CREATE OR REPLACE FUNCTION instance_states_readonly_is_final() RETURNS trigger
 LANGUAGE plpgsql AS $$
