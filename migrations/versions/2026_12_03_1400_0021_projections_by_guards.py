@@ -44,7 +44,12 @@ depends_on: str | Sequence[str] | None = None
 
 # Locked together, in the order every use case writes them.
 TABLES = ("workspaces", "operations", "tool_calls", "projection_events")
+# operation_json (and rfc3339, which it calls) first: operations_guard builds the event with it, and
+# neither a new database nor the release before 0019 has it until the database code is applied
+# after the migrations (make upgrade: every operation written in between failed).
 GUARD = (
+    ("function", "rfc3339"),
+    ("function", "operation_json"),
     ("function", "operations_guard"),
     ("function", "workspaces_guard"),
     ("function", "tool_calls_guard"),
