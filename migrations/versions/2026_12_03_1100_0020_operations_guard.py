@@ -82,6 +82,95 @@ GUARD = (
 # workspaces' two CHECKs, held by workspaces_guard from here on (its row is written two or three
 # times per tool call).
 WORKSPACE_CHECKS = ("ck_workspaces_conversation_id_length", "ck_workspaces_outbox_sequence_nonnegative")
+# The guards' functions as this migration made them (service/db/sql/20_guards.sql at 0020), not as
+# the files hold them now: migration 0021 gave them the stream events of the AFTER triggers it drops,
+# and made here from today's files they wrote each event a second time (and called operation_json
+# before it existed) for whatever the release still serving wrote between the two migrations' commits.
+# The database code applied after the migrations replaces them with the files' (no checksum is
+# recorded for them here).
+FUNCTIONS_AT_0020 = {
+    ("function", "operations_guard"): r"""
+CREATE OR REPLACE FUNCTION operations_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    broken text;
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.state <> 'focusing' AND (NEW.state, NEW.reason, NEW.result::text)
+            IS DISTINCT FROM (OLD.state, OLD.reason, OLD.result::text) THEN
+        RAISE EXCEPTION 'operation % is already %', OLD.operation_id, OLD.state
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'operation_final_is_final';
+    END IF;
+    -- How late a deadline was decided: a stored generated column until migration 0020, whose
+    -- expression Postgres, too, read back and prepared at every statement.
+    NEW.lateness_ms := CASE WHEN NEW.reason = 'deadline_reached'
+                            THEN (EXTRACT(EPOCH FROM NEW.finalized_at - NEW.ends_at) * 1000)::integer END;
+    IF (NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL AND NEW.result IS NULL
+            OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
+               AND NEW.finalized_at >= NEW.ends_at AND NEW.result IS NOT NULL
+            OR NEW.state = 'interrupted' AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+               AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL
+            OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed'
+               AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
+       AND NEW.duration_seconds BETWEEN 1 AND 14400
+       AND NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds)
+       AND (NEW.activity IS NULL OR char_length(NEW.activity) <= 200) THEN
+        RETURN NEW;
+    END IF;
+    -- Something is wrong, or NULL where a CHECK would pass: each rule as its CHECK was.
+    broken := CASE
+        WHEN NOT (NEW.activity IS NULL OR char_length(NEW.activity) <= 200)
+            THEN 'ck_operations_activity_length'
+        WHEN NOT (NEW.state <> 'completed' OR NEW.finalized_at >= NEW.ends_at)
+            THEN 'ck_operations_completed_not_early'
+        WHEN NOT (NEW.duration_seconds BETWEEN 1 AND 14400)
+            THEN 'ck_operations_duration'
+        WHEN NOT (NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds))
+            THEN 'ck_operations_ends_at'
+        WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
+            THEN 'ck_operations_final_has_result'
+        WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
+                                                       'user_left_workspace', 'app_closed'))
+            THEN 'ck_operations_reason'
+        WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
+            THEN 'ck_operations_state'
+        WHEN NOT coalesce(NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL
+                              AND NEW.result IS NULL
+                          OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
+                          OR NEW.state = 'interrupted'
+                             AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+                          OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
+            THEN 'ck_operations_state_matches_reason'
+    END;
+    IF broken IS NOT NULL THEN
+        RAISE EXCEPTION 'new row for relation "operations" violates check constraint "%"', broken
+            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'operations';
+    END IF;
+    RETURN NEW;
+END $$;
+""",
+    ("function", "workspaces_guard"): r"""
+CREATE OR REPLACE FUNCTION workspaces_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF char_length(NEW.conversation_id) BETWEEN 1 AND 255 AND NEW.outbox_sequence >= 0 THEN
+        RETURN NEW;
+    END IF;
+    IF NOT (char_length(NEW.conversation_id) BETWEEN 1 AND 255) THEN
+        RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
+            'ck_workspaces_conversation_id_length'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_conversation_id_length',
+                  TABLE = 'workspaces';
+    END IF;
+    IF NOT (NEW.outbox_sequence >= 0) THEN
+        RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
+            'ck_workspaces_outbox_sequence_nonnegative'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_outbox_sequence_nonnegative',
+                  TABLE = 'workspaces';
+    END IF;
+    RETURN NEW;
+END $$;
+""",
+}
 LOCK_TIMEOUT = "200ms"  # below deadlock_timeout: the migration gives way before a deadlock is found
 LOCK_ATTEMPTS = 300
 
@@ -115,6 +204,9 @@ def upgrade() -> None:
                 conn.execute("SET LOCAL citus.enable_unsafe_triggers = on")
             wanted = {d.key: d for d in code.definitions()}
             for key in GUARD:
+                if key in FUNCTIONS_AT_0020:
+                    conn.execute(FUNCTIONS_AT_0020[key])
+                    continue
                 definition = wanted[key]
                 conn.execute(definition.sql)
                 conn.execute(

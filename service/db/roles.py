@@ -103,12 +103,11 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "interface_1_statuses": _PURE,
     "operations_guard": (),
     "workspaces_guard": (),
+    "tool_calls_guard": (),
     "operation_json": _PURE,
     "compat_status_code": _PURE,  # tool_calls.status_code for the release before migration 0019
     "instance_states_readonly_is_final": (),
     "messages_sub_session_open": (),
-    "project_operation": (),
-    "project_workspace": (),
     "project_message": (),
     "project_interaction": (),
     "project": (RUNTIME,),

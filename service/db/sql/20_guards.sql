@@ -13,6 +13,8 @@ CREATE OR REPLACE FUNCTION operations_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     broken text;
+    changed operations;
+    last_seq bigint;
 BEGIN
     IF TG_OP = 'UPDATE' AND OLD.state <> 'focusing' AND (NEW.state, NEW.reason, NEW.result::text)
             IS DISTINCT FROM (OLD.state, OLD.reason, OLD.result::text) THEN
@@ -33,37 +35,62 @@ BEGIN
        AND NEW.duration_seconds BETWEEN 1 AND 14400
        AND NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds)
        AND (NEW.activity IS NULL OR char_length(NEW.activity) <= 200) THEN
-        RETURN NEW;
+        NULL;  -- every rule holds
+    ELSE
+        -- Something is wrong, or NULL where a CHECK would pass: each rule as its CHECK was.
+        broken := CASE
+            WHEN NOT (NEW.activity IS NULL OR char_length(NEW.activity) <= 200)
+                THEN 'ck_operations_activity_length'
+            WHEN NOT (NEW.state <> 'completed' OR NEW.finalized_at >= NEW.ends_at)
+                THEN 'ck_operations_completed_not_early'
+            WHEN NOT (NEW.duration_seconds BETWEEN 1 AND 14400)
+                THEN 'ck_operations_duration'
+            WHEN NOT (NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds))
+                THEN 'ck_operations_ends_at'
+            WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
+                THEN 'ck_operations_final_has_result'
+            WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
+                                                           'user_left_workspace', 'app_closed'))
+                THEN 'ck_operations_reason'
+            WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
+                THEN 'ck_operations_state'
+            WHEN NOT coalesce(NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL
+                                  AND NEW.result IS NULL
+                              OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
+                              OR NEW.state = 'interrupted'
+                                 AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+                              OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
+                THEN 'ck_operations_state_matches_reason'
+        END;
+        IF broken IS NOT NULL THEN
+            RAISE EXCEPTION 'new row for relation "operations" violates check constraint "%"', broken
+                USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'operations';
+        END IF;
     END IF;
-    -- Something is wrong, or NULL where a CHECK would pass: each rule as its CHECK was.
-    broken := CASE
-        WHEN NOT (NEW.activity IS NULL OR char_length(NEW.activity) <= 200)
-            THEN 'ck_operations_activity_length'
-        WHEN NOT (NEW.state <> 'completed' OR NEW.finalized_at >= NEW.ends_at)
-            THEN 'ck_operations_completed_not_early'
-        WHEN NOT (NEW.duration_seconds BETWEEN 1 AND 14400)
-            THEN 'ck_operations_duration'
-        WHEN NOT (NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds))
-            THEN 'ck_operations_ends_at'
-        WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
-            THEN 'ck_operations_final_has_result'
-        WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
-                                                       'user_left_workspace', 'app_closed'))
-            THEN 'ck_operations_reason'
-        WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
-            THEN 'ck_operations_state'
-        WHEN NOT coalesce(NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL
-                              AND NEW.result IS NULL
-                          OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
-                          OR NEW.state = 'interrupted'
-                             AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
-                          OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
-            THEN 'ck_operations_state_matches_reason'
-    END;
-    IF broken IS NOT NULL THEN
-        RAISE EXCEPTION 'new row for relation "operations" violates check constraint "%"', broken
-            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'operations';
+    -- The Host's event stream: an operation opened or changed state (30_projections.sql). Written
+    -- here, by the trigger every writer of the table already fires, and not by an AFTER trigger of
+    -- its own (project_operation until migration 0021), whose queueing and call cost a cycle about
+    -- 0.3 M instructions (bench/README.md). The row is final here: this is the table's one BEFORE
+    -- trigger, and what it projects is the row as written (a failing statement takes its event
+    -- back with it). On Citus the trigger fires on a shard, whose rows are of the shard table's own
+    -- type, which no operation_json(operations, text) takes: the row is copied into an `operations`
+    -- value first.
+    -- project()'s two statements in place (30_projections.sql numbers the events; a call of it is
+    -- one more function with its own search_path per event).
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.state IS NOT DISTINCT FROM OLD.state THEN
+            RETURN NEW;
+        END IF;
     END IF;
+    changed := NEW;
+    SELECT e.event_seq INTO last_seq FROM projection_events e
+    WHERE e.conversation_id = NEW.conversation_id
+    ORDER BY e.event_seq DESC LIMIT 1;
+    INSERT INTO projection_events (conversation_id, event_seq, kind, payload)
+    VALUES (NEW.conversation_id,
+            greatest(coalesce(last_seq, 0) + 1,
+                     (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint),
+            'operation', operation_json(changed, 'event'));
     RETURN NEW;
 END $$;
 
@@ -74,27 +101,77 @@ FOR EACH ROW EXECUTE FUNCTION operations_guard();
 -- same names, check_violation, NULL passing); its row is written two or three times per tool call.
 CREATE OR REPLACE FUNCTION workspaces_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    last_seq bigint;
 BEGIN
     IF char_length(NEW.conversation_id) BETWEEN 1 AND 255 AND NEW.outbox_sequence >= 0 THEN
-        RETURN NEW;
-    END IF;
-    IF NOT (char_length(NEW.conversation_id) BETWEEN 1 AND 255) THEN
+        NULL;  -- both rules hold
+    ELSIF NOT (char_length(NEW.conversation_id) BETWEEN 1 AND 255) THEN
         RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
             'ck_workspaces_conversation_id_length'
             USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_conversation_id_length',
                   TABLE = 'workspaces';
-    END IF;
-    IF NOT (NEW.outbox_sequence >= 0) THEN
+    ELSIF NOT (NEW.outbox_sequence >= 0) THEN
         RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
             'ck_workspaces_outbox_sequence_nonnegative'
             USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_outbox_sequence_nonnegative',
                   TABLE = 'workspaces';
+    END IF;
+    -- The Host's event stream: the foreground changed (30_projections.sql), whoever changed it (a
+    -- decision, close_instances_v2, the Host's switch, the previous release's). Written here, by
+    -- the trigger every writer of the row fires anyway, not by an AFTER trigger of its own
+    -- (project_workspace until migration 0021, whose queueing and call cost a cycle about 0.2 M
+    -- instructions, bench/README.md). The row is final here (the table's one BEFORE trigger); a
+    -- failing statement takes its event back with it.
+    -- project()'s two statements in place, as operations_guard has them.
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.foreground_instance_id IS DISTINCT FROM OLD.foreground_instance_id THEN
+            SELECT e.event_seq INTO last_seq FROM projection_events e
+            WHERE e.conversation_id = NEW.conversation_id
+            ORDER BY e.event_seq DESC LIMIT 1;
+            INSERT INTO projection_events (conversation_id, event_seq, kind, payload)
+            VALUES (NEW.conversation_id,
+                    greatest(coalesce(last_seq, 0) + 1,
+                             (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint),
+                    'workspace', jsonb_build_object('foreground_instance_id', NEW.foreground_instance_id));
+        END IF;
     END IF;
     RETURN NEW;
 END $$;
 
 CREATE OR REPLACE TRIGGER workspaces_guard BEFORE INSERT OR UPDATE ON workspaces
 FOR EACH ROW EXECUTE FUNCTION workspaces_guard();
+
+-- tool_calls_guard: a recorded tool call's row rules, as its CHECKs held them until migration 0021
+-- (the same names, check_violation, tried in the order Postgres tried them — by name — and NULL
+-- passing): every tool call inserts one row, and three CHECKs read back from the catalog and
+-- prepared again at each INSERT cost more than a trigger compiled once per session. The release
+-- before migration 0019 records a row without its outcome: compat_tool_calls_outcome (99_compat.sql)
+-- fills it first (BEFORE triggers fire in name order).
+CREATE OR REPLACE FUNCTION tool_calls_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    broken text;
+BEGIN
+    IF char_length(NEW.tool_call_id) BETWEEN 1 AND 255
+       AND (NEW.status_code IS NULL OR NEW.status_code BETWEEN 200 AND 599)
+       AND NEW.outcome ~ '^[a-z][a-z0-9_]{0,62}$' THEN
+        RETURN NEW;
+    END IF;
+    broken := CASE
+        WHEN NOT (NEW.outcome ~ '^[a-z][a-z0-9_]{0,62}$') THEN 'ck_tool_calls_outcome_word'
+        WHEN NOT (NEW.status_code BETWEEN 200 AND 599) THEN 'ck_tool_calls_status_code'
+        WHEN NOT (char_length(NEW.tool_call_id) BETWEEN 1 AND 255) THEN 'ck_tool_calls_tool_call_id_length'
+    END;
+    IF broken IS NOT NULL THEN
+        RAISE EXCEPTION 'new row for relation "tool_calls" violates check constraint "%"', broken
+            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'tool_calls';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE TRIGGER tool_calls_guard BEFORE INSERT OR UPDATE ON tool_calls
+FOR EACH ROW EXECUTE FUNCTION tool_calls_guard();
 
 -- A read-only snapshot never changes and never becomes writable again.
 CREATE OR REPLACE FUNCTION instance_states_readonly_is_final() RETURNS trigger

@@ -6,6 +6,7 @@
 -- increasing even once retention has removed every earlier event of the conversation, and wherever
 -- the conversation's rows are (a Citus shard moved to another worker keeps them). Every writer of a
 -- conversation holds its workspace lock (lock_workspace), so the numbers follow commit order.
+-- operations_guard and workspaces_guard (20_guards.sql) hold the same two statements in place.
 CREATE OR REPLACE FUNCTION project(conversation text, kind text, payload jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -21,35 +22,10 @@ BEGIN
             kind, payload);
 END $$;
 
--- An operation opened or changed state. On Citus the trigger fires on a shard, whose rows are of
--- the shard table's own type (operations_102008, ...), which no operation_json(operations, text)
--- takes: the row is copied, field by field, into an `operations` value first.
-CREATE OR REPLACE FUNCTION project_operation() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    changed operations := NEW;
-BEGIN
-    PERFORM project(NEW.conversation_id, 'operation', operation_json(changed, 'event'));
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE TRIGGER project_operation AFTER INSERT OR UPDATE OF state ON operations
-FOR EACH ROW EXECUTE FUNCTION project_operation();
-
--- The foreground changed.
-CREATE OR REPLACE FUNCTION project_workspace() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.foreground_instance_id IS NOT DISTINCT FROM OLD.foreground_instance_id THEN
-        RETURN NULL;
-    END IF;
-    PERFORM project(NEW.conversation_id, 'workspace', jsonb_build_object(
-        'foreground_instance_id', NEW.foreground_instance_id));
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE TRIGGER project_workspace AFTER UPDATE OF foreground_instance_id ON workspaces
-FOR EACH ROW EXECUTE FUNCTION project_workspace();
+-- An operation opened or changed state, and the foreground changed: written by the tables' guards
+-- (operations_guard, workspaces_guard, 20_guards.sql), the BEFORE triggers every writer of those
+-- rows fires anyway; AFTER triggers of their own (project_operation, project_workspace) until
+-- migration 0021.
 
 -- A message was posted.
 CREATE OR REPLACE FUNCTION project_message() RETURNS trigger

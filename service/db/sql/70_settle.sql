@@ -31,7 +31,7 @@ CREATE TYPE decision_effects AS (
 -- operation_json: an operation as JSON, built here for every SQL site that shows one, each its
 -- own view of it: p_view 'answer', the operation a Tool's answer names (pomodoro_start's
 -- "operation"); 'result', its outcome in the outbox (settle_focusing_v2, from the row as it is
--- decided); 'event', the Host's event stream (project_operation). Ids as text, times RFC 3339
+-- decided); 'event', the Host's event stream (operations_guard). Ids as text, times RFC 3339
 -- (rfc3339). Each caller names its view as a constant: the function is inlined and the CASE folded
 -- when the caller's statement is planned, so a view costs about what building it in place did. jsonb
 -- keeps its own key order (shortest first), whatever the order here. Python builds the REST and SDK
