@@ -42,9 +42,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from alembic import op
 
-from service.db.migration_steps import lock_tables, make_code
+from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0018"
 down_revision: str | None = "0016"
@@ -237,12 +236,9 @@ def _widen(conn: psycopg.Connection[Any]) -> None:
 
 
 def upgrade() -> None:
-    with op.get_context().autocommit_block():
-        conn = op.get_bind().connection.driver_connection
-        assert isinstance(conn, psycopg.Connection)
-        with conn.transaction():
-            lock_tables(conn, TABLES)
-            _widen(conn)
+    with own_connection() as conn, conn.transaction():
+        lock_tables(conn, TABLES)
+        _widen(conn)
 
 
 def downgrade() -> None:

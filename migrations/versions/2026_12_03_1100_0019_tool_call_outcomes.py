@@ -33,9 +33,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from alembic import op
 
-from service.db.migration_steps import lock_tables, make_code
+from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0019"
 down_revision: str | None = "0018"
@@ -66,13 +65,10 @@ def _record_outcomes(conn: psycopg.Connection[Any]) -> None:
 
 
 def upgrade() -> None:
-    with op.get_context().autocommit_block():
-        conn = op.get_bind().connection.driver_connection
-        assert isinstance(conn, psycopg.Connection)
-        with conn.transaction():
-            # The table, under a short lock_timeout tried again until it is had (as 0018 locks its tables).
-            lock_tables(conn, ("tool_calls",))
-            _record_outcomes(conn)
+    with own_connection() as conn, conn.transaction():
+        # The table, under a short lock_timeout tried again until it is had (as 0018 locks its tables).
+        lock_tables(conn, ("tool_calls",))
+        _record_outcomes(conn)
 
 
 def downgrade() -> None:

@@ -35,10 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import psycopg
-from alembic import op
-
-from service.db.migration_steps import lock_tables, make_code
+from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0020"
 down_revision: str | None = "0019"
@@ -83,9 +80,7 @@ WORKSPACE_CHECKS = ("ck_workspaces_conversation_id_length", "ck_workspaces_outbo
 
 
 def upgrade() -> None:
-    with op.get_context().autocommit_block():
-        conn = op.get_bind().connection.driver_connection
-        assert isinstance(conn, psycopg.Connection)
+    with own_connection() as conn:
         with conn.transaction():
             lock_tables(conn, TABLES)
             # As migrate applies triggers on Citus (service/db/code.py): each fires on its shard.

@@ -1,12 +1,12 @@
 """Steps the table migrations share (``migrations/versions/``): the locks a migration takes while
 the release before still serves, and the database code it makes ahead of ``migrate``'s.
 
-    lock_tables(conn, ("workspaces", "operations"))        # LOCK TABLE ... ACCESS EXCLUSIVE, retried
-    make_code(conn, (("trigger", "t.name"), ...), citus_triggers=True)  # made and recorded as migrate does
+    with own_connection() as conn, conn.transaction():  # committed before migrate's database code
+        lock_tables(conn, ("workspaces", "operations"))   # LOCK TABLE ... ACCESS EXCLUSIVE, retried
+        make_code(conn, (("trigger", "operations.operations_guard"), ...), citus_triggers=True)
+        ...                                                # the migration's own statements
 
-Both run in the caller's transaction on the migration's psycopg connection (``op.get_bind()
-.connection.driver_connection`` inside ``op.get_context().autocommit_block()`` and ``with
-conn.transaction():``), :func:`lock_tables` first.
+:func:`lock_tables` and :func:`make_code` run in the caller's transaction, :func:`lock_tables` first.
 
 A migration is history: migrations 0018, 0019 and 0020 (and later ones) run these functions as they
 are now whenever a database is migrated from before them. **Changing what they execute, in what
@@ -16,11 +16,13 @@ function for a new need.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import psycopg
+from alembic import op
 
 from service.db import code
 
@@ -32,9 +34,22 @@ LOCK_ATTEMPTS = 300
 LOCK_PAUSE = 0.05
 
 
+@contextlib.contextmanager
+def own_connection() -> Iterator[psycopg.Connection[Any]]:
+    """The running migration's psycopg connection, outside Alembic's transaction
+    (``op.get_context().autocommit_block()``): what the migration runs in a ``with
+    conn.transaction():`` of its own commits at that block's end, before the database code
+    ``migrate`` applies next, so the release still serving waits on the migration's locks only that
+    long; a statement outside such a block runs on its own (autocommit)."""
+    with op.get_context().autocommit_block():
+        conn = op.get_bind().connection.driver_connection
+        assert isinstance(conn, psycopg.Connection)
+        yield conn
+
+
 def lock_tables(conn: psycopg.Connection[Any], tables: Iterable[str]) -> None:
     """``LOCK TABLE <tables> IN ACCESS EXCLUSIVE MODE``, all at once or none, in the order given
-    (the order every use case locks them in): each try runs in a savepoint under
+    (give the order every use case locks them in): each try runs in a savepoint under
     ``lock_timeout = LOCK_TIMEOUT``; a try that times out gives back what it took and, after
     ``LOCK_PAUSE``, is made again, so the release still serving waits a moment instead of failing or
     deadlocking. After ``LOCK_ATTEMPTS`` tries the last ``psycopg.errors.LockNotAvailable`` is
