@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.call_instructions import TOKEN, post_tool_call
+from bench.call_instructions import TOKEN, bench_settings, post_tool_call
 from bench.common import event_loop, process_cpu, tool_poster
 from harness.calls import interrupt_body, start_body
 from harness.database import named_server, throwaway_database
@@ -148,16 +148,9 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
     from service.logging import configure_logging
     from service.manifests import load_registry
     from service.metrics import TOOL_CALLS
-    from service.settings import load_settings
     from service.use_cases.tool_calls import ToolCallRequest, call_tool
 
-    settings = load_settings(
-        "serve",
-        database_url=url,
-        agent_token=TOKEN,
-        host_token="bench-host-token-00000000",
-        operator_token="bench-operator-token-0000",
-    )
+    settings = bench_settings(url)
     registry = load_registry(settings.manifests_dir)
     # Logs as the service writes them, to /dev/null instead of stderr.
     devnull = open(os.devnull, "w")  # noqa: SIM115 - kept open for the run

@@ -31,11 +31,28 @@ import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from service.settings import Settings
 
 WARM = 20
 CONVERSATIONS = 4
 TOKEN = "bench-agent-token-0000000"
+
+
+def bench_settings(url: str) -> Settings:
+    """The service's settings as ``serve`` loads them on ``url``, with the benches' tokens (the
+    Agent's is ``TOKEN``); imported from whichever release's ``service`` is on the path."""
+    from service.settings import load_settings
+
+    return load_settings(
+        "serve",
+        database_url=url,
+        agent_token=TOKEN,
+        host_token="bench-host-token-00000000",
+        operator_token="bench-operator-token-0000",
+    )
 
 
 # The driver: run by path under valgrind with a release's tree first on PYTHONPATH, so it imports
@@ -53,17 +70,10 @@ def _drive(url: str, cycles: int, loop: str = "asyncio") -> None:
         from service.api.app import create_app  # type: ignore[no-redef,import-not-found]
     from service.logging import configure_logging
     from service.manifests import load_registry
-    from service.settings import load_settings
 
     if not Path(service.__file__).resolve().is_relative_to(Path.cwd().resolve()):
         raise RuntimeError(f"imported {service.__file__}, not the release in {Path.cwd()}")
-    settings = load_settings(
-        "serve",
-        database_url=url,
-        agent_token=TOKEN,
-        host_token="bench-host-token-00000000",
-        operator_token="bench-operator-token-0000",
-    )
+    settings = bench_settings(url)
     _without_timed_loops()
     app = create_app(settings, load_registry(settings.manifests_dir), sweeper=False)
     if "gc.freeze()" in (Path.cwd() / "service" / "cli" / "serve.py").read_text():

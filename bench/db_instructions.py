@@ -154,13 +154,11 @@ def _unpin(url: str) -> None:
 
 
 @contextlib.contextmanager
-def migrated_cluster(
-    work: Path, databases: dict[str, Path], prepare: dict[str, list[str]] | None = None
-) -> Iterator[Path]:
-    """A throwaway cluster under ``work`` (its data directory yielded, the server stopped) holding
-    one database per name in ``databases``, each migrated by the release in the tree it names;
-    ``prepare`` names SQL run on a database after its migration (a variant to count)."""
-    data, socket_dir, port = work / "data", work, 55400 + os.getpid() % 500
+def throwaway_server(work: Path, port: int) -> Iterator[Path]:
+    """A new cluster in ``work / "data"`` (yielded) whose server listens on
+    ``port`` (its socket in ``work``, fsync off) until the block ends; then the server is stopped,
+    and the data directory stays for ``cycle_instructions``' single-user backends."""
+    data = work / "data"
     subprocess.run(
         [str(BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
         check=True,
@@ -168,13 +166,28 @@ def migrated_cluster(
         **_as_postgres(),
     )  # type: ignore[call-overload]
     server = subprocess.Popen(
-        [str(BIN / "postgres"), "-D", str(data), "-p", str(port), "-k", str(socket_dir), "-c", "fsync=off"],
+        [str(BIN / "postgres"), "-D", str(data), "-p", str(port), "-k", str(work), "-c", "fsync=off"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         **_as_postgres(),  # type: ignore[call-overload]
     )
     try:
         _until_ready(port)
+        yield data
+    finally:
+        server.terminate()
+        server.wait()
+
+
+@contextlib.contextmanager
+def migrated_cluster(
+    work: Path, databases: dict[str, Path], prepare: dict[str, list[str]] | None = None
+) -> Iterator[Path]:
+    """A throwaway cluster under ``work`` (its data directory yielded, the server stopped) holding
+    one database per name in ``databases``, each migrated by the release in the tree it names;
+    ``prepare`` names SQL run on a database after its migration (a variant to count)."""
+    port = 55400 + os.getpid() % 500
+    with throwaway_server(work, port) as data:
         for name, tree in databases.items():
             subprocess.run(
                 [
@@ -200,9 +213,6 @@ def migrated_cluster(
                         conn.execute(statement)
             if name == "unpinned":
                 _unpin(url)
-    finally:
-        server.terminate()
-        server.wait()
     yield data
 
 

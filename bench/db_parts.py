@@ -15,14 +15,13 @@ import argparse
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import psycopg
 
-from bench.db_instructions import BIN, _as_postgres, _until_ready, cycle_instructions, has_tools
+from bench.db_instructions import cycle_instructions, has_tools, throwaway_server
 from bench.schema_parts import Part, discover, groups
 from harness.processes import ROOT
 from harness.releases import migrate_release
@@ -43,24 +42,11 @@ def main() -> int:
         return 2
     work = Path(tempfile.mkdtemp(prefix="lineup-db-parts-"))
     os.chmod(work, 0o777)  # noqa: S103 - the server, run as postgres, writes its profiles here
-    data, port = work / "data", 55900 + os.getpid() % 90
+    port = 55900 + os.getpid() % 90
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(shutil.rmtree, work, ignore_errors=True)
-        subprocess.run(
-            [str(BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
-            check=True,
-            capture_output=True,
-            **_as_postgres(),
-        )  # type: ignore[call-overload]
-        server = subprocess.Popen(
-            [str(BIN / "postgres"), "-D", str(data), "-p", str(port), "-k", str(work), "-c", "fsync=off"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            **_as_postgres(),  # type: ignore[call-overload]
-        )
         variants: list[tuple[str, str]] = [("unchanged", "v0")]
-        try:
-            _until_ready(port)
+        with throwaway_server(work, port) as data:
             base = f"postgresql://postgres@127.0.0.1:{port}/postgres"
             with psycopg.connect(base, autocommit=True) as conn:
                 conn.execute("CREATE DATABASE v0")
@@ -80,9 +66,6 @@ def main() -> int:
                     for statement in part.drop:
                         conn.execute(statement)
                 variants.append((part.name, f"v{n}"))
-        finally:
-            server.terminate()
-            server.wait()
         baseline = cycle_instructions(data, "v0", args.cycles, work)
         print(f"database instructions per start+interrupt cycle ({args.cycles} cycles), parts dropped:")
         print(f"    {'unchanged':<60} {baseline:>12,.0f}")

@@ -38,14 +38,12 @@ drops it: no release before this one runs on Citus).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from alembic import op
 
-from service.db import code
+from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0018"
 down_revision: str | None = "0016"
@@ -190,9 +188,6 @@ UNIQUE_KEYS = (
     ("interaction_tasks", "uq_interaction_tasks_tool_call_id", "tool_call_id"),
 )
 
-LOCK_TIMEOUT = "200ms"  # below deadlock_timeout: the migration gives way before a deadlock is found
-LOCK_ATTEMPTS = 300
-
 #: The database code the release before needs while it runs on the new shape (service/db/sql/99_compat.sql).
 COMPAT_CODE = (
     ("function", "compat_conversation_of_instance"),
@@ -203,23 +198,6 @@ COMPAT_CODE = (
     ("trigger", "outbox_attempts.compat_outbox_attempts_conversation"),
     ("trigger", "interaction_tasks.compat_interaction_tasks_conversation"),
 )
-
-
-def _lock_tables(conn: psycopg.Connection[Any]) -> None:
-    """Every table at once, or none: a try that waits longer than LOCK_TIMEOUT gives back what it
-    took (its savepoint) and tries again, so a request holding one of them never deadlocks with it."""
-    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-    for attempt in range(LOCK_ATTEMPTS):
-        try:
-            with conn.transaction():
-                conn.execute(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS EXCLUSIVE MODE")
-        except psycopg.errors.LockNotAvailable:
-            if attempt == LOCK_ATTEMPTS - 1:
-                raise
-            time.sleep(0.05)
-            continue
-        break
-    conn.execute("SET LOCAL lock_timeout = 0")
 
 
 def _widen(conn: psycopg.Connection[Any]) -> None:
@@ -251,28 +229,16 @@ def _widen(conn: psycopg.Connection[Any]) -> None:
         " ADD CONSTRAINT pk_projection_events PRIMARY KEY (conversation_id, event_seq)"
     )
     conn.execute("DROP INDEX ix_projection_events_conversation_seq")
-    wanted = {d.key: d for d in code.definitions()}
-    conn.execute("SET LOCAL check_function_bodies = off")
-    for key in COMPAT_CODE:
-        # Made and recorded as migrate records them, so that the database code applied next finds
-        # them in place and does not replace the triggers (a replaced trigger locks its table until
-        # that transaction commits: the release still serving would wait on it mid-call).
-        definition = wanted[key]
-        conn.execute(definition.sql)
-        conn.execute(
-            "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
-            " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
-            (definition.kind, definition.name, definition.checksum),
-        )
+    # Made and recorded as migrate records them, so that the database code applied next finds them
+    # in place and does not replace the triggers (a replaced trigger locks its table until that
+    # transaction commits: the release still serving would wait on it mid-call).
+    make_code(conn, COMPAT_CODE)
 
 
 def upgrade() -> None:
-    with op.get_context().autocommit_block():
-        conn = op.get_bind().connection.driver_connection
-        assert isinstance(conn, psycopg.Connection)
-        with conn.transaction():
-            _lock_tables(conn)
-            _widen(conn)
+    with own_connection() as conn, conn.transaction():
+        lock_tables(conn, TABLES)
+        _widen(conn)
 
 
 def downgrade() -> None:

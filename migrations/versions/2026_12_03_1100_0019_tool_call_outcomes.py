@@ -29,22 +29,17 @@ answer names.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from alembic import op
 
-from service.db import code
+from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0019"
 down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
-
-LOCK_TIMEOUT = "200ms"  # below deadlock_timeout: the migration gives way before a deadlock is found
-LOCK_ATTEMPTS = 300
 
 #: The database code the release before needs while it runs on the new shape (service/db/sql/99_compat.sql).
 COMPAT_CODE = (
@@ -63,44 +58,17 @@ STATEMENTS = (
 )
 
 
-def _lock(conn: psycopg.Connection[Any]) -> None:
-    """The table, under a short lock_timeout tried again until it is had (as 0018 locks its tables)."""
-    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-    for attempt in range(LOCK_ATTEMPTS):
-        try:
-            with conn.transaction():
-                conn.execute("LOCK TABLE tool_calls IN ACCESS EXCLUSIVE MODE")
-        except psycopg.errors.LockNotAvailable:
-            if attempt == LOCK_ATTEMPTS - 1:
-                raise
-            time.sleep(0.05)
-            continue
-        break
-    conn.execute("SET LOCAL lock_timeout = 0")
-
-
 def _record_outcomes(conn: psycopg.Connection[Any]) -> None:
     for statement in STATEMENTS:
         conn.execute(statement)
-    wanted = {d.key: d for d in code.definitions()}
-    conn.execute("SET LOCAL check_function_bodies = off")
-    for key in COMPAT_CODE:
-        definition = wanted[key]
-        conn.execute(definition.sql)
-        conn.execute(
-            "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
-            " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
-            (definition.kind, definition.name, definition.checksum),
-        )
+    make_code(conn, COMPAT_CODE)
 
 
 def upgrade() -> None:
-    with op.get_context().autocommit_block():
-        conn = op.get_bind().connection.driver_connection
-        assert isinstance(conn, psycopg.Connection)
-        with conn.transaction():
-            _lock(conn)
-            _record_outcomes(conn)
+    with own_connection() as conn, conn.transaction():
+        # The table, under a short lock_timeout tried again until it is had (as 0018 locks its tables).
+        lock_tables(conn, ("tool_calls",))
+        _record_outcomes(conn)
 
 
 def downgrade() -> None:

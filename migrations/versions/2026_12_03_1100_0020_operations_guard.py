@@ -33,14 +33,9 @@ instead of failing. The release before writes operations only through the databa
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from typing import Any
 
-import psycopg
-from alembic import op
-
-from service.db import code
+from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0020"
 down_revision: str | None = "0019"
@@ -171,49 +166,19 @@ BEGIN
 END $$;
 """,
 }
-LOCK_TIMEOUT = "200ms"  # below deadlock_timeout: the migration gives way before a deadlock is found
-LOCK_ATTEMPTS = 300
-
-
-def _lock(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-    for attempt in range(LOCK_ATTEMPTS):
-        try:
-            with conn.transaction():
-                conn.execute(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS EXCLUSIVE MODE")
-        except psycopg.errors.LockNotAvailable:
-            if attempt == LOCK_ATTEMPTS - 1:
-                raise
-            time.sleep(0.05)
-            continue
-        break
-    conn.execute("SET LOCAL lock_timeout = 0")
 
 
 def upgrade() -> None:
-    with op.get_context().autocommit_block():
-        conn = op.get_bind().connection.driver_connection
-        assert isinstance(conn, psycopg.Connection)
+    with own_connection() as conn:
         with conn.transaction():
-            _lock(conn)
+            lock_tables(conn, TABLES)
+            # The guards' functions as they were at 0020 (above), then their triggers from the
+            # files, made and recorded as migrate makes them; on Citus each fires on its shard.
             conn.execute("SET LOCAL check_function_bodies = off")
-            if conn.execute("SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL").fetchone() == (
-                True,
-            ):
-                # As migrate applies triggers on Citus (service/db/code.py): each fires on its shard.
-                conn.execute("SET LOCAL citus.enable_unsafe_triggers = on")
-            wanted = {d.key: d for d in code.definitions()}
             for key in GUARD:
                 if key in FUNCTIONS_AT_0020:
                     conn.execute(FUNCTIONS_AT_0020[key])
-                    continue
-                definition = wanted[key]
-                conn.execute(definition.sql)
-                conn.execute(
-                    "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
-                    (definition.kind, definition.name, definition.checksum),
-                )
+            make_code(conn, [key for key in GUARD if key not in FUNCTIONS_AT_0020], citus_triggers=True)
             conn.execute("DROP TRIGGER IF EXISTS operations_final_is_final ON operations")
             conn.execute(
                 "ALTER TABLE operations "

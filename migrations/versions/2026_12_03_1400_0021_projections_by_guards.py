@@ -28,14 +28,9 @@ still serving waits for a moment instead of failing.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from typing import Any
 
-import psycopg
-from alembic import op
-
-from service.db import code
+from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0021"
 down_revision: str | None = "0020"
@@ -73,54 +68,21 @@ FORGOTTEN = (
     ("function", "project_operation"),
     ("function", "project_workspace"),
 )
-LOCK_TIMEOUT = "200ms"  # below deadlock_timeout: the migration gives way before a deadlock is found
-LOCK_ATTEMPTS = 300
-
-
-def _lock(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-    for attempt in range(LOCK_ATTEMPTS):
-        try:
-            with conn.transaction():
-                conn.execute(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS EXCLUSIVE MODE")
-        except psycopg.errors.LockNotAvailable:
-            if attempt == LOCK_ATTEMPTS - 1:
-                raise
-            time.sleep(0.05)
-            continue
-        break
-    conn.execute("SET LOCAL lock_timeout = 0")
 
 
 def upgrade() -> None:
-    with op.get_context().autocommit_block():
-        conn = op.get_bind().connection.driver_connection
-        assert isinstance(conn, psycopg.Connection)
-        with conn.transaction():
-            _lock(conn)
-            conn.execute("SET LOCAL check_function_bodies = off")
-            if conn.execute("SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL").fetchone() == (
-                True,
-            ):
-                # As migrate applies triggers on Citus (service/db/code.py): each fires on its shard.
-                conn.execute("SET LOCAL citus.enable_unsafe_triggers = on")
-            wanted = {d.key: d for d in code.definitions()}
-            for key in GUARD:
-                definition = wanted[key]
-                conn.execute(definition.sql)
-                conn.execute(
-                    "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
-                    (definition.kind, definition.name, definition.checksum),
-                )
-            for statement in DROPPED:
-                conn.execute(statement)
-            conn.execute(
-                "ALTER TABLE tool_calls "
-                + ", ".join(f"DROP CONSTRAINT IF EXISTS {name}" for name in TOOL_CALL_CHECKS)
-            )
-            for kind, name in FORGOTTEN:
-                conn.execute("DELETE FROM database_code WHERE kind = %s AND name = %s", (kind, name))
+    with own_connection() as conn, conn.transaction():
+        lock_tables(conn, TABLES)
+        # As migrate applies triggers on Citus (service/db/code.py): each fires on its shard.
+        make_code(conn, GUARD, citus_triggers=True)
+        for statement in DROPPED:
+            conn.execute(statement)
+        conn.execute(
+            "ALTER TABLE tool_calls "
+            + ", ".join(f"DROP CONSTRAINT IF EXISTS {name}" for name in TOOL_CALL_CHECKS)
+        )
+        for kind, name in FORGOTTEN:
+            conn.execute("DELETE FROM database_code WHERE kind = %s AND name = %s", (kind, name))
 
 
 def downgrade() -> None:

@@ -162,14 +162,32 @@ WHERE p.pronamespace = 'public'::regnamespace AND p.proname = %s
 _ALIASES = {"timestamptz": "timestamp with time zone", "int": "integer", "int4": "integer", "bool": "boolean"}
 
 
+def prepare(conn: Connection) -> None:
+    """The settings, local to the caller's transaction, the database code is made under: function
+    bodies are checked when they run, not when they are created; on Citus, a trigger on a
+    distributed table may be made (each fires on its shard and touches only the same conversation's
+    rows: docs/scaling.md). Migrations 0020 and later call it through
+    ``service.db.migration_steps.make_code``: changing it changes them."""
+    conn.execute("SET LOCAL check_function_bodies = off")
+    if conn.execute("SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL").fetchone() == (True,):
+        conn.execute("SET LOCAL citus.enable_unsafe_triggers = on")
+
+
+def record(conn: Connection, definition: Definition) -> None:
+    """Keep ``definition``'s checksum in ``database_code``: :func:`apply` leaves it alone from then
+    on while its text stays the same. Migrations 0018 and later record what they make through
+    ``service.db.migration_steps.make_code``: changing it changes them."""
+    conn.execute(
+        "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
+        " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
+        (definition.kind, definition.name, definition.checksum),
+    )
+
+
 def apply(conn: Connection, source: Path = SOURCE, apps: Path | None = APPS) -> list[str]:
     """Bring the database code of ``conn``'s database in line with the files, in the caller's
     transaction. Answers what it created, replaced or dropped."""
-    conn.execute("SET LOCAL check_function_bodies = off")
-    if conn.execute("SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL").fetchone() == (True,):
-        # On Citus, a trigger on a distributed table is made only with this set (each fires on its
-        # shard and touches only the same conversation's rows: docs/scaling.md).
-        conn.execute("SET LOCAL citus.enable_unsafe_triggers = on")
+    prepare(conn)
     wanted = definitions(source, apps)
     wanted_keys = {d.key for d in wanted}
     present: dict[tuple[str, str], list[str]] = {}
@@ -203,11 +221,7 @@ def apply(conn: Connection, source: Path = SOURCE, apps: Path | None = APPS) -> 
             changes.append(
                 f"{'replaced' if key in present else 'created'} {definition.kind} {definition.name}"
             )
-        conn.execute(
-            "INSERT INTO database_code (kind, name, checksum) VALUES (%s, %s, %s)"
-            " ON CONFLICT (kind, name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
-            (definition.kind, definition.name, definition.checksum),
-        )
+        record(conn, definition)
 
     for kind in ("function", "type"):
         for key, identities in present.items():
