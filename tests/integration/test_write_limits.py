@@ -13,6 +13,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from service.app import create_app
+from service.db.pool import open_pool
 from service.manifests import Registry
 from service.settings import Settings
 from service.use_cases.maintenance import prune_projections
@@ -198,13 +199,19 @@ async def test_maintenance_removes_allowances_whose_window_ended(
                 headers=HOST,
             )
             assert written.status_code == 201, written.text
-        # conv-old's window ended two minutes ago: the row counts for nothing any more.
-        db.execute(
-            "UPDATE write_allowances SET window_start = window_start - interval '2 minutes'"
-            " WHERE principal LIKE '%%conv-old%%'"
-        )
-        assert count(db, "SELECT count(*) AS n FROM write_allowances") == 2
-        removed = await prune_projections(client.app.state.runtime.pool, settings.write_limit_window_seconds)
+    # The app is gone, and its maintenance loop with it (its rounds prune on their own clock and
+    # would race the round this test runs).
+    # conv-old's window ended two minutes ago: the row counts for nothing any more.
+    db.execute(
+        "UPDATE write_allowances SET window_start = window_start - interval '2 minutes'"
+        " WHERE principal LIKE '%%conv-old%%'"
+    )
+    assert count(db, "SELECT count(*) AS n FROM write_allowances") == 2
+    pool = await open_pool(settings.psycopg_url, size=1, name="test-maintenance")
+    try:
+        removed = await prune_projections(pool, settings.write_limit_window_seconds)
+    finally:
+        await pool.close()
     assert removed >= 1
     kept = db.execute("SELECT principal FROM write_allowances").fetchall()
     assert len(kept) == 1 and "conv-now" in kept[0]["principal"]
