@@ -7,29 +7,42 @@ import os
 import sys
 
 from service import dev_env
-from service.cli import distribute as distribute_cli
-from service.cli import ops as ops_cli
-from service.cli import roles as roles_cli
-from service.logging import configure_logging
 from service.settings import SettingsError
 
 
+def _command_named(argv: list[str]) -> str | None:
+    """The command ``argv`` names: the first word not an option (the top-level parser has no option
+    but --help, which takes no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
+    args_given = sys.argv[1:] if argv is None else argv
+    # Each command imports only its own module: distribute, roles and ops bring Alembic, SQLAlchemy
+    # and the ops queries, which serve's start has no use for. A command's subparser gets its
+    # description and arguments only when it is the one named (the others show only in the list).
+    named = _command_named(args_given)
     parser = argparse.ArgumentParser(prog="python -m service", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="alembic upgrade head against DATABASE_URL")
-    distribute = commands.add_parser(
-        "distribute",
-        help="spread the migrated schema over a Citus cluster (on its coordinator, after migrate)",
-        description=distribute_cli.DESCRIPTION,
-    )
-    distribute_cli.add_arguments(distribute)
-    roles = commands.add_parser(
-        "roles",
-        help="create or update the database roles and their grants (run as an admin)",
-        description=roles_cli.DESCRIPTION,
-    )
-    roles_cli.add_arguments(roles)
+    distribute_help = "spread the migrated schema over a Citus cluster (on its coordinator, after migrate)"
+    if named == "distribute":
+        from service.cli import distribute as distribute_cli
+
+        distribute_cli.add_arguments(
+            commands.add_parser("distribute", help=distribute_help, description=distribute_cli.DESCRIPTION)
+        )
+    else:
+        commands.add_parser("distribute", help=distribute_help)
+    roles_help = "create or update the database roles and their grants (run as an admin)"
+    if named == "roles":
+        from service.cli import roles as roles_cli
+
+        roles_cli.add_arguments(
+            commands.add_parser("roles", help=roles_help, description=roles_cli.DESCRIPTION)
+        )
+    else:
+        commands.add_parser("roles", help=roles_help)
     serve = commands.add_parser("serve", help="the HTTP service and the deadline sweeper")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -38,11 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
     dev.add_argument("--data-dir", default=".dev", help="where dev keeps its Postgres and tokens")
-    ops = commands.add_parser(
-        "ops", help="operator CLI: outbox, operations, stats, trace", description=ops_cli.DESCRIPTION
-    )
-    ops_cli.add_arguments(ops)
-    args = parser.parse_args(argv)
+    ops_help = "operator CLI: outbox, operations, stats, trace"
+    if named == "ops":
+        from service.cli import ops as ops_cli
+
+        ops_cli.add_arguments(commands.add_parser("ops", help=ops_help, description=ops_cli.DESCRIPTION))
+    else:
+        commands.add_parser("ops", help=ops_help)
+    args = parser.parse_args(args_given)
     if args.command != "dev" and (found := dev_env.adopt(os.environ)) is not None:
         print(dev_env.note(found), file=sys.stderr)
     try:
@@ -51,9 +67,13 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_migrate()
         if args.command == "distribute":
-            return distribute_cli.run(args)
+            from service.cli.distribute import run as run_distribute
+
+            return run_distribute(args)
         if args.command == "roles":
-            return roles_cli.run(args)
+            from service.cli.roles import run as run_roles
+
+            return run_roles(args)
         if args.command == "serve":
             from service.cli.serve import run as run_serve
 
@@ -64,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             return run_dev(args.host, args.port, args.data_dir)
         if args.command == "ops":
             # A write's log line goes, as the ops API's does, to stderr as JSON: stdout is the answer.
+            from service.cli.ops import run as run_ops
+            from service.logging import configure_logging
+
             configure_logging()
-            return ops_cli.run(args)
+            return run_ops(args)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -119,18 +119,34 @@ async def ui_asset(name: FromPath[str]) -> Response[bytes]:
 
 # The document is the same for every app create_app builds in a process (it comes from the handlers,
 # not from the settings): built once, it is shared. Building it costs ~0.3 s, which every app of the
-# test suite (hundreds) would otherwise pay again.
+# test suite (hundreds) would otherwise pay again. It is built when first asked for (a /schema page,
+# ``app.openapi_schema``), not before serve's port opens: most processes never ask.
 _DOCUMENT: OpenAPI | None = None
 
 
+class _ContractOpenAPIPlugin(OpenAPIPlugin):
+    """Litestar's OpenAPI plugin whose document, built on first use, is without Litestar's default
+    400 answers and shared by the process's apps."""
+
+    __slots__ = ()
+
+    def provide_openapi(self) -> OpenAPI:
+        global _DOCUMENT
+        if not self._openapi:
+            if _DOCUMENT is None:
+                _DOCUMENT = _drop_validation_answers(super().provide_openapi())
+            self._openapi = _DOCUMENT
+        return self._openapi
+
+
 def without_litestar_validation_answers(app: Litestar) -> None:
-    """Drop the 400 Litestar documents by default on every operation that has parameters."""
-    global _DOCUMENT
-    if _DOCUMENT is not None:
-        # Litestar keeps the built document in its plugin and builds it only when that is empty.
-        app.plugins.get(OpenAPIPlugin)._openapi = _DOCUMENT
-        return
-    document = app.openapi_schema
+    """Drop the 400 Litestar documents by default on every operation that has parameters (when the
+    document is built: on first use)."""
+    # Same slots as its base: the plugin Litestar made becomes one that post-processes its document.
+    app.plugins.get(OpenAPIPlugin).__class__ = _ContractOpenAPIPlugin
+
+
+def _drop_validation_answers(document: OpenAPI) -> OpenAPI:
     for item in (document.paths or {}).values():
         for method in ("get", "put", "post", "delete", "patch"):
             operation: Operation | None = getattr(item, method)
@@ -138,7 +154,7 @@ def without_litestar_validation_answers(app: Litestar) -> None:
             default = (responses or {}).get("400")
             if responses is not None and getattr(default, "description", None) == _LITESTAR_VALIDATION:
                 del responses["400"]
-    _DOCUMENT = document
+    return document
 
 
 def schema_pages(app: ASGIApp, *, ui: bool) -> ASGIApp:
