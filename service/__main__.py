@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
@@ -16,6 +17,18 @@ def _command_named(argv: list[str]) -> str | None:
     return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], named: str | None, name: str, help: str
+) -> None:
+    """The subcommand ``name`` of ``service/cli/<name>.py``: its module imported, and its description and
+    arguments added, only when it is the command named; otherwise a line in the list."""
+    if named != name:
+        commands.add_parser(name, help=help)
+        return
+    cli = importlib.import_module(f"service.cli.{name}")
+    cli.add_arguments(commands.add_parser(name, help=help, description=cli.DESCRIPTION))
+
+
 def main(argv: list[str] | None = None) -> int:
     args_given = sys.argv[1:] if argv is None else argv
     # Each command imports only its own module: distribute, roles and ops bring Alembic, SQLAlchemy
@@ -25,24 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m service", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="alembic upgrade head against DATABASE_URL")
-    distribute_help = "spread the migrated schema over a Citus cluster (on its coordinator, after migrate)"
-    if named == "distribute":
-        from service.cli import distribute as distribute_cli
-
-        distribute_cli.add_arguments(
-            commands.add_parser("distribute", help=distribute_help, description=distribute_cli.DESCRIPTION)
-        )
-    else:
-        commands.add_parser("distribute", help=distribute_help)
-    roles_help = "create or update the database roles and their grants (run as an admin)"
-    if named == "roles":
-        from service.cli import roles as roles_cli
-
-        roles_cli.add_arguments(
-            commands.add_parser("roles", help=roles_help, description=roles_cli.DESCRIPTION)
-        )
-    else:
-        commands.add_parser("roles", help=roles_help)
+    _command(
+        commands,
+        named,
+        "distribute",
+        "spread the migrated schema over a Citus cluster (on its coordinator, after migrate)",
+    )
+    _command(
+        commands, named, "roles", "create or update the database roles and their grants (run as an admin)"
+    )
     serve = commands.add_parser("serve", help="the HTTP service and the deadline sweeper")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -51,13 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
     dev.add_argument("--data-dir", default=".dev", help="where dev keeps its Postgres and tokens")
-    ops_help = "operator CLI: outbox, operations, stats, trace"
-    if named == "ops":
-        from service.cli import ops as ops_cli
-
-        ops_cli.add_arguments(commands.add_parser("ops", help=ops_help, description=ops_cli.DESCRIPTION))
-    else:
-        commands.add_parser("ops", help=ops_help)
+    _command(commands, named, "ops", "operator CLI: outbox, operations, stats, trace")
     args = parser.parse_args(args_given)
     if args.command != "dev" and (found := dev_env.adopt(os.environ)) is not None:
         print(dev_env.note(found), file=sys.stderr)
