@@ -36,8 +36,24 @@ def _owner() -> tuple[str | None, int | None, int | None]:
     return RUN_AS, entry.pw_uid, entry.pw_gid
 
 
-def workdir(prefix: str) -> Path:
-    root = Path(tempfile.mkdtemp(prefix=prefix))
+#: Where a server whose data may live in memory keeps it: a RAM disk, when the machine has one with
+#: room to spare (Docker's default 64 MB /dev/shm has not).
+MEMORY = Path("/dev/shm")
+MEMORY_NEEDED = 2 * 1024**3
+
+
+def memory_dir() -> Path | None:
+    """``MEMORY`` when it is a writable RAM disk with ``MEMORY_NEEDED`` bytes free; else None."""
+    try:
+        free = shutil.disk_usage(MEMORY).free
+    except OSError:
+        return None
+    return MEMORY if free >= MEMORY_NEEDED and os.access(MEMORY, os.W_OK) else None
+
+
+def workdir(prefix: str, *, parent: Path | None = None) -> Path:
+    """A fresh directory (under ``parent``, else the temp dir) owned by whoever runs the servers."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     user, uid, gid = _owner()
     if user is not None:
         assert uid is not None
@@ -145,9 +161,9 @@ class Postgres:
 
 @contextlib.contextmanager
 def own_postgres(
-    settings: Mapping[str, str] | None = None, prefix: str = "lineup-chaos-"
+    settings: Mapping[str, str] | None = None, prefix: str = "lineup-chaos-", *, parent: Path | None = None
 ) -> Iterator[Postgres]:
-    root = workdir(prefix)
+    root = workdir(prefix, parent=parent)
     server = Postgres(root).init(settings)
     try:
         server.start()
