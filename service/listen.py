@@ -24,8 +24,9 @@ from service.db.reconnect import Backoff
 
 log = structlog.get_logger("service.listen")
 
-# How often the loop looks at its stop flag while no notification arrives.
-STOP_CHECK = 0.25
+# How long one wait for notifications lasts before the loop checks whether the heartbeat is due.
+# The stop does not wait for it: it cancels the wait at once.
+QUIET_CHECK = 1.0
 HEARTBEAT = 10.0
 HEARTBEAT_TIMEOUT = 5.0
 
@@ -86,10 +87,24 @@ class Listener:
         self.connected.clear()
 
     async def _receive(self, conn: psycopg.AsyncConnection[tuple[object, ...]], stop: asyncio.Event) -> None:
+        """Notifications until ``stop``, which ends the wait at once (a serve's stop and every
+        in-process app's shutdown waited up to a quarter of a second for its next look at the flag)."""
+        listening = asyncio.ensure_future(self._listen(conn))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait((listening, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (listening, stopping):
+                task.cancel()
+            await asyncio.gather(listening, stopping, return_exceptions=True)
+        if not listening.cancelled() and (error := listening.exception()) is not None:
+            raise error  # the connection lost: run() reconnects
+
+    async def _listen(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
-        while not stop.is_set():
-            async for note in conn.notifies(timeout=STOP_CHECK):
+        while True:
+            async for note in conn.notifies(timeout=QUIET_CHECK):
                 quiet_since = loop.time()
                 self._on_notify(note)
             if loop.time() - quiet_since >= self._heartbeat:
