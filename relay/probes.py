@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from relay.database import RelayPool
 from relay.metrics import RelayMetrics
+from service.db.schema_revision import schema_problem
 
 log = structlog.get_logger("relay.probes")
 
@@ -91,8 +92,6 @@ class ProbeServer:
 
     async def _not_ready(self) -> str | None:
         """Why the relay cannot work now: the database unreachable, or not serving this release."""
-        from service.db.migrate import schema_problem  # alembic: loaded only when probed
-
         try:
             async with self._pool.connection(timeout=2) as conn:
                 return await schema_problem(conn)

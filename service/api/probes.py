@@ -10,7 +10,7 @@ from litestar.datastructures import State
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.api.answers import Health, NotReady, Ready, answer, refusals
-from service.db.migrate import head_revision
+from service.db.schema_revision import head_revision
 from service.http import TokenBook, bearer_token, refused
 from service.use_cases.readiness import not_ready
 from service.use_cases.runtime import Runtime

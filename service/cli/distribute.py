@@ -15,7 +15,7 @@ import psycopg
 
 from service.cli.migrate import wait_for_database
 from service.db.distribute import NotCitusError, distribute
-from service.db.migrate import head_revision
+from service.db.schema_revision import head_revision
 from service.settings import load_settings
 
 DESCRIPTION = __doc__

@@ -8,7 +8,8 @@ import time
 import psycopg
 
 from service.db import roles, urls
-from service.db.migrate import head_revision, upgrade
+from service.db.migrate import upgrade
+from service.db.schema_revision import head_revision
 from service.settings import Settings, load_settings
 
 #: Seconds between two tries of the first connection.

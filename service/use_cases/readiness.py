@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.db.migrate import schema_problem
+from service.db.schema_revision import schema_problem
 from service.use_cases.runtime import Runtime
 
 

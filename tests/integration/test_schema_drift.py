@@ -8,7 +8,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, pool
 
-from service.db.migrate import head_revision
+from service.db.schema_revision import head_revision
 from service.db.tables import metadata
 
 
