@@ -47,12 +47,10 @@ workspaces = Table(
         ["app_instances.instance_id", "app_instances.conversation_id"],
         use_alter=True,
     ),
-    # Removing an instance checks no foreground names it (history retention, migration 0015).
-    Index(
-        "ix_workspaces_foreground",
-        "foreground_instance_id",
-        postgresql_where=text("foreground_instance_id IS NOT NULL"),
-    ),
+    # Removing an instance checks no foreground names it (history retention, migration 0015) through
+    # the primary key: the key above holds conversation_id (migration 0018), so that check and
+    # retention's look at one row each. ix_workspaces_foreground, which they used before, is gone
+    # (migration 0022): its entries made every change of the foreground a non-HOT update.
 )
 
 app_instances = Table(

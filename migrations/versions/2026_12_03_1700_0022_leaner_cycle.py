@@ -1,0 +1,42 @@
+"""A start+interrupt cycle's database work made smaller without losing a rule
+
+Revision ID: 0022
+Revises: 0021
+Create Date: 2026-12-03 17:00:00+00:00
+
+``ix_workspaces_foreground`` goes: the foreground's key holds ``conversation_id`` since migration
+0018, so the foreign-key check of a removed instance and history retention's look at the
+workspace (``prune_instances``, ``prune_conversation``) find its one row by the primary key. The
+index made every change of the foreground (two a cycle) a non-HOT update with two index entries,
+and its predicate was prepared at each of the row's three updates (``bench.db_parts``: 77 k of a
+cycle's 5.0 M instructions, bench/README.md).
+
+One transaction, under the tables' locks taken together under a short ``lock_timeout`` tried
+again until it succeeds, so the release still serving waits for a moment instead of failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from service.db.migration_steps import lock_tables, own_connection
+
+revision: str = "0022"
+down_revision: str | None = "0021"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# Locked together, in the order every use case writes them.
+TABLES = ("workspaces",)
+STATEMENTS = ("DROP INDEX IF EXISTS ix_workspaces_foreground",)
+
+
+def upgrade() -> None:
+    with own_connection() as conn, conn.transaction():
+        lock_tables(conn, TABLES)
+        for statement in STATEMENTS:
+            conn.execute(statement)
+
+
+def downgrade() -> None:
+    raise NotImplementedError("forward-only migrations")
