@@ -125,7 +125,10 @@ operations = Table(
     Column("operation_id", UUID(as_uuid=True), nullable=False),
     Column("tool", Text, nullable=False),
     Column("tool_call_id", Text, nullable=False),
-    Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
+    # Its workspace exists through its instance's key below (instance_id is never NULL, and an
+    # instance's conversation_id references workspaces): the key of its own to workspaces checked the
+    # same thing again at every INSERT and went in migration 0022.
+    Column("conversation_id", Text, nullable=False),
     Column("app_scope", Text, nullable=False),
     Column("instance_id", UUID(as_uuid=True), nullable=False),
     Column("state", Text, nullable=False, server_default=text("'focusing'")),
