@@ -176,19 +176,38 @@ END $$;
 CREATE OR REPLACE TRIGGER tool_calls_guard BEFORE INSERT OR UPDATE ON tool_calls
 FOR EACH ROW EXECUTE FUNCTION tool_calls_guard();
 
--- A read-only snapshot never changes and never becomes writable again.
+-- instance_states_readonly_is_final: a read-only snapshot never changes and never becomes writable
+-- again; and a snapshot's row rules, as its CHECKs held them until migration 0022 (the same names,
+-- check_violation, tried in the order Postgres tried them — by name — and NULL passing): a cycle
+-- inserts and updates one snapshot, and two CHECKs read back from the catalog and prepared again
+-- at each statement cost more than the rules in this trigger, which an UPDATE fired anyway.
 CREATE OR REPLACE FUNCTION instance_states_readonly_is_final() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF OLD.readonly AND (NOT NEW.readonly OR NEW.data IS DISTINCT FROM OLD.data
-                         OR NEW.revision <> OLD.revision) THEN
-        RAISE EXCEPTION 'snapshot of instance % is read-only', OLD.instance_id
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'instance_state_readonly';
+    IF TG_OP = 'UPDATE' THEN
+        IF OLD.readonly AND (NOT NEW.readonly OR NEW.data IS DISTINCT FROM OLD.data
+                             OR NEW.revision <> OLD.revision) THEN
+            RAISE EXCEPTION 'snapshot of instance % is read-only', OLD.instance_id
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'instance_state_readonly';
+        END IF;
+    END IF;
+    IF jsonb_typeof(NEW.data) = 'object' AND NEW.revision >= 0 THEN
+        RETURN NEW;  -- both rules hold
+    ELSIF NOT (jsonb_typeof(NEW.data) = 'object') THEN
+        RAISE EXCEPTION 'new row for relation "instance_states" violates check constraint "%"',
+            'ck_instance_states_data_is_object'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_instance_states_data_is_object',
+                  TABLE = 'instance_states';
+    ELSIF NOT (NEW.revision >= 0) THEN
+        RAISE EXCEPTION 'new row for relation "instance_states" violates check constraint "%"',
+            'ck_instance_states_revision_nonnegative'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_instance_states_revision_nonnegative',
+                  TABLE = 'instance_states';
     END IF;
     RETURN NEW;
 END $$;
 
-CREATE OR REPLACE TRIGGER instance_states_readonly_is_final BEFORE UPDATE ON instance_states
+CREATE OR REPLACE TRIGGER instance_states_readonly_is_final BEFORE INSERT OR UPDATE ON instance_states
 FOR EACH ROW EXECUTE FUNCTION instance_states_readonly_is_final();
 
 -- An ended sub-session never grows, and a message stays in its own conversation. FOR SHARE holds
