@@ -23,6 +23,9 @@ well now: the same rules under the same names, compiled once per session instead
 the catalog and prepared at the snapshot's INSERT and UPDATE (one of each a cycle). The trigger is
 made first (from that file, recorded in ``database_code`` as migrate records it, so the database
 code applied next leaves it as it is), then the CHECKs dropped: there is no moment without the rules.
+``app_instances``' and ``sub_sessions``' two CHECKs each (the status, its time set exactly when
+closed or ended) go the same way to two guards of their own, ``app_instances_guard`` and
+``sub_sessions_guard``: a cycle inserts and updates one row of each.
 
 One transaction, under the tables' locks taken together under a short ``lock_timeout`` tried
 again until it succeeds, so the release still serving waits for a moment instead of failing.
@@ -40,8 +43,12 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 # Locked together, in the order every use case writes them.
-TABLES = ("workspaces", "instance_states", "operations")
+TABLES = ("workspaces", "app_instances", "sub_sessions", "instance_states", "operations")
 GUARDS = (
+    ("function", "app_instances_guard"),
+    ("trigger", "app_instances.app_instances_guard"),
+    ("function", "sub_sessions_guard"),
+    ("trigger", "sub_sessions.sub_sessions_guard"),
     ("function", "instance_states_readonly_is_final"),
     ("trigger", "instance_states.instance_states_readonly_is_final"),
 )
@@ -50,6 +57,10 @@ STATEMENTS = (
     "ALTER TABLE operations DROP CONSTRAINT IF EXISTS fk_operations_conversation_id_workspaces",
     "ALTER TABLE instance_states DROP CONSTRAINT IF EXISTS ck_instance_states_data_is_object,"
     " DROP CONSTRAINT IF EXISTS ck_instance_states_revision_nonnegative",
+    "ALTER TABLE app_instances DROP CONSTRAINT IF EXISTS ck_app_instances_closed_at_iff_closed,"
+    " DROP CONSTRAINT IF EXISTS ck_app_instances_status",
+    "ALTER TABLE sub_sessions DROP CONSTRAINT IF EXISTS ck_sub_sessions_ended_at_iff_ended,"
+    " DROP CONSTRAINT IF EXISTS ck_sub_sessions_status",
 )
 
 

@@ -176,6 +176,56 @@ END $$;
 CREATE OR REPLACE TRIGGER tool_calls_guard BEFORE INSERT OR UPDATE ON tool_calls
 FOR EACH ROW EXECUTE FUNCTION tool_calls_guard();
 
+-- app_instances_guard: an instance's row rules, as its CHECKs held them until migration 0022 (the
+-- same names, check_violation, tried in the order Postgres tried them — by name — and NULL
+-- passing): a cycle inserts an instance and closes it, and two CHECKs read back from the catalog
+-- and prepared again at each statement cost more than this trigger (bench/README.md).
+CREATE OR REPLACE FUNCTION app_instances_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status = 'open' AND NEW.closed_at IS NULL OR NEW.status = 'closed' AND NEW.closed_at IS NOT NULL THEN
+        RETURN NEW;  -- both rules hold
+    ELSIF NOT ((NEW.status = 'closed') = (NEW.closed_at IS NOT NULL)) THEN
+        RAISE EXCEPTION 'new row for relation "app_instances" violates check constraint "%"',
+            'ck_app_instances_closed_at_iff_closed'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_app_instances_closed_at_iff_closed',
+                  TABLE = 'app_instances';
+    ELSIF NOT (NEW.status = ANY ('{open,closed}'::text[])) THEN
+        RAISE EXCEPTION 'new row for relation "app_instances" violates check constraint "%"',
+            'ck_app_instances_status'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_app_instances_status',
+                  TABLE = 'app_instances';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE TRIGGER app_instances_guard BEFORE INSERT OR UPDATE ON app_instances
+FOR EACH ROW EXECUTE FUNCTION app_instances_guard();
+
+-- sub_sessions_guard: a sub-session's row rules, as its CHECKs held them until migration 0022, the
+-- same way (a cycle starts a sub-session and ends it).
+CREATE OR REPLACE FUNCTION sub_sessions_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status = 'open' AND NEW.ended_at IS NULL OR NEW.status = 'ended' AND NEW.ended_at IS NOT NULL THEN
+        RETURN NEW;  -- both rules hold
+    ELSIF NOT ((NEW.status = 'ended') = (NEW.ended_at IS NOT NULL)) THEN
+        RAISE EXCEPTION 'new row for relation "sub_sessions" violates check constraint "%"',
+            'ck_sub_sessions_ended_at_iff_ended'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_sub_sessions_ended_at_iff_ended',
+                  TABLE = 'sub_sessions';
+    ELSIF NOT (NEW.status = ANY ('{open,ended}'::text[])) THEN
+        RAISE EXCEPTION 'new row for relation "sub_sessions" violates check constraint "%"',
+            'ck_sub_sessions_status'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_sub_sessions_status',
+                  TABLE = 'sub_sessions';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE TRIGGER sub_sessions_guard BEFORE INSERT OR UPDATE ON sub_sessions
+FOR EACH ROW EXECUTE FUNCTION sub_sessions_guard();
+
 -- instance_states_readonly_is_final: a read-only snapshot never changes and never becomes writable
 -- again; and a snapshot's row rules, as its CHECKs held them until migration 0022 (the same names,
 -- check_violation, tried in the order Postgres tried them — by name — and NULL passing): a cycle
