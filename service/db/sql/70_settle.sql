@@ -113,11 +113,11 @@ BEGIN
     END IF;
     -- After the decision's own statement, so its event comes first in the conversation's stream.
     closed := close_instances_v2(p_conversation_id, closing, decided_at);
+    -- queue_outbox answers its entries in their order, the settled operations' own: side by side.
     RETURN QUERY
-    SELECT s.operation_id, s.conversation_id, s.instance_id, s.state, s.reason, s.ends_at,
-           s.finalized_at, s.lateness_ms, q.event_id
-    FROM unnest(settled) s
-    JOIN queue_outbox(entries) q USING (tool_call_id);
+    SELECT z.operation_id, z.conversation_id, z.instance_id, z.state, z.reason, z.ends_at,
+           z.finalized_at, z.lateness_ms, z.event_id
+    FROM ROWS FROM (unnest(settled), queue_outbox(entries)) z;
 END $$;
 
 -- settle_due: the sweeper's batch on one PostgreSQL — due operations whose conversation nobody else
