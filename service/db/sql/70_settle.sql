@@ -86,8 +86,13 @@ BEGIN
           AND o.state = 'focusing' AND (NOT p_only_due OR o.ends_at <= decided_at)
     LOOP
         -- The row as it is decided, and its result (the outbox's payload) from it.
-        decided.state := CASE WHEN decided.ends_at <= decided_at THEN 'completed' ELSE p_state END;
-        decided.reason := CASE WHEN decided.ends_at <= decided_at THEN 'deadline_reached' ELSE p_reason END;
+        IF decided.ends_at <= decided_at THEN
+            decided.state := 'completed';
+            decided.reason := 'deadline_reached';
+        ELSE
+            decided.state := p_state;
+            decided.reason := p_reason;
+        END IF;
         decided.finalized_at := decided_at;
         decided.result := operation_json(decided, 'result');
         UPDATE operations
