@@ -251,10 +251,11 @@ CREATE OR REPLACE FUNCTION instance_states_readonly_is_final() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN
-        IF OLD.readonly AND (NOT NEW.readonly OR NEW.data IS DISTINCT FROM OLD.data
-                             OR NEW.revision <> OLD.revision) THEN
-            RAISE EXCEPTION 'snapshot of instance % is read-only', OLD.instance_id
-                USING ERRCODE = 'check_violation', CONSTRAINT = 'instance_state_readonly';
+        IF OLD.readonly THEN
+            IF NOT NEW.readonly OR NEW.data IS DISTINCT FROM OLD.data OR NEW.revision <> OLD.revision THEN
+                RAISE EXCEPTION 'snapshot of instance % is read-only', OLD.instance_id
+                    USING ERRCODE = 'check_violation', CONSTRAINT = 'instance_state_readonly';
+            END IF;
         END IF;
     END IF;
     IF jsonb_typeof(NEW.data) = 'object' AND NEW.revision >= 0 THEN
