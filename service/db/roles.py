@@ -107,6 +107,8 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "operation_json": _PURE,
     "compat_status_code": _PURE,  # tool_calls.status_code for the release before migration 0019
     "instance_states_readonly_is_final": (),
+    "app_instances_guard": (),
+    "sub_sessions_guard": (),
     "messages_sub_session_open": (),
     "project_message": (),
     "project_interaction": (),

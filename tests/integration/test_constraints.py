@@ -176,6 +176,49 @@ def test_a_word_outside_its_list_is_refused(db: Any, statement: str, rule: str) 
 @pytest.mark.parametrize(
     ("statement", "rule"),
     [
+        ("UPDATE app_instances SET status = 'closed'", "ck_app_instances_closed_at_iff_closed"),
+        ("UPDATE app_instances SET closed_at = now()", "ck_app_instances_closed_at_iff_closed"),
+        ("UPDATE sub_sessions SET status = 'ended'", "ck_sub_sessions_ended_at_iff_ended"),
+        ("UPDATE sub_sessions SET ended_at = now()", "ck_sub_sessions_ended_at_iff_ended"),
+        (
+            "INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id, status)"
+            " SELECT gen_random_uuid(), instance_id, conversation_id, 'paused' FROM app_instances",
+            "ck_sub_sessions_status",
+        ),
+        ("UPDATE instance_states SET data = '[]'", "ck_instance_states_data_is_object"),
+        ("UPDATE instance_states SET revision = -1", "ck_instance_states_revision_nonnegative"),
+        (
+            "INSERT INTO instance_states (instance_id, conversation_id, app_scope, schema_version, data)"
+            " SELECT instance_id, conversation_id, 'pomodoro', 1, '\"x\"' FROM app_instances",
+            "ck_instance_states_data_is_object",
+        ),
+    ],
+)
+def test_an_instance_its_sub_session_and_snapshot_breaking_a_rule_are_refused_under_the_rules_name(
+    db: Any, statement: str, rule: str
+) -> None:
+    """The rules app_instances_guard, sub_sessions_guard and instance_states_readonly_is_final hold
+    (their CHECKs until migration 0022), on INSERT and on UPDATE."""
+    instance_id, _ = open_pomodoro(db)
+    if not statement.startswith("INSERT INTO sub_sessions"):
+        db.execute(
+            "INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id) VALUES (gen_random_uuid(), %s, 'c')",
+            [instance_id],
+        )
+    if not statement.startswith("INSERT INTO instance_states"):
+        db.execute(
+            "INSERT INTO instance_states (instance_id, conversation_id, app_scope, schema_version)"
+            " VALUES (%s, 'c', 'pomodoro', 1)",
+            [instance_id],
+        )
+    with pytest.raises(psycopg.errors.CheckViolation) as refused:
+        db.execute(statement)
+    assert refused.value.diag.constraint_name == rule
+
+
+@pytest.mark.parametrize(
+    ("statement", "rule"),
+    [
         ("INSERT INTO workspaces (conversation_id) VALUES ('')", "ck_workspaces_conversation_id_length"),
         (
             "INSERT INTO workspaces (conversation_id) VALUES (repeat('c', 256))",

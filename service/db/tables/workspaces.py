@@ -6,7 +6,6 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Boolean,
-    CheckConstraint,
     Column,
     ForeignKey,
     ForeignKeyConstraint,
@@ -21,7 +20,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from service.db.tables.conventions import (
-    any_of,
     metadata,
     timestamp,
 )
@@ -47,12 +45,10 @@ workspaces = Table(
         ["app_instances.instance_id", "app_instances.conversation_id"],
         use_alter=True,
     ),
-    # Removing an instance checks no foreground names it (history retention, migration 0015).
-    Index(
-        "ix_workspaces_foreground",
-        "foreground_instance_id",
-        postgresql_where=text("foreground_instance_id IS NOT NULL"),
-    ),
+    # Removing an instance checks no foreground names it (history retention, migration 0015) through
+    # the primary key: the key above holds conversation_id (migration 0018), so that check and
+    # retention's look at one row each. ix_workspaces_foreground, which they used before, is gone
+    # (migration 0022): its entries made every change of the foreground a non-HOT update.
 )
 
 app_instances = Table(
@@ -70,8 +66,9 @@ app_instances = Table(
     timestamp("opened_at", default=True),
     timestamp("closed_at", nullable=True),
     PrimaryKeyConstraint("instance_id", "conversation_id"),
-    CheckConstraint(any_of("status", ("open", "closed")), name="status"),
-    CheckConstraint("(status = 'closed') = (closed_at IS NOT NULL)", name="closed_at_iff_closed"),
+    # Its status (open or closed) and closed_at set exactly when closed are the app_instances_guard
+    # trigger's (service/db/sql/20_guards.sql), under their CHECK names of before migration 0022: a
+    # CHECK is read back from the catalog and prepared again at every statement.
     # An app has at most one open instance per conversation: resuming reuses it.
     Index(
         "uq_app_instances_one_open_per_scope",
@@ -97,8 +94,8 @@ sub_sessions = Table(
     Column("status", Text, nullable=False, server_default=text("'open'")),
     timestamp("started_at", default=True),
     timestamp("ended_at", nullable=True),
-    CheckConstraint(any_of("status", ("open", "ended")), name="status"),
-    CheckConstraint("(status = 'ended') = (ended_at IS NOT NULL)", name="ended_at_iff_ended"),
+    # Its status (open or ended) and ended_at set exactly when ended are the sub_sessions_guard
+    # trigger's (service/db/sql/20_guards.sql), under their CHECK names of before migration 0022.
 )
 
 # app.instance-state.v1: one snapshot per instance, display data only.
@@ -117,8 +114,9 @@ instance_states = Table(
     ForeignKeyConstraint(
         ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
     ),
-    CheckConstraint("revision >= 0", name="revision_nonnegative"),
-    CheckConstraint("jsonb_typeof(data) = 'object'", name="data_is_object"),
+    # A non-negative revision and an object as data are the instance_states_readonly_is_final
+    # trigger's (service/db/sql/20_guards.sql), under their CHECK names of before migration 0022: a
+    # CHECK is read back from the catalog and prepared again at every statement.
 )
 
 operations = Table(
@@ -127,7 +125,10 @@ operations = Table(
     Column("operation_id", UUID(as_uuid=True), nullable=False),
     Column("tool", Text, nullable=False),
     Column("tool_call_id", Text, nullable=False),
-    Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
+    # Its workspace exists through its instance's key below (instance_id is never NULL, and an
+    # instance's conversation_id references workspaces): the key of its own to workspaces checked the
+    # same thing again at every INSERT and went in migration 0022.
+    Column("conversation_id", Text, nullable=False),
     Column("app_scope", Text, nullable=False),
     Column("instance_id", UUID(as_uuid=True), nullable=False),
     Column("state", Text, nullable=False, server_default=text("'focusing'")),
