@@ -200,14 +200,19 @@ def _sql(url: str, statement: str, *params: object) -> list[tuple[object, ...]]:
 
 @contextlib.contextmanager
 def citus_cluster(
-    workers: int = 2, database: str = "lineup", settings: dict[str, str] | None = None
+    workers: int = 2,
+    database: str = "lineup",
+    settings: dict[str, str] | None = None,
+    *,
+    parent: Path | None = None,
 ) -> Iterator[Cluster]:
     """A coordinator and ``workers`` workers, the extension created in ``database`` on each, the
     coordinator's metadata naming itself and every worker; everything removed on exit. ``settings``
-    are added to (or replace) ``NODE_SETTINGS`` on every node."""
+    are added to (or replace) ``NODE_SETTINGS`` on every node; the nodes' folders are made under
+    ``parent`` (the temp dir when None; the tests give the RAM disk, ``harness.postgres.memory_dir``)."""
     node_settings = {**NODE_SETTINGS, **(settings or {})}
     started = [
-        Postgres(workdir(f"lineup-citus-{'coordinator' if n == 0 else f'worker{n}'}-"))
+        Postgres(workdir(f"lineup-citus-{'coordinator' if n == 0 else f'worker{n}'}-", parent=parent))
         for n in range(workers + 1)
     ]
 

@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from harness.citus import citus_cluster, installed
+from harness.postgres import memory_dir
 from service.db import tool_calls as tc_db
 from service.db.distribute import distribute
 from service.db.migrate import upgrade
@@ -40,7 +41,7 @@ CONTEXT = json.dumps({"late_window_seconds": 5, "statuses": {"no_active_focusing
 
 @pytest.fixture(scope="module")
 def citus_url() -> Iterator[str]:
-    with citus_cluster(workers=1) as cluster:
+    with citus_cluster(workers=1, parent=memory_dir()) as cluster:
         url = cluster.url()
         upgrade(url)
         with psycopg.connect(url, autocommit=True) as conn:

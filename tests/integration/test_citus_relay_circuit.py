@@ -19,6 +19,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from harness.citus import citus_cluster, installed
+from harness.postgres import memory_dir
 from harness.receiver import Receiver, always, new_secret
 from service.db.distribute import distribute
 from service.db.migrate import upgrade
@@ -34,7 +35,7 @@ PROBE_SECONDS = 0.5
 
 @pytest.fixture(scope="module")
 def cluster_urls() -> Iterator[tuple[str, list[str]]]:
-    with citus_cluster(workers=2) as cluster:
+    with citus_cluster(workers=2, parent=memory_dir()) as cluster:
         url = cluster.url()
         upgrade(url)
         with psycopg.connect(url, autocommit=True) as conn:
