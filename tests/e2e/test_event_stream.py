@@ -53,7 +53,8 @@ def replicas(
         with ThreadPoolExecutor(len(started)) as pool:
             for starting in [pool.submit(process.start) for process in started]:
                 starting.result()
-        yield Replicas(*started, database_url=url)
+        reader, writer, direct = started
+        yield Replicas(reader, writer, direct, url)
     finally:
         running = [
             process for process in started if process.process is not None and process.process.poll() is None
