@@ -1,9 +1,9 @@
 """The Host's event stream: projection changes over SSE, from any replica, resumable.
 
-Two replicas on a database of the module's own serve the tests that only read and write through
-them, each in conversations of its own: the reader checks its streams' sessions every 0.5 s
-(``SSE_SESSION_CHECK_SECONDS``), the writer with the default. A test that stops its service, or
-needs another setting, starts its own.
+Three replicas on a database of the module's own serve the tests that do not stop their service,
+each in conversations of its own: the reader checks its streams' sessions every 0.5 s
+(``SSE_SESSION_CHECK_SECONDS``), the writer with the default, and the direct one every 60 s (no
+check helps it). A test that stops its service starts its own.
 """
 
 from __future__ import annotations
@@ -11,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from harness.calls import interrupt_body, start_body
-from harness.database import DatabaseFactory
-from tests.conftest import AGENT, HOST, ServiceProcess, services_on_own_database
+from harness.database import DatabaseFactory, with_database
+from tests.conftest import AGENT, HOST, ServiceProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -28,17 +30,38 @@ pytestmark = pytest.mark.e2e
 class Replicas:
     reader: ServiceProcess  # SSE_SESSION_CHECK_SECONDS=0.5
     writer: ServiceProcess
+    direct: ServiceProcess  # SSE_SESSION_CHECK_SECONDS=60
+    database_url: str
 
 
 @pytest.fixture(scope="module")
 def replicas(
     database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Replicas]:
+    """The replicas start at once (each on a port of its own), and go at the end with their
+    database, even when one failed to start."""
     logs = tmp_path_factory.mktemp("event-stream")
-    with services_on_own_database(
-        database_factory, logs, {"SSE_SESSION_CHECK_SECONDS": "0.5"}, {}
-    ) as started:
-        yield Replicas(*started)
+    name = database_factory.create()
+    url = with_database(database_factory.server, name)
+    started: list[ServiceProcess] = []
+    for env in ({"SSE_SESSION_CHECK_SECONDS": "0.5"}, {}, {"SSE_SESSION_CHECK_SECONDS": "60"}):
+        process = ServiceProcess(url, logs, **env)
+        while process.port in {other.port for other in started}:
+            process = ServiceProcess(url, logs, **env)
+        started.append(process)
+    try:
+        with ThreadPoolExecutor(len(started)) as pool:
+            for starting in [pool.submit(process.start) for process in started]:
+                starting.result()
+        reader, writer, direct = started
+        yield Replicas(reader, writer, direct, url)
+    finally:
+        running = [
+            process for process in started if process.process is not None and process.process.poll() is None
+        ]
+        with ThreadPoolExecutor(len(started)) as pool:
+            list(pool.map(lambda process: process.stop(), running))
+        database_factory.drop(name)
 
 
 async def events(
@@ -203,9 +226,9 @@ async def test_a_session_ended_on_one_replica_ends_its_stream_on_another_within_
 
 
 async def test_a_stream_ends_at_once_where_its_session_is_revoked_and_at_its_expiry(
-    service_process: Any, db: Any
+    replicas: Replicas,
 ) -> None:
-    service = service_process(SSE_SESSION_CHECK_SECONDS="60")  # no check helps: both are direct
+    service = replicas.direct  # SSE_SESSION_CHECK_SECONDS=60: no check helps, both are direct
     async with httpx.AsyncClient(base_url=service.base_url, timeout=20) as client:
         revoked = await mint_session(client, "conv-direct")
         person = {"Authorization": f"Bearer {revoked['session']}"}
@@ -215,10 +238,11 @@ async def test_a_stream_ends_at_once_where_its_session_is_revoked_and_at_its_exp
         assert [e["data"] for e in await streaming] == [{"reason": "revoked"}]
 
         expiring = await mint_session(client, "conv-expiring")
-        db.execute(
-            "UPDATE host_sessions SET expires_at = now() + interval '2 seconds' WHERE session_id = %s",
-            [expiring["session_id"]],
-        )
+        with psycopg.connect(replicas.database_url, autocommit=True) as db:
+            db.execute(
+                "UPDATE host_sessions SET expires_at = now() + interval '2 seconds' WHERE session_id = %s",
+                [expiring["session_id"]],
+            )
         person = {"Authorization": f"Bearer {expiring['session']}"}
         loop = asyncio.get_running_loop()
         opened_at = loop.time()

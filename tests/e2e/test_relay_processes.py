@@ -36,7 +36,25 @@ class Relays:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self, relay_id: str, **env: str) -> subprocess.Popen[bytes]:
-        port = free_port()
+        (process,) = self.start_all(relay_id, **env)
+        return process
+
+    def start_all(self, *relay_ids: str, **env: str) -> list[subprocess.Popen[bytes]]:
+        """Relays started at once, each answering ``/readyz`` on a port of its own."""
+        ports: list[int] = []
+        for _ in relay_ids:
+            port = free_port()
+            while port in ports:
+                port = free_port()
+            ports.append(port)
+        started = [
+            self._spawn(relay_id, port, **env) for relay_id, port in zip(relay_ids, ports, strict=True)
+        ]
+        for process, port in zip(started, ports, strict=True):
+            wait_http(f"http://127.0.0.1:{port}/readyz", process=process)
+        return started
+
+    def _spawn(self, relay_id: str, port: int, **env: str) -> subprocess.Popen[bytes]:
         settings = {
             "DATABASE_URL": self.database_url,
             "AGENT_WEBHOOK_URL": self.agent_url,
@@ -55,7 +73,6 @@ class Relays:
         }
         process = spawn(["-m", "relay"], settings, self.logs / f"{relay_id}.log")
         self.processes.append(process)
-        wait_http(f"http://127.0.0.1:{port}/readyz", process=process)
         return process
 
     def log(self, relay_id: str) -> str:
@@ -121,8 +138,7 @@ def test_a_relay_killed_mid_batch_loses_nothing_while_another_runs(
 ) -> None:
     with Receiver([secret], responder=always(204, delay=0.1)) as agent:
         relays = relays_for(agent)
-        doomed = relays.start("relay-doomed")
-        relays.start("relay-survivor")
+        doomed, _survivor = relays.start_all("relay-doomed", "relay-survivor")
         queued = queue_across(db, conversations=24, per_conversation=4)
         agent.wait_until(lambda deliveries: len(deliveries) >= 20)
         doomed.send_signal(signal.SIGKILL)
@@ -144,8 +160,7 @@ def test_two_relays_in_a_crash_free_run_never_both_deliver_one_row(
 ) -> None:
     with Receiver([secret], responder=always(204, delay=0.01)) as agent:
         relays = relays_for(agent)
-        relays.start("relay-one")
-        relays.start("relay-two")
+        relays.start_all("relay-one", "relay-two")
         queued = queue_across(db, conversations=40, per_conversation=4)
         agent.wait_for_accepted({q.event_id for q in queued}, timeout=30)
         wait_until(lambda: all(r["status"] == "delivered" for r in outbox_rows(db).values()), timeout=10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import time
 from typing import Any
 
@@ -57,17 +58,17 @@ def test_an_endpoint_failing_as_a_whole_opens_the_circuit_and_held_rows_spend_no
     queued = queue_across(db, conversations=20, per_conversation=2)
     with Receiver([secret], responder=always(503)) as agent:
         config = relay_config(
-            database_url, agent.url, [secret], circuit_failures=4, circuit_probe_seconds=0.4, max_attempts=4
+            database_url, agent.url, [secret], circuit_failures=4, circuit_probe_seconds=0.2, max_attempts=4
         )
         with running_relay(config):
             state = opened(db)
             at_open = len(agent.snapshot())
-            time.sleep(2.0)
+            time.sleep(1.0)  # five probe intervals
             during = len(agent.snapshot()) - at_open
             rows = outbox_rows(db)
     assert state["last_error"].startswith("HTTP 503")
     # While open, only probes reach the endpoint: one per probe interval, whatever the backlog.
-    assert during <= 2.0 / 0.4 + 1
+    assert during <= 1.0 / 0.2 + 1
     # No row died: the attempts spent before the circuit opened stay below the maximum, and the
     # probes gave theirs back.
     assert all(row["status"] == "pending" for row in rows.values())
@@ -131,15 +132,16 @@ def test_a_failed_probe_gives_its_attempt_back(database_url: str, db: Db) -> Non
 
 def test_a_retry_after_holds_the_whole_endpoint_for_as_long_as_it_asks(database_url: str, db: Db) -> None:
     secret = new_secret()
-    answers = iter([Reply(429, headers={"Retry-After": "2"})])
+    answers = iter([Reply(429, headers={"Retry-After": "1"})])
     with Receiver([secret], responder=lambda _d, _earlier: next(answers, Reply(204))) as agent:
         config = relay_config(database_url, agent.url, [secret], concurrency=1, backoff_max=5.0)
         with running_relay(config):
             queued = queue_across(db, conversations=5, per_conversation=1)
             agent.wait_for_accepted({q.event_id for q in queued}, timeout=15)
     arrivals = [d.arrived_at for d in agent.snapshot()]
-    # The 429 said: nothing for 2 s. Nothing else was sent in that time, by any row.
-    assert arrivals[1] - arrivals[0] >= 1.9
+    # The 429 said: nothing for 1 s (the least delta-seconds can ask). Nothing else was sent in that
+    # time, by any row.
+    assert arrivals[1] - arrivals[0] >= 0.95
     assert endpoint(db)["circuit"] == "closed"
 
 
@@ -163,29 +165,45 @@ def test_probes_go_one_at_a_time_across_relays(database_url: str, db: Db) -> Non
     queue_across(db, conversations=30, per_conversation=2)
     with Receiver([secret], responder=always(503)) as agent:
         configs = [
-            relay_config(database_url, agent.url, [secret], circuit_failures=3, circuit_probe_seconds=0.5)
+            relay_config(database_url, agent.url, [secret], circuit_failures=3, circuit_probe_seconds=0.25)
             for _ in range(3)
         ]
         with running_relay(configs[0]), running_relay(configs[1]), running_relay(configs[2]):
             opened(db)
-            time.sleep(0.5)  # the requests in flight when it opened have failed by now
+            time.sleep(0.5)  # the requests in flight when it opened have failed by now (the timeout)
+            settled = len(agent.snapshot())
+            wait_until(lambda: len(agent.snapshot()) > settled)  # the first probe
             before = len(agent.snapshot())
-            time.sleep(3.0)
+            time.sleep(2.0)  # eight probe intervals
             probes = len(agent.snapshot()) - before
-    assert 1 <= probes <= 3.0 / 0.5 + 1
+    assert 1 <= probes <= 2.0 / 0.25 + 1
 
 
 def test_a_relay_that_stops_hands_its_probe_back(database_url: str, db: Db) -> None:
     secret = new_secret()
     queue_across(db, conversations=5, per_conversation=1)
-    slow = Reply(503, delay=4.0)  # longer than the shutdown grace (2 s): the probe is cut
-    with Receiver([secret], responder=lambda _d, _e: slow) as agent:
+    # The rows fail at once and open the circuit; once it is open every request (a probe) is answered
+    # only after 4 s, longer than the shutdown grace (0.5 s): the probe is cut.
+    slow = threading.Event()
+    responder = lambda _d, _e: Reply(503, delay=4.0) if slow.is_set() else Reply(503)  # noqa: E731
+    with Receiver([secret], responder=responder) as agent:
         config = relay_config(
-            database_url, agent.url, [secret], circuit_failures=2, circuit_probe_seconds=0.2, timeout=5.0
+            database_url,
+            agent.url,
+            [secret],
+            circuit_failures=2,
+            circuit_probe_seconds=0.2,
+            timeout=5.0,
+            shutdown_grace=0.5,
         )
         with running_relay(config) as run:
             opened(db)
-            wait_until(lambda: endpoint(db)["probe_owner"] == config.relay_id)
+            slow.set()
+            sent = len(agent.snapshot())
+            # A slow probe has reached the Agent and waits for its answer.
+            wait_until(
+                lambda: len(agent.snapshot()) > sent and endpoint(db)["probe_owner"] == config.relay_id
+            )
             run.stop()  # while the probe waits for its answer
     state = endpoint(db)
     assert (state["circuit"], state["probe_owner"], state["probe_expires_at"]) == ("open", None, None)
@@ -231,7 +249,8 @@ def test_the_probe_prefers_a_row_that_has_not_failed(database_url: str, db: Db) 
             agent.url,
             [secret],
             circuit_failures=3,
-            circuit_probe_seconds=1.0,
+            # Long enough to queue three rows before the first probe; each later opening waits it too.
+            circuit_probe_seconds=0.5,
             max_attempts=10,
             backoff_max=0.05,
         )
