@@ -249,8 +249,9 @@ def test_the_probe_prefers_a_row_that_has_not_failed(database_url: str, db: Db) 
             agent.url,
             [secret],
             circuit_failures=3,
-            # Long enough to queue three rows before the first probe; each later opening waits it too.
-            circuit_probe_seconds=0.5,
+            # Long enough to queue three rows before the first probe even on a loaded machine; each
+            # later opening waits it too.
+            circuit_probe_seconds=1.0,
             max_attempts=10,
             backoff_max=0.05,
         )
