@@ -142,21 +142,24 @@ TEST_SERVER_SETTINGS = {
 
 def _machine_postgres() -> contextlib.AbstractContextManager[str] | None:
     """A server of the tests' own from this machine's Postgres binaries, over TCP on 127.0.0.1, its
-    data on the RAM disk; None when the machine has no Postgres binaries or no RAM disk to spare."""
+    data on the RAM disk (in the temp dir when there is none to spare); None when the machine has no
+    Postgres binaries."""
     from harness import postgres
 
-    parent = postgres.memory_dir()
-    if parent is None or not (postgres.PG_BIN / "initdb").exists():
+    if not (postgres.PG_BIN / "initdb").exists():
         return None
-    remove_abandoned_servers(parent)
+    parent = postgres.memory_dir()
+    if parent is not None:
+        remove_abandoned_servers(parent)
 
     @contextlib.contextmanager
     def running() -> Iterator[str]:
         with postgres.own_postgres(TEST_SERVER_SETTINGS, TEST_SERVER_PREFIX, parent=parent) as server:
             (server.root / "owner.pid").write_text(str(os.getpid()))
+            where = "in memory under" if parent is not None else "on disk under"
             USED.append(
-                f"a Postgres of the tests' own ({postgres.PG_BIN}, 127.0.0.1:{server.port}, its data in"
-                f" memory under {server.root}; no TEST_DATABASE_URL set)"
+                f"a Postgres of the tests' own ({postgres.PG_BIN}, 127.0.0.1:{server.port}, its data"
+                f" {where} {server.root}; no TEST_DATABASE_URL set)"
             )
             yield server.admin_url
 
