@@ -21,7 +21,7 @@ from tests.support.browser import (
     requires_chromium,
     screenshot,
     service_db,
-    signed_in,
+    sign_in,
     start_pomodoro,
     wait_live,
 )
@@ -73,7 +73,7 @@ def host(service: ServiceProcess, conversation: str) -> Iterator[tuple[Any, Serv
         page = browser.new_page()
         problems = PageProblems()
         problems.watch(page)
-        signed_in(page, service.base_url, conversation)
+        sign_in(page, service.base_url, conversation)
         wait_live(page)
         yield page, service, problems
         page.wait_for_timeout(200)

@@ -27,7 +27,7 @@ from tests.support.browser import (
     requires_chromium,
     screenshot,
     service_db,
-    signed_in,
+    sign_in,
     start_pomodoro,
     timeline,
     timeline_scroll,
@@ -67,7 +67,7 @@ def host(
     page = browser.new_page()
     problems = PageProblems()
     problems.watch(page)
-    signed_in(page, service.base_url, conversation)
+    sign_in(page, service.base_url, conversation)
     wait_live(page)
     yield page, service, problems
     page.wait_for_timeout(200)  # deliver the browser's last events to the listeners
@@ -275,13 +275,13 @@ def test_at_the_deadline_the_runtime_removes_the_app_and_interact_shows_the_comp
     conversation: str,
 ) -> None:
     page, service, _ = host
-    started = start_pomodoro(service.base_url, conversation, 2, "tests")
+    started = start_pomodoro(service.base_url, conversation, 3, "tests")
     frame = app_frame(page, "pomodoro")
-    assert countdown_seconds(frame) <= 2
+    assert countdown_seconds(frame) <= 3
 
     page.wait_for_selector('iframe[data-app-scope="pomodoro"]', state="detached", timeout=15_000)
     result = page.wait_for_selector('[data-testid="tool-result"][data-state="completed"] .text')
-    assert result.inner_text() == "Pomodoro completed · 2 s · tests"
+    assert result.inner_text() == "Pomodoro completed · 3 s · tests"
     assert page.locator('[data-testid="interact"]').get_attribute("data-foreground") == "true"
     current = operation(service.base_url, started["operation"]["operation_id"])
     assert (current["state"], current["reason"]) == ("completed", "deadline_reached")
@@ -370,7 +370,7 @@ def test_the_message_box_placeholder_is_shown_whole(
     browser: Any, service: ServiceProcess, conversation: str
 ) -> None:
     page = browser.new_page()
-    signed_in(page, service.base_url, conversation)
+    sign_in(page, service.base_url, conversation)
     wait_live(page)
     for width in (1280, 820, 400):
         page.set_viewport_size({"width": width, "height": 760})
@@ -396,7 +396,7 @@ def test_times_are_shown_in_the_persons_locale_and_time_zone(
     message = post_message(service.base_url, conversation, "agent", "Hallo")
     with chromium(locale="de-DE", timezone_id="Asia/Tokyo") as browser:
         page = browser.new_page()
-        signed_in(page, service.base_url, conversation)
+        sign_in(page, service.base_url, conversation)
         wait_live(page)
         shown = page.wait_for_selector('[data-testid="message"] .at').inner_text()
     sent = datetime.fromisoformat(message["created_at"].replace("Z", "+00:00"))

@@ -23,7 +23,6 @@ from psycopg.rows import dict_row
 
 from harness.calls import interrupt_body, start_body
 from harness.database import DatabaseFactory
-from service.web.host_cookie import PLAIN_COOKIE_NAME
 from tests.conftest import AGENT, HOST, HOST_TOKEN, ServiceProcess, service_on_own_database
 
 if TYPE_CHECKING:
@@ -212,24 +211,6 @@ def sign_in(page: Any, base_url: str, conversation_id: str, token: str | None = 
     page.goto(f"{base_url}/host/?conversation_id={conversation_id}")
     page.fill("input[name=token]", token or person_session(base_url, conversation_id))
     page.click("form[data-testid=signin] button[type=submit]")
-
-
-def signed_in(page: Any, base_url: str, conversation_id: str) -> None:
-    """The host page of ``conversation_id``, its session cookie set directly, as the sign-in form
-    sets it (HttpOnly, SameSite=Strict, the plain name of ``COOKIE_SECURE=false``): for a test that
-    is not about signing in (the sign-in tests of test_web_host_pomodoro.py prove the form)."""
-    page.context.add_cookies(
-        [
-            {
-                "name": PLAIN_COOKIE_NAME,
-                "value": person_session(base_url, conversation_id),
-                "url": base_url,
-                "httpOnly": True,
-                "sameSite": "Strict",
-            }
-        ]
-    )
-    page.goto(f"{base_url}/host/?conversation_id={conversation_id}")
 
 
 def wait_live(page: Any) -> None:
