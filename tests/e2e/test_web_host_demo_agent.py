@@ -162,8 +162,9 @@ def test_the_demo_agent_started_before_the_service_waits_for_it_quietly(
     tmp_path: Path, database_url: str
 ) -> None:
     service = ServiceProcess(database_url, tmp_path)  # its port is chosen, nothing listens there yet
+    agent_port = free_port()
     agent = spawn(
-        ["-m", "demo_agent", "--port", str(free_port())],
+        ["-m", "demo_agent", "--port", str(agent_port)],
         {
             "WEBHOOK_SECRET": new_secret(),
             "LINEUP_URL": service.base_url,
@@ -174,7 +175,9 @@ def test_the_demo_agent_started_before_the_service_waits_for_it_quietly(
         tmp_path / "demo-agent.log",
     )
     try:
-        time.sleep(2.5)
+        # Up (its /readyz asks start with its server), then refused at 0, 0.1, 0.3 and 0.7 s.
+        wait_http(f"http://127.0.0.1:{agent_port}/healthz", process=agent)
+        time.sleep(0.8)
         assert agent.poll() is None
         service.start()
         eventually(lambda: named((tmp_path / "demo-agent.log").read_text(), "following"), seconds=20)

@@ -89,8 +89,9 @@ def stack(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFa
     service = ServiceProcess(url, logs)
     with Receiver([secret], responder=answer(refuse)) as receiver:
         try:
-            service.start()
             port = free_port()
+            while port == service.port:  # the service listens only once started
+                port = free_port()
             env = {
                 "DATABASE_URL": url,
                 "AGENT_WEBHOOK_URL": receiver.url,
@@ -101,7 +102,10 @@ def stack(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFa
                 "RELAY_POLL_INTERVAL_SECONDS": "0.2",
                 "RELAY_METRICS_PORT": str(port),
             }
+            # The database is a migrated clone: the relay needs nothing of the service, so both
+            # start side by side.
             relay = spawn(["-m", "relay"], env, logs / "relay.log")
+            service.start()
             wait_http(f"http://127.0.0.1:{port}/readyz", process=relay)
             base = service.base_url
             for n in range(3):
