@@ -275,13 +275,13 @@ def test_at_the_deadline_the_runtime_removes_the_app_and_interact_shows_the_comp
     conversation: str,
 ) -> None:
     page, service, _ = host
-    started = start_pomodoro(service.base_url, conversation, 2, "tests")
+    started = start_pomodoro(service.base_url, conversation, 3, "tests")
     frame = app_frame(page, "pomodoro")
-    assert countdown_seconds(frame) <= 2
+    assert countdown_seconds(frame) <= 3
 
     page.wait_for_selector('iframe[data-app-scope="pomodoro"]', state="detached", timeout=15_000)
     result = page.wait_for_selector('[data-testid="tool-result"][data-state="completed"] .text')
-    assert result.inner_text() == "Pomodoro completed · 2 s · tests"
+    assert result.inner_text() == "Pomodoro completed · 3 s · tests"
     assert page.locator('[data-testid="interact"]').get_attribute("data-foreground") == "true"
     current = operation(service.base_url, started["operation"]["operation_id"])
     assert (current["state"], current["reason"]) == ("completed", "deadline_reached")
