@@ -175,11 +175,13 @@ def remove_abandoned_servers(parent: Path) -> None:
         try:
             owner = int((root / "owner.pid").read_text())
         except (OSError, ValueError):
-            if time.time() - root.stat().st_mtime < 600:
-                continue  # a run still making its server
+            with contextlib.suppress(OSError):  # gone meanwhile: another run removed it
+                if time.time() - root.stat().st_mtime < 600:
+                    continue  # a run still making its server
         else:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(owner, 0)
+                with contextlib.suppress(PermissionError):  # someone else's process: alive
+                    os.kill(owner, 0)
                 continue  # a run still going
         postgres.Postgres(root).stop()
         shutil.rmtree(root, ignore_errors=True)
