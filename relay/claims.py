@@ -51,8 +51,12 @@ CLAIMABLE = """o.status = 'pending'
 # each row's head by scanning every pending row (ix_outbox_due, or (status, created_at)), once per
 # candidate row: a 10,000-row backlog took ~1 ms per row claimed instead of ~0.1 ms. Without
 # sorts, the one plan left for ``CLAIMABLE``'s ordered lookup is that index. For the claiming
-# transaction only (``SET LOCAL``); the claim itself sorts nothing (ix_outbox_due gives its order).
-HEAD_BY_INDEX = "SET LOCAL enable_sort = off"
+# transaction only (``is_local``); the claim itself sorts nothing (ix_outbox_due gives its order).
+# A plan that still sorts (the probe's pick, ``TAKE_PROBE``) carries the disabled sort's cost of
+# 10^10, far past ``jit_above_cost``: Postgres then compiled it with LLVM at every call, ~300 ms for
+# a statement that runs in 2 ms, which spaced an open circuit's probes ~0.5 s apart where the probe
+# interval asked for 0.2 s. So JIT is off for the same transaction.
+HEAD_BY_INDEX = "SELECT set_config('enable_sort', 'off', true), set_config('jit', 'off', true)"
 
 # A claim: a fresh lease (its expiry fences the outcome), and one more attempt counted.
 LEASE = """lease_owner = %(relay_id)s,

@@ -210,3 +210,26 @@ async def test_a_backlog_after_quiet_statistics_finds_each_head_through_its_conv
     assert any("ix_outbox_pending_conversation_sequence" in line for line in plan), "\n".join(plan)
     claimed = await claims.claim(conn, "relay-x", 1000, 30)
     assert len(claimed) == 200 and {c.sequence for c in claimed} == {1}
+
+
+async def test_the_claiming_transaction_compiles_no_plan_despite_the_disabled_sort(
+    conn: Conn, db: Db
+) -> None:
+    # The probe's pick sorts; under enable_sort = off its plan costs over 10^10, past jit_above_cost.
+    queue_across(db, conversations=20, per_conversation=2)
+    params = {"endpoint": AGENT_ENDPOINT, "relay_id": "relay-x", "lease_seconds": 30}
+    jit = await (await conn.execute("SELECT pg_jit_available()")).fetchone()
+    if jit == (True,):
+        async with conn.transaction(force_rollback=True):
+            await conn.execute("SET LOCAL enable_sort = off")
+            cursor = await conn.execute("EXPLAIN (FORMAT JSON) " + circuit.TAKE_PROBE, params)
+            alone = await cursor.fetchone()
+        assert alone is not None and "JIT" in alone[0][0], "the hazard this guards against is gone"
+    for statement in (circuit.TAKE_PROBE, claims.CLAIM):
+        async with conn.transaction(force_rollback=True), claims.claiming(conn):
+            cursor = await conn.execute(
+                "EXPLAIN (FORMAT JSON) " + statement, {**params, "limit": 10, "busy": []}
+            )
+            plan = await cursor.fetchone()
+        assert plan is not None and "JIT" not in plan[0][0], plan
+        assert plan[0][0]["Plan"]["Total Cost"] > 0
