@@ -72,13 +72,8 @@ def parse_projection_payload(payload: str) -> list[str] | None:
 
 
 @functools.cache
-def notify_statement(notes: int) -> str:
-    # The statement is its own transaction, and commits without waiting for its WAL to reach the
-    # disk (synchronous_commit off for it alone): a wake-up needs no durability (notifications are
-    # never kept across a crash, and what it announces committed durably before it was sent), and
-    # a flush per round joined every tool call's commit in the queue for the WAL.
-    notifies = ", ".join("pg_notify(%s, %s)" for _ in range(notes))
-    return f"SELECT set_config('synchronous_commit', 'off', true), {notifies}"
+def _notify_statement(notes: int) -> str:
+    return "SELECT " + ", ".join("pg_notify(%s, %s)" for _ in range(notes))
 
 
 class Wakeups:
@@ -167,7 +162,7 @@ class Wakeups:
                         )
                         self.notifier_pid = conn.info.backend_pid
                         cursor = conn.cursor()  # kept: a cursor builds its adapters when made
-                    await cursor.execute(notify_statement(len(notes)), [v for note in notes for v in note])
+                    await cursor.execute(_notify_statement(len(notes)), [v for note in notes for v in note])
                     self.rounds += 1
                 except Exception as exc:
                     # Any failure (the database gone, or an error it answers): the listeners'

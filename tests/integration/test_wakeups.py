@@ -16,7 +16,7 @@ from litestar.testing import AsyncTestClient
 from harness.calls import interrupt_body, start_body
 from service.app import create_app
 from service.manifests import Registry
-from service.wakeups import OUTBOX_CHANNEL, PROJECTION_CHANNEL, Wakeups, notify_statement
+from service.wakeups import OUTBOX_CHANNEL, PROJECTION_CHANNEL, Wakeups
 from tests.conftest import AGENT, make_settings
 
 
@@ -109,21 +109,3 @@ async def test_the_sweeper_is_woken_in_process_by_a_start_it_did_not_poll_for(
     assert row["state"] == "completed"
     # Woken by the start, it settles within moments of the deadline; unwoken, it would sleep 30 s.
     assert 0 <= row["lateness_ms"] < 2000
-
-
-async def test_a_wake_up_commits_without_waiting_for_the_disk_and_leaves_the_session_as_it_was(
-    database_url: str, listener: psycopg.AsyncConnection[Any]
-) -> None:
-    async with await psycopg.AsyncConnection.connect(
-        database_url, autocommit=True, options="-c synchronous_commit=on"
-    ) as conn:
-        # Inside the round's transaction the commit is asynchronous: no WAL flush to wait for.
-        async with conn.transaction():
-            await conn.execute(notify_statement(1), (OUTBOX_CHANNEL, ""))
-            inside = await (await conn.execute("SHOW synchronous_commit")).fetchone()
-        # Outside it, the session (a pooled server connection, behind a transaction pooler) is
-        # as it was: the setting is the transaction's alone.
-        after = await (await conn.execute("SHOW synchronous_commit")).fetchone()
-    assert inside == ("off",)
-    assert after == ("on",)
-    assert [n.channel for n in await _notes(listener, 5, stop_after=1)] == [OUTBOX_CHANNEL]
