@@ -12,6 +12,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 import httpx
 
 from harness.postgres import PG_BIN, launch_server, wait_for, workdir
-from harness.processes import free_port, stop
+from harness.processes import free_port, log_tail, stop
 
 
 @dataclass
@@ -59,6 +60,7 @@ class PatroniCluster:
     nodes: list[Node] = field(default_factory=list)
     etcd: subprocess.Popen[bytes] | None = None
     etcd_port: int = 0
+    last_seen: list[dict[str, Any]] = field(default_factory=list)  # the members at the last look
 
     @property
     def hosts(self) -> str:
@@ -90,24 +92,26 @@ class PatroniCluster:
         wait_for(
             "etcd", lambda: httpx.get(f"http://127.0.0.1:{self.etcd_port}/health").status_code == 200, 30
         )
-        for name in ("pg1", "pg2"):
-            node = Node(
-                name,
-                free_port(),
-                free_port(),
-                self.root / name,
-                self.root / f"{name}.yml",
-                self.root / f"{name}.log",
-            )
-            node.config.write_text(self._config(node))
-            self.nodes.append(node)
         # The first node bootstraps the cluster and is its primary; the second clones it.
-        self._start_node(self.nodes[0])
+        self._start_node("pg1")
         wait_for("the first primary", lambda: self.leader() == "pg1", 90)
-        self._start_node(self.nodes[1])
+        self._start_node("pg2")
         self.wait_healthy(120)
 
-    def _start_node(self, node: Node) -> None:
+    def _start_node(self, name: str) -> None:
+        # A node's ports are picked just before it starts: a port picked earlier can meanwhile be
+        # the local port of one of the many short connections to etcd and to the first node's API,
+        # and the node then fails to listen.
+        node = Node(
+            name,
+            free_port(),
+            free_port(),
+            self.root / name,
+            self.root / f"{name}.yml",
+            self.root / f"{name}.log",
+        )
+        node.config.write_text(self._config(node))
+        self.nodes.append(node)
         node.process = launch_server(["patroni", str(node.config)], node.log)
 
     def _config(self, node: Node) -> str:
@@ -188,6 +192,7 @@ class PatroniCluster:
     def healthy(self) -> bool:
         """A running leader and the other node streaming from it (as its sync standby when synchronous)."""
         members = self.members()
+        self.last_seen = members
         roles = {m.get("name"): (m.get("role"), m.get("state")) for m in members}
         if (
             len(roles) != 2
@@ -198,7 +203,26 @@ class PatroniCluster:
         return any(role == wanted and state in ("running", "streaming") for role, state in roles.values())
 
     def wait_healthy(self, timeout: float) -> None:
-        wait_for("a leader and a streaming standby", self.healthy, timeout, interval=0.2)
+        try:
+            wait_for("a leader and a streaming standby", self.healthy, timeout, interval=0.2)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; members at the last look: {self.last_seen}") from None
+
+    def diagnosis(self, lines: int = 40) -> str:
+        """What the cluster's processes said last: etcd's and each node's log (Patroni's lines and
+        its Postgres's), and whether each process still runs."""
+        parts = []
+        for name, process, log in [
+            ("etcd", self.etcd, self.root / "etcd.log"),
+            *((node.name, node.process, node.log) for node in self.nodes),
+        ]:
+            state = (
+                "not started"
+                if process is None
+                else ("running" if process.poll() is None else f"exited {process.returncode}")
+            )
+            parts.append(f"--- {name} ({state}), the last {lines} lines of {log}:\n{log_tail(log, lines)}")
+        return "\n".join(parts)
 
     def node(self, name: str) -> Node:
         return next(node for node in self.nodes if node.name == name)
@@ -237,6 +261,33 @@ class PatroniCluster:
             stop(self.etcd, group=True)
 
 
+def _started_cluster(*, synchronous: bool, keep: bool, attempts: int = 2) -> PatroniCluster:
+    """A cluster whose leader runs and whose standby streams. A start that does not get there (the
+    Patroni bootstrap is not what the rig checks) is told on stderr with every process's last log
+    lines, and a fresh cluster is tried once more; the second failure ends the rig with the same."""
+    for attempt in range(1, attempts + 1):
+        cluster = PatroniCluster(workdir("lineup-failover-"), synchronous=synchronous)
+        try:
+            cluster.start()
+        except Exception as exc:
+            print(
+                f"the Patroni cluster did not start (attempt {attempt} of {attempts}): {exc}\n"
+                f"{cluster.diagnosis()}",
+                file=sys.stderr,
+                flush=True,
+            )
+            cluster.stop()
+            if keep:
+                print(f"kept the failed cluster's files in {cluster.root}", file=sys.stderr)
+            else:
+                shutil.rmtree(cluster.root, ignore_errors=True)
+            if attempt == attempts:
+                raise
+            continue
+        return cluster
+    raise AssertionError("unreachable")
+
+
 @contextlib.contextmanager
 def patroni_cluster(*, synchronous: bool = True, keep: bool = False) -> Iterator[PatroniCluster]:
     for tool in ("patroni", "etcd"):
@@ -244,9 +295,8 @@ def patroni_cluster(*, synchronous: bool = True, keep: bool = False) -> Iterator
             raise SystemExit(
                 f"error: {tool} is not installed (`make failover` installs patroni and etcd-server)"
             )
-    cluster = PatroniCluster(workdir("lineup-failover-"), synchronous=synchronous)
+    cluster = _started_cluster(synchronous=synchronous, keep=keep)
     try:
-        cluster.start()
         yield cluster
     finally:
         cluster.stop()
