@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import random
 import secrets
 import signal
 import socket
@@ -32,7 +33,33 @@ ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = frozenset(name.upper() for name in Settings.model_fields)
 
 
+# Ports for our servers come from below the kernel's range for outgoing connections' local ports
+# (``net.ipv4.ip_local_port_range``, 32768-60999 by default). A port from inside it, free when
+# picked, can be taken as the local port of any short connection (a poll, a client's reconnect) in
+# the seconds before its server starts, which then fails to listen.
+_LISTEN_PORTS = range(10000, 32768)
+
+
+def _ephemeral_ports() -> range:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return range(32768, 61000)
+    return range(low, high + 1)
+
+
 def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on or connects from, outside the range the kernel hands
+    to outgoing connections (the kernel's own pick when that range leaves no room)."""
+    ephemeral = _ephemeral_ports()
+    candidates = [port for port in _LISTEN_PORTS if port not in ephemeral]
+    for port in random.sample(candidates, min(len(candidates), 50)):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
