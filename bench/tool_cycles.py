@@ -1,7 +1,7 @@
 """Pomodoro start+interrupt cycles per second: the HTTP Tool API beside the same writes in raw SQL.
 
     .venv/bin/python -m bench.tool_cycles [--seconds 10] [--concurrency 16] [--warmup 2]
-        [--client lean|httpx] [--no-breakdown] [--no-sweeper] [--with-notify]
+        [--client lean|httpx] [--no-breakdown] [--no-sweeper] [--with-notify] [--serve-env NAME=VALUE]
 
 (a) HTTP: ``python -m service serve`` (default settings, so the default pool size) on a fresh
     database; ``--concurrency`` asyncio workers, each with its own conversation, loop
@@ -12,7 +12,9 @@
 (c) Breakdown: the same cycles through the service's ``call_tool`` in this process (no HTTP, no
     sweeper), to split the gap between HTTP and the use case's SQL.
 
---no-sweeper is a diagnosis; --with-notify adds the raw figure with a NOTIFY per statement (not
+--no-sweeper and --serve-env (a setting for the service, e.g. DB_POOL_SIZE=16) are diagnoses;
+(a) also prints how many of the service's pool checkouts waited for a connection, from its
+/metrics (``lineup_db_pool_*``). --with-notify adds the raw figure with a NOTIFY per statement (not
 the baseline).
 
 Prints cycles/s of both, their ratio, HTTP cycle p50/p99 latency and where the CPU went.
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common import event_loop, tool_poster
 from bench.cycle_phases import Answer, Phase, drive, finished, latency_line, report
@@ -40,6 +43,36 @@ from harness.http_client import HttpClient
 from harness.processes import running_service
 
 
+def pool_figures(base_url: str) -> dict[str, float]:
+    """The service's pool counters and its event loop's lag from its /metrics (open to a peer on
+    127.0.0.1)."""
+    text = httpx.get(f"{base_url}/metrics", timeout=10.0).text
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name.startswith("lineup_db_pool_") or family.name == "lineup_event_loop_lag_seconds"
+        for sample in family.samples
+        if sample.labels.get("pool", "lineup-service") == "lineup-service" and "le" not in sample.labels
+    }
+
+
+def pool_note(before: dict[str, float], after: dict[str, float]) -> str:
+    def grew(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    checkouts, waited = grew("lineup_db_pool_checkouts_total"), grew("lineup_db_pool_checkouts_waited_total")
+    wait = grew("lineup_db_pool_wait_seconds_total")
+    share = waited / checkouts if checkouts else 0.0
+    per_wait = f", {1000 * wait / waited:.1f} ms each on average" if waited else ""
+    lags = grew("lineup_event_loop_lag_seconds_count")
+    lag = f"{1000 * grew('lineup_event_loop_lag_seconds_sum') / lags:.1f} ms" if lags else "not sampled"
+    return (
+        f"pool: {after.get('lineup_db_pool_max_connections', 0):.0f} connections; {waited:.0f} of "
+        f"{checkouts:.0f} checkouts ({share:.0%}) waited for one{per_wait}; the event loop's lag "
+        f"{lag} on average ({lags:.0f} samples); warm-up included"
+    )
+
+
 def _default_pool_size() -> int:
     from service.settings import Settings
 
@@ -47,9 +80,18 @@ def _default_pool_size() -> int:
 
 
 def run_http(
-    concurrency: int, seconds: float, warmup: float, log_dir: Path, client: str, serve_args: list[str]
+    concurrency: int,
+    seconds: float,
+    warmup: float,
+    log_dir: Path,
+    client: str,
+    serve_args: list[str],
+    serve_env: dict[str, str] | None = None,
 ) -> Phase:
-    with throwaway_database("http") as url, running_service(url, log_dir, args=serve_args) as service:
+    with (
+        throwaway_database("http") as url,
+        running_service(url, log_dir, args=serve_args, env=serve_env) as service,
+    ):
 
         async def go() -> Phase:
             if client == "httpx":
@@ -70,11 +112,14 @@ def run_http(
                 for connection in lean:
                     await connection.close()
 
+        pool_before = pool_figures(service.base_url)
         with event_loop() as runner:
             phase = runner.run(go())
+        phase.notes.append(pool_note(pool_before, pool_figures(service.base_url)))
         phase.notes.append(
             f"service ready in {service.ready_in:.1f} s; default settings (DB pool size "
-            f"{_default_pool_size()}) {' '.join(serve_args)}"
+            f"{_default_pool_size()}) {' '.join(serve_args)} "
+            + " ".join(f"{k}={v}" for k, v in (serve_env or {}).items())
         )
         return finished(phase, url)
 
@@ -145,7 +190,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="(diagnosis only) serve with --no-sweeper to see what the sweeper's wake-ups cost",
     )
+    parser.add_argument(
+        "--serve-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="(diagnosis only) a setting for the service, e.g. DB_POOL_SIZE=16; repeatable",
+    )
     args = parser.parse_args(argv)
+    if any("=" not in item for item in args.serve_env):
+        parser.error("--serve-env takes NAME=VALUE")
+    serve_env = dict(item.split("=", 1) for item in args.serve_env)
     if not 1 <= args.seconds <= 60 or not 1 <= args.concurrency <= 64 or not 0 <= args.warmup <= 10:
         parser.error("keep it bounded: --seconds 1..60, --concurrency 1..64, --warmup 0..10")
 
@@ -157,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     serve_args = ["--no-sweeper"] if args.no_sweeper else []
     with tempfile.TemporaryDirectory(prefix="bench-tool-cycles-") as tmp:
         work = Path(tmp)
-        http = run_http(args.concurrency, args.seconds, args.warmup, work, args.client, serve_args)
+        http = run_http(args.concurrency, args.seconds, args.warmup, work, args.client, serve_args, serve_env)
         raw, raw_rate, statement_ms = run_pgbench(args.concurrency, args.seconds, work)
         notifying = (
             run_pgbench(args.concurrency, args.seconds, work, with_notify=True) if args.with_notify else None

@@ -19,6 +19,8 @@ from prometheus_client.utils import floatToGoString
 
 from relay.claims import Conn
 from service.background import LoopRounds
+from service.db.pool_metrics import PoolMetrics
+from service.loop_lag import lag_histogram
 from service.outbox_gauges import OutboxGauges
 
 # How prometheus_client writes a bucket's bound (``le``); untyped there.
@@ -72,6 +74,10 @@ class RelayMetrics:
             "1 when this relay's last look at the database (at a scrape) succeeded, else 0.",
             registry=r,
         )
+        self.loop_lag = lag_histogram(r)
+        # The relay's connection pool, once open (relay.worker).
+        self.pools = PoolMetrics()
+        r.register(self.pools)
         self._stats_at = 0.0
 
     async def refresh_outbox(self, conn: Conn) -> None:

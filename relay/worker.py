@@ -31,6 +31,7 @@ from relay.wakeup import OutboxListener
 from service.background import Background, Loop
 from service.db import citus
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
+from service.loop_lag import LoopLag
 
 log = structlog.get_logger("relay")
 
@@ -130,6 +131,8 @@ class Relay:
         self._pool = relay_pool(cfg.database_url, prepared=cfg.prepared)
         await self._pool.open(wait=False)
         resources.push_async_callback(self._pool.close)
+        self.metrics.pools.watch(self._pool)
+        resources.callback(self.metrics.pools.forget, self._pool)
         cfg = self.config = await self._placed(cfg)
         if cfg.metrics_port:
             probes = ProbeServer(self.metrics, self._pool, host=cfg.metrics_host, port=cfg.metrics_port)
@@ -185,6 +188,7 @@ class Relay:
             )
             for n in range(WRITERS)
         ]
+        helpers.append(LoopLag(self.metrics.loop_lag))
         retention = Retention(cfg.retention_days, cfg.dead_retention_days, cfg.relay_id)
         helpers.append(Pruning(self._pool, retention, self.metrics, on_node=cfg.on_node))
         if listen_url is not None:

@@ -47,8 +47,10 @@ from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_po
 from service.domain.errors import Refusal
 from service.host_streams import HostStreams
 from service.http import TokenBook
+from service.loop_lag import LoopLag, default_lag_histogram
 from service.manifests import Registry
 from service.mcp.endpoint import mcp_endpoint, mcp_lifespan, protected_resource_metadata
+from service.metrics import POOLS
 from service.outbox_history import OutboxHistory
 from service.projection_hub import ProjectionHub
 from service.settings import Settings
@@ -160,6 +162,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 distributed=distributed,
             )
             loops.append(app.state.sweeper)
+        app.state.loop_lag = LoopLag(default_lag_histogram())
+        loops.append(app.state.loop_lag)
         if distributed:
             loops.append(DelegationWatch(pool))
         app.state.loop_failure = None
@@ -171,11 +175,13 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             log.error("background_loop_failed", loop=loop.name, error=repr(error))
             app.state.loop_failure = LoopFailure(loop.name, repr(error), time.monotonic())
 
+        POOLS.watch(pool)
         try:
             # Stopped on SIGTERM before connections drain (app.state.stopping), so streams end promptly.
             async with Background(loops, app.state.stopping, on_failure=failed, rounds=default_loop_rounds()):
                 yield
         finally:
+            POOLS.forget(pool)
             await pool.close()
 
     app = Litestar(

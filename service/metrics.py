@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.registry import Collector
 
+from service.db.pool_metrics import PoolMetrics
 from service.logging import Lines
 from service.outbox_gauges import OutboxGauges
 
@@ -96,6 +97,9 @@ DEADLINE_LATENESS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 300, 3600),
 )
 OUTBOX = OutboxGauges()
+# The service's connection pool, while it is open (service.app's lifespan).
+POOLS = PoolMetrics()
+REGISTRY.register(POOLS)
 FOCUSING_OPERATIONS = Gauge("lineup_focusing_operations", "Operations now focusing (sampled).")
 SWEEPS = Counter("lineup_sweeper_batches_total", "Sweeper batches that settled at least one row.")
 TOOL_CALL_SECONDS = Histogram(

@@ -52,6 +52,10 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
         #: On Citus: close every connection one of whose statements failed (``discard_after_error``).
         self.discard_after_error = False
         self.discarded = 0
+        #: Seconds spent in checkouts that did not find an idle connection at once, all together:
+        #: psycopg_pool's own figure (``requests_wait_ms``) drops each wait's fraction of a
+        #: millisecond, which is most waits on a fast database (``service.db.pool_metrics``).
+        self.wait_seconds = 0.0
         # The lock-free getconn/putconn: for the psycopg_pool version they are written for, and only
         # without a check or reset callback (each needs psycopg_pool's own path).
         self._lean = (
@@ -78,7 +82,11 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
             self._stats[self._REQUESTS_NUM] += 1
             conn._pool = self
             return conn
-        return await super().getconn(timeout)
+        began = monotonic()
+        try:
+            return await super().getconn(timeout)
+        finally:
+            self.wait_seconds += monotonic() - began
 
     async def putconn(self, conn: ACT) -> None:
         if (
@@ -177,6 +185,7 @@ async def open_pool(url: str, *, size: int = 10, name: str = "lineup", prepared:
         url,
         min_size=min(2, size),
         max_size=size,
+        name=name,  # its metrics' label (service.db.pool_metrics), and its application_name
         # Autocommit: a single statement (a tool call) is its own transaction, with no BEGIN or
         # COMMIT round trips; use cases that need more open one with ``conn.transaction()``.
         kwargs={

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Callable, MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from service.use_cases.deadlines import DeadlineSweeper
 from service.use_cases.maintenance import Maintenance
 from service.wakeups import Wakeups
 from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, OPERATOR_TOKEN
+from tests.support.waiting import until
 
 Db = psycopg.Connection[dict[str, Any]]
 
@@ -47,12 +48,6 @@ async def pool(database_url: str) -> AsyncIterator[Pool]:
     pool = await open_pool(database_url, size=4)
     yield pool
     await pool.close()
-
-
-async def until(condition: Callable[[], bool], within: float = 30.0) -> None:
-    async with asyncio.timeout(within):
-        while not condition():  # noqa: ASYNC110 - polling the loops' counters
-            await asyncio.sleep(0.02)
 
 
 @contextlib.asynccontextmanager

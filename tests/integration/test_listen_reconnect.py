@@ -16,6 +16,7 @@ from service import listen
 from service.db.reconnect import Backoff
 from service.listen import Listener
 from tests.support.tcp_proxy import TcpProxy
+from tests.support.waiting import until
 
 CHANNEL = "lineup_test_channel"
 
@@ -30,13 +31,6 @@ class Recorder:
 
     def connected(self) -> None:
         self.connects += 1
-
-
-async def until(condition: Callable[[], bool], within: float = 10.0) -> None:
-    """Poll ``condition`` (the callbacks under test only append to lists) for ``within`` seconds."""
-    async with asyncio.timeout(within):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
 
 
 @pytest.fixture

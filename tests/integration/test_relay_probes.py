@@ -45,6 +45,10 @@ def test_probes_report_health_readiness_and_outbox_metrics(database_url: str, db
     assert 'lineup_relay_delivery_attempts_total{outcome="delivered"} 1.0' in text
     assert "lineup_relay_commit_to_delivery_seconds_count 1.0" in text
     assert "lineup_relay_delivery_attempt_seconds_count 1.0" in text
+    # The relay's own pool (relay.database: 4 connections), counted by psycopg_pool.
+    assert 'lineup_db_pool_max_connections{pool="lineup-relay"} 4.0' in text
+    assert 'lineup_db_pool_checkouts_total{pool="lineup-relay"}' in text
+    assert "lineup_event_loop_lag_seconds_count" in text
 
 
 def test_readiness_fails_when_the_database_is_behind_the_migrations(database_url: str, db: Db) -> None:
