@@ -31,20 +31,31 @@ def pool_samples(text: str, pool: str) -> dict[str, float]:
     }
 
 
+async def around_calls_at_once(
+    client: AsyncTestClient[Any], prefix: str
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The service pool's samples before and after CALLS starts sent at once (each accepted)."""
+
+    async def samples() -> dict[str, float]:
+        return pool_samples((await client.get("/metrics", headers=OPERATOR)).text, "lineup-service")
+
+    before = await samples()
+    answers = await asyncio.gather(
+        *(
+            client.post("/v1/tool-calls", json=start_body(f"{prefix}-{n}", 600), headers=AGENT)
+            for n in range(CALLS)
+        )
+    )
+    assert [answer.status_code for answer in answers] == [202] * CALLS
+    return before, await samples()
+
+
 async def test_calls_that_wait_for_a_connection_show_as_waited_checkouts_and_wait_time(
     database_url: str, registry: Registry
 ) -> None:
     app = create_app(make_settings(database_url, db_pool_size=1), registry, sweeper=False)
     async with AsyncTestClient(app=app) as client:
-        before = pool_samples((await client.get("/metrics", headers=OPERATOR)).text, "lineup-service")
-        answers = await asyncio.gather(
-            *(
-                client.post("/v1/tool-calls", json=start_body(f"conv-pool-{n}", 600), headers=AGENT)
-                for n in range(CALLS)
-            )
-        )
-        after = pool_samples((await client.get("/metrics", headers=OPERATOR)).text, "lineup-service")
-    assert [answer.status_code for answer in answers] == [202] * CALLS
+        before, after = await around_calls_at_once(client, "conv-pool")
     assert after["lineup_db_pool_max_connections"] == 1
     assert after["lineup_db_pool_connections"] == 1
     assert after["lineup_db_pool_waiting"] == 0
@@ -60,21 +71,14 @@ async def test_calls_that_wait_for_a_connection_show_as_waited_checkouts_and_wai
 async def test_a_pool_large_enough_for_the_calls_lends_without_waiting(
     database_url: str, registry: Registry
 ) -> None:
-    app = create_app(make_settings(database_url, db_pool_size=CALLS + 4), registry, sweeper=False)
+    roomy = CALLS + 8  # room for the calls and for what the background loops hold meanwhile
+    app = create_app(make_settings(database_url, db_pool_size=roomy), registry, sweeper=False)
     async with AsyncTestClient(app=app) as client:
         # Every connection opened first (the pool grows on demand), then the calls.
         pool = app.state.runtime.pool
-        await pool.resize(CALLS + 4, CALLS + 4)
-        await pool.wait(timeout=30)
-        before = pool_samples((await client.get("/metrics", headers=OPERATOR)).text, "lineup-service")
-        answers = await asyncio.gather(
-            *(
-                client.post("/v1/tool-calls", json=start_body(f"conv-roomy-{n}", 600), headers=AGENT)
-                for n in range(CALLS)
-            )
-        )
-        after = pool_samples((await client.get("/metrics", headers=OPERATOR)).text, "lineup-service")
-    assert [answer.status_code for answer in answers] == [202] * CALLS
+        await pool.resize(roomy, roomy)
+        await until(lambda: pool.get_stats()["pool_available"] >= CALLS + 4)
+        before, after = await around_calls_at_once(client, "conv-roomy")
     assert after["lineup_db_pool_checkouts_total"] - before["lineup_db_pool_checkouts_total"] >= CALLS
     assert after["lineup_db_pool_checkouts_waited_total"] == before["lineup_db_pool_checkouts_waited_total"]
 
