@@ -50,7 +50,7 @@ COUNTERS = (
     ),
     (
         "lineup_db_pool_checkout_errors",
-        "Checkouts that got no connection: timed out (a 503 with Retry-After on the tool-call path).",
+        "Checkouts that got no connection within the pool's timeout (6 s for the service).",
         "requests_errors",
         1.0,
     ),
