@@ -40,12 +40,17 @@ class Phase:
     backend_states: Counter[str] = field(default_factory=Counter)
     commits: int = 0
     rollbacks: int = 0
+    wal_flushes: int = 0  # the whole server's, in the window: the phases run one at a time
     outbox_rows: int = 0
     notes: list[str] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
         return self.cycles / self.seconds if self.seconds else 0.0
+
+    def counted(self, before: tuple[int, int, int], after: tuple[int, int, int]) -> None:
+        """The commits, rollbacks and WAL flushes between two ``transaction_counts``."""
+        self.commits, self.rollbacks, self.wal_flushes = (a - b for a, b in zip(after, before, strict=True))
 
 
 def _check(answer: Answer, status: int, expected: str) -> str | None:
@@ -93,12 +98,16 @@ async def _worker(
             phase.warmup_cycles += 1  # completed during the warm-up or after the window
 
 
-def transaction_counts(url: str) -> tuple[int, int]:
+def transaction_counts(url: str) -> tuple[int, int, int]:
+    """This database's commits and rollbacks, and the server's WAL flushes (``fsync``s of the WAL:
+    one flush makes every commit waiting for it durable, so flushes per commit show how many
+    commits share one — Postgres' group commit)."""
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+            "SELECT xact_commit, xact_rollback, (SELECT wal_sync FROM pg_stat_wal)"
+            " FROM pg_stat_database WHERE datname = current_database()"
         ).fetchone()
-    return (int(row[0]), int(row[1])) if row else (0, 0)
+    return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
 
 
 def count_outbox_rows(url: str) -> int:
@@ -124,8 +133,7 @@ async def drive(
         await asyncio.sleep(max(0.0, stop_at - time.perf_counter()))
         phase.cpu = await asyncio.to_thread(meter.stop)
         phase.backend_states = meter.backend_states
-        after = await asyncio.to_thread(transaction_counts, url)
-        phase.commits, phase.rollbacks = after[0] - before[0], after[1] - before[1]
+        phase.counted(before, await asyncio.to_thread(transaction_counts, url))
 
     await asyncio.gather(
         measure(), *(_worker(call, i, run, measure_from, stop_at, phase) for i, call in enumerate(callers))
@@ -170,6 +178,11 @@ def report(title: str, phase: Phase, rate: float) -> None:
             f"    db xacts/cycle    {phase.commits / phase.cycles:.2f} commits, "
             f"{phase.rollbacks / phase.cycles:.2f} rollbacks"
         )
+        if phase.commits and phase.wal_flushes:
+            print(
+                f"    WAL flushes       {phase.wal_flushes / phase.commits:.2f} per commit "
+                f"({phase.commits / phase.wal_flushes:.1f} commits share each flush; the server's)"
+            )
         print(
             f"    outbox rows       {phase.outbox_rows} "
             + ("(one per completed cycle: OK)" if not phase.failures else "")

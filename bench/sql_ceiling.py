@@ -114,7 +114,7 @@ def run_pgbench(
         )
         elapsed = time.perf_counter() - begun
         cpu = meter.stop()
-        after = transaction_counts(url)
+        counts = transaction_counts(url)
         output = completed.stdout + completed.stderr
         if completed.returncode != 0:
             raise RuntimeError(f"pgbench failed ({completed.returncode}):\n{output}")
@@ -125,7 +125,7 @@ def run_pgbench(
         phase = Phase(
             cycles=int(processed.group(1)), seconds=elapsed, cpu=cpu, backend_states=meter.backend_states
         )
-        phase.commits, phase.rollbacks = after[0] - before[0], after[1] - before[1]
+        phase.counted(before, counts)
         phase.outbox_rows = count_outbox_rows(url)
         if with_notify:
             phase.notes.append("NOT THE BASELINE: each statement also NOTIFYs, as the old design did")

@@ -1,21 +1,26 @@
 """Pomodoro start+interrupt cycles per second: the HTTP Tool API beside the same writes in raw SQL.
 
     .venv/bin/python -m bench.tool_cycles [--seconds 10] [--concurrency 16] [--warmup 2]
-        [--client lean|httpx] [--no-breakdown] [--no-sweeper] [--with-notify] [--serve-env NAME=VALUE]
+        [--client lean|httpx] [--no-breakdown] [--thinnest] [--no-sweeper] [--with-notify]
+        [--serve-env NAME=VALUE]
 
 (a) HTTP: ``python -m service serve`` (default settings, so the default pool size) on a fresh
     database; ``--concurrency`` asyncio workers, each with its own conversation, loop
     ``POST /v1/tool-calls`` pomodoro.start (202 accepted) then pomodoro.interrupt (200 interrupted).
 (b) Raw SQL: pgbench on the same server, another fresh database, ``-c`` = the HTTP concurrency,
-    ``-j 2``; each Tool call is ONE statement (a data-modifying CTE), so a cycle is two round
+    ``-j 2``; each Tool call is ONE statement (the service's own), so a cycle is two round
     trips and two commits. Afterwards the outbox must hold exactly one row per cycle.
 (c) Breakdown: the same cycles through the service's ``call_tool`` in this process (no HTTP, no
     sweeper), to split the gap between HTTP and the use case's SQL.
+(d) With --thinnest: the same cycles through ``bench.thinnest_http``, the least a Python HTTP
+    service of the same statement does (uvicorn, a bare ASGI callable, one pool; no checks, logs,
+    metrics or wake-ups): the floor under ``serve`` on this machine.
 
 --no-sweeper and --serve-env (a setting for the service, e.g. DB_POOL_SIZE=16) are diagnoses;
 (a) also prints how many of the service's pool checkouts waited for a connection, from its
-/metrics (``lineup_db_pool_*``). --with-notify adds the raw figure with a NOTIFY per statement (not
-the baseline).
+/metrics (``lineup_db_pool_*``), and every phase the server's WAL flushes per commit (how many
+commits share one flush: Postgres' group commit). --with-notify adds the raw figure with a NOTIFY
+per statement (not the baseline).
 
 Prints cycles/s of both, their ratio, HTTP cycle p50/p99 latency and where the CPU went.
 """
@@ -26,6 +31,8 @@ import argparse
 import json
 import logging
 import os
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +47,7 @@ from bench.cycle_phases import Answer, Phase, drive, finished, latency_line, rep
 from bench.sql_ceiling import run_pgbench
 from harness.database import named_server, throwaway_database
 from harness.http_client import HttpClient
-from harness.processes import running_service
+from harness.processes import free_port, running_service
 
 
 def pool_figures(base_url: str) -> dict[str, float]:
@@ -124,6 +131,56 @@ def run_http(
         return finished(phase, url)
 
 
+def run_thinnest(concurrency: int, seconds: float, warmup: float, log_dir: Path, pool_size: int) -> Phase:
+    """The same tool calls through ``bench.thinnest_http``: the least any Python HTTP service of the
+    same statement does (no checks, logs, metrics, wake-ups or sweeper)."""
+    port = free_port()
+    with throwaway_database("thin") as url, (log_dir / "thinnest.log").open("wb") as log:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.thinnest_http",
+                "--database-url",
+                url,
+                "--port",
+                str(port),
+                "--pool-size",
+                str(pool_size),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                if server.poll() is not None:
+                    raise RuntimeError(f"bench.thinnest_http exited with {server.returncode}: {log.name}")
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("bench.thinnest_http did not listen within 60 s") from None
+                    time.sleep(0.1)
+
+            async def go() -> Phase:
+                lean = [HttpClient(f"http://127.0.0.1:{port}") for _ in range(concurrency)]
+                try:
+                    return await drive([tool_poster(c) for c in lean], seconds, warmup, url, server.pid)
+                finally:
+                    for connection in lean:
+                        await connection.close()
+
+            with event_loop() as runner:
+                phase = runner.run(go())
+        finally:
+            server.terminate()
+            server.wait(20)
+        phase.notes.append(f"pool of {pool_size} connections, as serve's default")
+        return finished(phase, url)
+
+
 def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
     """The same tool calls through the service's own use case (call_tool), without HTTP or sweeper."""
     from service.db.pool import open_pool
@@ -186,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         "and print its figure as a second line: what the cluster-wide NOTIFY commit lock costs",
     )
     parser.add_argument(
+        "--thinnest",
+        action="store_true",
+        help="also run (d): the same calls through bench.thinnest_http, the least a Python HTTP service "
+        "of this statement does (uvicorn and a bare ASGI callable; no checks, logs, metrics, wake-ups)",
+    )
+    parser.add_argument(
         "--no-sweeper",
         action="store_true",
         help="(diagnosis only) serve with --no-sweeper to see what the sweeper's wake-ups cost",
@@ -218,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
             run_pgbench(args.concurrency, args.seconds, work, with_notify=True) if args.with_notify else None
         )
         inproc = run_in_process(args.concurrency, args.seconds, args.warmup) if args.breakdown else None
+        thinnest = (
+            run_thinnest(args.concurrency, args.seconds, args.warmup, work, _default_pool_size())
+            if args.thinnest
+            else None
+        )
 
     report(f"(a) HTTP Tool API through `python -m service serve` ({args.client} client)", http, http.rate)
     report(
@@ -235,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
             inproc,
             inproc.rate,
         )
+    if thinnest is not None:
+        report(
+            "(d) the thinnest Python HTTP service of the same statement (bench.thinnest_http)",
+            thinnest,
+            thinnest.rate,
+        )
 
     ratio = http.rate / raw_rate if raw_rate else float("nan")
     print("\nsummary")
@@ -251,11 +325,17 @@ def main(argv: list[str] | None = None) -> int:
             f"    in-process / ceiling                      {inproc.rate / raw_rate:.2f}   "
             "(the use case's SQL, without HTTP)"
         )
+    if thinnest is not None and raw_rate:
+        print(
+            f"    thinnest Python HTTP / ceiling            {thinnest.rate / raw_rate:.2f}   "
+            "(the floor under any Python service of this statement)"
+        )
     print(latency_line("HTTP cycle", http.latencies))
     failed = bool(
         http.failures
         or raw.failures
         or (inproc and inproc.failures)
+        or (thinnest and thinnest.failures)
         or (notifying and notifying[0].failures)
         or not raw.cycles
     )
