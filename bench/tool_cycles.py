@@ -17,10 +17,10 @@
     metrics or wake-ups): the floor under ``serve`` on this machine.
 
 --no-sweeper and --serve-env (a setting for the service, e.g. DB_POOL_SIZE=16) are diagnoses;
-(a) also prints how many of the service's pool checkouts waited for a connection, from its
-/metrics (``lineup_db_pool_*``), and every phase the server's WAL flushes per commit (how many
-commits share one flush: Postgres' group commit). --with-notify adds the raw figure with a NOTIFY
-per statement (not the baseline).
+(a) also prints how many of the service's pool checkouts waited for a connection and its event
+loop's lag, from its /metrics (``lineup_db_pool_*``, ``lineup_event_loop_lag_seconds``); every
+phase prints the server's WAL flushes per commit (how many commits share one flush: Postgres'
+group commit). --with-notify adds the raw figure with a NOTIFY per statement (not the baseline).
 
 Prints cycles/s of both, their ratio, HTTP cycle p50/p99 latency and where the CPU went.
 """
