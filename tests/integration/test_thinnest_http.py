@@ -19,7 +19,9 @@ def _shape(answer: httpx.Response) -> tuple[int, str, list[str]]:
     return answer.status_code, body["status"], sorted(body)
 
 
-async def test_thinnest_http_answers_a_cycle_as_serve_does(database_url: str, client: AsyncTestClient[Any]) -> None:
+async def test_thinnest_http_answers_a_cycle_as_serve_does(
+    database_url: str, client: AsyncTestClient[Any]
+) -> None:
     app = ThinApp(database_url, pool_size=1)
     await app.pool.open(wait=True)
     try:
