@@ -18,7 +18,7 @@ import argparse
 import gc
 import hashlib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import msgspec
@@ -29,8 +29,8 @@ from bench.common import tool_contexts
 from service.db.tool_calls import CALL_TOOL
 from service.tools import builtin
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
