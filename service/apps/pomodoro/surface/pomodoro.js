@@ -103,6 +103,9 @@
         await window.lineup.state.save(snapshot, state.revision);
         return;
       } catch (error) {
+        // The instance closed between the read and the save (the person left, the period ended):
+        // its state is read-only now and there is nothing left to save.
+        if (error.error === "state_readonly") return;
         if (error.error !== "revision_conflict") throw error;
       }
     }
