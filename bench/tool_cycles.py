@@ -155,7 +155,9 @@ def run_thinnest(concurrency: int, seconds: float, warmup: float, log_dir: Path,
             deadline = time.monotonic() + 60
             while True:
                 if server.poll() is not None:
-                    raise RuntimeError(f"bench.thinnest_http exited with {server.returncode}: {log.name}")
+                    # The log lives in the bench's temporary directory: say what it holds.
+                    tail = Path(log.name).read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"bench.thinnest_http exited with {server.returncode}:\n{tail}")
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     break
