@@ -384,6 +384,8 @@ def test_the_service_monitors_give_the_jobs_the_alerts_select(rendered: Rendered
         assert {e["port"] for e in monitor["spec"]["endpoints"]} <= service_ports
         assert all(e["path"] == "/metrics" for e in monitor["spec"]["endpoints"])
     assert jobs == jobs_in_alerts == {"lineup-service", "lineup-relay"}
+    # LineupRelayDown needs a relay that is not ready to stay a target.
+    assert named(objects, "Service", "lineup-relay")["spec"]["publishNotReadyAddresses"] is True
     service_monitor = next(m for m in monitors if m["metadata"]["name"] == "lineup-service")
     credentials = service_monitor["spec"]["endpoints"][0]["authorization"]["credentials"]
     assert credentials == {"name": "lineup-service-tokens", "key": "METRICS_TOKEN"}
