@@ -9,6 +9,7 @@ import sys
 
 from service import dev_env
 from service.settings import SettingsError
+from service.version import __version__
 
 
 def _command_named(argv: list[str]) -> str | None:
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     # description and arguments only when it is the one named (the others show only in the list).
     named = _command_named(args_given)
     parser = argparse.ArgumentParser(prog="python -m service", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"lineup-runtime {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="alembic upgrade head against DATABASE_URL")
     _command(
