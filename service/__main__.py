@@ -1,4 +1,4 @@
-"""``python -m service migrate | distribute | roles | serve | dev | ops``."""
+"""``python -m service migrate | distribute | roles | serve | dev | ops | settings``."""
 
 from __future__ import annotations
 
@@ -58,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     dev.add_argument("--port", type=int, default=8000)
     dev.add_argument("--data-dir", default=".dev", help="where dev keeps its Postgres and tokens")
     _command(commands, named, "ops", "operator CLI: outbox, operations, stats, trace")
+    _command(
+        commands,
+        named,
+        "settings",
+        "every environment variable, grouped, with its value here (secrets masked)",
+    )
     args = parser.parse_args(args_given)
     if args.command != "dev" and (found := dev_env.adopt(os.environ)) is not None:
         print(dev_env.note(found), file=sys.stderr)
@@ -82,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             from service.cli.dev import run as run_dev
 
             return run_dev(args.host, args.port, args.data_dir)
+        if args.command == "settings":
+            from service.cli.settings import run as run_settings
+
+            return run_settings(args)
         if args.command == "ops":
             # A write's log line goes, as the ops API's does, to stderr as JSON: stdout is the answer.
             from service.cli.ops import run as run_ops
