@@ -6,7 +6,7 @@ Podman (``podman kube play``) against a Postgres of its own.
 ```
 
 1. The image: ``podman build --format docker`` of the Dockerfile as it is, tagged as the overlay's
-   image (``lineup-runtime:0.1.0``). Where no registry serves its base (``python:3.11-slim``) and the
+   image (``lineup-runtime:0.5.0``). Where no registry serves its base (``python:3.11-slim``) and the
    machine has none, a stand-in is made once from Debian's packages (``mmdebstrap``: Debian 12's
    Python 3.11, with this machine's CA bundle for pip) and tagged so.
 2. A Postgres of its own (``initdb`` under a temp dir, a free port of 127.0.0.1), a database
