@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.call_instructions import TOKEN, bench_settings, post_tool_call
-from bench.common import event_loop, process_cpu, tool_poster
+from bench.common import event_loop, tool_poster
 from harness.calls import interrupt_body, start_body
 from harness.database import named_server, throwaway_database
 from harness.http_client import HttpClient
+from harness.measure import process_cpu
 from harness.processes import running_service
 
 Call = Callable[[dict[str, Any]], Awaitable[tuple[int, Any]]]

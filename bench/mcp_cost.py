@@ -44,9 +44,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import event_loop, process_cpu
+from bench.common import event_loop
 from harness.database import named_server, throwaway_database
 from harness.http_client import HttpClient
+from harness.measure import process_cpu
 from harness.processes import running_service
 
 Call = Callable[[str, str, str, dict[str, Any]], Awaitable[int]]

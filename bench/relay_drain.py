@@ -42,9 +42,10 @@ from typing import Any
 
 import psycopg
 
-from bench.common import CpuMeter, Relays, process_cpu
+from bench.common import CpuMeter, Relays
 from bench.seeds import QUEUE_ONE, RESET, SEED_BACKLOG
 from harness.database import throwaway_database
+from harness.measure import process_cpu
 from harness.receiver import ReceiverProcess
 from harness.releases import previous_release
 from relay import claims as claims_db
