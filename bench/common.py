@@ -6,7 +6,9 @@ The throwaway databases, the processes, the HTTP client and the receiving Agent 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import tempfile
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -275,3 +277,40 @@ def callgrind_total(script: Path, args: Sequence[str], tree: Path, work: Path, e
             out.unlink()
             return int(line.split()[1])
     raise RuntimeError(f"no summary in {out}")
+
+
+def add_pg_settings(parser: argparse.ArgumentParser) -> None:
+    """``--pg-setting NAME=VALUE`` (repeatable): the bench runs on a Postgres of its own with them."""
+    parser.add_argument(
+        "--pg-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="run on a Postgres server of the bench's own (this machine's disk, fsync and synchronous "
+        "commit on) with this setting in postgresql.conf, e.g. commit_delay=50; repeatable",
+    )
+
+
+@contextlib.contextmanager
+def bench_server(pg_settings: Sequence[str]) -> Iterator[str]:
+    """The server the bench makes its databases on: without settings, ``named_server()``; with
+    ``NAME=VALUE`` settings, a Postgres of its own started with them (its WAL on this machine's
+    disk, so a commit waits for a real flush) and named by ``DATABASE_URL`` while the bench runs,
+    so that a figure taken with server settings can be taken again."""
+    from harness.database import named_server
+    from harness.postgres import own_postgres
+
+    if not pg_settings:
+        yield named_server()
+        return
+    settings = dict(item.split("=", 1) for item in pg_settings)
+    with own_postgres(settings, prefix="lineup-bench-") as server:
+        before = os.environ.get("DATABASE_URL")
+        os.environ["DATABASE_URL"] = server.admin_url
+        try:
+            yield server.admin_url
+        finally:
+            if before is None:
+                os.environ.pop("DATABASE_URL", None)
+            else:
+                os.environ["DATABASE_URL"] = before
