@@ -297,7 +297,7 @@ def bench_server(pg_settings: Sequence[str]) -> Iterator[str]:
     ``NAME=VALUE`` settings, a Postgres of its own started with them (its WAL on this machine's
     disk, so a commit waits for a real flush) and named by ``DATABASE_URL`` while the bench runs,
     so that a figure taken with server settings can be taken again."""
-    from harness.database import named_server
+    from harness.database import MIGRATED_TEMPLATE, named_server
     from harness.postgres import own_postgres
 
     if not pg_settings:
@@ -305,12 +305,10 @@ def bench_server(pg_settings: Sequence[str]) -> Iterator[str]:
         return
     settings = dict(item.split("=", 1) for item in pg_settings)
     with own_postgres(settings, prefix="lineup-bench-") as server:
-        before = os.environ.get("DATABASE_URL")
+        before = {name: os.environ.pop(name, None) for name in ("DATABASE_URL", MIGRATED_TEMPLATE)}
         os.environ["DATABASE_URL"] = server.admin_url
         try:
             yield server.admin_url
         finally:
-            if before is None:
-                os.environ.pop("DATABASE_URL", None)
-            else:
-                os.environ["DATABASE_URL"] = before
+            os.environ.pop("DATABASE_URL", None)
+            os.environ.update({name: value for name, value in before.items() if value is not None})

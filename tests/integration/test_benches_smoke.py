@@ -9,9 +9,13 @@ import os
 import re
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from harness.database import MIGRATED_TEMPLATE, migrated_database
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -48,12 +52,25 @@ def bench_imports(module: str) -> set[str]:
     return seen
 
 
+@pytest.fixture(scope="module")
+def bench_template(pg_server: str) -> Iterator[str]:
+    """One migrated database the benches copy instead of each migrating its own."""
+    name = f"bench_template_{uuid.uuid4().hex[:12]}"
+    with migrated_database(pg_server, name):
+        yield name
+
+
 @pytest.mark.parametrize("bench", SMOKED)
-def test_the_bench_runs_in_its_smoke_mode(bench: str, pg_server: str) -> None:
+def test_the_bench_runs_in_its_smoke_mode(bench: str, pg_server: str, bench_template: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", f"bench.{bench}", "--smoke"],
         cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": pg_server, "PYTHONPATH": str(ROOT)},
+        env={
+            **os.environ,
+            "DATABASE_URL": pg_server,
+            MIGRATED_TEMPLATE: bench_template,
+            "PYTHONPATH": str(ROOT),
+        },
         capture_output=True,
         text=True,
         timeout=600,
