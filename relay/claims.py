@@ -58,15 +58,6 @@ CLAIMABLE = """o.status = 'pending'
 # interval asked for 0.2 s. So JIT is off for the same transaction.
 HEAD_BY_INDEX = "SELECT set_config('enable_sort', 'off', true), set_config('jit', 'off', true)"
 
-# A claim's commit does not wait for its WAL flush (for its own transaction only): it decides
-# nothing the Agent could hear twice or out of order. Were the server to crash before the flush, the
-# claim is lost with everything after it in the WAL, the outcome included (each outcome commits
-# durably, after its claim, so a durable outcome implies a durable claim): the row is pending again,
-# is claimed again and goes with the same event id — at least once, head of its conversation first,
-# as after any crash. It saves a claim the wait for the server's next flush between a wake-up and
-# the POST (bench/ending_latency.py: outbox -> POST).
-NO_FLUSH_WAIT = "SET LOCAL synchronous_commit = off"
-
 # A claim: a fresh lease (its expiry fences the outcome), and one more attempt counted.
 LEASE = """lease_owner = %(relay_id)s,
     lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
@@ -283,7 +274,6 @@ async def claim(
         cursor = await conn.execute(CLAIM_ON_NODE, params)
     else:
         async with claiming(conn):
-            await conn.execute(NO_FLUSH_WAIT)
             cursor = await conn.execute(CLAIM, params)
     rows = await cursor.fetchall()
     rows.sort(key=_created_at)
