@@ -81,8 +81,8 @@ class Run:
 
     def stage(self, values: list[float]) -> str:
         return (
-            f"p50 {percentile(values, 50):6.1f}  p99 {percentile(values, 99):6.1f}  "
-            f"max {max(values, default=float('nan')):6.1f} ms"
+            f"min {min(values, default=float('nan')):6.1f}  p50 {percentile(values, 50):6.1f}  "
+            f"p99 {percentile(values, 99):6.1f}  max {max(values, default=float('nan')):6.1f} ms"
         )
 
 
@@ -109,7 +109,7 @@ def one_run(
 ) -> Run:
     prefix = f"r{index}-"
     problems: list[str] = []
-    processes = Relays(url, receiver.url, relays, logs)
+    processes = Relays(url, receiver.url, relays, logs, env=dict(e.split("=", 1) for e in args.relay_env))
     try:
         seeds.finished(url, prefix, due)  # each conversation's earlier result
         earlier = queued_events(url, prefix)
@@ -183,6 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=1.0, help="the deadlines spread over this")
     parser.add_argument("--timeout", type=float, default=120.0, help="give up waiting after this")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that it still runs")
+    parser.add_argument(
+        "--relay-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the relays, e.g. RELAY_CONCURRENCY=256; repeatable",
+    )
     add_pg_settings(parser)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -194,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ending_latency: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {load_line()}", flush=True)
     if args.pg_setting:
         print(f"    server settings: {', '.join(args.pg_setting)}", flush=True)
+    if args.relay_env:
+        print(f"    relay settings: {', '.join(args.relay_env)}", flush=True)
     runs: list[Run] = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(bench_server(args.pg_setting))

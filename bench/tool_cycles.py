@@ -298,8 +298,11 @@ def vary(args: argparse.Namespace, serve_env: dict[str, str]) -> int:
     code = 0
     for round_ in range(1, args.rounds + 1):
         for value in values.split(","):
-            with bench_server([*args.pg_setting, f"{name}={value}"]):
-                done, figures = measure(args, serve_env)
+            settings = [*args.pg_setting, f"{name}={value}"]
+            with bench_server(settings):
+                done, figures = measure(
+                    argparse.Namespace(**{**vars(args), "pg_setting": settings}), serve_env
+                )
             code = max(code, done)
             rows.append((value, round_, figures))
     fixed = f" with {', '.join(args.pg_setting)}" if args.pg_setting else ""
