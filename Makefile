@@ -49,14 +49,12 @@ serve: install ## the HTTP service against DATABASE_URL
 relay: install ## the outbox relay against DATABASE_URL
 	$(PY) -m relay
 
-bench: install ## the benchmarks (they print numbers; see bench/README.md)
+bench: install ## the benchmarks (they print numbers; see bench/README.md; make instructions runs the instruction checks)
 	$(PY) -m bench.tool_cycles
 	$(PY) -m bench.call_cost
 	$(PY) -m bench.mcp_cost
 	$(PY) -m bench.relay_drain
-	$(PY) -m bench.endpoint_outage
-	$(PY) -m bench.deadline_lateness
-	$(PY) -m bench.deadline_lateness --due 5000 --focusing 100000
+	$(PY) -m bench.ending_latency
 	$(PY) -m bench.capacity
 
 instructions: install ## CI check: Python instructions per tool call and database instructions per cycle within 5 % of their baselines (callgrind, ~5 min)
