@@ -194,7 +194,8 @@ async def outage(rig: Rig, server: Postgres, wal: Path, url: str, full_for: floa
     checks.add(
         "while the disk was full, tool calls answered 503 with the contract's error body",
         bool(answers) and statuses == [503] and all({"error", "message"} <= set(body) for body in refused),
-        f"statuses {statuses}; slowest {max(t for _, _, t in answers):.1f} s; first {answers[0][1] if answers else None}",
+        f"statuses {statuses}; slowest {max((t for _, _, t in answers), default=0):.1f} s; "
+        f"first {answers[0][1] if answers else None}",
     )
     checks.add("while the disk was full, /readyz answered 503", set(ready) == {503}, str(sorted(set(ready))))
     checks.add(
