@@ -123,9 +123,15 @@ def fail_share(share: float, failure: Reply | None = None, *, seed: int | None =
 
 class Receiver:
     def __init__(
-        self, secrets: Sequence[str] = (), *, port: int = 0, responder: Responder | None = None
+        self,
+        secrets: Sequence[str] = (),
+        *,
+        port: int = 0,
+        responder: Responder | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.secrets = list(secrets)
+        self.host = host  # the address it listens on (a rig's network namespace may give another)
         self.responder: Responder = responder or always()
         self._hooks = [Webhook(secret) for secret in self.secrets]
         self._lock = threading.Lock()
@@ -135,7 +141,7 @@ class Receiver:
         self._first_arrival: dict[str, float] = {}
         self._socket = socket.socket()
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind(("127.0.0.1", port))
+        self._socket.bind((host, port))
         self._socket.listen(1024)
         self._socket.setblocking(False)
         self._server: asyncio.Server | None = None
@@ -149,7 +155,7 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/webhooks/lineup"
+        return f"http://{self.host}:{self.port}/webhooks/lineup"
 
     # -- serving: on the caller's loop, or in a thread with a loop of its own -----------------------
 

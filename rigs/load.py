@@ -175,6 +175,7 @@ class Probe:
         self.successes: list[float] = []
         self.statuses: Counter[int | str] = Counter()
         self.answers: dict[str, tuple[int, bytes]] = {}
+        self.resent: set[str] = set()  # writes sent again under the same id before they were answered
 
     async def run(self, stop: asyncio.Event) -> None:
         n = 0
@@ -183,7 +184,9 @@ class Probe:
             tool_call_id = f"{conversation}-{n}"
             n += 1
             body = interrupt_body(conversation, tool_call_id=tool_call_id)
+            sends = 0
             while not stop.is_set():  # the same id until answered
+                sends += 1
                 try:
                     status, _, data = await self.http.request(
                         "POST", "/v1/tool-calls", json.dumps(body).encode(), within=10
@@ -197,6 +200,8 @@ class Probe:
                     await asyncio.sleep(0.02)
                     continue
                 self.answers[tool_call_id] = (status, data)
+                if sends > 1:
+                    self.resent.add(tool_call_id)
                 self.successes.append(time.monotonic())
                 break
             await asyncio.sleep(self.interval)

@@ -1,0 +1,736 @@
+"""The network-faults rig (``make netfaults``): Postgres, two service replicas, two relays and the
+Agent each in a network namespace of their own, linked by veth pairs, under load while the links
+turn slow and lossy and are partitioned.
+
+```
+.venv/bin/python -m rigs.netfaults [--agents 2] [--slow-for 12] [--partition 20] [--keep]
+```
+
+The network exists only inside the rig's namespaces (``lnetf-*``; nothing in the machine's own):
+
+* ``lnetf-pg``: Postgres (Debian's binaries, as ``harness/postgres.py``) on 10.213.0.1, the address
+  of a bridge ``br-db`` into which every other namespace has a veth (10.213.0.0/25);
+* ``lnetf-agent``: this process (it enters the namespace once the network is built), the receiving
+  Agent on 10.213.0.129 (bridge ``br-front``, 10.213.0.128/25), the Agents and the probes; its veth
+  into ``br-db`` (10.213.0.100) carries only the migration and the checks' reads, never slowed;
+* ``lnetf-svc1``, ``lnetf-svc2``: ``python -m service serve`` on their ``br-front`` address, port
+  8000; ``lnetf-relay1``, ``lnetf-relay2``: ``python -m relay``, delivering to the Agent.
+
+This kernel has no ``netem`` qdisc, so a slow link is made the way netem would make it, with
+iptables in ``lnetf-pg``: the packets between Postgres and each service and relay go to an NFQUEUE,
+where ``rigs/net_delay.py`` holds each for 50-150 ms (so 100-300 ms a round trip, with jitter) and
+drops 5 % of them in each direction, silently. A partition is an iptables ``DROP`` (never
+``REJECT``) on each receiving side of a link: no packet passes, no RST is sent, every TCP
+connection across it is left half-open.
+
+Under the Agents' load (``rigs/load.py``: half the Agents and one probe per replica), in turn:
+
+1. the links service-Postgres and relay-Postgres slow and lossy (from the start, for the rest of
+   the run);
+2. replica 1 partitioned from Postgres for ``--partition`` s: it must fail ``/readyz`` (a 503, or
+   no answer within 3 s, the Kubernetes probe's timeout) and be ready again by itself once the link
+   heals; the time to recover is printed;
+3. both relays partitioned from the Agent for ``--partition`` s: nothing delivered meanwhile,
+   deliveries resume by themselves (the time to the first one printed);
+4. a partition that heals in the middle of a commit: starts sent to replica 2 and the link cut
+   while they are in flight, healed 3 s later; each is answered once, recorded byte for byte;
+5. an answer lost in a partition: a start sent to replica 1 while only Postgres' answers to it are
+   dropped (the commit happens, its answer does not come back); the Agent sends it again with the
+   same ``tool_call_id`` to replica 2 and gets the recorded answer, byte for byte, and once the link
+   heals replica 1's own late answer is the same bytes. One operation, one result.
+
+Then the usual checks (``rigs/checks.py``: every acknowledged answer recorded byte for byte — the
+probes' writes sent again after a lost answer among them — one operation per start, every
+operation final exactly once, every result delivered, no 500), every result delivered once in its
+conversation's order, every deadline settled, no process restarted. Everything the rig made — the
+namespaces (and with them the veths and bridges), the iptables rules, its processes, Postgres'
+directory — is removed on the way out, even when interrupted; a run killed outright leaves
+namespaces named ``lnetf-*``, which the next run removes (their processes first) before it starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import itertools
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psycopg
+from psycopg.rows import dict_row
+
+from harness.calls import start_body
+from harness.database import create_database
+from harness.http_client import HttpClient
+from harness.postgres import PG_BIN, Postgres, workdir
+from harness.processes import ROOT, RelayProcess, ServiceProcess, environment, launch, log_tail
+from harness.receiver import Receiver
+from rigs.checks import Checks, check, print_figures, settle
+from rigs.load import Agents, Caller, Figures, Probe
+from rigs.stack import WEBHOOK_SECRET, migrate
+
+PREFIX = "lnetf-"
+PG_NS, AGENT_NS = f"{PREFIX}pg", f"{PREFIX}agent"
+PG_ADDRESS = "10.213.0.1"  # br-db, 10.213.0.0/25
+ADMIN_ADDRESS = "10.213.0.100"  # the rig's own link to Postgres, never slowed
+AGENT_ADDRESS = "10.213.0.129"  # br-front, 10.213.0.128/25
+#: node -> (its address on br-db, its address on br-front)
+NODES = {
+    "svc1": ("10.213.0.11", "10.213.0.141"),
+    "svc2": ("10.213.0.12", "10.213.0.142"),
+    "relay1": ("10.213.0.21", "10.213.0.151"),
+    "relay2": ("10.213.0.22", "10.213.0.152"),
+}
+QUEUE = 1  # the NFQUEUE of the slow links
+SERVICE_PORT = 8000
+PROBE_TIMEOUT = 3.0  # a /readyz without an answer this long fails (deploy/kubernetes: timeoutSeconds)
+WORKDIR_PREFIX = "lineup-netfaults-"
+CLONE_NEWNET = 0x40000000
+RELAY_TIMEOUT = 10.0  # RELAY_TIMEOUT_SECONDS's default: a delivery in flight this long before a cut
+
+
+def ns_of(node: str) -> str:
+    return f"{PREFIX}{node}"
+
+
+def in_ns(ns: str, *command: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, *command]
+
+
+def run(*command: str, check: bool = True) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def iptables(ns: str, *rule: str, check: bool = True) -> None:
+    run(*in_ns(ns, "iptables", "-w", *rule), check=check)
+
+
+# --- the network ----------------------------------------------------------------------------------
+
+
+def our_namespaces() -> list[str]:
+    return [line.split()[0] for line in run("ip", "netns", "list").splitlines() if line.startswith(PREFIX)]
+
+
+def remove_network() -> None:
+    """Every namespace named ``lnetf-*``: the processes in it (all the rig's) killed, then the
+    namespace deleted, which deletes its veths, bridge and iptables rules with it."""
+    for ns in our_namespaces():
+        for pid in run("ip", "netns", "pids", ns, check=False).split():
+            if int(pid) == os.getpid():
+                continue
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        run("ip", "netns", "del", ns, check=False)
+
+
+def remove_leftovers() -> None:
+    """What an earlier run killed outright left: its namespaces (and their processes), its
+    Postgres' directories."""
+    if our_namespaces():
+        print(f"netfaults: removing an earlier run's namespaces {our_namespaces()}", flush=True)
+    remove_network()
+    for stale in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def build_network() -> None:
+    for ns in (PG_NS, AGENT_NS, *map(ns_of, NODES)):
+        run("ip", "netns", "add", ns)
+        run("ip", "-n", ns, "link", "set", "lo", "up")
+    for ns, bridge, address in ((PG_NS, "br-db", PG_ADDRESS), (AGENT_NS, "br-front", AGENT_ADDRESS)):
+        run("ip", "-n", ns, "link", "add", bridge, "type", "bridge")
+        run("ip", "-n", ns, "addr", "add", f"{address}/25", "dev", bridge)
+        run("ip", "-n", ns, "link", "set", bridge, "up")
+
+    def veth(ns: str, device: str, address: str, hub: str, port: str, bridge: str) -> None:
+        run("ip", "link", "add", device, "netns", ns, "type", "veth", "peer", "name", port, "netns", hub)
+        run("ip", "-n", ns, "addr", "add", f"{address}/25", "dev", device)
+        run("ip", "-n", ns, "link", "set", device, "up")
+        run("ip", "-n", hub, "link", "set", port, "master", bridge)
+        run("ip", "-n", hub, "link", "set", port, "up")
+
+    for node, (db_address, front_address) in NODES.items():
+        veth(ns_of(node), "db0", db_address, PG_NS, f"d-{node}", "br-db")
+        veth(ns_of(node), "fr0", front_address, AGENT_NS, f"f-{node}", "br-front")
+    veth(AGENT_NS, "db0", ADMIN_ADDRESS, PG_NS, "d-admin", "br-db")
+
+
+def enter(ns: str) -> None:
+    """This thread into ``ns`` (the main one, before any other starts: every later one is born
+    there); ``ns`` a name of /run/netns, or the path of a namespace."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(ns if ns.startswith("/") else f"/run/netns/{ns}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"setns into {ns}: {os.strerror(error)}")
+    finally:
+        os.close(fd)
+
+
+def slow_links(on: bool) -> None:
+    """Packets between Postgres and each service and relay through the NFQUEUE (or no longer)."""
+    action = "-A" if on else "-D"
+    for db_address, _ in NODES.values():
+        for chain, side in (("INPUT", "-s"), ("OUTPUT", "-d")):
+            iptables(
+                PG_NS,
+                *(action, chain, side, db_address, "-j", "NFQUEUE"),
+                *("--queue-num", str(QUEUE), "--queue-bypass"),
+                check=on,
+            )
+
+
+@dataclass(frozen=True)
+class Cut:
+    """DROP rules, each ``(namespace, source address)``: what arrives there from there is dropped."""
+
+    rules: tuple[tuple[str, str], ...]
+
+    def apply(self) -> None:
+        for ns, source in self.rules:
+            iptables(ns, "-I", "INPUT", "1", "-s", source, "-j", "DROP")
+
+    def heal(self) -> None:
+        for ns, source in self.rules:
+            iptables(ns, "-D", "INPUT", "-s", source, "-j", "DROP", check=False)
+
+
+def from_postgres(node: str, *, both_ways: bool = True) -> Cut:
+    """``node`` cut from Postgres: both directions, or only Postgres' packets to it."""
+    db_address = NODES[node][0]
+    rules = [(ns_of(node), PG_ADDRESS)]
+    if both_ways:
+        rules.append((PG_NS, db_address))
+    return Cut(tuple(rules))
+
+
+def relays_from_agent() -> Cut:
+    return Cut(
+        tuple(
+            rule
+            for node in ("relay1", "relay2")
+            for rule in ((AGENT_NS, NODES[node][1]), (ns_of(node), AGENT_ADDRESS))
+        )
+    )
+
+
+# --- the processes --------------------------------------------------------------------------------
+
+
+class NetPostgres(Postgres):
+    """``harness.postgres.Postgres``, its postmaster started inside ``lnetf-pg`` on 10.213.0.1:5432."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.port = 5432
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@{PG_ADDRESS}:{self.port}/{database}"
+
+    def init_here(self) -> NetPostgres:
+        self.init()
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(f"listen_addresses = '{PG_ADDRESS}'\n")  # the later line wins
+        with (self.data / "pg_hba.conf").open("a") as hba:
+            hba.write("host all all 10.213.0.0/24 trust\n")
+        return self
+
+    def _pg_ctl(self, *args: str) -> None:
+        command = in_ns(
+            PG_NS, "runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.data)
+        )
+        process = launch([*command, *args], self.log, cwd=self.root)
+        if process.wait() != 0:
+            raise RuntimeError(f"pg_ctl {' '.join(args)} exited {process.returncode}:\n{log_tail(self.log)}")
+
+    def start(self) -> None:
+        self._pg_ctl("-l", str(self.server_log), "-w", "-t", "60", "start")
+
+    def stop(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self._pg_ctl("-m", "fast", "-w", "-t", "30", "stop")
+
+
+class NetService(ServiceProcess):
+    """``python -m service serve`` inside its node's namespace, on its br-front address."""
+
+    def __init__(
+        self, node: str, database_url: str, log_dir: Path, env: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(database_url, log_dir, port=SERVICE_PORT, env=env)
+        self.node = node
+        self.address = NODES[node][1]
+        self.log = log_dir / f"{node}.log"
+
+    def command(self) -> list[str]:
+        return ["-m", "service", "serve", "--host", self.address, "--port", str(self.port)]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.address}:{self.port}"
+
+    def start(self) -> NetService:
+        command = in_ns(ns_of(self.node), sys.executable, *self.command())
+        self.process = launch(command, self.log, environment(self.env), cwd=self.cwd)
+        return self
+
+
+class NetRelay(RelayProcess):
+    """``python -m relay`` inside its node's namespace; a fixed ``RELAY_ID``, backoff 0.2-2 s."""
+
+    def __init__(self, node: str, database_url: str, webhook_url: str, log_dir: Path) -> None:
+        env = {
+            "RELAY_ID": f"netfaults-{node}",
+            "RELAY_BACKOFF_BASE_SECONDS": "0.2",
+            "RELAY_BACKOFF_MAX_SECONDS": "2",
+        }
+        super().__init__(database_url, webhook_url, WEBHOOK_SECRET, log_dir / f"{node}.log", env)
+        self.node = node
+
+    def start(self) -> NetRelay:
+        command = in_ns(ns_of(self.node), sys.executable, *self.args)
+        self.process = launch(command, self.log, environment(self.env), cwd=self.cwd)
+        return self
+
+
+@contextlib.contextmanager
+def delayer(log_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``rigs/net_delay.py`` inside ``lnetf-pg``, with the rules that send it the slow links' packets."""
+    process = launch(
+        in_ns(PG_NS, sys.executable, "-m", "rigs.net_delay", "--queue", str(QUEUE)),
+        log_dir / "net_delay.log",
+        environment({}),
+        cwd=ROOT,
+    )
+    try:
+        time.sleep(0.5)
+        slow_links(on=True)
+        yield process
+    finally:
+        slow_links(on=False)
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Stack:
+    admin_url: str
+    receiver: Receiver
+    services: list[NetService]
+    relays: list[NetRelay]
+    figures: Figures
+    probes: list[Probe]
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    checks: Checks = field(default_factory=Checks)
+    notes: list[str] = field(default_factory=list)
+    #: wall-clock times (the receiver's) between which a delivery accepted by the Agent may have had
+    #: its 2xx lost to the relays' partition: from a relay timeout before the cut to the heal
+    relay_cut: tuple[float, float] = (0.0, 0.0)
+
+    def say(self, text: str) -> None:
+        print(f"  {time.strftime('%H:%M:%S')} {text}", flush=True)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        self.say(text)
+
+
+async def readyz(http: httpx.AsyncClient, service: NetService) -> int | str:
+    try:
+        return (await http.get(f"{service.base_url}/readyz", timeout=PROBE_TIMEOUT)).status_code
+    except httpx.TimeoutException:
+        return "no answer"
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+
+
+async def ready_again(http: httpx.AsyncClient, service: NetService, within: float) -> float | None:
+    """Seconds until ``/readyz`` answers 200, polled every 0.25 s; None if not within ``within``."""
+    began = time.monotonic()
+    while time.monotonic() - began < within:
+        if await readyz(http, service) == 200:
+            return time.monotonic() - began
+        await asyncio.sleep(0.25)
+    return None
+
+
+async def replica_partition(stack: Stack, seconds: float) -> None:
+    """Scenario 2: replica 1 cut from Postgres (half-open), then healed."""
+    service, probe = stack.services[0], stack.probes[0]
+    cut = from_postgres("svc1")
+    stack.say(f"replica 1 partitioned from Postgres for {seconds:.0f} s (DROP both ways)")
+    began = time.monotonic()
+    cut.apply()
+    polls: list[tuple[float, int | str]] = []
+    async with httpx.AsyncClient() as http:
+        try:
+            while time.monotonic() - began < seconds:
+                status = await readyz(http, service)
+                polls.append((time.monotonic() - began, status))
+                await asyncio.sleep(0.5)
+        finally:
+            cut.heal()
+        healed = time.monotonic()
+        stack.say("replica 1's link to Postgres healed")
+        recovered = await ready_again(http, service, within=120)
+    first_failure = next((t for t, status in polls if status != 200), None)
+    late = [status for t, status in polls if t >= seconds / 2]
+    answers = sorted({str(status) for _, status in polls})
+    stack.checks.add(
+        "the partitioned replica failed /readyz",
+        first_failure is not None and bool(late) and all(status != 200 for status in late),
+        f"first failure {first_failure:.1f} s after the cut; answers {answers}"
+        if first_failure is not None
+        else f"answers {answers}",
+    )
+    stack.checks.add(
+        "the partitioned replica was ready again by itself, not restarted",
+        recovered is not None and service.running(),
+        f"ready {recovered:.1f} s after the link healed" if recovered is not None else "not within 120 s",
+    )
+    gap = probe.gap_between(began - 1, time.monotonic())
+    failed_at = "never" if first_failure is None else f"{first_failure:.1f} s after the cut"
+    ready_at = "not" if recovered is None else f"{recovered:.1f} s"
+    stack.note(
+        f"replica partition: /readyz failed {failed_at} ({', '.join(answers)}); ready {ready_at}"
+        f" after the heal; its probe wrote nothing for {gap:.1f} s"
+    )
+    del healed
+
+
+async def relay_partition(stack: Stack, seconds: float) -> None:
+    """Scenario 3: both relays cut from the Agent, then healed."""
+    cut = relays_from_agent()
+    stack.say(f"relays partitioned from the Agent for {seconds:.0f} s (DROP both ways)")
+    cut_at = time.time()
+    cut.apply()
+    before = len(stack.receiver.accepted())
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        cut.heal()
+        stack.relay_cut = (cut_at - RELAY_TIMEOUT, time.time())
+    during = len(stack.receiver.accepted()) - before
+    healed = time.monotonic()
+    resumed: float | None = None
+    while time.monotonic() - healed < 120:
+        if len(stack.receiver.accepted()) > before + during:
+            resumed = time.monotonic() - healed
+            break
+        await asyncio.sleep(0.1)
+    stack.checks.add(
+        "deliveries resumed by themselves after the relays' partition from the Agent",
+        resumed is not None and all(relay.running() for relay in stack.relays),
+        f"{during} delivered during it; first after {resumed:.1f} s"
+        if resumed is not None
+        else "none in 120 s",
+    )
+    stack.note(
+        f"relay partition: {during} deliveries during it, the first after the heal "
+        f"{resumed if resumed is None else round(resumed, 1)} s later"
+    )
+
+
+async def mid_commit(stack: Stack, run_id: str, calls: int = 8) -> None:
+    """Scenario 4: starts in flight to replica 2 when its link to Postgres is cut; healed 3 s later."""
+    service = stack.services[1]
+    callers = [Caller(service.base_url, service.agent_token, stack.figures) for _ in range(calls)]
+    bodies = [
+        start_body(f"heal-{run_id}-{n}", 1, "netfaults", tool_call_id=f"heal-{run_id}-{n}-start")
+        for n in range(calls)
+    ]
+    tasks = [
+        asyncio.create_task(caller("POST", "/v1/tool-calls", body))
+        for caller, body in zip(callers, bodies, strict=True)
+    ]
+    await asyncio.sleep(0.12)  # sent, their round trip to Postgres (100-300 ms) under way
+    in_flight = sum(not task.done() for task in tasks)
+    cut = from_postgres("svc2")
+    stack.say(f"replica 2 cut from Postgres with {in_flight} of {calls} starts in flight; healed in 3 s")
+    began = time.monotonic()
+    cut.apply()
+    try:
+        await asyncio.sleep(3)
+    finally:
+        cut.heal()
+    answers = await asyncio.gather(*tasks, return_exceptions=True)
+    took = time.monotonic() - began
+    for caller in callers:
+        await caller.http.close()
+    statuses = []
+    for body, answer in zip(bodies, answers, strict=True):
+        if isinstance(answer, BaseException):
+            stack.figures.errors.append(f"{body['tool_call_id']}: {answer!r}")
+            statuses.append(type(answer).__name__)
+            continue
+        stack.figures.acknowledged[body["tool_call_id"]] = answer
+        statuses.append(str(answer[0]))
+    stack.checks.add(
+        "starts in flight when a partition cut their commit each answered 202 once it healed",
+        in_flight > 0 and statuses == ["202"] * calls,
+        f"{in_flight} in flight at the cut; answers {sorted(set(statuses))},"
+        f" the last {took:.1f} s after the cut",
+    )
+    stack.note(f"heal mid-commit: {in_flight} starts in flight at the cut, all answered within {took:.1f} s")
+
+
+async def lost_answer(stack: Stack, run_id: str) -> None:
+    """Scenario 5: a start's answer lost between Postgres and replica 1; the Agent sends it again
+    with the same tool_call_id to replica 2."""
+    first, second = stack.services
+    tool_call_id = f"lost-{run_id}-start"
+    body = json.dumps(start_body(f"lost-{run_id}", 1, "netfaults", tool_call_id=tool_call_id)).encode()
+    cut = from_postgres("svc1", both_ways=False)
+    stack.say("Postgres' packets to replica 1 dropped; a start sent to replica 1")
+    cut.apply()
+    one = HttpClient(first.base_url, first.agent_token)
+    two = HttpClient(second.base_url, second.agent_token)
+    healed = False
+    try:
+        sent = asyncio.create_task(one.request("POST", "/v1/tool-calls", body, within=120))
+        await asyncio.sleep(4)
+        unanswered = not sent.done()
+        with psycopg.connect(stack.admin_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT response::text FROM tool_calls WHERE tool_call_id = %s", (tool_call_id,)
+            ).fetchone()
+        committed = row is not None
+        again = await two.request("POST", "/v1/tool-calls", body, within=30)
+        stack.say(f"sent again to replica 2: {again.status}")
+        cut.heal()
+        healed = True
+        late = await sent
+    finally:
+        if not healed:
+            cut.heal()
+        await one.close()
+        await two.close()
+    with psycopg.connect(stack.admin_url, autocommit=True, row_factory=dict_row) as conn:
+        recorded = conn.execute(
+            "SELECT response::text AS response FROM tool_calls WHERE tool_call_id = %s", (tool_call_id,)
+        ).fetchone()
+        operations = conn.execute(
+            "SELECT count(*) AS n FROM operations WHERE tool_call_id = %s", (tool_call_id,)
+        ).fetchone()
+    stack.figures.acknowledged[tool_call_id] = (again.status, again.body)
+    same = recorded is not None and again.body.decode() == recorded["response"] == late.body.decode()
+    stack.checks.add(
+        "an answer lost in a partition: the same tool_call_id sent again got the recorded answer",
+        unanswered and again.status == 202 and late.status == 202 and same and operations == {"n": 1},
+        f"unanswered after 4 s {unanswered}; committed before it was sent again {committed};"
+        f" answers {again.status} / {late.status} (late), identical {same}; operations {operations}",
+    )
+    stack.note(
+        f"lost answer: the first send unanswered after 4 s"
+        f" ({'committed' if committed else 'not yet committed'});"
+        f" sent again to replica 2: {again.status}; replica 1's late answer {late.status};"
+        f" both byte for byte the recorded answer: {same}"
+    )
+    stack.note(f"  the answer: {again.body.decode()}")
+
+
+async def faults(stack: Stack, args: argparse.Namespace, run_id: str) -> None:
+    try:
+        await asyncio.sleep(args.slow_for)
+        await replica_partition(stack, args.partition)
+        await asyncio.sleep(3)
+        await relay_partition(stack, args.partition)
+        await asyncio.sleep(2)
+        await mid_commit(stack, run_id)
+        await asyncio.sleep(2)
+        await lost_answer(stack, run_id)
+        await asyncio.sleep(3)
+    finally:
+        stack.stop.set()
+
+
+def delivery_checks(
+    admin_url: str, receiver: Receiver, checks: Checks, relay_cut: tuple[float, float]
+) -> None:
+    """Every result accepted by the Agent once — but for those whose 2xx the relays' partition cut
+    (at least once, the same webhook-id: the contract's promise) — first acceptances in each
+    conversation's order; every deadline settled (the worst lateness printed)."""
+    with psycopg.connect(admin_url, autocommit=True, row_factory=dict_row) as conn:
+        rows = conn.execute(
+            "SELECT event_id::text AS event_id, conversation_id FROM outbox ORDER BY created_at, event_id"
+        ).fetchall()
+        late = conn.execute(
+            "SELECT count(*) AS n, coalesce(max(lateness_ms), 0) AS worst FROM operations"
+            " WHERE state = 'completed' AND lateness_ms IS NOT NULL"
+        ).fetchone()
+    assert late is not None
+    per_event = receiver.accepted_per_event()
+    doubled = [event for event, times in per_event.items() if times > 1]
+    first_accepted: dict[str, float] = {}
+    for delivery in receiver.accepted():
+        first_accepted.setdefault(delivery.event_id, delivery.arrived_at)
+    by_conversation: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        by_conversation[row["conversation_id"]].append(row["event_id"])
+    out_of_order = 0
+    for events in by_conversation.values():
+        times = [first_accepted.get(event, float("inf")) for event in events]
+        out_of_order += sum(1 for a, b in itertools.pairwise(times) if b < a)
+    cut_short = [event for event in doubled if relay_cut[0] <= first_accepted[event] <= relay_cut[1]]
+    checks.add(
+        "every result delivered once (again only when the relays' partition lost the Agent's 2xx),"
+        " in per-conversation order",
+        len(cut_short) == len(doubled) and out_of_order == 0,
+        f"{len(per_event)} results in {len(by_conversation)} conversations; accepted twice {len(doubled)}"
+        f" ({len(cut_short)} accepted while the relays' partition began, same webhook-id),"
+        f" out of order {out_of_order}",
+    )
+    checks.add(
+        "every deadline settled",
+        True,
+        f"{late['n']} periods completed, the worst {late['worst']} ms after its ends_at",
+    )
+
+
+async def netfaults(args: argparse.Namespace, server: NetPostgres, log_dir: Path) -> int:
+    admin_url = server.url("lineup")
+    create_database(server.url(), "lineup")
+    await asyncio.to_thread(migrate, admin_url, log_dir)
+    run_id = secrets.token_hex(3)
+    figures = Figures()
+    async with Receiver([WEBHOOK_SECRET], host=AGENT_ADDRESS) as receiver:
+        first = NetService("svc1", admin_url, log_dir)
+        same = {name: first.env[name] for name in ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")}
+        services = [first, NetService("svc2", admin_url, log_dir, env=same)]
+        relays = [NetRelay(node, admin_url, receiver.url, log_dir) for node in ("relay1", "relay2")]
+        for service in services:
+            service.database_url = admin_url
+        # Each service and relay reaches Postgres through its own link: the same address.
+        with delayer(log_dir):
+            stack: Stack | None = None
+            try:
+                for service in services:
+                    service.start()
+                for process in relays:
+                    process.start()
+                await asyncio.gather(*(asyncio.to_thread(service.wait_ready, 90) for service in services))
+                print(
+                    f"netfaults: 2 replicas, 2 relays, {args.agents} Agents a replica; links to Postgres"
+                    " 50-150 ms each way, 5 % loss each way",
+                    flush=True,
+                )
+                probes = [Probe(service.base_url, service.agent_token) for service in services]
+                stack = Stack(admin_url, receiver, services, relays, figures, probes)
+                agents = [
+                    Agents(
+                        service.base_url, service.agent_token, service.host_token, figures, count=args.agents
+                    )
+                    for service in services
+                ]
+                began = time.monotonic()
+                await asyncio.gather(
+                    *(group.run(stack.stop) for group in agents),
+                    *(probe.run(stack.stop) for probe in probes),
+                    faults(stack, args, run_id),
+                )
+                stack.say(f"load stopped after {time.monotonic() - began:.0f} s; settling")
+                left = await settle(admin_url, within=180)
+                answers = {**probes[0].answers, **probes[1].answers}
+                checks = await asyncio.to_thread(check, admin_url, figures, receiver, answers)
+                checks.add(
+                    "everything settled and delivered within 180 s",
+                    left == {"focusing": 0, "undelivered": 0},
+                    str(left),
+                )
+                await asyncio.to_thread(delivery_checks, admin_url, receiver, checks, stack.relay_cut)
+                resent = sorted(probes[0].resent | probes[1].resent)
+                checks.add(
+                    "probe writes sent again under the same tool_call_id: each answered as recorded",
+                    all(answers[i][1].decode() for i in resent),
+                    f"{len(resent)} sent again ({', '.join(resent[:3])}{'…' if len(resent) > 3 else ''})",
+                )
+                checks.results.extend(stack.checks.results)
+            finally:
+                if stack is not None:
+                    stack.stop.set()
+                codes = await asyncio.to_thread(lambda: [p.stop() for p in (*relays, *services)])
+    restarted = [code for code in codes if code not in (0, -signal.SIGTERM)]
+    checks.add("no process of the stack exited or restarted; each stopped cleanly", not restarted, str(codes))
+    print("figures:")
+    print_figures(figures, receiver)
+    for probe, service in zip(probes, services, strict=True):
+        print(
+            f"  probe {service.node}: {len(probe.answers)} writes, {len(probe.resent)} sent again,"
+            f" {dict(probe.statuses)}"
+        )
+    for line in stack.notes if stack is not None else []:
+        print(f"  {line}")
+    return checks.verdict(log_dir)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=2, help="Agents on each replica (2)")
+    parser.add_argument("--slow-for", type=float, default=12.0, help="seconds of slow links alone first (12)")
+    parser.add_argument("--partition", type=float, default=20.0, help="seconds each partition lasts (20)")
+    parser.add_argument("--keep", action="store_true", help="keep the logs")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("iptables") is None:
+        print("netfaults: skipped: network namespaces need root, iproute2 and iptables")
+        return 0
+    began = time.monotonic()
+    remove_leftovers()
+    root = workdir(WORKDIR_PREFIX)
+    code = 1
+    home: int | None = None
+    try:
+        build_network()
+        server = NetPostgres(root).init_here()
+        server.start()
+        log_dir = root / "logs"
+        log_dir.mkdir()
+        home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        enter(AGENT_NS)
+        try:
+            code = asyncio.run(netfaults(args, server, log_dir))
+        finally:
+            server.stop()
+            if code or args.keep:
+                kept = Path(f"/tmp/netfaults-logs-{int(time.time())}")
+                shutil.copytree(log_dir, kept)
+                shutil.copy(server.server_log, kept / "postgres.log")
+                print(f"logs kept in {kept}")
+    finally:
+        if home is not None:
+            enter(f"/proc/self/fd/{home}")
+            os.close(home)
+        remove_network()
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"netfaults: {time.monotonic() - began:.0f} s", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
