@@ -100,7 +100,6 @@ SERVICE_PORT = 8000
 PROBE_TIMEOUT = 3.0  # a /readyz without an answer this long fails (deploy/kubernetes: timeoutSeconds)
 WORKDIR_PREFIX = "lineup-netfaults-"
 CLONE_NEWNET = 0x40000000
-RELAY_TIMEOUT = 10.0  # RELAY_TIMEOUT_SECONDS's default: a delivery in flight this long before a cut
 
 
 def ns_of(node: str) -> str:
@@ -349,9 +348,6 @@ class Stack:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     checks: Checks = field(default_factory=Checks)
     notes: list[str] = field(default_factory=list)
-    #: wall-clock times (the receiver's) between which a delivery accepted by the Agent may have had
-    #: its 2xx lost to the relays' partition: from a relay timeout before the cut to the heal
-    relay_cut: tuple[float, float] = (0.0, 0.0)
 
     def say(self, text: str) -> None:
         print(f"  {time.strftime('%H:%M:%S')} {text}", flush=True)
@@ -428,14 +424,12 @@ async def relay_partition(stack: Stack, seconds: float) -> None:
     """Scenario 3: both relays cut from the Agent, then healed."""
     cut = relays_from_agent()
     stack.say(f"relays partitioned from the Agent for {seconds:.0f} s (DROP both ways)")
-    cut_at = time.time()
     cut.apply()
     before = len(stack.receiver.accepted())
     try:
         await asyncio.sleep(seconds)
     finally:
         cut.heal()
-        stack.relay_cut = (cut_at - RELAY_TIMEOUT, time.time())
     during = len(stack.receiver.accepted()) - before
     healed = time.monotonic()
     resumed: float | None = None
@@ -570,19 +564,44 @@ async def faults(stack: Stack, args: argparse.Namespace, run_id: str) -> None:
         stack.stop.set()
 
 
-def delivery_checks(
-    admin_url: str, receiver: Receiver, checks: Checks, relay_cut: tuple[float, float]
-) -> None:
-    """Every result accepted by the Agent once — but for those whose 2xx the relays' partition cut
-    (at least once, the same webhook-id: the contract's promise) — first acceptances in each
-    conversation's order; every deadline settled (the worst lateness printed)."""
+def timed_out(relays: Sequence[NetRelay]) -> set[str]:
+    """The results (event ids) one of whose deliveries the relays gave up waiting for: the Agent's
+    2xx, if it answered, never reached the relay (``relay_attempt_retry``, a Timeout)."""
+    events = set()
+    for relay in relays:
+        for line in relay.log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if entry.get("event") == "relay_attempt_retry" and entry.get("error", "").startswith(
+                    "Timeout"
+                ):
+                    events.add(entry["event_id"])
+    return events
+
+
+def responses(admin_url: str, tool_call_ids: Sequence[str]) -> dict[str, str]:
+    """The recorded answers of these tool calls."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT tool_call_id, response::text FROM tool_calls WHERE tool_call_id = ANY(%s)",
+            (list(tool_call_ids),),
+        ).fetchall()
+    return {str(i): str(response) for i, response in rows}
+
+
+def delivery_checks(admin_url: str, receiver: Receiver, checks: Checks, relays: Sequence[NetRelay]) -> None:
+    """Every result accepted by the Agent once — but for those whose 2xx a partition kept from the
+    relay (accepted again under the same webhook-id: at least once, the contract's promise) — first
+    acceptances in each conversation's order; every deadline settled (the worst lateness printed)."""
     with psycopg.connect(admin_url, autocommit=True, row_factory=dict_row) as conn:
         rows = conn.execute(
             "SELECT event_id::text AS event_id, conversation_id FROM outbox ORDER BY created_at, event_id"
         ).fetchall()
         late = conn.execute(
-            "SELECT count(*) AS n, coalesce(max(lateness_ms), 0) AS worst FROM operations"
-            " WHERE state = 'completed' AND lateness_ms IS NOT NULL"
+            "SELECT count(*) FILTER (WHERE state = 'completed') AS n,"
+            " count(*) FILTER (WHERE state = 'focusing' OR finalized_at IS NULL) AS open,"
+            " count(*) FILTER (WHERE state = 'completed' AND finalized_at < ends_at) AS early,"
+            " coalesce(max(lateness_ms), 0) AS worst FROM operations"
         ).fetchone()
     assert late is not None
     per_event = receiver.accepted_per_event()
@@ -597,19 +616,21 @@ def delivery_checks(
     for events in by_conversation.values():
         times = [first_accepted.get(event, float("inf")) for event in events]
         out_of_order += sum(1 for a, b in itertools.pairwise(times) if b < a)
-    cut_short = [event for event in doubled if relay_cut[0] <= first_accepted[event] <= relay_cut[1]]
+    unanswered = timed_out(relays)
+    cut_short = [event for event in doubled if event in unanswered]
     checks.add(
-        "every result delivered once (again only when the relays' partition lost the Agent's 2xx),"
+        "every result delivered once (again only when a partition kept the Agent's 2xx from the relay),"
         " in per-conversation order",
         len(cut_short) == len(doubled) and out_of_order == 0,
         f"{len(per_event)} results in {len(by_conversation)} conversations; accepted twice {len(doubled)}"
-        f" ({len(cut_short)} accepted while the relays' partition began, same webhook-id),"
+        f" ({len(cut_short)} of them after a delivery the relay timed out on, same webhook-id),"
         f" out of order {out_of_order}",
     )
     checks.add(
-        "every deadline settled",
-        True,
-        f"{late['n']} periods completed, the worst {late['worst']} ms after its ends_at",
+        "every deadline settled, none completed before its ends_at",
+        late["open"] == 0 and late["early"] == 0 and late["n"] > 0,
+        f"{late['n']} periods completed, the worst {late['worst']} ms after its ends_at;"
+        f" open {late['open']}, early {late['early']}",
     )
 
 
@@ -663,11 +684,13 @@ async def netfaults(args: argparse.Namespace, server: NetPostgres, log_dir: Path
                     left == {"focusing": 0, "undelivered": 0},
                     str(left),
                 )
-                await asyncio.to_thread(delivery_checks, admin_url, receiver, checks, stack.relay_cut)
+                await asyncio.to_thread(delivery_checks, admin_url, receiver, checks, relays)
                 resent = sorted(probes[0].resent | probes[1].resent)
+                recorded = await asyncio.to_thread(responses, admin_url, resent)
                 checks.add(
-                    "probe writes sent again under the same tool_call_id: each answered as recorded",
-                    all(answers[i][1].decode() for i in resent),
+                    "probe writes whose answer was lost, sent again under the same tool_call_id:"
+                    " each answered with the recorded answer, byte for byte",
+                    all(recorded.get(i) == answers[i][1].decode() for i in resent),
                     f"{len(resent)} sent again ({', '.join(resent[:3])}{'…' if len(resent) > 3 else ''})",
                 )
                 checks.results.extend(stack.checks.results)
