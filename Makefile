@@ -7,7 +7,7 @@ PORT ?= 8000
 ARGS ?= --help
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model full-disk
+.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model full-disk netfaults
 .PHONY: kube-validate kube-rules kube
 
 help: ## list the targets
@@ -109,6 +109,16 @@ full-disk: install ## Postgres' WAL disk fills under load (a tmpfs; needs root),
 	@test -x /usr/lib/postgresql/15/bin/initdb || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
 	$(PY) -u -m rigs.full_disk $(FULL_DISK_ARGS)
+
+netfaults: install ## Postgres, two replicas, two relays and the Agent in network namespaces (needs root): slow, lossy and partitioned links under load; the checks
+	@command -v ip >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iproute2; }
+	@command -v iptables >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iptables; }
+	@test -e /usr/include/libnetfilter_queue/libnetfilter_queue.h && command -v gcc >/dev/null || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libnetfilter-queue-dev gcc libc6-dev; }
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	@$(PY) -c 'import netfilterqueue' 2>/dev/null || $(PY) -m pip install -q -e '.[netfaults]'
+	$(PY) -u -m rigs.netfaults $(NETFAULTS_ARGS)
 
 mcp-conformance: install ## the official MCP conformance suite (two pinned versions, Node 22 from npm) against a stack; not-applicable list in rigs/
 	@command -v npm >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm; }
