@@ -410,7 +410,9 @@ async def replica_partition(stack: Stack, seconds: float) -> None:
         recovered is not None and service.running(),
         f"ready {recovered:.1f} s after the link healed" if recovered is not None else "not within 120 s",
     )
-    gap = probe.gap_between(began - 1, time.monotonic())
+    # From the probe's last answered write before the cut to its first after it.
+    last = max((t for t in probe.successes if t <= began), default=began)
+    gap = min((t for t in probe.successes if t > began), default=time.monotonic()) - last
     failed_at = "never" if first_failure is None else f"{first_failure:.1f} s after the cut"
     ready_at = "not" if recovered is None else f"{recovered:.1f} s"
     stack.note(
@@ -597,6 +599,11 @@ def delivery_checks(admin_url: str, receiver: Receiver, checks: Checks, relays: 
         rows = conn.execute(
             "SELECT event_id::text AS event_id, conversation_id FROM outbox ORDER BY created_at, event_id"
         ).fetchall()
+        latest = conn.execute(
+            "SELECT tool_call_id, lateness_ms, to_char(ends_at, 'HH24:MI:SS.MS') AS ends_at,"
+            " to_char(finalized_at, 'HH24:MI:SS.MS') AS finalized_at FROM operations"
+            " WHERE state = 'completed' ORDER BY lateness_ms DESC NULLS LAST LIMIT 1"
+        ).fetchone()
         late = conn.execute(
             "SELECT count(*) FILTER (WHERE state = 'completed') AS n,"
             " count(*) FILTER (WHERE state = 'focusing' OR finalized_at IS NULL) AS open,"
@@ -630,7 +637,12 @@ def delivery_checks(admin_url: str, receiver: Receiver, checks: Checks, relays: 
         "every deadline settled, none completed before its ends_at",
         late["open"] == 0 and late["early"] == 0 and late["n"] > 0,
         f"{late['n']} periods completed, the worst {late['worst']} ms after its ends_at;"
-        f" open {late['open']}, early {late['early']}",
+        f" open {late['open']}, early {late['early']}"
+        + (
+            f" (the latest: {latest['tool_call_id']}, due {latest['ends_at']}, settled {latest['finalized_at']})"
+            if latest is not None
+            else ""
+        ),
     )
 
 
