@@ -26,6 +26,8 @@ from service.domain.ids import ID_RULE, is_valid_id
 
 CONVERSATION_ID = "io.lineup/conversation_id"
 TOOL_CALL_ID = "io.lineup/tool_call_id"
+#: A listed tool's own name (the manifest's, REST's ``tool``), in its ``_meta`` (``service.tool_names``).
+TOOL_NAME = "io.lineup/tool"
 #: The HTTP status ``POST /v1/tool-calls`` answers for the same call (in the result's ``_meta``).
 HTTP_STATUS = "io.lineup/http_status"
 

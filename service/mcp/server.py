@@ -37,6 +37,7 @@ from service.mcp.tasks import cancel_task, read_task, settled, task_result, task
 from service.mcp.tools import Answer, call_result, list_tools, run_tool, runs_as_task
 from service.mcp.view_tokens import VIEW_TOKEN, ViewTokens
 from service.projection_hub import ProjectionHub
+from service.tool_names import listed_name, listed_names
 from service.use_cases.runtime import Runtime
 
 log = structlog.get_logger("service.mcp")
@@ -48,7 +49,7 @@ UI_EXTENSION: dict[str, dict[str, Any]] = {
     app_resource.EXTENSION_ID: {"mimeTypes": [app_resource.APP_MIME_TYPE]}
 }
 APP_TOOLS = app_tools.app_tools()
-APP_TOOL_SCHEMAS = {tool.name: tool.input_schema for tool in APP_TOOLS}
+APP_TOOL_SCHEMAS = {str(tool.title): tool.input_schema for tool in APP_TOOLS}  # by their own names
 
 
 def declares_headers(schema: Mapping[str, Any]) -> bool:
@@ -114,7 +115,15 @@ class RuntimeMcpServer(Server[Any]):
         # The tools whose schema declares Mcp-Param headers; for any other tool (all of ours today)
         # the SDK's check could find nothing to compare, so it is not given the schema to walk.
         schemas = {name: spec.input_schema for name, spec in rt.registry.tools.items()} | APP_TOOL_SCHEMAS
-        self._header_schemas = {name: schema for name, schema in schemas.items() if declares_headers(schema)}
+        # Every tool is listed under its provider-safe name (service.tool_names) and called by it
+        # or by its own (dotted) name; refused here, at start, if two would be listed alike.
+        self._named = {listed: name for listed, name in listed_names(schemas).items() if listed != name}
+        self._header_schemas = {
+            called: schema
+            for name, schema in schemas.items()
+            if declares_headers(schema)
+            for called in (name, listed_name(name))
+        }
         super().__init__(
             "lineup-runtime",
             version="0.1.0",
@@ -146,7 +155,7 @@ class RuntimeMcpServer(Server[Any]):
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
         # check does not know: a middleware (above that check) answers it. OpenTelemetry's
         # middleware is left out: no exporter is installed, and it costs CPU on every call.
-        self.middleware = [self._app_tool_call, self._task_augmented_call]
+        self.middleware = [self._own_name, self._app_tool_call, self._task_augmented_call]
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
@@ -233,6 +242,17 @@ class RuntimeMcpServer(Server[Any]):
         return elicitation.elicits(ctx.session.client_capabilities) and (
             not _modern(ctx) or tasks_extension.declares(ctx)
         )
+
+    async def _own_name(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        """A ``tools/call`` by a listed name (``pomodoro_start``) goes on as the call by the tool's
+        own name (``pomodoro.start``), which is also still taken: both answer alike."""
+        params = ctx.params
+        if ctx.method == "tools/call" and isinstance(params, Mapping):
+            name = params.get("name")
+            own = self._named.get(name) if isinstance(name, str) else None
+            if own is not None:
+                ctx.params = {**params, "name": own}
+        return await call_next(ctx)
 
     async def _app_tool_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         """The View's app-only tools (``service.mcp.app_tools``), answered above the SDK's generic

@@ -89,16 +89,76 @@ async def test_tools_list_is_the_manifests_tools_with_their_input_schemas(servic
         rest = (await http.get(f"{service.base_url}/v1/tools", headers=AGENT)).json()["tools"]
     async with mcp_session(service.base_url) as mcp:
         listed = (await mcp.session.list_tools()).tools
-    assert [tool.name for tool in listed] == [tool["name"] for tool in rest]
+    # Listed under provider-safe names; the manifest's (REST's) name is the title and in _meta.
+    assert [tool.title for tool in listed] == [tool["name"] for tool in rest]
+    assert [tool.name for tool in listed] == [tool["name"].replace(".", "_") for tool in rest]
     for tool, manifest in zip(listed, rest, strict=True):
+        assert tool.meta is not None and tool.meta["io.lineup/tool"] == manifest["name"]
         assert tool.input_schema == manifest["input_schema"]
         assert tool.description == manifest["description"]
     by_name = {tool.name: tool for tool in listed}
-    interrupt = by_name["pomodoro.interrupt"].annotations
+    interrupt = by_name["pomodoro_interrupt"].annotations
     assert interrupt is not None and interrupt.read_only_hint is False and interrupt.idempotent_hint is True
-    execution = by_name["pomodoro.start"].execution
+    execution = by_name["pomodoro_start"].execution
     assert execution is not None and execution.task_support == "optional"
-    assert by_name["pomodoro.interrupt"].execution is None
+    assert by_name["pomodoro_interrupt"].execution is None
+
+
+PROVIDER_SAFE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@pytest.mark.parametrize("apps", [False, True], ids=["plain", "renders-mcp-apps"])
+def test_every_listed_tool_name_is_one_every_model_provider_accepts(
+    service: ServiceProcess, apps: bool
+) -> None:
+    """OpenAI's API (and those compatible with it) and Anthropic's refuse a request whose function
+    names do not match the pattern; an agent framework hands every listed name to its model."""
+    capabilities: dict[str, Any] = (
+        {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
+        if apps
+        else {}
+    )
+    opened = httpx.post(
+        f"{service.base_url}/mcp",
+        json={
+            **INITIALIZE,
+            "params": {**cast(dict[str, Any], INITIALIZE["params"]), "capabilities": capabilities},
+        },
+        headers={**MCP_HEADERS, **AGENT},
+        timeout=10,
+    )
+    session = {**MCP_HEADERS, **AGENT, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    listed = httpx.post(
+        f"{service.base_url}/mcp",
+        json={"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+        headers=session,
+        timeout=10,
+    ).json()["result"]["tools"]
+    assert len(listed) == (7 if apps else 3)
+    for tool in listed:
+        assert PROVIDER_SAFE.match(tool["name"]), tool["name"]
+        assert tool["title"] == tool["_meta"]["io.lineup/tool"]
+
+
+async def test_a_tool_answers_alike_by_its_listed_name_and_by_its_manifest_name(
+    service: ServiceProcess,
+) -> None:
+    cid, call_id = conversation(), f"start-{uuid.uuid4()}"
+    async with mcp_session(service.base_url) as mcp:
+        listed = await mcp.call(
+            "pomodoro_start", start_arguments(), conversation_id=cid, tool_call_id=call_id
+        )
+        dotted = await mcp.call(
+            "pomodoro.start", start_arguments(), conversation_id=cid, tool_call_id=call_id
+        )
+        assert listed.is_error is False and listed.structured_content["status"] == "accepted"
+        assert dotted.structured_content == listed.structured_content  # one call, replayed
+        assert dotted.content == listed.content
+        interrupt_id = f"interrupt-{uuid.uuid4()}"
+        ended = await mcp.call("pomodoro_interrupt", {}, conversation_id=cid, tool_call_id=interrupt_id)
+        again = await mcp.call("pomodoro.interrupt", {}, conversation_id=cid, tool_call_id=interrupt_id)
+        assert ended.is_error is False and ended.structured_content["status"] == "interrupted"
+        assert again.structured_content == ended.structured_content and again.content == ended.content
 
 
 async def test_start_answers_the_rest_body_as_structured_content(
@@ -317,11 +377,11 @@ async def test_a_2026_client_calls_the_same_tools_without_a_session(service: Ser
     async with http, Client(transport) as client:
         assert client.protocol_version == "2026-07-28"
         assert [tool.name for tool in (await client.list_tools()).tools] == [
-            "interact.ask",
-            "pomodoro.interrupt",
-            "pomodoro.start",
+            "interact_ask",
+            "pomodoro_interrupt",
+            "pomodoro_start",
         ]
-        started = await client.call_tool("pomodoro.start", start_arguments(), meta=bound(cid))
+        started = await client.call_tool("pomodoro_start", start_arguments(), meta=bound(cid))
         stopped = await client.call_tool("pomodoro.interrupt", {}, meta=bound(cid))
     assert started.structured_content["status"] == "accepted"
     assert stopped.structured_content["status"] == "interrupted"
