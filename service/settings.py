@@ -180,6 +180,16 @@ class Settings(BaseSettings):
     mcp_oauth_clock_skew_seconds: int = Field(30, ge=0, le=600)
     # Browser origins that may call /mcp (CORS); PUBLIC_ORIGIN always may. Absent Origin: allowed.
     mcp_allowed_origins: str | None = None
+    # MCP sessions (handshake-era, kept in this process's memory; service.mcp.sessions): at most
+    # MCP_MAX_SESSIONS open at once, of which persons together never hold the last
+    # MCP_AGENT_RESERVED_SESSIONS; at most so many per person (issuer, subject, client) and per
+    # Agent token (past it: 429); a person's session ends after so long without a request.
+    mcp_max_sessions: int = Field(2000, ge=1, le=100_000)
+    mcp_agent_reserved_sessions: int = Field(500, ge=0, le=100_000)
+    mcp_sessions_per_person: int = Field(8, ge=1, le=10_000)
+    mcp_sessions_per_agent_token: int = Field(1000, ge=1, le=100_000)
+    mcp_person_session_idle_seconds: float = Field(300.0, gt=0, le=86_400)
+    mcp_agent_session_idle_seconds: float = Field(1800.0, gt=0, le=86_400)
     # Set by `python -m service dev` for the processes it starts: its secrets are made at random
     # (or chosen by the person on their own machine), so the deployment checks of secrets are off.
     lineup_dev_stack: bool = False
@@ -426,6 +436,8 @@ class Settings(BaseSettings):
             raise SettingsError(f"{command}: " + "; ".join(problems))
         if self.relay_backoff_base_seconds > self.relay_backoff_max_seconds and command == "relay":
             raise SettingsError("RELAY_BACKOFF_BASE_SECONDS must not exceed RELAY_BACKOFF_MAX_SECONDS")
+        if self.mcp_agent_reserved_sessions >= self.mcp_max_sessions:
+            raise SettingsError("MCP_AGENT_RESERVED_SESSIONS must be below MCP_MAX_SESSIONS")
         if command == "serve" and self.mcp_issuers and self.mcp_resource is None:
             raise SettingsError("MCP_OAUTH_ISSUER needs MCP_RESOURCE_URL (or PUBLIC_ORIGIN, for its /mcp)")
         if command == "relay" and self.relay_lease <= self.relay_timeout_seconds:

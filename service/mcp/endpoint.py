@@ -35,6 +35,7 @@ from service.http import API_HEADERS, TokenBook, bearer_token, error_code, refus
 from service.mcp.binding import person_conversation
 from service.mcp.oauth import Person, ResourceServer, TokenRefused
 from service.mcp.server import RuntimeMcpServer, translated
+from service.mcp.sessions import CappedSessionManager, Kind, Principal, SessionBook, SessionRefused, opening
 from service.use_cases import tasks
 
 log = structlog.get_logger("service.mcp")
@@ -85,14 +86,14 @@ class McpFace:
     def __init__(
         self,
         server: RuntimeMcpServer,
-        manager: StreamableHTTPSessionManager,
+        managers: Mapping[Kind, StreamableHTTPSessionManager],
         tokens: TokenBook,
         *,
         origins: frozenset[str] = frozenset(),
         resource: ResourceServer | None = None,
     ) -> None:
         self.server = server
-        self.manager = manager
+        self.managers = managers  # the Agent's sessions and persons' (service.mcp.sessions)
         self._tokens = tokens
         self._origins = origins
         self.resource = resource
@@ -130,7 +131,7 @@ class McpFace:
                 return
         token = bearer_token(connection)
         if token is not None and self._tokens.accepts("agent", token):
-            await self.manager.handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
+            await self._serve("agent", scope, receive, send, cors, token)
             return
         if token is not None and self.resource is not None:
             try:
@@ -150,11 +151,35 @@ class McpFace:
             scope[PERSON] = person  # type: ignore[literal-required]
             # The SDK binds a session to the principal that opened it: another's request on it is 404.
             scope["user"] = _sdk_user(person, token)
-            await self.manager.handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
+            await self._serve("person", scope, receive, send, cors, person)
             return
         body = refused(connection, "agent" if self.resource is None else "mcp").body()
         challenge = self.resource.challenge() if self.resource is not None else 'Bearer realm="lineup-agent"'
         await _answer(send, 401, body, [(b"www-authenticate", challenge.encode()), *cors])
+
+    async def _serve(
+        self,
+        kind: Kind,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        cors: list[tuple[bytes, bytes]],
+        who: str | Person,
+    ) -> None:
+        """Hand the request to the session manager of its kind; a request that would open a session
+        names whom it counts against, and a refused one is answered here (429 or 503)."""
+        if _header(scope, b"mcp-session-id") is None:
+            opening.set(
+                Principal.agent(who)
+                if isinstance(who, str)
+                else Principal.person(who.issuer, who.subject, who.client_id)
+            )
+        try:
+            await self.managers[kind].handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
+        except SessionRefused as refused:
+            log.warning("mcp_session_refused", kind=kind, status=refused.status, reason=refused.data["error"])
+            retry = [(b"retry-after", b"30")]
+            await _answer(send, refused.status, refused.body(), [*retry, *cors])
 
 
 def _sdk_user(person: Person, token: str) -> AuthenticatedUser:
@@ -257,21 +282,31 @@ async def mcp_lifespan(app: Litestar) -> AsyncIterator[None]:
     settings = app.state.runtime.settings
     server = RuntimeMcpServer(app.state.runtime, app.state.projections)
     server.middleware.insert(0, as_person)
-    manager = StreamableHTTPSessionManager(
-        app=server,
-        # Every answer is one JSON body: no tool sends anything while it runs, and an SSE stream
-        # per POST costs more CPU than the tool call itself. Pushes ride the session's GET stream.
-        json_response=True,
-        # McpFace checks Origin against MCP_ALLOWED_ORIGINS (and answers CORS) before the SDK;
-        # the SDK's own Host/Origin checks (meant for token-less local servers) are not switched on.
-        security_settings=None,
-        max_request_body_size=app.state.runtime.settings.request_max_body_bytes,
-    )
+    book = SessionBook.from_settings(settings)
+    idle: dict[Kind, float] = {
+        "agent": settings.mcp_agent_session_idle_seconds,
+        "person": settings.mcp_person_session_idle_seconds,
+    }
+    managers: dict[Kind, StreamableHTTPSessionManager] = {
+        kind: CappedSessionManager(
+            server,
+            book,
+            # Every answer is one JSON body: no tool sends anything while it runs, and an SSE stream
+            # per POST costs more CPU than the tool call itself. Pushes ride the session's GET stream.
+            json_response=True,
+            # McpFace checks Origin against MCP_ALLOWED_ORIGINS (and answers CORS) before the SDK;
+            # the SDK's own Host/Origin checks (meant for token-less local servers) are not on.
+            security_settings=None,
+            max_request_body_size=settings.request_max_body_bytes,
+            session_idle_timeout=idle[kind],
+        )
+        for kind in idle
+    }
     resource = ResourceServer(settings) if settings.mcp_resource is not None else None
     app.state.mcp = McpFace(
-        server, manager, app.state.tokens, origins=settings.mcp_origins, resource=resource
+        server, managers, app.state.tokens, origins=settings.mcp_origins, resource=resource
     )
-    async with manager.run():
+    async with managers["agent"].run(), managers["person"].run():
         try:
             yield
         finally:
