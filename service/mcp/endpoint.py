@@ -33,7 +33,7 @@ from mcp_types import INVALID_PARAMS
 from service.domain.errors import NotFound, Unavailable
 from service.http import API_HEADERS, TokenBook, bearer_token, error_code, refused
 from service.mcp.binding import person_conversation
-from service.mcp.oauth import Person, ResourceServer, TokenRefused
+from service.mcp.oauth import TOKEN_MAX_CHARS, Person, ResourceServer, TokenRefused, oversized
 from service.mcp.server import RuntimeMcpServer, translated
 from service.mcp.sessions import CappedSessionManager, Kind, Principal, SessionBook, SessionRefused, opening
 from service.use_cases import tasks
@@ -130,6 +130,11 @@ class McpFace:
                 )
                 return
         token = bearer_token(connection)
+        if token is not None and len(token) > TOKEN_MAX_CHARS:
+            # Refused before it is hashed (the Agent's check) or parsed (a person's): a token of
+            # megabytes costs no more than a short one.
+            await self._unauthorized(send, cors, oversized())
+            return
         if token is not None and self._tokens.accepts("agent", token):
             await self._serve("agent", scope, receive, send, cors, token)
             return
@@ -137,12 +142,7 @@ class McpFace:
             try:
                 person = await self.resource.authenticate(token)
             except TokenRefused as refusal:
-                challenge = self.resource.challenge(refusal)
-                body = {
-                    "error": "unauthorized" if refusal.status == 401 else "forbidden",
-                    "message": refusal.description,
-                }
-                await _answer(send, refusal.status, body, [(b"www-authenticate", challenge.encode()), *cors])
+                await self._unauthorized(send, cors, refusal)
                 return
             except Unavailable as unavailable:
                 body = {"error": "unavailable", "message": unavailable.message}
@@ -156,6 +156,19 @@ class McpFace:
         body = refused(connection, "agent" if self.resource is None else "mcp").body()
         challenge = self.resource.challenge() if self.resource is not None else 'Bearer realm="lineup-agent"'
         await _answer(send, 401, body, [(b"www-authenticate", challenge.encode()), *cors])
+
+    async def _unauthorized(self, send: Send, cors: list[tuple[bytes, bytes]], refusal: TokenRefused) -> None:
+        """A token refused, saying why: 401 ``invalid_token`` (403 ``insufficient_scope``)."""
+        body = {
+            "error": "unauthorized" if refusal.status == 401 else "forbidden",
+            "message": refusal.description,
+        }
+        challenge = (
+            self.resource.challenge(refusal)
+            if self.resource is not None
+            else f'Bearer realm="lineup-agent", error="{refusal.error}"'
+        )
+        await _answer(send, refusal.status, body, [(b"www-authenticate", challenge.encode()), *cors])
 
     async def _serve(
         self,

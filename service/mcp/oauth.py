@@ -39,6 +39,10 @@ ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 KEY_REFRESH_SECONDS = 30.0
 #: Tokens remembered as valid (until their ``exp``); past this many the oldest are forgotten.
 CACHED_TOKENS = 4096
+#: A longer bearer token is refused before it is hashed or parsed. JWT access tokens of the usual
+#: providers are 1-2 KB, 4-6 KB with many group or role claims; 8 KiB is also what a proxy
+#: commonly takes as one header line (nginx's ``large_client_header_buffers`` default, 8k).
+TOKEN_MAX_CHARS = 8192
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
@@ -187,6 +191,8 @@ class ResourceServer:
     async def authenticate(self, token: str) -> Person:
         """The person a token speaks for, or ``TokenRefused`` saying why not (``Unavailable``
         when the issuer's keys cannot be fetched)."""
+        if len(token) > TOKEN_MAX_CHARS:  # before any hash or parse: a huge token costs nothing
+            raise oversized()
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         person = self._valid.get(digest)
         if person is not None:
@@ -204,7 +210,7 @@ class ResourceServer:
         try:
             header = jwt.get_unverified_header(token)
             unverified = self._decoder.decode(token, options={"verify_signature": False})
-        except jwt.DecodeError:
+        except jwt.PyJWTError:  # any malformed part (kid, crit, the payload, ...): never a 500
             raise TokenRefused("the token is not a JWT access token this resource takes") from None
         named = unverified.get("iss") if isinstance(unverified, dict) else None
         issuer = self._issuers.get(named) if isinstance(named, str) else None
@@ -235,7 +241,9 @@ class ResourceServer:
             raise TokenRefused("the token's signature does not verify") from None
         except jwt.MissingRequiredClaimError as missing:
             raise TokenRefused(f"the token has no {missing.claim} claim") from None
-        except jwt.InvalidTokenError as invalid:
+        except jwt.exceptions.InvalidSubjectError:
+            raise TokenRefused("the token's sub is not a string") from None
+        except jwt.PyJWTError as invalid:  # every other refusal of the library is the token's
             raise TokenRefused(f"the token is not valid: {invalid}") from None
         granted = _scopes(claims)
         lacking = [scope for scope in self.scopes if scope not in granted]
@@ -246,9 +254,11 @@ class ResourceServer:
                 status=403,
             )
         subject = claims["sub"]
-        if not isinstance(subject, str) or not subject:
-            raise TokenRefused("the token's sub is not a string")
+        if not _proper(subject) or not subject:
+            raise TokenRefused("the token's sub is not a string of Unicode characters")
         client_id = claims.get("client_id", claims.get("azp", ""))
+        if not _proper(client_id):
+            raise TokenRefused("the token's client_id (azp) is not a string of Unicode characters")
         return Person(
             issuer.issuer,
             subject,
@@ -257,6 +267,22 @@ class ResourceServer:
             int(claims["exp"]),
             person_conversation_id(issuer.issuer, subject),
         )
+
+
+def oversized() -> TokenRefused:
+    return TokenRefused(f"the token is longer than {TOKEN_MAX_CHARS} characters")
+
+
+def _proper(value: object) -> bool:
+    """A string that is text: JSON's ``\\ud800`` escapes decode to lone surrogates, which no
+    UTF-8 encoding (a conversation id, a log line, the database) takes."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _scopes(claims: dict[str, Any]) -> tuple[str, ...]:

@@ -59,7 +59,13 @@ def start_arguments(seconds: int = 1500) -> dict[str, Any]:
 
 def test_without_the_agent_token_the_handshake_is_401_before_any_json_rpc(service: ServiceProcess) -> None:
     url = f"{service.base_url}/mcp"
-    for headers in ({}, {"Authorization": f"Bearer {HOST_TOKEN}"}, {"Authorization": "Bearer not-a-token"}):
+    oversized = {"Authorization": "Bearer " + "A" * 4_000_000}  # refused before any hash or parse
+    for headers in (
+        {},
+        {"Authorization": f"Bearer {HOST_TOKEN}"},
+        {"Authorization": "Bearer not-a-token"},
+        oversized,
+    ):
         answer = httpx.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **headers}, timeout=10)
         assert answer.status_code == 401
         assert answer.json()["error"] == "unauthorized" and answer.json()["message"]

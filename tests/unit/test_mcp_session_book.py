@@ -8,7 +8,6 @@ import pytest
 from service.mcp.sessions import Principal, SessionBook, SessionRefused
 from service.settings import SettingsError, load_settings
 
-
 TOKENS = {
     "database_url": "postgresql://u@localhost/db",
     "agent_token": "agent-7Fq2xLp9Wz",
