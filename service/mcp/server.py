@@ -29,7 +29,7 @@ from psycopg.errors import InternalError_
 from service.db import citus
 from service.domain.errors import Refusal
 from service.http import status_of
-from service.mcp import app_resource, app_tools, elicitation, tasks_extension
+from service.mcp import app_resource, app_tools, elicitation, status, tasks_extension
 from service.mcp.binding import bind, person_conversation
 from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
@@ -117,7 +117,9 @@ class RuntimeMcpServer(Server[Any]):
         schemas = {name: spec.input_schema for name, spec in rt.registry.tools.items()} | APP_TOOL_SCHEMAS
         # Every tool is listed under its provider-safe name (service.tool_names) and called by it
         # or by its own (dotted) name; refused here, at start, if two would be listed alike.
-        self._named = {listed: name for listed, name in listed_names(schemas).items() if listed != name}
+        self._named = {
+            listed: name for listed, name in listed_names([*schemas, status.NAME]).items() if listed != name
+        }
         self._header_schemas = {
             called: schema
             for name, schema in schemas.items()
@@ -169,10 +171,12 @@ class RuntimeMcpServer(Server[Any]):
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         listed = list_tools(self.rt.registry)
-        if not renders_apps(ctx):
-            return listed
-        # Only a client that renders MCP Apps lists the View's tools (and keeps them from its model).
-        return listed.model_copy(update={"tools": [*listed.tools, *APP_TOOLS]})
+        # The apps' tools, then how a long call ended for a client without tasks (service.mcp.status).
+        tools = [*listed.tools, status.TOOL]
+        if renders_apps(ctx):
+            # Only a client that renders MCP Apps lists the View's tools (and keeps them from its model).
+            tools += APP_TOOLS
+        return listed.model_copy(update={"tools": tools})
 
     async def _list_resources(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
@@ -204,6 +208,13 @@ class RuntimeMcpServer(Server[Any]):
                     self.rt, self.view_tokens, raw["name"], raw.get("arguments"), raw.get("_meta")
                 )
             return {**viewed, "resultType": "complete"}
+        if raw.get("name") == status.NAME:  # read-only, bound to the conversation as any call
+            arguments = raw.get("arguments")
+            if not (arguments is None or isinstance(arguments, dict)):
+                raise MCPError(INVALID_PARAMS, "tools/call needs an arguments object")
+            binding = bind(raw.get("_meta"))
+            with translated():
+                return {**await status.call(self.rt, self._hub, binding, arguments), "resultType": "complete"}
         if person_conversation.get() is not None and not self._can_answer(ctx, raw.get("name")):
             raise MCPError(INVALID_PARAMS, UNANSWERABLE.format(tool=raw.get("name")))
         answer = await self._run(ctx, raw)

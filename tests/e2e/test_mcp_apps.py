@@ -112,7 +112,7 @@ def test_pomodoro_start_names_its_view_and_only_an_apps_client_lists_the_app_onl
         assert "operation_id" not in tools[name]["inputSchema"]["properties"]
     with AppsHost(service.base_url, apps=False) as plain:
         listed = {tool["name"] for tool in plain.request("tools/list", {})["tools"]}
-    assert listed == {"interact_ask", "pomodoro_interrupt", "pomodoro_start"}
+    assert listed == {"interact_ask", "pomodoro_interrupt", "pomodoro_start", "operation_status"}
 
 
 def test_the_resource_is_the_web_hosts_surface_in_one_document_with_no_network(host: AppsHost) -> None:

@@ -94,7 +94,10 @@ async def test_tools_list_is_the_manifests_tools_with_their_input_schemas(servic
     async with httpx.AsyncClient(timeout=10) as http:
         rest = (await http.get(f"{service.base_url}/v1/tools", headers=AGENT)).json()["tools"]
     async with mcp_session(service.base_url) as mcp:
-        listed = (await mcp.session.list_tools()).tools
+        everything = (await mcp.session.list_tools()).tools
+    # The apps' tools, then operation_status (how a long call ended, for a client without tasks).
+    assert everything[-1].name == "operation_status"
+    listed = everything[:-1]
     # Listed under provider-safe names; the manifest's (REST's) name is the title and in _meta.
     assert [tool.title for tool in listed] == [tool["name"] for tool in rest]
     assert [tool.name for tool in listed] == [tool["name"].replace(".", "_") for tool in rest]
@@ -140,7 +143,7 @@ def test_every_listed_tool_name_is_one_every_model_provider_accepts(
         headers=session,
         timeout=10,
     ).json()["result"]["tools"]
-    assert len(listed) == (7 if apps else 3)
+    assert len(listed) == (8 if apps else 4)
     for tool in listed:
         assert PROVIDER_SAFE.match(tool["name"]), tool["name"]
         assert tool["title"] == tool["_meta"]["io.lineup/tool"]
@@ -386,6 +389,7 @@ async def test_a_2026_client_calls_the_same_tools_without_a_session(service: Ser
             "interact_ask",
             "pomodoro_interrupt",
             "pomodoro_start",
+            "operation_status",
         ]
         started = await client.call_tool("pomodoro_start", start_arguments(), meta=bound(cid))
         stopped = await client.call_tool("pomodoro.interrupt", {}, meta=bound(cid))
@@ -420,3 +424,57 @@ def test_a_wrong_token_is_401_and_the_right_one_400_without_a_session(service: S
     right = httpx.get(f"{service.base_url}/mcp", headers=AGENT, timeout=10)
     wrong = httpx.get(f"{service.base_url}/mcp", headers={"Authorization": "Bearer wrong"}, timeout=10)
     assert (right.status_code, wrong.status_code) == (400, 401)
+
+
+async def test_operation_status_answers_the_latest_operation_and_once_ended_the_relays_result(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    """The ending for a client without tasks: the same result object (and operation_id and
+    tool_call_id) the relay delivers to the Agent's webhook."""
+    cid, call_id = conversation(), f"start-{uuid.uuid4()}"
+    async with mcp_session(service.base_url) as mcp:
+        nothing = await mcp.call("operation_status", {}, conversation_id=cid)
+        assert nothing.is_error is False and nothing.structured_content is not None
+        assert (
+            nothing.structured_content["operation_id"] is None
+            and nothing.structured_content["result"] is None
+        )
+        started = await mcp.call(
+            "pomodoro_start", start_arguments(), conversation_id=cid, tool_call_id=call_id
+        )
+        operation_id = started.structured_content["operation"]["operation_id"]
+        running = (
+            await mcp.call("operation_status", {"wait_seconds": 0}, conversation_id=cid)
+        ).structured_content
+        assert (running["operation_id"], running["tool"], running["tool_call_id"]) == (
+            operation_id,
+            "pomodoro.start",
+            call_id,
+        )
+        assert (running["state"], running["result"]) == ("focusing", None)
+        await mcp.call("pomodoro_interrupt", {}, conversation_id=cid)
+        ended = await mcp.call("operation_status", {}, conversation_id=cid)
+        with pytest.raises(MCPError, match="wait_seconds"):
+            await mcp.session.call_tool("operation_status", {"wait_seconds": 5}, meta=bound(cid))
+        with pytest.raises(MCPError):
+            await mcp.session.call_tool("operation_status", {}, meta=None)  # no conversation
+    assert ended.structured_content["state"] == "interrupted"
+    (row,) = db.execute(
+        "SELECT payload, operation_id FROM outbox WHERE conversation_id = %s AND tool_call_id = %s",
+        [cid, call_id],
+    ).fetchall()
+    assert ended.structured_content["result"] == row["payload"]["result"]
+    assert (
+        ended.structured_content["operation_id"] == str(row["operation_id"]) == row["payload"]["operation_id"]
+    )
+    assert "count this result once" in ended.content[0].text  # type: ignore[union-attr]
+
+
+async def test_operation_status_waits_for_the_ending_woken_not_polling(service: ServiceProcess) -> None:
+    cid = conversation()
+    async with mcp_session(service.base_url) as mcp:
+        await mcp.call("pomodoro_start", start_arguments(seconds=1), conversation_id=cid)
+        ended = await mcp.call("operation_status", {"wait_seconds": 4}, conversation_id=cid)
+    answer = ended.structured_content
+    assert answer["state"] == "completed" and answer["result"]["reason"] == "deadline_reached"
+    assert answer["result"]["focused_seconds"] == 1
