@@ -32,7 +32,7 @@ from mcp_types import INVALID_PARAMS
 
 from service.domain.errors import NotFound, Unavailable
 from service.http import API_HEADERS, TokenBook, bearer_token, error_code, refused
-from service.mcp.binding import person_conversation
+from service.mcp.binding import CONVERSATION_HEADER, header_conversation, person_conversation
 from service.mcp.oauth import TOKEN_MAX_CHARS, Person, ResourceServer, TokenRefused, oversized
 from service.mcp.server import RuntimeMcpServer, translated
 from service.mcp.sessions import CappedSessionManager, Kind, Principal, SessionBook, SessionRefused, opening
@@ -47,6 +47,7 @@ _API_HEADERS = [(name.lower().encode(), value.encode()) for name, value in API_H
 #: What a browser may read of an answer (CORS), beyond the safelisted headers.
 EXPOSED = b"Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate"
 _PREFLIGHT_METHODS = b"GET, POST, DELETE, OPTIONS"
+_CONVERSATION_HEADER = CONVERSATION_HEADER.lower().encode()
 #: Where the person a request's token speaks for rides the ASGI scope to the SDK's handlers.
 PERSON = "io.lineup.person"
 
@@ -213,7 +214,15 @@ async def as_person(ctx: ServerRequestContext[Any, Any], call_next: CallNext) ->
     request = ctx.request
     person: Person | None = request.scope.get(PERSON) if request is not None else None
     if person is None:
-        return await call_next(ctx)
+        named = _header(request.scope, _CONVERSATION_HEADER) if request is not None else None
+        if named is None:
+            return await call_next(ctx)
+        # The Agent's request may name its conversation in a header (service.mcp.binding).
+        header = header_conversation.set(named)
+        try:
+            return await call_next(ctx)
+        finally:
+            header_conversation.reset(header)
     own = person.conversation_id
     bound = person_conversation.set(own)
     try:

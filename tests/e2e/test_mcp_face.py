@@ -478,3 +478,42 @@ async def test_operation_status_waits_for_the_ending_woken_not_polling(service: 
     answer = ended.structured_content
     assert answer["state"] == "completed" and answer["result"]["reason"] == "deadline_reached"
     assert answer["result"]["focused_seconds"] == 1
+
+
+def test_the_agents_conversation_may_come_from_the_lineup_conversation_id_header(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    """For clients that cannot set params._meta (LangChain's MCP adapters): _meta wins when both
+    are given, and they must agree."""
+    url = f"{service.base_url}/mcp"
+    opened = httpx.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **AGENT}, timeout=10)
+    session = {**MCP_HEADERS, **AGENT, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+
+    def call(name: str, arguments: dict[str, Any], meta: dict[str, Any] | None, **headers: str) -> Any:
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if meta is not None:
+            params["_meta"] = meta
+        message = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+        return httpx.post(url, json=message, headers={**session, **headers}, timeout=10).json()
+
+    cid = conversation()
+    started = call("pomodoro_start", start_arguments(), None, **{"Lineup-Conversation-Id": cid})
+    assert started["result"]["structuredContent"]["status"] == "accepted", started
+    row = db.execute("SELECT conversation_id FROM operations WHERE conversation_id = %s", [cid]).fetchone()
+    assert row is not None
+    both = call("operation_status", {}, {"io.lineup/conversation_id": cid}, **{"Lineup-Conversation-Id": cid})
+    assert both["result"]["structuredContent"]["conversation_id"] == cid
+    disagree = call(
+        "pomodoro_interrupt",
+        {},
+        {"io.lineup/conversation_id": conversation()},
+        **{"Lineup-Conversation-Id": cid},
+    )
+    assert disagree["error"]["code"] == -32602 and "different conversations" in disagree["error"]["message"]
+    malformed = call("pomodoro_interrupt", {}, None, **{"Lineup-Conversation-Id": "has space"})
+    assert malformed["error"]["code"] == -32602 and "Lineup-Conversation-Id" in malformed["error"]["message"]
+    neither = call("pomodoro_interrupt", {}, None)
+    assert neither["error"]["code"] == -32602
+    # Nothing was interrupted by the refused calls.
+    state = db.execute("SELECT state FROM operations WHERE conversation_id = %s", [cid]).fetchone()
+    assert state is not None and state["state"] == "focusing"
