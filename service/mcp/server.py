@@ -39,6 +39,7 @@ from service.mcp.view_tokens import VIEW_TOKEN, ViewTokens
 from service.projection_hub import ProjectionHub
 from service.tool_names import listed_name, listed_names
 from service.use_cases.runtime import Runtime
+from service.version import __version__
 
 log = structlog.get_logger("service.mcp")
 
@@ -128,7 +129,7 @@ class RuntimeMcpServer(Server[Any]):
         }
         super().__init__(
             "lineup-runtime",
-            version="0.1.0",
+            version=__version__,
             instructions=(
                 "Bind every tools/call to a conversation with params._meta['io.lineup/conversation_id'] "
                 "and give it an idempotency key in params._meta['io.lineup/tool_call_id']."
