@@ -76,6 +76,19 @@ def development(default: Any = None, *, secret: bool = False, **rules: Any) -> A
     return _setting("development", default, secret, rules)
 
 
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1")
+
+
+def loopback_forms(origin: str) -> set[str]:
+    """A loopback origin under each of its names (``make dev``'s stack is reached at
+    ``http://localhost:PORT`` and ``http://127.0.0.1:PORT`` alike); another origin: none."""
+    parts = urlsplit(origin)
+    if parts.hostname not in _LOOPBACK_NAMES:
+        return set()
+    port = f":{parts.port}" if parts.port is not None else ""
+    return {f"{parts.scheme}://{name}{port}" for name in _LOOPBACK_NAMES}
+
+
 class SettingsError(Exception):
     """A variable is missing or invalid; the message names it."""
 
@@ -409,6 +422,8 @@ class Settings(BaseSettings):
         origins = set(split_tokens(self.mcp_allowed_origins))
         if self.public_origin:
             origins.add(self.public_origin)
+            if self.lineup_dev_stack:
+                origins |= loopback_forms(self.public_origin)
         return frozenset(origins)
 
     def tokens(self, audience: str) -> tuple[str, ...]:

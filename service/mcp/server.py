@@ -158,7 +158,12 @@ class RuntimeMcpServer(Server[Any]):
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
         # check does not know: a middleware (above that check) answers it. OpenTelemetry's
         # middleware is left out: no exporter is installed, and it costs CPU on every call.
-        self.middleware = [self._own_name, self._app_tool_call, self._task_augmented_call]
+        self.middleware = [
+            self._initialize_extensions,
+            self._own_name,
+            self._app_tool_call,
+            self._task_augmented_call,
+        ]
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
@@ -254,6 +259,17 @@ class RuntimeMcpServer(Server[Any]):
         return elicitation.elicits(ctx.session.client_capabilities) and (
             not _modern(ctx) or tasks_extension.declares(ctx)
         )
+
+    async def _initialize_extensions(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        """The extensions this server declares (MCP Apps, SEP-2133's ``capabilities.extensions``)
+        reach a client at 2025-11-25 too: that revision's wire model has no such member, so the
+        SDK's serialization drops it; it is put back into the serialized answer."""
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            capabilities = result.get("capabilities")
+            if isinstance(capabilities, dict) and "extensions" not in capabilities:
+                result = {**result, "capabilities": {**capabilities, "extensions": UI_EXTENSION}}
+        return result
 
     async def _own_name(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         """A ``tools/call`` by a listed name (``pomodoro_start``) goes on as the call by the tool's

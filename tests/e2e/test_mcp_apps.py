@@ -91,8 +91,9 @@ def results(service: ServiceProcess, conversation_id: str) -> list[dict[str, Any
 async def test_the_server_declares_the_ui_extension_and_resources(
     service: ServiceProcess, host: AppsHost
 ) -> None:
-    # At 2025-11-25 the wire's capabilities have no extensions member; resources are there.
+    # At 2025-11-25 too (that revision's wire model has no extensions member: the server adds it).
     assert "resources" in host.initialized["capabilities"]
+    assert host.initialized["capabilities"]["extensions"][UI] == {"mimeTypes": [APP_MIME_TYPE]}
     async with modern_wire(service.base_url) as wire:
         discovered = (await wire.result("server/discover", {}))["capabilities"]
     assert discovered["extensions"][UI] == {"mimeTypes": [APP_MIME_TYPE]}
