@@ -89,6 +89,14 @@ def loopback_forms(origin: str) -> set[str]:
     return {f"{parts.scheme}://{name}{port}" for name in _LOOPBACK_NAMES}
 
 
+def is_https_or_loopback(url: str) -> bool:
+    """An ``https`` URL, or an ``http`` one whose host is a loopback name or address."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (
+        parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1", "::1")
+    )
+
+
 class SettingsError(Exception):
     """A variable is missing or invalid; the message names it."""
 
@@ -308,6 +316,16 @@ class Settings(BaseSettings):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
                 raise ValueError(f"{url!r} must be an http:// or https:// URL without query or fragment")
+        return value
+
+    @field_validator("mcp_oauth_issuer")
+    @classmethod
+    def _https_issuers(cls, value: str | None) -> str | None:
+        # An issuer's keys decide who may call: fetched over plain http anyone on the path could
+        # swap them. Plain http only on loopback (a provider on the same machine, the tests').
+        for url in split_tokens(value):
+            if not is_https_or_loopback(url):
+                raise ValueError(f"{url!r} must be https:// (http:// only on loopback)")
         return value
 
     @field_validator("mcp_allowed_origins")

@@ -14,8 +14,9 @@ from typing import Any
 import jwt
 import pytest
 
+from service.mcp import oauth
 from service.mcp.oauth import TOKEN_MAX_CHARS, ResourceServer, TokenRefused
-from service.settings import load_settings
+from service.settings import SettingsError, load_settings
 from tests.support.jwks import LocalIssuer, local_issuer
 
 RESOURCE = "https://lineup.example/mcp"
@@ -123,3 +124,63 @@ async def test_an_oversized_token_is_refused_before_it_is_hashed_or_parsed(
     said = await refused(server, padded)
     assert f"longer than {TOKEN_MAX_CHARS}" in said.description
     assert len(issuer.sign(claims(issuer))) < TOKEN_MAX_CHARS // 4  # a usual token is far below
+
+
+# --- JWKS and token hygiene ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("typ", ["at+jwt", "application/at+jwt", "JWT", None])
+async def test_an_access_tokens_typ_is_taken(
+    server: ResourceServer, issuer: LocalIssuer, typ: str | None
+) -> None:
+    headers = {} if typ is None else {"typ": typ}
+    assert (await server.authenticate(issuer.sign(claims(issuer), headers=headers))).subject == "alice"
+
+
+@pytest.mark.parametrize("typ", ["id_token+jwt", "logout+jwt", "secevent+jwt", "dpop+jwt", 5])
+async def test_a_jwt_that_says_it_is_no_access_token_is_refused(
+    server: ResourceServer, issuer: LocalIssuer, typ: object
+) -> None:
+    said = await refused(server, issuer.sign(claims(issuer), headers={"typ": typ}))
+    assert "typ" in said.description
+
+
+@pytest.mark.parametrize("url", ["http://id.example", "http://10.0.0.5:8080"])
+def test_an_issuer_outside_loopback_must_be_https(url: str) -> None:
+    with pytest.raises(SettingsError, match="must be https"):
+        load_settings(mcp_oauth_issuer=url)
+    for fine in ("https://id.example", "http://127.0.0.1:9000", "http://localhost:9000"):
+        assert load_settings(mcp_oauth_issuer=fine).mcp_issuers == (fine,)
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        (None, oauth.KEYS_DEFAULT_AGE),
+        ("public, max-age=900", 900.0),
+        ("max-age=5", oauth.KEYS_MIN_AGE),
+        ("max-age=86400", oauth.KEYS_MAX_AGE),
+        ("no-store", oauth.KEYS_MIN_AGE),
+        ("max-age=soon", oauth.KEYS_DEFAULT_AGE),
+    ],
+)
+def test_the_keys_are_kept_for_their_max_age_bounded(header: str | None, seconds: float) -> None:
+    assert oauth._max_age(header) == seconds
+
+
+async def test_a_withdrawn_key_stops_being_trusted_once_the_keys_max_age_has_passed(
+    server: ResourceServer, issuer: LocalIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, keys were fetched again only for an unknown kid: a withdrawn key (and every token
+    it signed, remembered as verified) stayed trusted until a restart."""
+    monkeypatch.setattr(oauth, "KEYS_MIN_AGE", 0.0)  # so that max-age=0 is taken as it is
+    monkeypatch.setattr(oauth, "KEY_REFRESH_SECONDS", 0.0)
+    issuer.cache_control = "max-age=0"
+    old = issuer.sign(claims(issuer))
+    assert (await server.authenticate(old)).subject == "alice"
+    fetches = issuer.jwks_fetches
+    issuer.rotate("k2")  # the issuer withdraws k1
+    said = await refused(server, old)
+    assert "k1" in said.description and issuer.jwks_fetches > fetches
+    assert (await server.authenticate(issuer.sign(claims(issuer)))).subject == "alice"
+    issuer.cache_control = None
