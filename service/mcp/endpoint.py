@@ -158,6 +158,9 @@ class McpFace:
         challenge = self.resource.challenge() if self.resource is not None else 'Bearer realm="lineup-agent"'
         await _answer(send, 401, body, [(b"www-authenticate", challenge.encode()), *cors])
 
+    def _leeway(self) -> float:
+        return float(self.resource.leeway) if self.resource is not None else 0.0
+
     async def _unauthorized(self, send: Send, cors: list[tuple[bytes, bytes]], refusal: TokenRefused) -> None:
         """A token refused, saying why: 401 ``invalid_token`` (403 ``insufficient_scope``)."""
         body = {
@@ -186,7 +189,7 @@ class McpFace:
             opening.set(
                 Principal.agent(who)
                 if isinstance(who, str)
-                else Principal.person(who.issuer, who.subject, who.client_id)
+                else Principal.person(who.issuer, who.subject, who.client_id, who.expires_at + self._leeway())
             )
         try:
             await self.managers[kind].handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]

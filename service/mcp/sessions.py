@@ -22,16 +22,21 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import anyio
+import structlog
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from service.metrics import MCP_SESSIONS, MCP_SESSIONS_REFUSED
 from service.settings import Settings
+
+log = structlog.get_logger("service.mcp")
 
 Kind = Literal["agent", "person"]
 #: JSON-RPC's implementation-defined server error: the code of a refused session.
@@ -44,14 +49,17 @@ class Principal:
 
     kind: Kind
     key: tuple[str, ...]
+    #: When the credential that opens the session stops being valid (a person's token's ``exp`` plus
+    #: the clock leeway, epoch seconds): the session ends then. Not part of whom it counts against.
+    ends_at: float | None = field(default=None, compare=False)
 
     @classmethod
     def agent(cls, token: str) -> Principal:
         return cls("agent", (hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest(),))
 
     @classmethod
-    def person(cls, issuer: str, subject: str, client_id: str) -> Principal:
-        return cls("person", (issuer, subject, client_id))
+    def person(cls, issuer: str, subject: str, client_id: str, ends_at: float | None = None) -> Principal:
+        return cls("person", (issuer, subject, client_id), ends_at)
 
 
 #: The principal of the request being served, for the manager's admission of a new session.
@@ -159,7 +167,20 @@ class CappedSessionManager(StreamableHTTPSessionManager):
             self._book.release(principal)
             return transport
         self._principals[transport.mcp_session_id] = principal
+        if principal.ends_at is not None and self._task_group is not None:
+            self._task_group.start_soon(self._expire, transport.mcp_session_id, transport, principal.ends_at)
         return transport
+
+    async def _expire(
+        self, session_id: str, transport: StreamableHTTPServerTransport, ends_at: float
+    ) -> None:
+        """A person's session (its GET stream and all) ends when the token that opened it expires
+        (``exp`` plus the leeway): nothing they opened outlives their token. The client opens a
+        new session with a fresh token (its next request on this one is 404)."""
+        await anyio.sleep(max(ends_at - time.time(), 0.0))
+        if self._server_instances.get(session_id) is transport:
+            log.info("mcp_session_expired", session=session_id[:8])
+            await self._discard_session(session_id, transport)
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         principal = self._principals.pop(session_id, None)  # discarded once, however often called

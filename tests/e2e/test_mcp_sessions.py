@@ -5,6 +5,7 @@ fills their own share, never the table; the Agent keeps room of its own."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from harness import processes
 from harness.database import DatabaseFactory, with_database
 from harness.mcp import INITIALIZE, MODERN
 from tests.conftest import AGENT_TOKEN, OPERATOR, ServiceProcess
-from tests.support.oidc import MACHINE_CLIENT, AuthorizationServer, authorization_server
+from tests.support.oidc import MACHINE_CLIENT, SHORT_CLIENT, AuthorizationServer, authorization_server
 
 pytestmark = pytest.mark.e2e
 
@@ -47,6 +48,7 @@ def service(
         AGENT_TOKEN=f"{AGENT_TOKEN} {SECOND_AGENT_TOKEN}",
         MCP_OAUTH_ISSUER=idp.issuer,
         MCP_OAUTH_SCOPES="mcp:tools",
+        MCP_OAUTH_CLOCK_SKEW_SECONDS="0",
         MCP_SESSIONS_PER_PERSON=str(PER_PERSON),
         MCP_SESSIONS_PER_AGENT_TOKEN=str(PER_AGENT_TOKEN),
         MCP_MAX_SESSIONS=str(MAX),
@@ -133,6 +135,25 @@ def sessions_gauge(service: ServiceProcess) -> dict[str, float]:
         kind: float(value)
         for kind, value in re.findall(r'^lineup_mcp_sessions\{kind="(\w+)"\} (\S+)$', text, re.M)
     }
+
+
+def test_a_persons_session_ends_when_the_token_that_opened_it_expires(
+    service: ServiceProcess, idp: AuthorizationServer
+) -> None:
+    """Nothing a person opened outlives their token (its exp plus the leeway, 0 s here): their
+    session and its GET stream end; the room it held is given back."""
+    for _ in range(5):  # its tokens live 1 s: on a loaded machine one may expire before it is used
+        token = idp.token(SHORT_CLIENT, f"{service.base_url}/mcp")
+        opened = initialize(service, token)
+        if opened.status_code == 200:
+            break
+    assert opened.status_code == 200, opened.text
+    assert opened.headers["mcp-session-id"]
+    # Only the session's end (however it ends) gives its count back; nothing else ends it here.
+    deadline = time.monotonic() + 60
+    while sessions_gauge(service).get("person", 0.0) != 0.0:
+        assert time.monotonic() < deadline, "the expired token's session is still open"
+        time.sleep(0.2)
 
 
 def test_one_principal_fills_only_its_own_share_and_the_agent_keeps_room(
