@@ -67,6 +67,11 @@ person_conversation: contextvars.ContextVar[str | None] = contextvars.ContextVar
 )
 
 
+#: When the person's token of this request stops being valid (``exp`` plus the leeway, epoch
+#: seconds): a stream it opens ends then. None for the Agent's token.
+person_ends_at: contextvars.ContextVar[float | None] = contextvars.ContextVar("person_ends_at", default=None)
+
+
 def not_theirs() -> MCPError:
     return MCPError(
         INVALID_PARAMS,

@@ -32,10 +32,10 @@ from mcp_types import INVALID_PARAMS
 
 from service.domain.errors import NotFound, Unavailable
 from service.http import API_HEADERS, TokenBook, bearer_token, error_code, refused
-from service.mcp.binding import CONVERSATION_HEADER, header_conversation, person_conversation
+from service.mcp.binding import CONVERSATION_HEADER, header_conversation, person_conversation, person_ends_at
 from service.mcp.oauth import TOKEN_MAX_CHARS, Person, ResourceServer, TokenRefused, oversized
 from service.mcp.server import RuntimeMcpServer, translated
-from service.mcp.sessions import CappedSessionManager, Kind, Principal, SessionBook, SessionRefused, opening
+from service.mcp.sessions import CappedSessionManager, Kind, SessionBook, SessionRefused, opening
 from service.use_cases import tasks
 
 log = structlog.get_logger("service.mcp")
@@ -158,7 +158,7 @@ class McpFace:
         challenge = self.resource.challenge() if self.resource is not None else 'Bearer realm="lineup-agent"'
         await _answer(send, 401, body, [(b"www-authenticate", challenge.encode()), *cors])
 
-    def _leeway(self) -> float:
+    def leeway(self) -> float:
         return float(self.resource.leeway) if self.resource is not None else 0.0
 
     async def _unauthorized(self, send: Send, cors: list[tuple[bytes, bytes]], refusal: TokenRefused) -> None:
@@ -185,12 +185,8 @@ class McpFace:
     ) -> None:
         """Hand the request to the session manager of its kind; a request that would open a session
         names whom it counts against, and a refused one is answered here (429 or 503)."""
-        if _header(scope, b"mcp-session-id") is None:
-            opening.set(
-                Principal.agent(who)
-                if isinstance(who, str)
-                else Principal.person(who.issuer, who.subject, who.client_id, who.expires_at + self._leeway())
-            )
+        # Whom a session this request opens would count against, worked out only if it opens one.
+        opening.set((who, self.leeway()))
         try:
             await self.managers[kind].handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
         except SessionRefused as refused:
@@ -228,12 +224,15 @@ async def as_person(ctx: ServerRequestContext[Any, Any], call_next: CallNext) ->
             header_conversation.reset(header)
     own = person.conversation_id
     bound = person_conversation.set(own)
+    face: McpFace = request.scope["litestar_app"].state.mcp  # type: ignore[union-attr]
+    expiring = person_ends_at.set(person.expires_at + face.leeway())
     try:
         task_id = ctx.params.get("taskId") if isinstance(ctx.params, Mapping) else None
         if isinstance(task_id, str):
             await _own_task(ctx, task_id, own)
         return await call_next(ctx)
     finally:
+        person_ends_at.reset(expiring)
         person_conversation.reset(bound)
 
 

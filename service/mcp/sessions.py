@@ -33,6 +33,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from service.mcp.oauth import Person
 from service.metrics import MCP_SESSIONS, MCP_SESSIONS_REFUSED
 from service.settings import Settings
 
@@ -63,7 +64,16 @@ class Principal:
 
 
 #: The principal of the request being served, for the manager's admission of a new session.
-opening: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("mcp_opening", default=None)
+#: The request's credential: the Agent's token, or the person (with the leeway past their ``exp``).
+opening: contextvars.ContextVar[tuple[str | Person, float] | None] = contextvars.ContextVar(
+    "mcp_opening", default=None
+)
+
+
+def principal_of(who: str | Person, leeway: float) -> Principal:
+    if isinstance(who, str):
+        return Principal.agent(who)
+    return Principal.person(who.issuer, who.subject, who.client_id, who.expires_at + leeway)
 
 
 class SessionRefused(Exception):  # noqa: N818 - a refusal is an answer, not a fault
@@ -156,11 +166,12 @@ class CappedSessionManager(StreamableHTTPSessionManager):
         self._principals: dict[str, Principal] = {}
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
-        principal = opening.get()
-        if principal is None:  # not through McpFace: nothing to count it against
+        credential = opening.get()
+        if credential is None:  # not through McpFace: nothing to count it against
             raise SessionRefused(
                 503, "no principal for this session", {"error": "unavailable", "kind": "unknown"}
             )
+        principal = principal_of(*credential)
         self._book.admit(principal)  # raises SessionRefused, answered by McpFace
         transport = super()._admit_session(requestor)
         if transport is None or transport.mcp_session_id is None:
