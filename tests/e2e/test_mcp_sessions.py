@@ -15,7 +15,7 @@ import pytest
 
 from harness import processes
 from harness.database import DatabaseFactory, with_database
-from harness.mcp import INITIALIZE, MODERN
+from harness.mcp import INITIALIZE, MODERN, ModernWire
 from tests.conftest import AGENT_TOKEN, OPERATOR, ServiceProcess
 from tests.support.oidc import MACHINE_CLIENT, SHORT_CLIENT, AuthorizationServer, authorization_server
 
@@ -212,3 +212,35 @@ def test_one_principal_fills_only_its_own_share_and_the_agent_keeps_room(
     again = initialize(service, alice)
     assert again.status_code == 200 and again.headers["mcp-session-id"]
     assert sessions_gauge(service) == {"agent": 3.0, "person": 4.0}
+
+
+async def test_a_persons_listen_stream_ends_when_their_token_expires(
+    service: ServiceProcess, idp: AuthorizationServer
+) -> None:
+    """At 2026-07-28 a person's subscriptions/listen stream on a 25-minute period ends (with its
+    result) once the token that opened it expires, not when the period does."""
+    resource = f"{service.base_url}/mcp"
+    start = {"name": "pomodoro_start", "arguments": {"duration_seconds": 1500}}
+    task_id = None
+    for _ in range(5):  # its tokens live 1 s: on a loaded machine one may expire before it is used
+        token = idp.token(SHORT_CLIENT, resource)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+            answer = await ModernWire(http, resource).post("tools/call", start)
+        if answer.status_code == 200:
+            task_id = answer.json()["result"]["taskId"]
+            break
+    assert task_id is not None
+    messages: list[dict[str, Any]] = []
+    for _ in range(5):
+        token = idp.token(SHORT_CLIENT, resource)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+            try:
+                listen = {"notifications": {"taskIds": [task_id]}}
+                async with ModernWire(http, resource).stream("subscriptions/listen", listen) as stream:
+                    messages = [message async for message in stream.messages()]  # until it ends
+                break
+            except httpx.HTTPStatusError:
+                continue  # expired before it was used: another
+    assert messages[0]["params"]["notifications"] == {"taskIds": [task_id]}  # honoured: hers
+    assert messages[1]["params"]["status"] == "working"
+    assert "result" in messages[-1]  # the stream's own answer: it ended
