@@ -7,15 +7,18 @@ PORT ?= 8000
 ARGS ?= --help
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus
+.PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
+		'{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)} \
+		END {format = "  %-" width "s  %s\n"; for (i = 1; i <= NR; i++) printf format, name[i], text[i]}'
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	@echo "install: creating $(VENV) and installing the project with its dev extras (about a minute the first time)"
+	$(PY) -m pip install --progress-bar on --upgrade pip
+	$(PY) -m pip install --progress-bar on -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed ## create .venv and install the project with its test and dev extras
@@ -26,7 +29,10 @@ dev: install ## the whole stack on this machine (embedded Postgres unless DATABA
 ops: install ## operator commands beside make dev: make ops ARGS="trace call-1" (ARGS="--help" lists them)
 	@$(PY) -m service ops $(ARGS)
 
-test: install ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
+system-deps: ## what the tests need from the system (chromium, nginx, promtool, PostgreSQL 15, npm, PgBouncer), from apt when missing
+	@scripts/system-deps.sh
+
+test: install system-deps ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install ## ruff, mypy and the import layers (lint-imports)
