@@ -6,6 +6,11 @@ PYTEST_ARGS ?=
 PORT ?= 8000
 ARGS ?= --help
 
+# A command for a person (ops, links) that failed has said why on stderr; at a terminal make's own
+# "*** [Makefile: ops] Error 1" would only repeat it, so it ends there. Not at a terminal (a script,
+# CI) the failure stays a failure.
+QUIET_FAIL = if [ -t 2 ]; then exit 0; else exit $${code:-1}; fi
+
 .DEFAULT_GOAL := help
 .PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus
 
@@ -26,8 +31,11 @@ install: $(VENV)/.installed ## create .venv and install the project with its tes
 dev: install ## the whole stack on this machine (embedded Postgres unless DATABASE_URL is set); PORT=8000
 	$(PY) -m service dev --port $(PORT)
 
+links: ## print the running make dev's addresses and sign-in links again (from .dev/links)
+	@cat .dev/links 2>/dev/null || { echo "links: no dev stack runs from this folder; start one with make dev" >&2; $(QUIET_FAIL); }
+
 ops: install ## operator commands beside make dev: make ops ARGS="trace call-1" (ARGS="--help" lists them)
-	@$(PY) -m service ops $(ARGS)
+	@$(PY) -m service ops $(ARGS) || { code=$$?; $(QUIET_FAIL); }
 
 system-deps: ## what the tests need from the system (chromium, nginx, promtool, PostgreSQL 15, npm, PgBouncer), from apt when missing
 	@scripts/system-deps.sh
