@@ -198,8 +198,13 @@ def test_a_trace_of_an_id_used_in_two_conversations_asks_for_one_and_the_list_li
     tab = browser.new_page()  # signed in: the page fixture's session
     problems.watch(tab)
     tab.goto(f"{stack.base_url}/ops/trace/twice-1")
-    tab.wait_for_selector('[data-testid="trace"] .notice')
-    assert "more than one conversation" in tab.locator('[data-testid="trace"] .notice').inner_text()
+    tab.wait_for_selector('[data-testid="trace-ambiguous"]')
+    assert "made in 2 conversations" in tab.locator('[data-testid="trace-ambiguous"]').inner_text()
+    links = tab.locator('[data-testid="trace-conversation"]')
+    assert links.all_inner_texts() == ["ops-twice-a", "ops-twice-b"]
+    links.nth(1).click()
+    tab.wait_for_selector('[data-testid="trace"][data-tool-call-id="twice-1"] [data-testid="trace-answer"]')
+    assert tab.url.endswith("/ops/trace/twice-1?conversation_id=ops-twice-b")
     tab.close()
     assert problems.found == []
 
