@@ -36,6 +36,7 @@ def available() -> bool:
     """Whether nginx is installed (``scripts/system-deps.sh`` installs Debian's nginx-light)."""
     return os.path.exists(NGINX)
 
+
 _CONFIG = """
 worker_processes 1;
 error_log {dir}/error.log warn;

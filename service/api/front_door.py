@@ -24,9 +24,7 @@ def front_door_page(*, api_docs_ui: bool, mcp_oauth: bool) -> bytes:
         else "<li>To browse it in a page, start the service with <code>API_DOCS_UI=true</code>"
         " (then <code>/schema/swagger</code>).</li>"
     )
-    oauth = (
-        " or a person's OAuth access token from the configured authorization server" if mcp_oauth else ""
-    )
+    oauth = " or a person's OAuth access token from the configured authorization server" if mcp_oauth else ""
     return f"""<!doctype html>
 <html lang="en">
 <head>

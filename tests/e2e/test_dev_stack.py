@@ -188,7 +188,11 @@ def test_it_prints_sign_in_links_with_the_tokens_in_their_fragment(dev: DevStack
     assert banner.index(host) > banner.index("Connect an MCP client")
     made = subprocess.run(
         ["make", "-s", "-f", str(ROOT / "Makefile"), "links"],
-        cwd=dev.cwd, capture_output=True, text=True, timeout=30, check=False,
+        cwd=dev.cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
     assert made.returncode == 0 and made.stdout == again, made.stderr
     # Not at a terminal: JSON lines for a collector (a terminal gets structlog's console lines).

@@ -1,6 +1,6 @@
 """The Web Host on a phone and at the end of a period (real chromium).
 
-At 360×740 (and 320 px) nothing is wider than the screen, the workspace's buttons wrap and the running
+At 360 by 740 px (and 320 px) nothing is wider than the screen, the workspace's buttons wrap and the running
 Pomodoro comes before the conversation. While the page is open the tab's title counts down and then
 says the period ended, a polite live region announces starts and endings, and a browser
 notification — asked for only after the person turns it on — says so while the page is hidden.
@@ -144,7 +144,9 @@ def test_the_title_counts_down_then_says_the_period_ended_and_the_live_region_an
     ends_at = millis(started["operation"]["ends_at"])
     eventually(lambda: page.title().endswith("· tests · Lineup Web Host"))
     assert page.title()[0].isdigit(), page.title()  # "0:03 · tests · …"
-    said_start = eventually(lambda: [t for t, _ in page.evaluate("__said") if t.startswith("Pomodoro started")])
+    said_start = eventually(
+        lambda: [t for t, _ in page.evaluate("__said") if t.startswith("Pomodoro started")]
+    )
     assert said_start == ["Pomodoro started · 3 s · tests."]
 
     ended = eventually(

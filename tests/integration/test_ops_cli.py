@@ -83,7 +83,9 @@ async def test_operations_list_fits_100_columns_and_wide_shows_full_ids(ops: Any
     ids = [op["operation_id"] for op in json.loads(ops("operations", "list", "--json")[1])["operations"]]
     shown = [line.split()[0] for line in out.splitlines()[1:]]
     # Time-ordered ids of the same minute share their first 8 hex digits: the list shows more.
-    assert len(set(shown)) == len(ids) and all(op_id.startswith(cut) for op_id, cut in zip(ids, shown, strict=True))
+    assert len(set(shown)) == len(ids) and all(
+        op_id.startswith(cut) for op_id, cut in zip(ids, shown, strict=True)
+    )
     assert [line.split()[1:3] for line in out.splitlines()[1:]] == [["interrupted", "agent_interrupt"]] * 3
     wide = ops("operations", "list", "--wide")[1]
     assert all(op_id in wide for op_id in ids)
