@@ -296,6 +296,17 @@ def test_dead_rows_are_recovered_from_the_overview_after_a_dry_run(page: Any, st
     [dead] = outbox(stack.base_url, tool_call_id_prefix="gone-")
     recover = '[data-testid="recover-panel"]'
     page.fill(f'{recover} input[name="last_error_prefix"]', "HTTP 410")
+    # Dates are UTC, in the form every time of the console is shown; another form is refused.
+    page.fill(f'{recover} input[name="since"]', "yesterday")
+    page.click('[data-testid="recover-dry-run"]')
+    eventually(lambda: "is not a UTC time like 2026-12-01 14:03" in text(page, "recover-result"), 5)
+    created = dead["created_at"]  # RFC 3339 UTC: the row's minute, as the person would type it
+    page.fill(f'{recover} input[name="since"]', "")
+    page.fill(f'{recover} input[name="until"]', f"{created[:10]} {created[11:16]}")
+    page.click('[data-testid="recover-dry-run"]')
+    eventually(lambda: "0 dead row(s) match" in text(page, "recover-result"), 5)  # before its minute
+    page.fill(f'{recover} input[name="until"]', "")
+    page.fill(f'{recover} input[name="since"]', f"{created[:10]} {created[11:16]}")
     page.click('[data-testid="recover-dry-run"]')
     eventually(lambda: "1 dead row(s) match" in text(page, "recover-result"), 5)
     assert outbox(stack.base_url, tool_call_id_prefix="gone-")[0]["status"] == "dead"
