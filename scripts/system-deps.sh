@@ -6,6 +6,7 @@
 #   postgresql-15  the binaries of the tests' throwaway Postgres (harness/database.py)
 #   npm            Node packages of the tests: axe-core, the OAuth provider
 #   pgbouncer      the connection pooler tests
+#   faketime       libfaketime, for the relay's clock test (tests/e2e/test_relay_clock.py)
 # `make test` and `make install` run it (through `make system-deps`), and so does .ci/run. Without
 # root or apt-get it installs nothing and says what is missing; the tests that need a missing piece
 # skip and name it in the run's summary (pytest -rs). SYSTEM_DEPS=skip leaves the system alone.
@@ -26,6 +27,7 @@ present() {
         npm) command -v npm >/dev/null ;;
         pgbouncer) command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] ;;
         valgrind) command -v valgrind >/dev/null ;;
+        faketime) compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null ;;
         *) dpkg -s "$1" >/dev/null 2>&1 ;;
     esac
 }
@@ -33,7 +35,7 @@ present() {
 if [ "$#" -gt 0 ]; then
     wanted=("$@")
 else
-    wanted=(chromium nginx-light prometheus postgresql-15 npm pgbouncer)
+    wanted=(chromium nginx-light prometheus postgresql-15 npm pgbouncer faketime)
 fi
 
 missing=()
