@@ -13,6 +13,7 @@ QUIET_FAIL = if [ -t 2 ]; then exit 0; else exit $${code:-1}; fi
 
 .DEFAULT_GOAL := help
 .PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model
+.PHONY: kube-validate kube-rules kube
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -37,7 +38,7 @@ links: ## print the running make dev's addresses and sign-in links again (from .
 ops: install ## operator commands beside make dev: make ops ARGS="trace call-1" (ARGS="--help" lists them)
 	@$(PY) -m service ops $(ARGS) || { code=$$?; $(QUIET_FAIL); }
 
-system-deps: ## what the tests need from the system (chromium, nginx, promtool, PostgreSQL 15, npm, PgBouncer), from apt when missing
+system-deps: ## what the tests need from the system (chromium, nginx, promtool, PostgreSQL 15, npm, PgBouncer, faketime), from apt when missing
 	@scripts/system-deps.sh
 
 test: install system-deps ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
@@ -62,14 +63,12 @@ serve: install ## the HTTP service against DATABASE_URL
 relay: install ## the outbox relay against DATABASE_URL
 	$(PY) -m relay
 
-bench: install ## the benchmarks (they print numbers; see bench/README.md)
+bench: install ## the benchmarks (they print numbers; see bench/README.md; make instructions runs the instruction checks)
 	$(PY) -m bench.tool_cycles
 	$(PY) -m bench.call_cost
 	$(PY) -m bench.mcp_cost
 	$(PY) -m bench.relay_drain
-	$(PY) -m bench.endpoint_outage
-	$(PY) -m bench.deadline_lateness
-	$(PY) -m bench.deadline_lateness --due 5000 --focusing 100000
+	$(PY) -m bench.ending_latency
 	$(PY) -m bench.capacity
 
 instructions: install ## CI check: Python instructions per tool call and database instructions per cycle within 5 % of their baselines (callgrind, ~5 min)
@@ -123,3 +122,20 @@ model: install ## the protocol's Promela models (model/) checked by spin: every 
 mcp-conformance: install ## the official MCP conformance suite (two pinned versions, Node 22 from npm) against a stack; not-applicable list in rigs/
 	@command -v npm >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm; }
 	$(PY) -u -m rigs.mcp_conformance $(CONFORMANCE_ARGS)
+
+# -- Kubernetes (deploy/kubernetes/; docs/operations.md, "On Kubernetes") ---------------------------
+kube-validate: install ## render every overlay (kubectl kustomize; kubectl 1.33 fetched when none will do) and validate each object against Kubernetes 1.33-1.35, strictly
+	$(PY) -m harness.kube validate
+
+kube-rules: install ## regenerate deploy/kubernetes/optional/monitoring/prometheus-rule.yaml from deploy/observability/alerts.yml
+	$(PY) -m harness.kube rules
+
+kube: install ## the dev overlay played with podman kube play against a Postgres of its own: roles, migrate, a start and an interrupt delivered to the demo Agent
+	@command -v podman >/dev/null || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			podman runc uidmap slirp4netns fuse-overlayfs containernetworking-plugins catatonit mmdebstrap; }
+	@command -v mmdebstrap >/dev/null || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap; }
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	$(PY) -u -m rigs.kube $(KUBE_ARGS)
