@@ -12,7 +12,7 @@ ARGS ?= --help
 QUIET_FAIL = if [ -t 2 ]; then exit 0; else exit $${code:-1}; fi
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model
+.PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model full-disk
 .PHONY: kube-validate kube-rules kube
 
 help: ## list the targets
@@ -118,6 +118,11 @@ model: install ## the protocol's Promela models (model/) checked by spin: every 
 	@command -v spin >/dev/null && command -v cc >/dev/null || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends spin gcc; }
 	$(PY) -u -m rigs.protocol_model
+
+full-disk: install ## Postgres' WAL disk fills under load (a tmpfs; needs root), then space returns: 503s with the error body, /readyz, no spinning relay, recovery by itself; the checks
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	$(PY) -u -m rigs.full_disk $(FULL_DISK_ARGS)
 
 mcp-conformance: install ## the official MCP conformance suite (two pinned versions, Node 22 from npm) against a stack; not-applicable list in rigs/
 	@command -v npm >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm; }
