@@ -411,7 +411,7 @@ def test_the_readmes_python_client_calls_a_tool(service: ServiceProcess) -> None
     code = code.replace('"conv-3"', f'"{conversation()}"').replace('"call-3"', f'"readme-{uuid.uuid4()}"')
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "AGENT_TOKEN": AGENT_TOKEN},
+        env={**os.environ, "AGENT_TOKEN": AGENT_TOKEN, "LINEUP_URL": service.base_url},
         capture_output=True,
         text=True,
         timeout=60,
