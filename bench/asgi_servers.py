@@ -47,12 +47,12 @@ def granian_app() -> Any:
     """The service's application as ``serve`` builds it (granian's factory target)."""
     from service.app import create_app
     from service.logging import configure_logging
-    from service.manifests import load_registry
+    from service.manifests import registry_of
     from service.settings import load_settings
 
     configure_logging()
     settings = load_settings("serve")
-    app = create_app(settings, load_registry(settings.manifests_dir), sweeper=True)
+    app = create_app(settings, registry_of(settings), sweeper=True)
     gc.freeze()
     return app
 

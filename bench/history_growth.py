@@ -156,9 +156,10 @@ CALL = "SELECT outcome FROM call_tool_v3(%s, %s, %s, %s, %s::jsonb, %s, %s::json
 
 def _contexts() -> dict[str, tuple[str, str]]:
     """Each cycle's Tool: its decision function and its context, as the service passes them."""
-    from service.tools import builtin
+    from service.manifests import registry_of
+    from service.settings import Settings
 
-    decide = {registration.name: registration.decide for registration in builtin()}
+    decide = {name: runner.decide for name, runner in registry_of(Settings()).runners.items()}
     contexts = tool_contexts()
     return {tool: (decide[tool], contexts[tool]) for tool in ("pomodoro.start", "pomodoro.interrupt")}
 

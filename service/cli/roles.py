@@ -16,6 +16,7 @@ import sys
 import psycopg
 
 from service.db import roles
+from service.manifests import registry_of
 from service.settings import load_settings
 
 DESCRIPTION = __doc__
@@ -32,9 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = load_settings("roles")
     names = roles.Names(**settings.role_names)
+    registry = registry_of(settings)
     try:
         with psycopg.connect(settings.psycopg_url, connect_timeout=10) as conn:
-            outcome = roles.ensure(conn, names, settings.role_passwords, create=not args.existing)
+            outcome = roles.ensure(conn, names, registry, settings.role_passwords, create=not args.existing)
     except (LookupError, ValueError) as exc:
         print(f"roles: {exc}", file=sys.stderr)
         return 1
