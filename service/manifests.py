@@ -36,6 +36,7 @@ from service.app_manifest import (
     AppManifest,
     InstanceStateFeature,
     Lifecycle,
+    McpApp,
     ToolSpec,
 )
 from service.domain.outcomes import SHARED_OUTCOMES
@@ -249,6 +250,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
     if problems := app_folders.surface_problems(folder, scope, surface["kind"], surface.get("entry")):
         _fail(file, "$.surface", "; ".join(problems))
     lifecycle = doc.get("lifecycle", {})
+    mcp_app = _mcp_app(file, scope, surface, tools)
     return AppManifest(
         app_scope=scope,
         name=doc["name"],
@@ -260,6 +262,31 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         file=file,
         lifecycle=Lifecycle(**lifecycle),
         surface=folder / app_folders.SURFACE if surface["kind"] == "workspace" else None,
+        mcp_app=mcp_app,
+    )
+
+
+def _mcp_app(file: str, scope: str, surface: dict[str, Any], tools: list[ToolSpec]) -> McpApp | None:
+    """The app's page as an MCP App, when it declares one: a workspace app's, its resource under
+    ``ui://<app>/``, rendered beside one of its own Tools."""
+    declared = surface.get("mcp_app")
+    if declared is None:
+        return None
+    where = "$.surface.mcp_app"
+    if surface["kind"] != "workspace":
+        _fail(file, where, "only a workspace app's page can be an MCP App")
+    if not declared["uri"].startswith(f"ui://{scope}/"):
+        _fail(file, f"{where}.uri", f"an app's MCP App is under ui://{scope}/, not {declared['uri']!r}")
+    if declared["tool"] not in {tool.name for tool in tools}:
+        _fail(file, f"{where}.tool", f"{declared['tool']!r} is not a Tool of this app")
+    return McpApp(
+        uri=declared["uri"],
+        name=declared["name"],
+        title=declared["title"],
+        description=declared["description"],
+        tool=declared["tool"],
+        operation=declared.get("operation", "operation"),
+        tool_descriptions=MappingProxyType(dict(declared.get("tool_descriptions", {}))),
     )
 
 

@@ -21,9 +21,9 @@ from psycopg.rows import dict_row
 from harness import processes
 from harness.database import DatabaseFactory
 from harness.mcp import modern_wire
-from service.mcp.app_resource import MCP_APPS_SDK, surface_file
+from service.mcp.app_resource import APP_SCOPE, MCP_APPS_SDK, surface_file
 from service.mcp.view_tokens import ViewTokens
-from tests.conftest import AGENT, HOST_SESSION_SECRET, ServiceProcess, service_on_own_database
+from tests.conftest import AGENT, HOST_SESSION_SECRET, ROOT, ServiceProcess, service_on_own_database
 from tests.support.mcp_apps import (
     APP_MIME_TYPE,
     CONVERSATION,
@@ -123,7 +123,9 @@ def test_the_resource_is_the_web_hosts_surface_in_one_document_with_no_network(h
     assert csp == {"connectDomains": [], "resourceDomains": [], "frameDomains": [], "baseUriDomains": []}
     html = content["text"]
     # The Web Host's own files, whole, inline: the two surfaces cannot drift.
-    for source in (surface_file("pomodoro.css"), surface_file("pomodoro.js"), MCP_APPS_SDK.read_text()):
+    surface = ROOT / "service" / "apps" / "pomodoro" / "surface"
+    sdk = MCP_APPS_SDK.read_text().replace(APP_SCOPE, "pomodoro")
+    for source in (surface_file(surface, "pomodoro.css"), surface_file(surface, "pomodoro.js"), sdk):
         assert source in html
     assert 'data-testid="countdown"' in html
     # Nothing to load: no src, no href, no URL of any kind.

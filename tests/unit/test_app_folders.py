@@ -3,6 +3,7 @@ the registry loads (so ``serve`` refuses to start, and this test fails, before a
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -183,3 +184,39 @@ def test_a_builtin_app_with_a_page_of_its_own_is_refused(echo: Path) -> None:
         registry_with(echo)
     assert caught.value.path == "$.surface"
     assert "a builtin app has no page of its own" in caught.value.reason
+
+
+def _declare_view(kettle: Path, **view: str) -> None:
+    manifest = kettle / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["surface"]["mcp_app"] = {
+        "uri": "ui://kettle/view",
+        "name": "kettle-view",
+        "title": "Kettle",
+        "description": "The kettle.",
+        "tool": doc["tools"][0]["name"],
+        **view,
+    }
+    manifest.write_text(json.dumps(doc))
+
+
+def test_a_workspace_app_may_declare_its_page_an_mcp_app(kettle: Path) -> None:
+    _declare_view(kettle)
+    view = registry_with(kettle).apps["kettle"].mcp_app
+    assert view is not None and (view.uri, view.operation) == ("ui://kettle/view", "operation")
+
+
+@pytest.mark.parametrize(
+    ("view", "reason"),
+    [
+        ({"uri": "ui://pomodoro/view"}, "an app's MCP App is under ui://kettle/"),
+        ({"tool": "pomodoro.start"}, "'pomodoro.start' is not a Tool of this app"),
+    ],
+)
+def test_an_mcp_app_of_another_apps_address_or_tool_is_refused(
+    kettle: Path, view: dict[str, str], reason: str
+) -> None:
+    _declare_view(kettle, **view)
+    with pytest.raises(ManifestError) as caught:
+        registry_with(kettle)
+    assert reason in caught.value.reason
