@@ -9,7 +9,7 @@ the body read and checked once (``ContractRequest.json``), the handler's functio
 kwargs model and its extractors, the signature model's conversion of the parameters (a msgspec
 ``convert`` with its decoder hooks), an ``AsyncExitStack`` for dependencies the route does not have,
 and the response's conversion — 70 k instructions per call, 11.3 % of the call's Python on
-Litestar's own route (measured at be1932e: 0.551 M with it, 0.621 M without; ``bench/README.md``).
+Litestar's own route (measured at be1932e: 0.551 M with it, 0.621 M without; ``bench/HISTORY.md``).
 That is above the 10 % of the Python per call for which this one reach past Litestar's public API
 is kept; below it, the route would be Litestar's.
 
