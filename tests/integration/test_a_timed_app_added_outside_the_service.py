@@ -20,6 +20,7 @@ from harness.calls import expire, start_body
 from harness.mcp import ModernWire
 from harness.receiver import Receiver, new_secret
 from service.app import create_app
+from service.db import code
 from service.manifests import Registry, load_registry
 from service.settings import Settings
 from tests.conftest import AGENT, AGENT_TOKEN, HOST
@@ -32,6 +33,7 @@ Client = AsyncTestClient[Any]
 @pytest.fixture
 def kettle_registry(db: Any) -> Registry:
     db.execute((KETTLE / "decisions.sql").read_text())
+    code.declare_tools(db, code.declared_tools([KETTLE]), only_these=False)
     return load_registry(also=[KETTLE])
 
 
