@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0024"
-down_revision: str | None = "0022"  # TEMP until 0023 is merged
+down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -14,13 +14,14 @@ from service.db.schema_revision import head_revision
 from service.http import TokenBook, bearer_token, refused
 from service.use_cases.readiness import not_ready
 from service.use_cases.runtime import Runtime
+from service.version import __version__
 
 PROBES = ["Probes"]
 
 
 @get("/healthz", tags=PROBES, summary="The process is up", response_description="Up")
 async def healthz() -> Health:
-    return {"status": "ok"}
+    return {"status": "ok", "version": __version__}
 
 
 @get(

@@ -11,7 +11,6 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Identity,
     Index,
-    Integer,
     PrimaryKeyConstraint,
     Table,
     Text,
@@ -34,13 +33,12 @@ tool_calls = Table(
     Column("conversation_id", Text, nullable=False),
     Column("tool", Text, nullable=False),
     Column("fingerprint", Text, nullable=False),
-    Column("status_code", Integer, nullable=True),
     # json, not jsonb: a replay returns the first answer with its keys in their original order.
     Column("response", JSON, nullable=False),
     timestamp("created_at", default=True),
     # The word the decision answered with (its "status", or "error" for a refusal): the faces name
-    # its HTTP status (service.http). status_code: only the release before migration 0019 reads it
-    # (99_compat.sql fills it); it goes in the contract release.
+    # its HTTP status (service.http). (Until migration 0023 the row also kept an HTTP status,
+    # status_code, for the releases before migration 0019.)
     Column("outcome", Text, nullable=False),
     # Unique per conversation (the contract's "Past one primary"): the same id in another
     # conversation is another call.
@@ -148,9 +146,6 @@ interaction_tasks = Table(
     Column("conversation_id", Text, nullable=False),
     PrimaryKeyConstraint("task_id", "conversation_id"),
     UniqueConstraint("tool_call_id", "conversation_id"),
-    # Kept one release for the ON CONFLICT (tool_call_id) of the release before migration 0018;
-    # ``python -m service distribute`` drops it (distribute.COMPAT_KEYS).
-    UniqueConstraint("tool_call_id"),
     ForeignKeyConstraint(
         ["tool_call_id", "conversation_id"], ["interactions.tool_call_id", "interactions.conversation_id"]
     ),
@@ -163,8 +158,7 @@ interaction_tasks = Table(
 projection_events = Table(
     "projection_events",
     metadata,
-    # Its identity (BY DEFAULT) numbers only the events of the release before migration 0018.
-    Column("event_seq", BigInteger, Identity(always=False), nullable=False),
+    Column("event_seq", BigInteger, nullable=False),
     Column("conversation_id", Text, nullable=False),
     Column("kind", Text, nullable=False),
     Column("payload", JSONB, nullable=False),
