@@ -8,6 +8,7 @@ ARGS ?= --help
 
 .DEFAULT_GOAL := help
 .PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model
+.PHONY: kube-validate kube-rules kube
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -48,14 +49,12 @@ serve: install ## the HTTP service against DATABASE_URL
 relay: install ## the outbox relay against DATABASE_URL
 	$(PY) -m relay
 
-bench: install ## the benchmarks (they print numbers; see bench/README.md)
+bench: install ## the benchmarks (they print numbers; see bench/README.md; make instructions runs the instruction checks)
 	$(PY) -m bench.tool_cycles
 	$(PY) -m bench.call_cost
 	$(PY) -m bench.mcp_cost
 	$(PY) -m bench.relay_drain
-	$(PY) -m bench.endpoint_outage
-	$(PY) -m bench.deadline_lateness
-	$(PY) -m bench.deadline_lateness --due 5000 --focusing 100000
+	$(PY) -m bench.ending_latency
 	$(PY) -m bench.capacity
 
 instructions: install ## CI check: Python instructions per tool call and database instructions per cycle within 5 % of their baselines (callgrind, ~5 min)
@@ -109,3 +108,20 @@ model: install ## the protocol's Promela models (model/) checked by spin: every 
 mcp-conformance: install ## the official MCP conformance suite (two pinned versions, Node 22 from npm) against a stack; not-applicable list in rigs/
 	@command -v npm >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm; }
 	$(PY) -u -m rigs.mcp_conformance $(CONFORMANCE_ARGS)
+
+# -- Kubernetes (deploy/kubernetes/; docs/operations.md, "On Kubernetes") ---------------------------
+kube-validate: install ## render every overlay (kubectl kustomize; kubectl 1.33 fetched when none will do) and validate each object against Kubernetes 1.33-1.35, strictly
+	$(PY) -m harness.kube validate
+
+kube-rules: install ## regenerate deploy/kubernetes/optional/monitoring/prometheus-rule.yaml from deploy/observability/alerts.yml
+	$(PY) -m harness.kube rules
+
+kube: install ## the dev overlay played with podman kube play against a Postgres of its own: roles, migrate, a start and an interrupt delivered to the demo Agent
+	@command -v podman >/dev/null || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			podman runc uidmap slirp4netns fuse-overlayfs containernetworking-plugins catatonit mmdebstrap; }
+	@command -v mmdebstrap >/dev/null || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap; }
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	$(PY) -u -m rigs.kube $(KUBE_ARGS)
