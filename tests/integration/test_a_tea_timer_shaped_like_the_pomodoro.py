@@ -21,9 +21,9 @@ from harness.mcp import ModernWire
 from harness.receiver import Receiver, new_secret
 from service.app import create_app
 from service.db import code
-from service.manifests import Registry, load_registry
+from service.manifests import Registry
 from service.settings import Settings
-from tests.conftest import AGENT, AGENT_TOKEN, HOST
+from tests.conftest import AGENT, AGENT_TOKEN, HOST, registry_with
 from tests.support.outbox import outbox_rows, relay_config, running_relay, wait_until
 
 TEA = Path(__file__).resolve().parents[1] / "fixtures" / "tea_timer_app"
@@ -34,7 +34,7 @@ Client = AsyncTestClient[Any]
 def tea_registry(db: Any) -> Registry:
     db.execute((TEA / "decisions.sql").read_text())
     code.declare_tools(db, code.declared_tools([TEA]), only_these=False)
-    return load_registry(also=[TEA])
+    return registry_with(TEA)
 
 
 @pytest.fixture
