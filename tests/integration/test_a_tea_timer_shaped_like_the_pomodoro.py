@@ -1,6 +1,7 @@
 """A test-only tea timer shaped like the Pomodoro (tests/fixtures/tea_timer_app/: the same argument
 names and answer words), written on the Runtime's SQL API alone and touching nothing outside its
-folder and this test: it runs beside the Pomodoro through REST and MCP with tasks, decides races
+folder and this test: it runs beside the Pomodoro through REST (its answers told apart from the
+Pomodoro's by Tool in the OpenAPI document) and MCP with tasks, decides races
 once, is settled by the sweeper and by the next call after its deadline, answers the same after a
 restart, leaves like the Pomodoro, and its results are delivered by the relay."""
 
@@ -13,8 +14,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from litestar.testing import AsyncTestClient
+from openapi_spec_validator import validate as validate_spec
 
 from harness.calls import expire, start_body
 from harness.mcp import ModernWire
@@ -205,3 +208,32 @@ async def test_the_sweeper_settles_it_and_the_relay_delivers_the_result(
         "completed",
         "sencha",
     )
+
+
+def _valid(document: dict[str, Any], ref: str, body: Any) -> bool:
+    return jsonschema.Draft202012Validator({**document, "$ref": ref}).is_valid(body)
+
+
+async def test_the_openapi_document_tells_its_answers_from_the_pomodoros_by_tool(tea: Client) -> None:
+    """Its answers have the Pomodoro's words and shapes: the published document still holds and
+    selects each answer's schema by the Tool called."""
+    document = (await tea.get("/schema/openapi.json")).json()
+    validate_spec(document)
+    operation = document["paths"]["/v1/tool-calls"]["post"]
+    by_tool = operation["x-answers-by-tool"]
+    assert {"tea.start", "tea.interrupt", "pomodoro.start", "pomodoro.interrupt"} <= set(by_tool)
+    started = (await tea.post("/v1/tool-calls", json=steep("conv-tea-doc"), headers=AGENT)).json()
+    stopped = (await tea.post("/v1/tool-calls", json=interrupt("conv-tea-doc"), headers=AGENT)).json()
+    idle = (await tea.post("/v1/tool-calls", json=interrupt("conv-tea-doc-idle"), headers=AGENT)).json()
+    for tool, status, answer in (
+        ("tea.start", "202", started),
+        ("tea.interrupt", "200", stopped),
+        ("tea.interrupt", "200", idle),
+    ):
+        assert by_tool[tool][status] != by_tool[tool.replace("tea.", "pomodoro.")][status]
+        assert _valid(document, by_tool[tool][status], answer), (tool, answer)
+        assert _valid(
+            document,
+            f"#/paths/~1v1~1tool-calls/post/responses/{status}/content/application~1json/schema",
+            answer,
+        )
