@@ -27,6 +27,7 @@ from service.db import code
 from service.manifests import Registry
 from service.settings import Settings
 from tests.conftest import AGENT, AGENT_TOKEN, HOST, registry_with
+from tests.support.mcp_apps import APP_MIME_TYPE, HEADERS, UI
 from tests.support.outbox import outbox_rows, relay_config, running_relay, wait_until
 
 TEA = Path(__file__).resolve().parents[1] / "fixtures" / "tea_timer_app"
@@ -237,3 +238,40 @@ async def test_the_openapi_document_tells_its_answers_from_the_pomodoros_by_tool
             f"#/paths/~1v1~1tool-calls/post/responses/{status}/content/application~1json/schema",
             answer,
         )
+
+
+async def test_its_view_is_an_mcp_app_beside_the_pomodoros(tea: Client) -> None:
+    headers = {**HEADERS, "Authorization": f"Bearer {AGENT_TOKEN}"}
+    ids = iter(range(1, 100))
+
+    async def request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        answer = await tea.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params},
+            headers=headers,
+        )
+        assert answer.status_code == 200, answer.text
+        if "mcp-session-id" in answer.headers:
+            headers.update(
+                {"Mcp-Session-Id": answer.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+            )
+        result: dict[str, Any] = answer.json()["result"]
+        return result
+
+    await request(
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {UI: {"mimeTypes": [APP_MIME_TYPE]}}},
+            "clientInfo": {"name": "apps-host", "version": "0"},
+        },
+    )
+    await tea.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    listed = {resource["uri"] for resource in (await request("resources/list", {}))["resources"]}
+    assert {"ui://tea/timer", "ui://pomodoro/timer"} <= listed
+    (content,) = (await request("resources/read", {"uri": "ui://tea/timer"}))["contents"]
+    assert 'data-testid="tea"' in content["text"] and '"tea.app.read"' in content["text"]
+    tools = {tool["name"]: tool for tool in (await request("tools/list", {}))["tools"]}
+    assert tools["tea.start"]["_meta"]["ui"]["resourceUri"] == "ui://tea/timer"
+    assert tools["pomodoro.start"]["_meta"]["ui"]["resourceUri"] == "ui://pomodoro/timer"
+    assert tools["tea.app.read"]["_meta"]["ui"]["visibility"] == ["app"]
