@@ -61,12 +61,34 @@ TABLES = (
 # What writes or checks status_code today, made from the files (which no longer name it), and what
 # 0.4.0's reads of it find once it is gone.
 WITHOUT_STATUS_CODE = (
-    ("function", "tool_calls_guard"),
     ("function", "call_tool_v3"),
     ("function", "expire_tool_call_answers"),
     ("function", "prune_conversation"),
     ("function", "status_code"),
 )
+# tool_calls_guard without status_code, as service/db/sql/20_guards.sql held it until migration 0024
+# (which gave its rules back to CHECK constraints and dropped it): a migration makes what it made.
+TOOL_CALLS_GUARD = r"""
+CREATE OR REPLACE FUNCTION tool_calls_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    broken text;
+BEGIN
+    IF char_length(NEW.tool_call_id) BETWEEN 1 AND 255
+       AND char_length(NEW.outcome) <= 63 AND NEW.outcome ~ '^[a-z][a-z0-9_]*$' THEN
+        RETURN NEW;
+    END IF;
+    broken := CASE
+        WHEN NOT (NEW.outcome ~ '^[a-z][a-z0-9_]{0,62}$') THEN 'ck_tool_calls_outcome_word'
+        WHEN NOT (char_length(NEW.tool_call_id) BETWEEN 1 AND 255) THEN 'ck_tool_calls_tool_call_id_length'
+    END;
+    IF broken IS NOT NULL THEN
+        RAISE EXCEPTION 'new row for relation "tool_calls" violates check constraint "%"', broken
+            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'tool_calls';
+    END IF;
+    RETURN NEW;
+END $$;
+"""
 DROPPED = (
     "DROP TRIGGER IF EXISTS compat_instance_states_conversation ON instance_states",
     "DROP TRIGGER IF EXISTS compat_surface_events_conversation ON surface_events",
@@ -99,6 +121,8 @@ FORGOTTEN = (
 def upgrade() -> None:
     with own_connection() as conn:
         with conn.transaction():
+            conn.execute("SET LOCAL check_function_bodies = off")
+            conn.execute(TOOL_CALLS_GUARD)
             make_code(conn, WITHOUT_STATUS_CODE)
         with conn.transaction():
             lock_tables(conn, TABLES)
