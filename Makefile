@@ -6,17 +6,25 @@ PYTEST_ARGS ?=
 PORT ?= 8000
 ARGS ?= --help
 
+# A command for a person (ops, links) that failed has said why on stderr; at a terminal make's own
+# "*** [Makefile: ops] Error 1" would only repeat it, so it ends there. Not at a terminal (a script,
+# CI) the failure stays a failure.
+QUIET_FAIL = if [ -t 2 ]; then exit 0; else exit $${code:-1}; fi
+
 .DEFAULT_GOAL := help
-.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model
+.PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model full-disk
 .PHONY: kube-validate kube-rules kube
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
+		'{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)} \
+		END {format = "  %-" width "s  %s\n"; for (i = 1; i <= NR; i++) printf format, name[i], text[i]}'
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	@echo "install: creating $(VENV) and installing the project with its dev extras (about a minute the first time)"
+	$(PY) -m pip install --progress-bar on --upgrade pip
+	$(PY) -m pip install --progress-bar on -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed ## create .venv and install the project with its test and dev extras
@@ -24,10 +32,16 @@ install: $(VENV)/.installed ## create .venv and install the project with its tes
 dev: install ## the whole stack on this machine (embedded Postgres unless DATABASE_URL is set); PORT=8000
 	$(PY) -m service dev --port $(PORT)
 
-ops: install ## operator commands beside make dev: make ops ARGS="trace call-1" (ARGS="--help" lists them)
-	@$(PY) -m service ops $(ARGS)
+links: ## print the running make dev's addresses and sign-in links again (from .dev/links)
+	@cat .dev/links 2>/dev/null || { echo "links: no dev stack runs from this folder; start one with make dev" >&2; $(QUIET_FAIL); }
 
-test: install ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
+ops: install ## operator commands beside make dev: make ops ARGS="trace call-1" (ARGS="--help" lists them)
+	@$(PY) -m service ops $(ARGS) || { code=$$?; $(QUIET_FAIL); }
+
+system-deps: ## what the tests need from the system (chromium, nginx, promtool, PostgreSQL 15, npm, PgBouncer, faketime), from apt when missing
+	@scripts/system-deps.sh
+
+test: install system-deps ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install ## ruff, mypy and the import layers (lint-imports)
@@ -49,14 +63,12 @@ serve: install ## the HTTP service against DATABASE_URL
 relay: install ## the outbox relay against DATABASE_URL
 	$(PY) -m relay
 
-bench: install ## the benchmarks (they print numbers; see bench/README.md)
+bench: install ## the benchmarks (they print numbers; see bench/README.md; make instructions runs the instruction checks)
 	$(PY) -m bench.tool_cycles
 	$(PY) -m bench.call_cost
 	$(PY) -m bench.mcp_cost
 	$(PY) -m bench.relay_drain
-	$(PY) -m bench.endpoint_outage
-	$(PY) -m bench.deadline_lateness
-	$(PY) -m bench.deadline_lateness --due 5000 --focusing 100000
+	$(PY) -m bench.ending_latency
 	$(PY) -m bench.capacity
 
 instructions: install ## CI check: Python instructions per tool call and database instructions per cycle within 5 % of their baselines (callgrind, ~5 min)
@@ -106,6 +118,11 @@ model: install ## the protocol's Promela models (model/) checked by spin: every 
 	@command -v spin >/dev/null && command -v cc >/dev/null || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends spin gcc; }
 	$(PY) -u -m rigs.protocol_model
+
+full-disk: install ## Postgres' WAL disk fills under load (a tmpfs; needs root), then space returns: 503s with the error body, /readyz, no spinning relay, recovery by itself; the checks
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	$(PY) -u -m rigs.full_disk $(FULL_DISK_ARGS)
 
 mcp-conformance: install ## the official MCP conformance suite (two pinned versions, Node 22 from npm) against a stack; not-applicable list in rigs/
 	@command -v npm >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm; }
