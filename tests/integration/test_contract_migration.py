@@ -14,6 +14,8 @@ from psycopg.rows import dict_row
 
 from harness.database import DatabaseFactory, with_database
 from service.db import migrate
+from service.manifests import registry_of
+from service.settings import Settings
 
 # Two of 0.4.0's compatibility functions as its 99_compat.sql made them: the second's body (a
 # SQL-standard one) names the first, so Postgres refuses to drop the first while the second exists.
@@ -54,7 +56,7 @@ def test_a_database_of_0_4_0_contracts_and_its_answers_replay_byte_for_byte(at_0
             " response) VALUES ('old-start', 'conv-old', 'pomodoro.start', 'fp', 202, 'accepted', %s)",
             (ANSWER,),
         )
-        migrate.upgrade(at_0022)
+        migrate.upgrade(at_0022, registry_of(Settings()))
         assert db.execute("SELECT version_num FROM alembic_version").fetchone()["version_num"] >= "0023"
         columns = db.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'tool_calls'"
