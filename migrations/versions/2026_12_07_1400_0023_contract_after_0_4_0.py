@@ -21,8 +21,10 @@ column it needs, so what the schema kept for the releases before it goes:
   ``outcome`` (migration 0019) when the release before those migrations wrote it without.
 - Interfaces 1 and 2 (``call_tool``, ``call_tool_v2``, ``interface_1_statuses``), the wrappers of
   interface 3 (``settle_focusing``, ``close_instances``, ``answer_interaction``) and
-  ``compat_status_code``: no longer in the files, the database code ``migrate`` applies next drops
-  them (functions: no table is locked for it).
+  ``compat_status_code``, dropped here in an order their dependencies allow
+  (``compat_status_code``'s body names ``interface_1_statuses``, and Postgres keeps that
+  dependency: the database code ``migrate`` applies next, which drops what the files no longer
+  hold in no particular order, was refused it).
 
 Two transactions of its own, both committed before the database code is applied
 (``migrations/env.py``):
@@ -100,6 +102,13 @@ DROPPED = (
     "DROP FUNCTION IF EXISTS compat_conversation_of_event()",
     "DROP FUNCTION IF EXISTS compat_conversation_of_interaction()",
     "DROP FUNCTION IF EXISTS compat_outcome_of_answer()",
+    "DROP FUNCTION IF EXISTS call_tool(text, text, text, text, jsonb, double precision, integer)",
+    "DROP FUNCTION IF EXISTS call_tool_v2(text, text, text, text, jsonb, regproc, jsonb)",
+    "DROP FUNCTION IF EXISTS compat_status_code(text, jsonb)",
+    "DROP FUNCTION IF EXISTS interface_1_statuses()",
+    "DROP FUNCTION IF EXISTS settle_focusing(uuid[], text, text, boolean)",
+    "DROP FUNCTION IF EXISTS close_instances(uuid[], timestamp with time zone, boolean)",
+    "DROP FUNCTION IF EXISTS answer_interaction(text, text)",
     "ALTER TABLE tool_calls DROP COLUMN IF EXISTS status_code",
     "ALTER TABLE interaction_tasks DROP CONSTRAINT IF EXISTS uq_interaction_tasks_tool_call_id",
     "ALTER TABLE projection_events ALTER COLUMN event_seq DROP IDENTITY IF EXISTS",
@@ -115,6 +124,13 @@ FORGOTTEN = (
     ("function", "compat_conversation_of_event"),
     ("function", "compat_conversation_of_interaction"),
     ("function", "compat_outcome_of_answer"),
+    ("function", "call_tool"),
+    ("function", "call_tool_v2"),
+    ("function", "compat_status_code"),
+    ("function", "interface_1_statuses"),
+    ("function", "settle_focusing"),
+    ("function", "close_instances"),
+    ("function", "answer_interaction"),
 )
 
 
