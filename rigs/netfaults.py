@@ -639,7 +639,8 @@ def delivery_checks(admin_url: str, receiver: Receiver, checks: Checks, relays: 
         f"{late['n']} periods completed, the worst {late['worst']} ms after its ends_at;"
         f" open {late['open']}, early {late['early']}"
         + (
-            f" (the latest: {latest['tool_call_id']}, due {latest['ends_at']}, settled {latest['finalized_at']})"
+            f" (the latest: {latest['tool_call_id']}, due {latest['ends_at']},"
+            f" settled {latest['finalized_at']})"
             if latest is not None
             else ""
         ),

@@ -31,13 +31,14 @@ from service.api.errors import (
     validation_failed,
 )
 from service.api.events import HostEventsController
+from service.api.front_door import front_door
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
 from service.api.host_sessions import HostSessionsController
 from service.api.lean_route import check_lean_routes
 from service.api.ops import OpsController
 from service.api.sdk import SdkController
-from service.api.tools import AgentToolController
+from service.api.tools import agent_tool_controller
 from service.api.web import WebHostController
 from service.background import Background, Loop, default_loop_rounds
 from service.console.routes import ConsoleController
@@ -186,7 +187,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
 
     app = Litestar(
         route_handlers=[
-            AgentToolController,
+            agent_tool_controller(registry),
             HostController,
             HostCapabilityController,
             HostSessionsController,
@@ -196,6 +197,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             SdkController,
             WebHostController,
             *probes.HANDLERS,
+            front_door,
             ui_asset,
             mcp_endpoint,
             protected_resource_metadata,
@@ -216,6 +218,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 "session_tokens": SessionTokens(settings.host_session_secret),
                 "console_sessions": ConsoleSessions(settings.tokens("operator")),
                 "outbox_history": OutboxHistory(),
+                # The apps it runs: its OpenAPI document is theirs (service.api.document).
+                "registry": registry,
                 # Set on SIGTERM before connections drain, so event streams end promptly.
                 "stopping": asyncio.Event(),
                 # A LoopFailure once a background loop has ended with an error.

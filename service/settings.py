@@ -22,9 +22,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.apps import APPS_DIR, MANIFEST, folders
 from service.db import urls
-
-_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: The variables each command cannot start without.
 REQUIRED_FOR: dict[str, tuple[str, ...]] = {
@@ -76,6 +75,27 @@ def development(default: Any = None, *, secret: bool = False, **rules: Any) -> A
     return _setting("development", default, secret, rules)
 
 
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1")
+
+
+def loopback_forms(origin: str) -> set[str]:
+    """A loopback origin under each of its names (``make dev``'s stack is reached at
+    ``http://localhost:PORT`` and ``http://127.0.0.1:PORT`` alike); another origin: none."""
+    parts = urlsplit(origin)
+    if parts.hostname not in _LOOPBACK_NAMES:
+        return set()
+    port = f":{parts.port}" if parts.port is not None else ""
+    return {f"{parts.scheme}://{name}{port}" for name in _LOOPBACK_NAMES}
+
+
+def is_https_or_loopback(url: str) -> bool:
+    """An ``https`` URL, or an ``http`` one whose host is a loopback name or address."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (
+        parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1", "::1")
+    )
+
+
 class SettingsError(Exception):
     """A variable is missing or invalid; the message names it."""
 
@@ -102,6 +122,11 @@ def split_tokens(value: str | None) -> tuple[str, ...]:
     if not value:
         return ()
     return tuple(part for part in value.replace(",", " ").split() if part)
+
+
+def split_folders(value: str | None) -> tuple[Path, ...]:
+    """The folders a variable names, separated by commas."""
+    return tuple(Path(part.strip()) for part in (value or "").split(",") if part.strip())
 
 
 def _as_origin(value: str) -> str:
@@ -136,7 +161,11 @@ class Settings(BaseSettings):
     relay_backoff_base_seconds: float = tuning(1.0, gt=0, le=3600)
     relay_backoff_max_seconds: float = tuning(3600.0, gt=0, le=86400)
     relay_timeout_seconds: float = tuning(10.0, gt=0, le=300)
-    manifests_dir: Path = common(_REPO_ROOT / "service" / "apps")  # the MiniApps' folders (service.apps)
+    # The apps this service runs (``Settings.apps``): every app folder of MANIFESTS_DIR (a folder of
+    # app folders; by default the shipped ones, ``service/apps/``), then each folder APP_FOLDERS
+    # names (one app each, separated by commas). One registry is built from them (service.manifests).
+    manifests_dir: Path = common(APPS_DIR)
+    app_folders: str | None = common(None)
     interrupt_late_window_seconds: int = common(300, ge=0, le=86400)
     db_pool_size: int = common(10, ge=1, le=200)
     # Server-side prepared statements (psycopg's automatic prepare and the hot path's explicit
@@ -225,6 +254,16 @@ class Settings(BaseSettings):
     mcp_oauth_clock_skew_seconds: int = tuning(30, ge=0, le=600)
     # Browser origins that may call /mcp (CORS); PUBLIC_ORIGIN always may. Absent Origin: allowed.
     mcp_allowed_origins: str | None = common(None)
+    # MCP sessions (handshake-era, kept in this process's memory; service.mcp.sessions): at most
+    # MCP_MAX_SESSIONS open at once, of which persons together never hold the last
+    # MCP_AGENT_RESERVED_SESSIONS; at most so many per person (issuer, subject, client) and per
+    # Agent token (past it: 429); a person's session ends after so long without a request.
+    mcp_max_sessions: int = tuning(2000, ge=1, le=100_000)
+    mcp_agent_reserved_sessions: int = tuning(500, ge=0, le=100_000)
+    mcp_sessions_per_person: int = tuning(8, ge=1, le=10_000)
+    mcp_sessions_per_agent_token: int = tuning(1000, ge=1, le=100_000)
+    mcp_person_session_idle_seconds: float = tuning(300.0, gt=0, le=86_400)
+    mcp_agent_session_idle_seconds: float = tuning(1800.0, gt=0, le=86_400)
     # Set by `python -m service dev` for the processes it starts: its secrets are made at random
     # (or chosen by the person on their own machine), so the deployment checks of secrets are off.
     lineup_dev_stack: bool = development(False)
@@ -289,6 +328,16 @@ class Settings(BaseSettings):
                 raise ValueError(f"{url!r} must be an http:// or https:// URL without query or fragment")
         return value
 
+    @field_validator("mcp_oauth_issuer")
+    @classmethod
+    def _https_issuers(cls, value: str | None) -> str | None:
+        # An issuer's keys decide who may call: fetched over plain http anyone on the path could
+        # swap them. Plain http only on loopback (a provider on the same machine, the tests').
+        for url in split_tokens(value):
+            if not is_https_or_loopback(url):
+                raise ValueError(f"{url!r} must be https:// (http:// only on loopback)")
+        return value
+
     @field_validator("mcp_allowed_origins")
     @classmethod
     def _origins(cls, value: str | None) -> str | None:
@@ -332,6 +381,19 @@ class Settings(BaseSettings):
         if not value.is_dir():
             raise ValueError(f"{value} is not a directory")
         return value
+
+    @field_validator("app_folders")
+    @classmethod
+    def _app_folders(cls, value: str | None) -> str | None:
+        for folder in split_folders(value):
+            if not (folder / MANIFEST).is_file():
+                raise ValueError(f"{folder} is not an app folder (no {MANIFEST})")
+        return value
+
+    @property
+    def apps(self) -> tuple[Path, ...]:
+        """The app folders this service runs: MANIFESTS_DIR's (in name order), then APP_FOLDERS'."""
+        return (*folders(self.manifests_dir), *split_folders(self.app_folders))
 
     @property
     def psycopg_url(self) -> str:
@@ -401,6 +463,8 @@ class Settings(BaseSettings):
         origins = set(split_tokens(self.mcp_allowed_origins))
         if self.public_origin:
             origins.add(self.public_origin)
+            if self.lineup_dev_stack:
+                origins |= loopback_forms(self.public_origin)
         return frozenset(origins)
 
     def tokens(self, audience: str) -> tuple[str, ...]:
@@ -473,6 +537,8 @@ class Settings(BaseSettings):
             raise SettingsError(f"{command}: " + "; ".join(problems))
         if self.relay_backoff_base_seconds > self.relay_backoff_max_seconds and command == "relay":
             raise SettingsError("RELAY_BACKOFF_BASE_SECONDS must not exceed RELAY_BACKOFF_MAX_SECONDS")
+        if self.mcp_agent_reserved_sessions >= self.mcp_max_sessions:
+            raise SettingsError("MCP_AGENT_RESERVED_SESSIONS must be below MCP_MAX_SESSIONS")
         if command == "serve" and self.mcp_issuers and self.mcp_resource is None:
             raise SettingsError("MCP_OAUTH_ISSUER needs MCP_RESOURCE_URL (or PUBLIC_ORIGIN, for its /mcp)")
         if command == "relay" and self.relay_lease <= self.relay_timeout_seconds:

@@ -21,11 +21,12 @@
   const TIMEOUT_MS = 15000;
   const VIEW_TOKEN = "io.lineup/view_token";
   const REREAD_MS = 2000;
+  // The names tools/list shows (provider-safe: pomodoro.app.read is listed as pomodoro_app_read).
   const TOOLS = {
-    context: "pomodoro.app.read",
-    stateGet: "pomodoro.app.snapshot",
-    stateSave: "pomodoro.app.save_snapshot",
-    close: "pomodoro.app.close",
+    context: "__APP_SCOPE___app_read",
+    stateGet: "__APP_SCOPE___app_snapshot",
+    stateSave: "__APP_SCOPE___app_save_snapshot",
+    close: "__APP_SCOPE___app_close",
   };
   const pending = new Map();
   let sequence = 0;
@@ -200,7 +201,7 @@
   };
 
   request("ui/initialize", {
-    appInfo: { name: "lineup-pomodoro", version: "1" },
+    appInfo: { name: "lineup-__APP_SCOPE__", version: "1" },
     appCapabilities: { availableDisplayModes: ["inline"] },
     protocolVersion: PROTOCOL_VERSION,
   })

@@ -21,9 +21,10 @@ from psycopg.rows import dict_row
 from harness import processes
 from harness.database import DatabaseFactory
 from harness.mcp import modern_wire
-from service.mcp.app_resource import MCP_APPS_SDK, surface_file
+from service.manifests import Registry
+from service.mcp.app_resource import APP_SCOPE, MCP_APPS_SDK, surface_file
 from service.mcp.view_tokens import ViewTokens
-from tests.conftest import AGENT, HOST_SESSION_SECRET, ServiceProcess, service_on_own_database
+from tests.conftest import AGENT, HOST_SESSION_SECRET, ROOT, ServiceProcess, service_on_own_database
 from tests.support.mcp_apps import (
     APP_MIME_TYPE,
     CONVERSATION,
@@ -37,8 +38,8 @@ from tests.support.mcp_apps import (
 
 pytestmark = pytest.mark.e2e
 
-READ, CLOSE = "pomodoro.app.read", "pomodoro.app.close"
-SNAPSHOT, SAVE = "pomodoro.app.snapshot", "pomodoro.app.save_snapshot"
+READ, CLOSE = "pomodoro_app_read", "pomodoro_app_close"  # as listed (service.tool_names)
+SNAPSHOT, SAVE = "pomodoro_app_snapshot", "pomodoro_app_save_snapshot"
 APP_TOOLS = {CLOSE, READ, SAVE, SNAPSHOT}
 
 
@@ -91,8 +92,9 @@ def results(service: ServiceProcess, conversation_id: str) -> list[dict[str, Any
 async def test_the_server_declares_the_ui_extension_and_resources(
     service: ServiceProcess, host: AppsHost
 ) -> None:
-    # At 2025-11-25 the wire's capabilities have no extensions member; resources are there.
+    # At 2025-11-25 too (that revision's wire model has no extensions member: the server adds it).
     assert "resources" in host.initialized["capabilities"]
+    assert host.initialized["capabilities"]["extensions"][UI] == {"mimeTypes": [APP_MIME_TYPE]}
     async with modern_wire(service.base_url) as wire:
         discovered = (await wire.result("server/discover", {}))["capabilities"]
     assert discovered["extensions"][UI] == {"mimeTypes": [APP_MIME_TYPE]}
@@ -100,18 +102,20 @@ async def test_the_server_declares_the_ui_extension_and_resources(
 
 
 def test_pomodoro_start_names_its_view_and_only_an_apps_client_lists_the_app_only_tools(
-    service: ServiceProcess, host: AppsHost
+    service: ServiceProcess, host: AppsHost, registry: Registry
 ) -> None:
     tools = {tool["name"]: tool for tool in host.request("tools/list", {})["tools"]}
-    assert tools["pomodoro.start"]["_meta"]["ui"]["resourceUri"] == POMODORO_URI
-    assert "_meta" not in tools["pomodoro.interrupt"]
+    assert tools["pomodoro_start"]["_meta"]["ui"]["resourceUri"] == POMODORO_URI
+    assert tools["pomodoro_interrupt"]["_meta"] == {"io.lineup/tool": "pomodoro.interrupt"}
     for name in APP_TOOLS:
         assert tools[name]["_meta"]["ui"]["visibility"] == ["app"]
+        assert tools[name]["title"] == tools[name]["_meta"]["io.lineup/tool"] == name.replace("_", ".", 2)
         assert "view_token" in tools[name]["inputSchema"]["required"]
         assert "operation_id" not in tools[name]["inputSchema"]["properties"]
     with AppsHost(service.base_url, apps=False) as plain:
         listed = {tool["name"] for tool in plain.request("tools/list", {})["tools"]}
-    assert listed == {"interact.ask", "pomodoro.interrupt", "pomodoro.start"}
+    # The Agent's Tools (what the registry runs), listed provider-safe, then operation_status.
+    assert listed == {name.replace(".", "_") for name in registry.tools} | {"operation_status"}
 
 
 def test_the_resource_is_the_web_hosts_surface_in_one_document_with_no_network(host: AppsHost) -> None:
@@ -123,7 +127,9 @@ def test_the_resource_is_the_web_hosts_surface_in_one_document_with_no_network(h
     assert csp == {"connectDomains": [], "resourceDomains": [], "frameDomains": [], "baseUriDomains": []}
     html = content["text"]
     # The Web Host's own files, whole, inline: the two surfaces cannot drift.
-    for source in (surface_file("pomodoro.css"), surface_file("pomodoro.js"), MCP_APPS_SDK.read_text()):
+    surface = ROOT / "service" / "apps" / "pomodoro" / "surface"
+    sdk = MCP_APPS_SDK.read_text().replace(APP_SCOPE, "pomodoro")
+    for source in (surface_file(surface, "pomodoro.css"), surface_file(surface, "pomodoro.js"), sdk):
         assert source in html
     assert 'data-testid="countdown"' in html
     # Nothing to load: no src, no href, no URL of any kind.

@@ -51,9 +51,13 @@ BEGIN
         END IF;
         RETURN;
     END IF;
+    -- The decision runs as its Tool's app (the name's prefix, "<app_scope>.<name>"): what it asks of
+    -- the engine is held to that app's own (acting_app, 75_app_api.sql).
+    PERFORM set_config('lineup.acting_app', split_part(p_tool, '.', 1), true);
     EXECUTE format('SELECT d.outcome, d.response, d.effects FROM %s($1, $2, $3, $4) d', p_decide)
         INTO decided
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
+    PERFORM set_config('lineup.acting_app', '', true);
     body := decided.response::text;
     INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response)
     VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome, body::json);
