@@ -45,6 +45,7 @@ from service.db import citus
 from service.db.pool import RecoveringPool, open_pool
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 from service.domain.errors import Refusal
+from service.host_names import HostAllowList
 from service.host_streams import HostStreams
 from service.http import TokenBook
 from service.loop_lag import LoopLag, default_lag_histogram
@@ -214,6 +215,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                     {a: settings.tokens(a) for a in ("agent", "host", "operator", "metrics")}
                 ),
                 "session_tokens": SessionTokens(settings.host_session_secret),
+                # The Host names the token-less endpoints answer to (service.host_names).
+                "allowed_hosts": HostAllowList.of(settings.public_origin, settings.host_names),
                 "console_sessions": ConsoleSessions(settings.tokens("operator")),
                 "outbox_history": OutboxHistory(),
                 # Set on SIGTERM before connections drain, so event streams end promptly.

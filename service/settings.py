@@ -119,6 +119,10 @@ class Settings(BaseSettings):
     # The origin browsers reach the service at (https://host[:port]), named in the MiniApp pages'
     # Content-Security-Policy; taken from configuration, never from a request's Host header.
     public_origin: str | None = None
+    # Host names the token-less endpoints (/metrics, /healthz, /readyz, the sign-in pages of /host/
+    # and /ops/) answer to beside PUBLIC_ORIGIN's host, localhost and IP literals (service.host_names):
+    # names separated by spaces or commas, "*.example.com" for every name under it, "*" for any.
+    allowed_hosts: str | None = None
     # Event streams open at once: per person's session, and in all on one process.
     sse_streams_per_session: int = Field(8, ge=1, le=1000)
     sse_streams_total: int = Field(1000, ge=1, le=100000)
@@ -242,6 +246,20 @@ class Settings(BaseSettings):
                 raise ValueError(f"{url!r} must be an http:// or https:// URL without query or fragment")
         return value
 
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        for name in split_tokens(value):
+            if (
+                "/" in name
+                or "@" in name
+                or (name.startswith("*") and name != "*" and not name.startswith("*."))
+            ):
+                raise ValueError(f"{name!r} must be a host name (example.com, *.example.com) or *")
+        return value
+
     @field_validator("mcp_allowed_origins")
     @classmethod
     def _origins(cls, value: str | None) -> str | None:
@@ -343,6 +361,11 @@ class Settings(BaseSettings):
         if self.mcp_resource_url:
             return self.mcp_resource_url
         return f"{self.public_origin}/mcp" if self.public_origin else None
+
+    @property
+    def host_names(self) -> tuple[str, ...]:
+        """ALLOWED_HOSTS, one name (or ``*.`` suffix) each."""
+        return split_tokens(self.allowed_hosts)
 
     @property
     def mcp_scopes(self) -> tuple[str, ...]:
