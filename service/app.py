@@ -134,6 +134,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             pool=pool,
             poll_seconds=settings.projection_poll_seconds,
             prepared=prepared,
+            wake_interval=settings.projection_wake_interval_seconds,
         )
         app.state.host_streams = HostStreams(
             pool,

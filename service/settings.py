@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     # Behind a transaction pooler without LISTEN_DATABASE_URL: how often each service process
     # looks for projection changes other processes committed (an event's extra delay at most).
     projection_poll_seconds: float = Field(1.0, ge=0.05, le=60)
+    # Wake-ups other processes' NOTIFYs ask for, coalesced to at most one per this interval for each
+    # conversation and one for all of them (any role that may connect may NOTIFY; 0: no bound).
+    projection_wake_interval_seconds: float = Field(0.25, ge=0, le=60)
     request_max_body_bytes: int = Field(65536, ge=1024, le=10 * 1024 * 1024)
     # Persons' sessions on the Host API, minted by the Host backend (POST /v1/host/sessions) and
     # signed with their own secret, never derived from HOST_TOKEN. Unset: minting answers 503.
@@ -198,6 +201,9 @@ class Settings(BaseSettings):
     db_runtime_password: str | None = None
     db_relay_password: str | None = None
     db_reader_password: str | None = None
+    # Each role's limits as `python -m service roles` sets them (service.db.roles.DEFAULT_LIMITS):
+    # "<role>.<limit>=<value>" items, e.g. "runtime.connection_limit=600 reader.statement_timeout=5min".
+    db_role_limits: str | None = None
     # How long `migrate` keeps trying its first connection (the database may still be starting).
     migrate_connect_seconds: float = Field(60.0, ge=0, le=3600)
 
@@ -258,6 +264,16 @@ class Settings(BaseSettings):
                 or (name.startswith("*") and name != "*" and not name.startswith("*."))
             ):
                 raise ValueError(f"{name!r} must be a host name (example.com, *.example.com) or *")
+        return value
+
+    @field_validator("db_role_limits")
+    @classmethod
+    def _role_limits(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        from service.db.roles import parse_limits  # the roles module reads no settings
+
+        parse_limits(value)  # ValueError says what is wrong
         return value
 
     @field_validator("mcp_allowed_origins")

@@ -34,7 +34,13 @@ def run(args: argparse.Namespace) -> int:
     names = roles.Names(**settings.role_names)
     try:
         with psycopg.connect(settings.psycopg_url, connect_timeout=10) as conn:
-            outcome = roles.ensure(conn, names, settings.role_passwords, create=not args.existing)
+            outcome = roles.ensure(
+                conn,
+                names,
+                settings.role_passwords,
+                create=not args.existing,
+                limits=roles.parse_limits(settings.db_role_limits),
+            )
     except (LookupError, ValueError) as exc:
         print(f"roles: {exc}", file=sys.stderr)
         return 1

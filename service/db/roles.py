@@ -19,7 +19,11 @@ at the end of an upgrade to head, in the migration's transaction, so a table or 
 adds is granted in the same commit that creates it. An object the map does not name gets nothing
 (a test fails on it: classify it here). :func:`ensure` — ``python -m service roles``, run as an
 administrator — also creates or updates the roles, hands existing objects to the owner, and grants
-the database and the schema.
+the database and the schema. :func:`limit` (run by :func:`ensure`) gives each role its limits
+(:data:`DEFAULT_LIMITS`, ``DB_ROLE_LIMITS``): a ``CONNECTION LIMIT`` and, in this database,
+``statement_timeout``, ``idle_in_transaction_session_timeout`` and ``temp_file_limit``; and
+:func:`database_access` keeps ``CONNECT`` and ``TEMPORARY`` on the database for the four roles
+alone (not ``PUBLIC``).
 """
 
 from __future__ import annotations
@@ -210,6 +214,133 @@ class Names:
         return {kind: self.of(kind) for kind in GRANTEES}
 
 
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one role may hold and spend: connections (cluster-wide, -1: no limit) and, in this
+    database, the longest statement, the longest idle transaction ("0": no limit) and the temporary
+    files of one session ("-1": no limit), in Postgres's units ("60s", "1GB")."""
+
+    connection_limit: int
+    statement_timeout: str
+    idle_in_transaction_session_timeout: str
+    temp_file_limit: str
+
+    def settings(self) -> dict[str, str]:
+        return {
+            "statement_timeout": self.statement_timeout,
+            "idle_in_transaction_session_timeout": self.idle_in_transaction_session_timeout,
+            "temp_file_limit": self.temp_file_limit,
+        }
+
+
+#: Each role's limits unless ``DB_ROLE_LIMITS`` says otherwise (docs/operations.md, "Database roles").
+#: owner: ``migrate`` rewrites tables and builds indexes for as long as that takes, and waits for
+#: its locks in its own transaction between tries, so no statement, idle or temporary-file bound;
+#: a few connections (migrate takes one or two). runtime: every ``serve`` replica holds its pool
+#: (DB_POOL_SIZE, 10) and about four more (LISTEN, wake-ups, sweeper), so 300 fit twenty replicas;
+#: its statements are single rows, a conversation or batches of at most 1,000 rows, so a minute is
+#: far past any of them (a statement that runs longer waits on a lock it will not get soon: it
+#: fails, is logged and retried, rather than hold a connection of the pool), and no transaction of
+#: the service waits on anything but the database. relay: a pool of 4 and a LISTEN per relay, so 100
+#: fit twenty relays; its claims, records and prunes are statements of at most RELAY_BATCH_SIZE
+#: (1000) rows, each in autocommit, and it never holds a transaction open while it delivers (the
+#: claim is a lease in the row, not a lock), so the same minute. reader: operators' and dashboards'
+#: reads, the least trusted: 20 connections, a minute per statement and 256 MB of temporary files.
+DEFAULT_LIMITS: dict[str, Limits] = {
+    OWNER: Limits(10, "0", "0", "-1"),
+    RUNTIME: Limits(300, "60s", "60s", "1GB"),
+    RELAY: Limits(100, "60s", "60s", "1GB"),
+    READER: Limits(20, "60s", "60s", "256MB"),
+}
+
+_LIMIT_FIELDS = (
+    "connection_limit",
+    "statement_timeout",
+    "idle_in_transaction_session_timeout",
+    "temp_file_limit",
+)
+
+
+def parse_limits(value: str | None) -> dict[str, Limits]:
+    """``DB_ROLE_LIMITS``: ``<kind>.<limit>=<value>`` items separated by spaces or commas over
+    :data:`DEFAULT_LIMITS`, e.g. ``runtime.connection_limit=600 reader.statement_timeout=5min``.
+    Raises ValueError naming what is wrong."""
+    limits = {kind: dict(zip(_LIMIT_FIELDS, _astuple(DEFAULT_LIMITS[kind]), strict=True)) for kind in KINDS}
+    for item in (value or "").replace(",", " ").split():
+        key, equals, setting = item.partition("=")
+        kind, dot, name = key.partition(".")
+        if not equals or not dot or kind not in KINDS or name not in _LIMIT_FIELDS or not setting:
+            raise ValueError(
+                f"{item!r}: expected <role>.<limit>=<value>, <role> one of {', '.join(KINDS)} and"
+                f" <limit> one of {', '.join(_LIMIT_FIELDS)}"
+            )
+        if name == "connection_limit":
+            if not setting.lstrip("-").isdigit() or int(setting) < -1:
+                raise ValueError(f"{item!r}: a connection limit is a whole number, -1 for none")
+            limits[kind][name] = int(setting)
+        elif not all(c.isalnum() or c in "-." for c in setting):
+            raise ValueError(f"{item!r}: a value such as 60s, 5min, 1GB, 0 or -1")
+        else:
+            limits[kind][name] = setting
+    return {kind: Limits(**fields) for kind, fields in limits.items()}
+
+
+def _astuple(limits: Limits) -> tuple[Any, ...]:
+    return tuple(getattr(limits, name) for name in _LIMIT_FIELDS)
+
+
+_ROLE_SETTINGS = """
+SELECT r.rolname, r.rolconnlimit, coalesce(s.setconfig, '{}') AS setconfig
+FROM pg_roles r
+LEFT JOIN pg_db_role_setting s
+  ON s.setrole = r.oid AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+WHERE r.rolname = ANY(%s)
+"""
+
+
+def limit(conn: Connection, names: Names, limits: Mapping[str, Limits], outcome: Outcome) -> None:
+    """Give each role that exists its limits: ``ALTER ROLE … CONNECTION LIMIT`` and ``ALTER ROLE …
+    IN DATABASE <this one> SET`` each setting, only where they differ (a second run changes
+    nothing). Each statement commits on its own; one the administrator may not run (only a
+    superuser sets ``temp_file_limit``, only a role with CREATEROLE alters roles) becomes a warning
+    naming it."""
+    wanted = {names.of(kind): limits[kind] for kind in KINDS}
+    rows = _q(conn).execute(_ROLE_SETTINGS, (sorted(wanted),)).fetchall()
+    database = sql.Identifier(_database(conn))
+    conn.commit()
+    for name, connection_limit, config in rows:
+        role, want = sql.Identifier(name), wanted[name]
+        if connection_limit != want.connection_limit:
+            statement = sql.SQL("ALTER ROLE {} CONNECTION LIMIT {}").format(
+                role, sql.Literal(want.connection_limit)
+            )
+            _attempt(conn, outcome, statement, f"connection limit of {name} now {want.connection_limit}")
+        held = dict(item.split("=", 1) for item in config)
+        for setting, value in want.settings().items():
+            if held.get(setting) == value:
+                continue
+            statement = sql.SQL("ALTER ROLE {} IN DATABASE {} SET {} = {}").format(
+                role, database, sql.Identifier(setting), sql.Literal(value)
+            )
+            _attempt(conn, outcome, statement, f"{setting} of {name} now {value}")
+        conn.commit()
+
+
+def database_access(names: Names, admin: str | None) -> list[tuple[str, str, str, bool]]:
+    """(on, grantee, privilege, wanted) for the database itself: ``CONNECT`` and ``TEMPORARY`` for
+    the four roles and not for ``PUBLIC`` (every role of the cluster, until revoked), and ``CONNECT``
+    for the administrator running this when it is no superuser (so it keeps reaching the database)."""
+    wanted = [
+        (DATABASE, names.of(kind), privilege, True)
+        for kind in KINDS
+        for privilege in ("CONNECT", "TEMPORARY")
+    ]
+    if admin is not None:
+        wanted.append((DATABASE, admin, "CONNECT", True))
+    wanted += [(DATABASE, "PUBLIC", "CONNECT", False), (DATABASE, "PUBLIC", "TEMPORARY", False)]
+    return wanted
+
+
 @dataclass(slots=True)
 class Outcome:
     """What a run changed, and what the database holds that the grants map does not name."""
@@ -356,6 +487,16 @@ def _plain(conn: Connection, name: str) -> bool:
     return bool(row and row[0])
 
 
+def _unprivileged(conn: Connection) -> str | None:
+    """The role running this when it is no superuser (None for a superuser)."""
+    row = (
+        _q(conn)
+        .execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user")
+        .fetchone()
+    )
+    return None if row is None or row[1] else str(row[0])
+
+
 def _database(conn: Connection) -> str:
     row = _q(conn).execute("SELECT current_database()").fetchone()
     assert row is not None
@@ -383,6 +524,7 @@ def ensure(
     passwords: Mapping[str, str | None] | None = None,
     *,
     create: bool = True,
+    limits: Mapping[str, Limits] | None = None,
 ) -> Outcome:
     """``python -m service roles``: create (``create``) or update the four roles — each may log in,
     none is a superuser or may create roles or databases; a password only when given — grant the
@@ -431,7 +573,7 @@ def ensure(
     owner = names.owner
     # (on, grantee, privilege, wanted): the database and the schema. Only the owner creates in the
     # schema (PUBLIC could before Postgres 15), so no other role can run DDL.
-    wanted: list[tuple[str, str, str, bool]] = [(DATABASE, names.of(kind), "CONNECT", True) for kind in KINDS]
+    wanted = database_access(names, _unprivileged(conn))
     wanted += [
         (SCHEMA, "PUBLIC", "CREATE", False),
         (SCHEMA, owner, "USAGE", True),
@@ -458,6 +600,7 @@ def ensure(
             outcome.changes.remove(done)
             outcome.warnings.append(f"{statement.as_string(conn)}: not in effect (run it as an admin)")
     conn.commit()
+    limit(conn, names, DEFAULT_LIMITS if limits is None else limits, outcome)
     # Objects an earlier migrate made as another role (a superuser, before these roles) go to the
     # owner, so that its migrate can alter them. Handing a table over locks it (ACCESS EXCLUSIVE)
     # until commit, while the previous release may be serving: each object goes in a transaction of
