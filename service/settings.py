@@ -142,6 +142,12 @@ class Settings(BaseSettings):
     write_limit_message_bytes: int = Field(1_048_576, ge=8000, le=1_073_741_824)
     write_limit_surface_events: int = Field(120, ge=1, le=1_000_000)
     write_limit_instance_opens: int = Field(30, ge=1, le=1_000_000)
+    # Tool calls a person makes over MCP, per conversation and per person in each window (then 429
+    # too_many_requests with Retry-After), counted in the call's own statement (service.use_cases.callers).
+    write_limit_tool_calls: int = Field(30, ge=1, le=1_000_000)
+    # The Agent's own budget of tool calls per conversation in each window; 0: none (the Agent is
+    # trusted, and its calls then spend nothing).
+    agent_tool_call_limit: int = Field(0, ge=0, le=1_000_000)
     # interact.ask questions waiting for the person in one conversation (then 429).
     interact_pending_per_conversation: int = Field(100, ge=1, le=100000)
     # The interactive API pages (/schema/swagger, self-hosted); the JSON and YAML documents are

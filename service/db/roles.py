@@ -136,6 +136,7 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "compat_conversation_of_interaction": (),
     "compat_outcome_of_answer": (),  # triggers for the release before migration 0019
     "spend_write": (RUNTIME,),
+    "limited_decide": (RUNTIME,),  # a Tool's decision behind a write allowance (persons' calls)
     "uuid_v7_floor": (RUNTIME,),
     "expire_tool_call_answers": (RUNTIME,),
     "prune_operations": (RUNTIME,),

@@ -35,7 +35,7 @@ from service.http import API_HEADERS, TokenBook, bearer_token, error_code, refus
 from service.mcp.binding import person_conversation
 from service.mcp.oauth import Person, ResourceServer, TokenRefused
 from service.mcp.server import RuntimeMcpServer, translated
-from service.use_cases import tasks
+from service.use_cases import callers, tasks
 
 log = structlog.get_logger("service.mcp")
 
@@ -178,12 +178,15 @@ async def as_person(ctx: ServerRequestContext[Any, Any], call_next: CallNext) ->
         return await call_next(ctx)
     own = person.conversation_id
     bound = person_conversation.set(own)
+    # Who calls: recorded with each call, and what its allowance is (service.use_cases.callers).
+    calling = callers.current.set(callers.person(person.issuer, person.subject, person.client_id, own))
     try:
         task_id = ctx.params.get("taskId") if isinstance(ctx.params, Mapping) else None
         if isinstance(task_id, str):
             await _own_task(ctx, task_id, own)
         return await call_next(ctx)
     finally:
+        callers.current.reset(calling)
         person_conversation.reset(bound)
 
 
