@@ -16,8 +16,6 @@ import contextvars
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from service.settings import Settings
 
 #: The decision that spends an allowance, then runs the Tool's own (``45_limits.sql``).
@@ -70,9 +68,3 @@ def allowance(settings: Settings, caller: Caller, conversation_id: str) -> dict[
     else:
         return None
     return {"principals": principals, "window": settings.write_limit_window_seconds, "max": limit}
-
-
-def limited_context(context: str, decide: str, spend: dict[str, Any]) -> str:
-    """The Tool's context (its JSON text) with what ``limited_decide`` reads added."""
-    extra = msgspec.json.encode({"decide": decide, "allowance": spend}).decode()
-    return context[:-1] + ("," if context != "{}" else "") + extra[1:]

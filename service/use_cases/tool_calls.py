@@ -103,8 +103,13 @@ async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
     digest = fingerprint(request.body())
     decide, context = runner.decide, rt.context_of(request.tool)
     caller = callers.current.get()
-    if (spend := callers.allowance(rt.settings, caller, request.conversation_id)) is not None:
-        decide, context = callers.LIMITED_DECIDE, callers.limited_context(context, decide, spend)
+    spend = callers.allowance(rt.settings, caller, request.conversation_id)
+    if caller.is_person or spend is not None:  # (the Agent's own context, caller included, is made once)
+        extra: dict[str, Any] = {"caller": caller.recorded()}
+        if spend is not None:
+            extra.update(decide=decide, allowance=spend)
+            decide = callers.LIMITED_DECIDE
+        context = rt.context_of(request.tool, **extra)
     for attempt in range(ATTEMPTS):
         try:
             async with rt.unit_of_work(transaction=False) as work:

@@ -17,7 +17,8 @@
 -- (70_settle.sql). What the service needs of the effects comes back flat: the earliest deadline
 -- opened, the settled operations (as JSON, none mostly), whether the conversation changed and
 -- whether outbox rows were queued.
--- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them.
+-- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them,
+-- and who calls ("caller", recorded in tool_calls.caller; service/use_cases/callers.py).
 -- The release before migration 0019 also passes "statuses" (outcome -> HTTP status) and reads
 -- tool_calls.status_code: compat_status_code (99_compat.sql) fills it for that release alone.
 CREATE OR REPLACE FUNCTION call_tool_v3(
@@ -58,9 +59,9 @@ BEGIN
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
     body := decided.response::text;
     INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, status_code,
-                            response)
+                            response, caller)
     VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome,
-            compat_status_code(decided.outcome, p_context), body::json);
+            compat_status_code(decided.outcome, p_context), body::json, p_context -> 'caller');
     RETURN QUERY SELECT decided.outcome, body, false, e.deadline,
         CASE WHEN e.settled IS NOT NULL THEN to_jsonb(e.settled) END,
         e.settled IS NOT NULL OR e.opened IS NOT NULL OR e.closed IS NOT NULL OR e.queued IS NOT NULL,
