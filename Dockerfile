@@ -15,6 +15,14 @@ RUN mkdir -p service relay web_host demo_agent \
     && pip install . && pip uninstall -y lineup-runtime
 
 FROM python:3.11-slim AS runtime
+# The release (pyproject.toml's version, which tests/unit/test_version.py keeps this default equal
+# to) and the commit built: docker build --build-arg REVISION=$(git rev-parse HEAD) -t lineup-runtime .
+ARG VERSION=0.5.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="Lineup Runtime" \
+      org.opencontainers.image.description="MiniApp tool calls decided in Postgres, delivered by an outbox relay" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

@@ -7,7 +7,7 @@ PORT ?= 8000
 ARGS ?= --help
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus
+.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -100,6 +100,11 @@ mcp-replicas: install ## two serve replicas behind nginx round-robin: 200 MCP ta
 
 upgrade: install ## the previous release and this one side by side under load while migrate runs; the checks
 	$(PY) -u -m rigs.upgrade $(UPGRADE_ARGS)
+
+model: install ## the protocol's Promela models (model/) checked by spin: every property holds, every reverted bug is caught
+	@command -v spin >/dev/null && command -v cc >/dev/null || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends spin gcc; }
+	$(PY) -u -m rigs.protocol_model
 
 mcp-conformance: install ## the official MCP conformance suite (two pinned versions, Node 22 from npm) against a stack; not-applicable list in rigs/
 	@command -v npm >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm; }

@@ -102,19 +102,19 @@ ops AS (
     FROM r
 ),
 calls AS (
-    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response,
+    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response,
                             created_at)
-    SELECT c.id, conversation_id, c.tool, md5(c.id) || md5(c.id), c.code, c.body::json, t
+    SELECT c.id, conversation_id, c.tool, md5(c.id) || md5(c.id), c.outcome, c.body::json, t
     FROM r, LATERAL (VALUES
-        (start_id, 'pomodoro.start', 202, json_build_object(
+        (start_id, 'pomodoro.start', 'accepted', json_build_object(
             'tool_call_id', start_id, 'status', 'accepted', 'operation', json_build_object(
                 'operation_id', operation_id, 'state', 'focusing', 'started_at', t,
                 'ends_at', t + interval '1500 seconds', 'duration_seconds', 1500,
                 'activity', 'write report'),
             'instance_id', instance_id, 'sub_session_id', sub_session_id)::text),
-        (interrupt_id, 'pomodoro.interrupt', 200, json_build_object(
+        (interrupt_id, 'pomodoro.interrupt', 'interrupted', json_build_object(
             'tool_call_id', interrupt_id, 'status', 'interrupted', 'operation_id', operation_id)::text)
-    ) AS c(id, tool, code, body)
+    ) AS c(id, tool, outcome, body)
 ),
 box AS (
     INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, status,

@@ -177,7 +177,7 @@ async def _exercise(url: str, webhook_url: str, part: str, count: int) -> None:
     log = structlog.get_logger("relay")
     relay_id = "bench-parts"
     signer = Signer([SECRET])
-    deliverer = Deliverer(webhook_url, signer, timeout=30.0, concurrency=CONCURRENCY)
+    deliverer = Deliverer(webhook_url, signer, timeout=30.0, concurrency=CONCURRENCY, lease_seconds=90.0)
     metrics = RelayMetrics()
     pool = relay_pool(url)
     await pool.open(wait=True)

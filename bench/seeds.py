@@ -83,8 +83,8 @@ sub AS (
     FROM r
 ),
 snap AS (
-    INSERT INTO instance_states (instance_id, app_scope, schema_version, readonly)
-    SELECT instance_id, 'pomodoro', 1, true FROM r
+    INSERT INTO instance_states (instance_id, conversation_id, app_scope, schema_version, readonly)
+    SELECT instance_id, conversation_id, 'pomodoro', 1, true FROM r
 ),
 ops AS (
     INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
@@ -97,11 +97,11 @@ ops AS (
     FROM r
 ),
 calls AS (
-    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response,
+    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response,
                             created_at)
-    SELECT id, conversation_id, tool, md5(id) || md5(id), code, '{"status": "accepted"}'::json, started_at
-    FROM r, LATERAL (VALUES (start_id, 'pomodoro.start', 202), (interrupt_id, 'pomodoro.interrupt', 200))
-         AS c(id, tool, code)
+    SELECT id, conversation_id, tool, md5(id) || md5(id), 'accepted', '{"status": "accepted"}'::json,
+           started_at
+    FROM r, LATERAL (VALUES (start_id, 'pomodoro.start'), (interrupt_id, 'pomodoro.interrupt')) AS c(id, tool)
 ),
 box AS (
     INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, status,
@@ -112,6 +112,7 @@ box AS (
            jsonb_build_object('type', 'tool.result', 'tool_call_id', start_id)
     FROM r
 )
-INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code, outcome)
-SELECT event_id, 1, 'history', started_at + interval '10 minutes', 3, 204, 'delivered' FROM r
+INSERT INTO outbox_attempts (event_id, conversation_id, attempt, relay_id, started_at, duration_ms,
+                             status_code, outcome)
+SELECT event_id, conversation_id, 1, 'history', started_at + interval '10 minutes', 3, 204, 'delivered' FROM r
 """

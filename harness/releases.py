@@ -1,22 +1,64 @@
 """The previous release beside this checkout: ``make upgrade`` serves it side by side with this one,
-and the instruction benches count the same work in both. It runs from a git worktree of this
-repository on this checkout's Python environment, its tree first on ``PYTHONPATH``."""
+and the instruction benches count the same work in both. It is the newest release of the record,
+``releases.toml``, and runs from a git worktree of this repository on this checkout's Python
+environment, its tree first on ``PYTHONPATH``."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.processes import ROOT
 
-#: The release this one upgrades from; it moves forward when a release is cut (docs/operations.md,
-#: "Upgrading").
-PREVIOUS_RELEASE = "747472aefc1f1acb27e84a2033d3034bc9c60819"
+#: The record of every release, oldest first (docs/operations.md, "Upgrading").
+RECORD = ROOT / "releases.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """One release as ``releases.toml`` records it."""
+
+    version: str
+    commit: str
+    date: datetime.date
+    schema_head: str
+    interface: int
+    database_interfaces: tuple[int, ...]
+
+
+def recorded_releases(record: Path = RECORD) -> list[Release]:
+    """Every release of ``record``, oldest first."""
+    with record.open("rb") as file:
+        entries = tomllib.load(file)["release"]
+    return [
+        Release(
+            version=str(e["version"]),
+            commit=str(e["commit"]),
+            date=e["date"],
+            schema_head=str(e["schema_head"]),
+            interface=int(e["interface"]),
+            database_interfaces=tuple(int(i) for i in e["database_interfaces"]),
+        )
+        for e in entries
+    ]
+
+
+def newest_release(record: Path = RECORD) -> Release:
+    """The release this checkout upgrades from: the last one recorded."""
+    return recorded_releases(record)[-1]
+
+
+#: The commit of the release this one upgrades from (the newest recorded); it moves forward when a
+#: release is cut and recorded.
+PREVIOUS_RELEASE = newest_release().commit
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 from relay.claims import Claim
+from relay.clock import ClockSkew, database_time
 from relay.policy import AttemptResult
 from relay.signing import Signer
 from relay.webhook_client import EXCERPT_BYTES, WebhookClient
@@ -54,8 +55,19 @@ Delivered = Callable[[Claim, Attempt], None]
 
 
 class Deliverer:
-    def __init__(self, url: str, signer: Signer, *, timeout: float, concurrency: int) -> None:
+    def __init__(
+        self,
+        url: str,
+        signer: Signer,
+        *,
+        timeout: float,
+        concurrency: int,
+        lease_seconds: float,
+        skew: ClockSkew | None = None,
+    ) -> None:
         self._signer = signer
+        self._lease_seconds = lease_seconds
+        self._skew = skew
         self.client = WebhookClient(
             url,
             timeout=timeout,
@@ -70,8 +82,11 @@ class Deliverer:
         )
 
     def send(self, claim: Claim, delivered: Delivered) -> None:
-        """POST the row's stored payload; ``delivered`` is called with the attempt once it ends."""
-        now = time.time()
+        """POST the row's stored payload; ``delivered`` is called with the attempt once it ends. It
+        is stamped with the database's clock (``relay.clock``), whatever the host's says."""
+        now = database_time(claim, self._lease_seconds)
+        if self._skew is not None:
+            self._skew.observe(now, time.time())
         started_at = datetime.fromtimestamp(now, UTC)
 
         def done(result: AttemptResult, seconds: float) -> None:

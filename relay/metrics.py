@@ -56,6 +56,12 @@ class RelayMetrics:
             registry=r,
         )
         self.in_flight = Gauge("lineup_relay_in_flight", "Rows this relay holds a lease on.", registry=r)
+        self.clock_offset = Gauge(
+            "lineup_relay_clock_offset_seconds",
+            "How far this relay host's clock is ahead of the database's (negative: behind), at the last "
+            "delivery; webhooks are stamped with the database's clock.",
+            registry=r,
+        )
         self.database_errors = Counter(
             "lineup_relay_database_errors", "Database operations that failed and were retried.", registry=r
         )

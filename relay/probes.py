@@ -14,8 +14,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from relay.database import RelayPool
 from relay.metrics import RelayMetrics
 from service.db.schema_revision import schema_problem
+from service.version import __version__
 
 log = structlog.get_logger("relay.probes")
+# The process is up, and the release it runs (as the service's /healthz says it).
+_HEALTH = json.dumps({"status": "ok", "version": __version__}).encode()
 
 
 class ProbePortError(Exception):
@@ -78,7 +81,7 @@ class ProbeServer:
         if method not in ("GET", "HEAD"):
             return "405 Method Not Allowed", "text/plain", b"method not allowed\n"
         if path == "/healthz":
-            return "200 OK", "application/json", b'{"status": "ok"}'
+            return "200 OK", "application/json", _HEALTH
         if path == "/readyz":
             problem = await self._not_ready()
             if problem is None:

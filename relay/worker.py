@@ -18,6 +18,7 @@ import dataclasses
 import structlog
 
 from relay.claimer import Claimer
+from relay.clock import ClockSkew
 from relay.config import RelayConfig, redacted
 from relay.database import RelayPool, relay_pool
 from relay.delivery import Deliverer
@@ -140,7 +141,14 @@ class Relay:
             resources.push_async_callback(probes.close)
             self.probe_port = probes.port
         signer = Signer(cfg.webhook_secrets)
-        deliverer = Deliverer(cfg.webhook_url, signer, timeout=cfg.timeout, concurrency=cfg.concurrency)
+        deliverer = Deliverer(
+            cfg.webhook_url,
+            signer,
+            timeout=cfg.timeout,
+            concurrency=cfg.concurrency,
+            lease_seconds=cfg.lease_seconds,
+            skew=ClockSkew(self.metrics.clock_offset),
+        )
         resources.push_async_callback(deliverer.aclose)
         self._circuit = EndpointCircuit(cfg, self._pool, self.metrics, self.wake)
         self._claimer = Claimer(

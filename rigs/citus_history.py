@@ -151,7 +151,7 @@ async def aged_retention(cluster: Cluster, service: ServiceProcess, checks: Chec
         )
 
         finals = "SELECT count(*) FROM operations WHERE state <> 'focusing'"
-        answers = "SELECT count(*) FROM tool_calls WHERE status_code <> 410"
+        answers = "SELECT count(*) FROM tool_calls WHERE outcome <> 'tool_call_expired'"
         before = (_scalar(url, finals), _scalar(url, answers))
         later = datetime.now(UTC) + timedelta(days=HISTORY_DAYS + 1)
         pool = await open_pool(url, size=2, name="citus-rig-retention")

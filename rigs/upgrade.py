@@ -5,9 +5,10 @@
 .venv/bin/python -m rigs.upgrade [--conversations 16] [--phase-seconds 12] [--runs 1]
 ```
 
-The previous release is the commit ``PREVIOUS_RELEASE`` (``harness.releases``) of this
-repository, checked out into a ``git worktree`` and run with this checkout's Python environment. On
-a throwaway database of the server named by ``DATABASE_URL`` (default the local one):
+The previous release is the newest release of the record, ``releases.toml``
+(``harness.releases``): its commit of this repository, checked out into a ``git worktree`` and run
+with this checkout's Python environment. On a throwaway database of the server named by
+``DATABASE_URL`` (default the local one):
 
 1. the previous release migrates the database and serves: one ``serve`` and two relays, delivering
    to a local Agent that verifies every signature; Agent load starts — per conversation, in turn:
@@ -32,7 +33,7 @@ conversation's results reached the Agent in sequence order; every replay — acr
 releases during the overlap, and of every call through this release at the end — answered the same
 status and the same bytes as the first answer. Exits 1 when a check fails.
 
-When a release is cut, ``PREVIOUS_RELEASE`` moves forward to it (docs/operations.md, "Upgrading").
+When a release is cut and recorded, the upgrade starts from it (docs/operations.md, "Upgrading").
 """
 
 from __future__ import annotations
@@ -55,14 +56,10 @@ from psycopg.rows import dict_row
 from harness.database import named_server, scratch_database
 from harness.processes import ROOT, Child, ServiceProcess
 from harness.receiver import Receiver, new_secret
-from harness.releases import PREVIOUS_RELEASE, previous_release
+from harness.releases import newest_release, previous_release
 from rigs.upgrade_load import Load
 from rigs.upgrade_stack import Release, Stack
 from service.db import roles
-
-# The release before this one: the last commit before the database code moved to service/db/sql/
-# (interface 1: call_tool with an HTTP status, its SQL in migration 0005).
-
 
 # --- the checks ------------------------------------------------------------------------------
 
@@ -158,6 +155,8 @@ async def drive(stack: Stack, previous: Release, current: Release, args: argpars
             new_relays = [stack.relay(current, n) for n in (1, 2)]
             load.targets[current.name] = new_serve.base_url
             note(f"{current.name} serving beside it")
+            await load.read_ops(http)
+            note(f"operators' reads of recorded calls through both releases ({load.ops_reads} checked)")
             await asyncio.sleep(phase)
             for relay in old_relays:
                 await asyncio.to_thread(relay.stop)
@@ -209,6 +208,7 @@ def _report(load: Load, problems: list[str]) -> None:
     print("replays by direction:     " + ", ".join(f"{k} x{v}" for k, v in sorted(load.replays.items())))
     print(f"interrupts acknowledged:  {sum(1 for s in load.interrupted.values() if s == 'interrupted')}")
     print(f"questions answered:       {len(load.answered)}")
+    print(f"ops reads checked:        {load.ops_reads} release(s) side by side")
     if problems:
         print(f"\nFAILED: {len(problems)} problem(s)")
         for problem in problems[:40]:
@@ -224,7 +224,12 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=16)
     parser.add_argument("--phase-seconds", type=float, default=12.0)
     parser.add_argument("--runs", type=int, default=1, help="run the whole upgrade this many times")
-    parser.add_argument("--previous", default=PREVIOUS_RELEASE, help="the commit of the previous release")
+    newest = newest_release()
+    parser.add_argument(
+        "--previous",
+        default=newest.commit,
+        help=f"the commit of the previous release (default: the newest recorded, {newest.version})",
+    )
     parser.add_argument(
         "--admin-only",
         action="store_true",
@@ -234,7 +239,12 @@ def main() -> int:
     failed = 0
     with previous_release(args.previous) as tree:
         for run in range(1, args.runs + 1):
-            print(f"\n=== upgrade run {run} of {args.runs}: {args.previous[:12]} -> this checkout ===")
+            named = (
+                f"{newest.version} ({args.previous[:12]})"
+                if args.previous == newest.commit
+                else args.previous[:12]
+            )
+            print(f"\n=== upgrade run {run} of {args.runs}: {named} -> this checkout ===")
             logs = Path(tempfile.mkdtemp(prefix="lineup-upgrade-"))
             secret = new_secret()
             tag = secrets.token_hex(4)

@@ -35,6 +35,7 @@ class Load:
     by_release: Counter[str] = field(default_factory=Counter)
     interrupted: dict[str, str] = field(default_factory=dict)  # operation_id -> receipt status
     answered: set[str] = field(default_factory=set)  # interact.ask tool_call_ids answered
+    ops_reads: int = 0  # releases whose operators' reads of recorded calls were checked
     running: bool = True
 
     def pick(self) -> tuple[str, str]:
@@ -53,6 +54,42 @@ class Load:
         if answer.status_code >= 500:
             self.failures.append(f"{name} {path}: {answer.status_code} {answer.text[:200]}")
         return answer.status_code, answer.content
+
+    async def read_ops(self, http: httpx.AsyncClient) -> None:
+        """The operators' reads of recorded calls through every release taking traffic — the list of
+        the last hour and one call's trace — answer 200, and each release shows each call with the
+        same status (the previous release reads it as ``tool_calls.status_code``, this one from the
+        outcome word)."""
+        headers = {"Authorization": f"Bearer {self.stack.operator_token}"}
+        statuses: dict[str, dict[str, int]] = {}
+        for name, url in sorted(self.targets.items()):
+            listed = await http.get(f"{url}/v1/ops/tool-calls", params={"limit": 200}, headers=headers)
+            if listed.status_code != 200:
+                self.failures.append(
+                    f"{name} ops list of tool calls: {listed.status_code} {listed.text[:200]}"
+                )
+                continue
+            rows = listed.json()["tool_calls"]
+            statuses[name] = {f"{r['conversation_id']}/{r['tool_call_id']}": r["status_code"] for r in rows}
+            if rows:
+                row = rows[-1]
+                traced = await http.get(
+                    f"{url}/v1/ops/tool-calls/{row['tool_call_id']}",
+                    params={"conversation_id": row["conversation_id"]},
+                    headers=headers,
+                )
+                if (
+                    traced.status_code != 200
+                    or traced.json()["tool_call"]["status_code"] != row["status_code"]
+                ):
+                    self.failures.append(f"{name} ops trace of {row['tool_call_id']}: {traced.text[:200]}")
+        if len(statuses) == 2:
+            first, second = statuses.values()
+            differ = [key for key in first.keys() & second.keys() if first[key] != second[key]]
+            self.failures.extend(
+                f"ops reads of {key}: the releases show other statuses" for key in differ[:5]
+            )
+        self.ops_reads += len(statuses)
 
     async def tool(self, http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         name, url = self.pick()

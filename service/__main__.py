@@ -1,4 +1,4 @@
-"""``python -m service migrate | distribute | roles | serve | dev | ops``."""
+"""``python -m service migrate | distribute | roles | serve | dev | ops | settings``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 
 from service import dev_env
 from service.settings import SettingsError
+from service.version import __version__
 
 
 def _command_named(argv: list[str]) -> str | None:
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     # description and arguments only when it is the one named (the others show only in the list).
     named = _command_named(args_given)
     parser = argparse.ArgumentParser(prog="python -m service", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"lineup-runtime {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="alembic upgrade head against DATABASE_URL")
     _command(
@@ -56,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     dev.add_argument("--port", type=int, default=8000)
     dev.add_argument("--data-dir", default=".dev", help="where dev keeps its Postgres and tokens")
     _command(commands, named, "ops", "operator CLI: outbox, operations, stats, trace")
+    _command(
+        commands,
+        named,
+        "settings",
+        "every environment variable, grouped, with its value here (secrets masked)",
+    )
     args = parser.parse_args(args_given)
     if args.command != "dev" and (found := dev_env.adopt(os.environ)) is not None:
         print(dev_env.note(found), file=sys.stderr)
@@ -80,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             from service.cli.dev import run as run_dev
 
             return run_dev(args.host, args.port, args.data_dir)
+        if args.command == "settings":
+            from service.cli.settings import run as run_settings
+
+            return run_settings(args)
         if args.command == "ops":
             # A write's log line goes, as the ops API's does, to stderr as JSON: stdout is the answer.
             from service.cli.ops import run as run_ops

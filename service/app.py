@@ -125,7 +125,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 pool.discard_after_error = True
             log.info("citus_distributed", sweeper="by conversation", failed_connections="discarded")
         app.state.distributed = distributed
-        wakeups = Wakeups(settings.psycopg_url, interval=settings.wakeup_interval_seconds, prepared=prepared)
+        wakeups = Wakeups(settings.psycopg_url, prepared=prepared)
         runtime = Runtime(pool=pool, settings=settings, registry=registry, wakeups=wakeups)
         app.state.runtime = runtime
         app.state.projections = ProjectionHub(

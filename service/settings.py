@@ -2,6 +2,12 @@
 
 Each command states which variables it needs; a missing or invalid one stops the process
 at start with a message naming it (``SettingsError``).
+
+Every variable belongs to one group, by who needs it (``GROUPS``): a field is declared with its
+group's function — ``relay_concurrency: int = tuning(64, ge=1, le=1024)``, the variable being the
+field's name in capitals — and documented by one row in its group's table of docs/operations.md,
+"Settings" (``tests/unit/test_settings_documented.py`` keeps the two in step). A secret says so
+(``secret=True``): ``python -m service settings`` masks its value.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import base64
 import binascii
 import itertools
 from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator
@@ -27,6 +34,46 @@ REQUIRED_FOR: dict[str, tuple[str, ...]] = {
     "ops": ("DATABASE_URL",),
     "roles": ("DATABASE_URL",),
 }
+
+
+Group = Literal["required", "common", "tuning", "roles", "development"]
+#: Who needs the variables of each group, in the order docs/operations.md, "Settings", lists them.
+GROUPS: dict[Group, str] = {
+    "required": "Required: a command refuses to start without them (see REQUIRED_FOR)",
+    "common": "Common: what a deployment sets as it needs (features, addresses, retention, metrics)",
+    "tuning": "Tuning: limits, intervals and sizes whose defaults suit every known deployment",
+    "roles": "Database roles: python -m service roles, and migrate keeping their grants",
+    "development": "Development only: set by make dev; never in a deployment",
+}
+
+
+def _setting(group: Group, default: Any, secret: bool, rules: dict[str, Any]) -> Any:
+    return Field(default, json_schema_extra={"group": group, "secret": secret}, **rules)
+
+
+def required(default: Any = None, *, secret: bool = False, **rules: Any) -> Any:
+    """A setting some command cannot start without (pydantic's ``Field`` rules: ``ge``, ``le``, …)."""
+    return _setting("required", default, secret, rules)
+
+
+def common(default: Any = None, *, secret: bool = False, **rules: Any) -> Any:
+    """A setting a deployment sets as it needs."""
+    return _setting("common", default, secret, rules)
+
+
+def tuning(default: Any = None, *, secret: bool = False, **rules: Any) -> Any:
+    """A limit, interval or size whose default suits every known deployment."""
+    return _setting("tuning", default, secret, rules)
+
+
+def roles(default: Any = None, *, secret: bool = False, **rules: Any) -> Any:
+    """A database role's name or password."""
+    return _setting("roles", default, secret, rules)
+
+
+def development(default: Any = None, *, secret: bool = False, **rules: Any) -> Any:
+    """A setting of the development stack alone."""
+    return _setting("development", default, secret, rules)
 
 
 class SettingsError(Exception):
@@ -69,149 +116,147 @@ def _as_origin(value: str) -> str:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=None, extra="ignore", frozen=True)
 
-    database_url: str | None = None
-    agent_token: str | None = None
-    host_token: str | None = None
-    operator_token: str | None = None
+    database_url: str | None = required(None, secret=True)
+    agent_token: str | None = required(None, secret=True)
+    host_token: str | None = required(None, secret=True)
+    operator_token: str | None = required(None, secret=True)
     # Who may read the service's GET /metrics (it shows the backlog, dead rows, pause and circuit
     # state). Unset, both: without a token, peers on a private network only (loopback, RFC 1918,
     # unique-local, link-local: the contract's probe and a Prometheus beside the service), so the
     # default is safe on a public port. METRICS_TOKEN set or METRICS_PUBLIC=false: only a bearer
     # METRICS_TOKEN (Prometheus's, reaching nothing else) or OPERATOR_TOKEN. METRICS_PUBLIC=true:
     # anyone who reaches the port.
-    metrics_token: str | None = None
-    metrics_public: bool | None = None
-    agent_webhook_url: str | None = None
-    webhook_secret: str | None = None
+    metrics_token: str | None = common(None, secret=True)
+    metrics_public: bool | None = common(None)
+    agent_webhook_url: str | None = required(None)
+    webhook_secret: str | None = required(None, secret=True)
     # With these three, a row whose every attempt fails is retried for 24 to 48 hours before it is
     # dead (relay.backoff.retry_span); time held by a pause or an open circuit comes on top.
-    relay_max_attempts: int = Field(60, ge=1, le=1000)
-    relay_backoff_base_seconds: float = Field(1.0, gt=0, le=3600)
-    relay_backoff_max_seconds: float = Field(3600.0, gt=0, le=86400)
-    relay_timeout_seconds: float = Field(10.0, gt=0, le=300)
-    manifests_dir: Path = _REPO_ROOT / "service" / "apps"  # the MiniApps' folders (service.apps)
-    interrupt_late_window_seconds: int = Field(300, ge=0, le=86400)
-    db_pool_size: int = Field(10, ge=1, le=200)
+    relay_max_attempts: int = tuning(60, ge=1, le=1000)
+    relay_backoff_base_seconds: float = tuning(1.0, gt=0, le=3600)
+    relay_backoff_max_seconds: float = tuning(3600.0, gt=0, le=86400)
+    relay_timeout_seconds: float = tuning(10.0, gt=0, le=300)
+    manifests_dir: Path = common(_REPO_ROOT / "service" / "apps")  # the MiniApps' folders (service.apps)
+    interrupt_late_window_seconds: int = common(300, ge=0, le=86400)
+    db_pool_size: int = common(10, ge=1, le=200)
     # Server-side prepared statements (psycopg's automatic prepare and the hot path's explicit
     # ones). Off for a pooler in transaction mode (PgBouncer before 1.21, most managed poolers):
     # every connection then runs with prepare_threshold=None (service.db.pool).
-    db_prepared_statements: bool = True
+    db_prepared_statements: bool = common(True)
     # A direct (or session-pooled) URL for what needs a session of its own: the LISTEN of the
     # event streams, MCP pushes and the relay. Unset: DATABASE_URL, unless that leads through a
     # transaction pooler, in which case they poll (PROJECTION_POLL_SECONDS, RELAY_POLL_INTERVAL_SECONDS).
-    listen_database_url: str | None = None
+    listen_database_url: str | None = common(None, secret=True)
     # Behind a transaction pooler without LISTEN_DATABASE_URL: how often each service process
     # looks for projection changes other processes committed (an event's extra delay at most).
-    projection_poll_seconds: float = Field(1.0, ge=0.05, le=60)
+    projection_poll_seconds: float = tuning(1.0, ge=0.05, le=60)
     # Wake-ups other processes' NOTIFYs ask for, coalesced to at most one per this interval for each
     # conversation and one for all of them (any role that may connect may NOTIFY; 0: no bound).
-    projection_wake_interval_seconds: float = Field(0.25, ge=0, le=60)
-    request_max_body_bytes: int = Field(65536, ge=1024, le=10 * 1024 * 1024)
+    projection_wake_interval_seconds: float = tuning(0.25, ge=0, le=60)
+    request_max_body_bytes: int = tuning(65536, ge=1024, le=10 * 1024 * 1024)
     # Persons' sessions on the Host API, minted by the Host backend (POST /v1/host/sessions) and
     # signed with their own secret, never derived from HOST_TOKEN. Unset: minting answers 503.
-    host_session_secret: str | None = Field(None, min_length=32)
+    host_session_secret: str | None = common(None, min_length=32, secret=True)
     # The key of the MCP App View's tokens (service.mcp.view_tokens): one, or several separated by
     # spaces while one rotates (the first signs, each verifies), each >= 32 characters. Unset: a
     # key derived from HOST_SESSION_SECRET; neither: the View's tools answer mcp_apps_disabled.
-    mcp_app_secret: str | None = None
+    mcp_app_secret: str | None = common(None, secret=True)
     # Whether the host page's sign-in also takes HOST_TOKEN itself (a session reaching every
     # conversation): for one person on their own machine (dev), never for a shared deployment.
-    host_token_sign_in: bool = False
+    host_token_sign_in: bool = development(False)
     # Cookies are Secure (and named __Host-…); off only for plain http on 127.0.0.1 (dev).
-    cookie_secure: bool = True
+    cookie_secure: bool = common(True)
     # The origin browsers reach the service at (https://host[:port]), named in the MiniApp pages'
     # Content-Security-Policy; taken from configuration, never from a request's Host header.
-    public_origin: str | None = None
+    public_origin: str | None = common(None)
     # Host names the token-less endpoints (/metrics, /healthz, /readyz, the sign-in pages of /host/
     # and /ops/) answer to beside PUBLIC_ORIGIN's host, localhost and IP literals (service.host_names):
     # names separated by spaces or commas, "*.example.com" for every name under it, "*" for any.
-    allowed_hosts: str | None = None
+    allowed_hosts: str | None = common(None)
     # Event streams open at once: per person's session, and in all on one process.
-    sse_streams_per_session: int = Field(8, ge=1, le=1000)
-    sse_streams_total: int = Field(1000, ge=1, le=100000)
+    sse_streams_per_session: int = tuning(8, ge=1, le=1000)
+    sse_streams_total: int = tuning(1000, ge=1, le=100000)
     # How often a process asks the database whether the sessions of its open streams still are:
     # a session ended on another replica stops its streams here within this many seconds.
-    sse_session_check_seconds: float = Field(5.0, ge=0.05, le=60)
+    sse_session_check_seconds: float = tuning(5.0, ge=0.05, le=60)
     # SDK capabilities one person's session may mint (each lives only as long as that session).
-    capabilities_per_session: int = Field(1000, ge=1, le=100000)
+    capabilities_per_session: int = tuning(1000, ge=1, le=100000)
     # Writes on the Host API per conversation and per person's session in each window of
     # WRITE_LIMIT_WINDOW_SECONDS, counted in the database (every replica shares them); past one,
     # 429 too_many_requests with Retry-After. Far above what a person types or clicks.
-    write_limit_window_seconds: int = Field(60, ge=1, le=86400)
-    write_limit_messages: int = Field(120, ge=1, le=1_000_000)
-    write_limit_message_bytes: int = Field(1_048_576, ge=8000, le=1_073_741_824)
-    write_limit_surface_events: int = Field(120, ge=1, le=1_000_000)
-    write_limit_instance_opens: int = Field(30, ge=1, le=1_000_000)
+    write_limit_window_seconds: int = tuning(60, ge=1, le=86400)
+    write_limit_messages: int = tuning(120, ge=1, le=1_000_000)
+    write_limit_message_bytes: int = tuning(1_048_576, ge=8000, le=1_073_741_824)
+    write_limit_surface_events: int = tuning(120, ge=1, le=1_000_000)
+    write_limit_instance_opens: int = tuning(30, ge=1, le=1_000_000)
     # Tool calls a person makes over MCP, per conversation and per person in each window (then 429
     # too_many_requests with Retry-After), counted in the call's own statement (service.use_cases.callers).
-    write_limit_tool_calls: int = Field(30, ge=1, le=1_000_000)
+    write_limit_tool_calls: int = tuning(30, ge=1, le=1_000_000)
     # The Agent's own budget of tool calls per conversation in each window; 0: none (the Agent is
     # trusted, and its calls then spend nothing).
-    agent_tool_call_limit: int = Field(0, ge=0, le=1_000_000)
+    agent_tool_call_limit: int = common(0, ge=0, le=1_000_000)
     # interact.ask questions waiting for the person in one conversation (then 429).
-    interact_pending_per_conversation: int = Field(100, ge=1, le=100000)
+    interact_pending_per_conversation: int = tuning(100, ge=1, le=100000)
     # The interactive API pages (/schema/swagger, self-hosted); the JSON and YAML documents are
     # always served.
-    api_docs_ui: bool = False
+    api_docs_ui: bool = common(False)
     # The deadline sweeper of ``serve``: claimers settling due rows side by side (SKIP LOCKED),
     # rows per settle statement, and the poll that finds deadlines other replicas opened.
-    sweeper_claimers: int = Field(2, ge=1, le=16)
-    sweeper_batch_size: int = Field(200, ge=1, le=5000)
-    sweeper_poll_seconds: float = Field(1.0, ge=0.05, le=60)
-    # After-commit wake-ups of other processes: at most one NOTIFY statement per this interval.
-    wakeup_interval_seconds: float = Field(0.005, ge=0, le=1)
+    sweeper_claimers: int = tuning(2, ge=1, le=16)
+    sweeper_batch_size: int = tuning(200, ge=1, le=5000)
+    sweeper_poll_seconds: float = tuning(1.0, ge=0.05, le=60)
     # History retention (service/use_cases/history_retention.py): finished operations, their
     # instances, messages, surface events, answered interactions and recorded answers older than
     # this go (an expired answer keeps its fingerprint: a replay is refused, never run again).
-    history_retention_days: int = Field(90, ge=1, le=36500)
+    history_retention_days: int = common(90, ge=1, le=36500)
     # The relay (``python -m relay``).
-    relay_poll_only: bool = False  # for connection poolers that drop LISTEN
-    relay_poll_interval_seconds: float = Field(1.0, ge=0.01, le=60)
-    relay_concurrency: int = Field(64, ge=1, le=1024)
-    relay_batch_size: int = Field(100, ge=1, le=1000)
+    relay_poll_only: bool = tuning(False)  # for connection poolers that drop LISTEN
+    relay_poll_interval_seconds: float = tuning(1.0, ge=0.01, le=60)
+    relay_concurrency: int = tuning(64, ge=1, le=1024)
+    relay_batch_size: int = tuning(100, ge=1, le=1000)
     # Default max(30, 3 x RELAY_TIMEOUT_SECONDS), the contract's value; lower it only in tests.
-    relay_lease_seconds: float | None = Field(None, gt=0, le=86400)
-    relay_metrics_host: str = "127.0.0.1"
+    relay_lease_seconds: float | None = tuning(None, gt=0, le=86400)
+    relay_metrics_host: str = common("127.0.0.1")
     # Off unless set: relays on one host must never collide on a default port. 0 is off too.
-    relay_metrics_port: int | None = Field(None, ge=0, le=65535)
-    relay_retention_days: int = Field(7, ge=1, le=3650)
+    relay_metrics_port: int | None = common(None, ge=0, le=65535)
+    relay_retention_days: int = common(7, ge=1, le=3650)
     # Dead rows are kept longer than delivered ones: each is a result the Agent never got. 0: kept.
-    relay_dead_retention_days: int = Field(30, ge=0, le=3650)
+    relay_dead_retention_days: int = common(30, ge=0, le=3650)
     # The endpoint's circuit (relay.circuit): endpoint failures in a row that open it, and the
     # time between probes while it is open (a Retry-After may ask for longer).
-    relay_circuit_failures: int = Field(10, ge=1, le=10000)
-    relay_circuit_probe_seconds: float = Field(5.0, ge=0.05, le=3600)
-    relay_shutdown_grace_seconds: float = Field(5.0, ge=0, le=300)
-    relay_id: str | None = Field(None, min_length=1, max_length=200)
+    relay_circuit_failures: int = tuning(10, ge=1, le=10000)
+    relay_circuit_probe_seconds: float = tuning(5.0, ge=0.05, le=3600)
+    relay_shutdown_grace_seconds: float = tuning(5.0, ge=0, le=300)
+    relay_id: str | None = common(None, min_length=1, max_length=200)
     # MCP authorization (docs/api.md): the service as an OAuth 2.1 resource server. Off unless
     # MCP_OAUTH_ISSUER is set; then persons' access tokens (JWTs of these issuers, for the resource
     # MCP_RESOURCE_URL, holding every scope of MCP_OAUTH_SCOPES) are taken beside AGENT_TOKEN.
-    mcp_oauth_issuer: str | None = None  # one issuer URL, or several separated by spaces or commas
-    mcp_resource_url: str | None = None  # default: PUBLIC_ORIGIN + /mcp
-    mcp_oauth_scopes: str | None = None  # scopes every token must hold, separated by spaces or commas
+    mcp_oauth_issuer: str | None = common(None)  # one issuer URL, or several separated by spaces or commas
+    mcp_resource_url: str | None = common(None)  # default: PUBLIC_ORIGIN + /mcp
+    mcp_oauth_scopes: str | None = common(None)  # scopes every token must hold, separated by spaces or commas
     # Leeway for exp/nbf against the authorization server's clock.
-    mcp_oauth_clock_skew_seconds: int = Field(30, ge=0, le=600)
+    mcp_oauth_clock_skew_seconds: int = tuning(30, ge=0, le=600)
     # Browser origins that may call /mcp (CORS); PUBLIC_ORIGIN always may. Absent Origin: allowed.
-    mcp_allowed_origins: str | None = None
+    mcp_allowed_origins: str | None = common(None)
     # Set by `python -m service dev` for the processes it starts: its secrets are made at random
     # (or chosen by the person on their own machine), so the deployment checks of secrets are off.
-    lineup_dev_stack: bool = False
+    lineup_dev_stack: bool = development(False)
     # The database roles (service.db.roles, docs/operations.md "Database roles"): their names, and
     # for `python -m service roles` the password each one logs in with (unset: none is set or
     # changed; the role may log in some other way, or keeps the one it has).
-    db_owner_role: str = Field("lineup_owner", min_length=1, max_length=63)
-    db_runtime_role: str = Field("lineup_runtime", min_length=1, max_length=63)
-    db_relay_role: str = Field("lineup_relay", min_length=1, max_length=63)
-    db_reader_role: str = Field("lineup_reader", min_length=1, max_length=63)
-    db_owner_password: str | None = None
-    db_runtime_password: str | None = None
-    db_relay_password: str | None = None
-    db_reader_password: str | None = None
+    db_owner_role: str = roles("lineup_owner", min_length=1, max_length=63)
+    db_runtime_role: str = roles("lineup_runtime", min_length=1, max_length=63)
+    db_relay_role: str = roles("lineup_relay", min_length=1, max_length=63)
+    db_reader_role: str = roles("lineup_reader", min_length=1, max_length=63)
+    db_owner_password: str | None = roles(None, secret=True)
+    db_runtime_password: str | None = roles(None, secret=True)
+    db_relay_password: str | None = roles(None, secret=True)
+    db_reader_password: str | None = roles(None, secret=True)
     # Each role's limits as `python -m service roles` sets them (service.db.roles.DEFAULT_LIMITS):
     # "<role>.<limit>=<value>" items, e.g. "runtime.connection_limit=600 reader.statement_timeout=5min".
-    db_role_limits: str | None = None
+    db_role_limits: str | None = roles(None)
     # How long `migrate` keeps trying its first connection (the database may still be starting).
-    migrate_connect_seconds: float = Field(60.0, ge=0, le=3600)
+    migrate_connect_seconds: float = common(60.0, ge=0, le=3600)
 
     @field_validator("database_url", "listen_database_url")
     @classmethod
@@ -476,6 +521,22 @@ class Settings(BaseSettings):
         if command == "relay" and self.relay_lease <= self.relay_timeout_seconds:
             raise SettingsError("RELAY_LEASE_SECONDS must exceed RELAY_TIMEOUT_SECONDS")
         return self
+
+
+def _extra(name: str) -> dict[str, Any]:
+    extra = Settings.model_fields[name].json_schema_extra
+    return extra if isinstance(extra, dict) else {}
+
+
+def group_of(name: str) -> Group | None:
+    """The group of the field ``name`` (the variable ``NAME``): who needs it."""
+    group = _extra(name).get("group")
+    return next((g for g in GROUPS if g == group), None)
+
+
+def is_secret(name: str) -> bool:
+    """Whether the field ``name`` holds a secret (``python -m service settings`` masks it)."""
+    return _extra(name).get("secret") is True
 
 
 def load_settings(command: str | None = None, **overrides: object) -> Settings:

@@ -28,9 +28,8 @@ the tables are locked together first, in the order every use case locks them, un
 ``lock_timeout`` tried again until it succeeds, so that the release still serving waits for a
 moment instead of failing or deadlocking. Between that commit and the database code's, the
 release before runs its own functions on the new shape: what it writes without the new columns is
-completed by the compatibility triggers of ``service/db/sql/99_compat.sql`` (made here, from that
-file, and recorded in ``database_code`` so that the database code applied next leaves them as they
-are), its projection events still take their number from
+completed by the compatibility triggers of ``service/db/sql/99_compat.sql`` (made here, as that
+file held them until migration 0023 dropped them), its projection events still take their number from
 the identity (kept, ``BY DEFAULT``, until the contract release), and ``interaction_tasks`` keeps its
 narrow unique key on ``tool_call_id`` for its ``ON CONFLICT`` (``python -m service distribute``
 drops it: no release before this one runs on Citus).
@@ -43,7 +42,7 @@ from typing import Any
 
 import psycopg
 
-from service.db.migration_steps import lock_tables, make_code, own_connection
+from service.db.migration_steps import lock_tables, own_connection
 
 revision: str = "0018"
 down_revision: str | None = "0016"
@@ -188,15 +187,47 @@ UNIQUE_KEYS = (
     ("interaction_tasks", "uq_interaction_tasks_tool_call_id", "tool_call_id"),
 )
 
-#: The database code the release before needs while it runs on the new shape (service/db/sql/99_compat.sql).
+#: The database code the release before needs while it runs on the new shape, as
+#: service/db/sql/99_compat.sql held it until migration 0023 dropped it (kept here as it was, since
+#: a migration is history): a row written without its conversation_id gets its parent's.
 COMPAT_CODE = (
-    ("function", "compat_conversation_of_instance"),
-    ("function", "compat_conversation_of_event"),
-    ("function", "compat_conversation_of_interaction"),
-    ("trigger", "instance_states.compat_instance_states_conversation"),
-    ("trigger", "surface_events.compat_surface_events_conversation"),
-    ("trigger", "outbox_attempts.compat_outbox_attempts_conversation"),
-    ("trigger", "interaction_tasks.compat_interaction_tasks_conversation"),
+    """
+CREATE OR REPLACE FUNCTION compat_conversation_of_instance() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT a.conversation_id INTO NEW.conversation_id FROM app_instances a
+    WHERE a.instance_id = NEW.instance_id;
+    RETURN NEW;
+END $$""",
+    """
+CREATE OR REPLACE FUNCTION compat_conversation_of_event() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT o.conversation_id INTO NEW.conversation_id FROM outbox o WHERE o.event_id = NEW.event_id;
+    RETURN NEW;
+END $$""",
+    """
+CREATE OR REPLACE FUNCTION compat_conversation_of_interaction() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT i.conversation_id INTO NEW.conversation_id FROM interactions i
+    WHERE i.tool_call_id = NEW.tool_call_id
+    ORDER BY i.created_at DESC
+    LIMIT 1;
+    RETURN NEW;
+END $$""",
+    """
+CREATE OR REPLACE TRIGGER compat_instance_states_conversation BEFORE INSERT ON instance_states
+FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_instance()""",
+    """
+CREATE OR REPLACE TRIGGER compat_surface_events_conversation BEFORE INSERT ON surface_events
+FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_instance()""",
+    """
+CREATE OR REPLACE TRIGGER compat_outbox_attempts_conversation BEFORE INSERT ON outbox_attempts
+FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_event()""",
+    """
+CREATE OR REPLACE TRIGGER compat_interaction_tasks_conversation BEFORE INSERT ON interaction_tasks
+FOR EACH ROW WHEN (NEW.conversation_id IS NULL) EXECUTE FUNCTION compat_conversation_of_interaction()""",
 )
 
 
@@ -229,10 +260,10 @@ def _widen(conn: psycopg.Connection[Any]) -> None:
         " ADD CONSTRAINT pk_projection_events PRIMARY KEY (conversation_id, event_seq)"
     )
     conn.execute("DROP INDEX ix_projection_events_conversation_seq")
-    # Made and recorded as migrate records them, so that the database code applied next finds them
-    # in place and does not replace the triggers (a replaced trigger locks its table until that
-    # transaction commits: the release still serving would wait on it mid-call).
-    make_code(conn, COMPAT_CODE)
+    # Made here, committed with the new columns (migration 0023 drops them again).
+    conn.execute("SET LOCAL check_function_bodies = off")
+    for statement in COMPAT_CODE:
+        conn.execute(statement)
 
 
 def upgrade() -> None:

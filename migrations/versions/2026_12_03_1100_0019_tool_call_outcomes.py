@@ -22,9 +22,8 @@ Its own transaction, committed before the database code is applied (``migrations
 row: tool calls of the release still serving wait that long), and only that long — calls held
 behind a lock until the new database code commits would then run the old code's text against it.
 Between the two commits the release before runs its own ``call_tool_v3``, which writes no outcome:
-the compatibility triggers of ``99_compat.sql`` (made here, from that file, and recorded in
-``database_code`` so that the code applied next leaves them as they are) give it the word its
-answer names.
+the compatibility triggers of ``99_compat.sql`` (made here, as that file held them until migration
+0023 dropped them with ``status_code``) give it the word its answer names.
 """
 
 from __future__ import annotations
@@ -34,18 +33,30 @@ from typing import Any
 
 import psycopg
 
-from service.db.migration_steps import lock_tables, make_code, own_connection
+from service.db.migration_steps import lock_tables, own_connection
 
 revision: str = "0019"
 down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-#: The database code the release before needs while it runs on the new shape (service/db/sql/99_compat.sql).
+#: The database code the release before needs while it runs on the new shape, as
+#: service/db/sql/99_compat.sql held it until migration 0023 dropped it (kept here as it was, since
+#: a migration is history): a row recorded or expired without its outcome gets its answer's word.
 COMPAT_CODE = (
-    ("function", "compat_outcome_of_answer"),
-    ("trigger", "tool_calls.compat_tool_calls_outcome"),
-    ("trigger", "tool_calls.compat_tool_calls_expired_outcome"),
+    """
+CREATE OR REPLACE FUNCTION compat_outcome_of_answer() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.outcome := coalesce(NEW.response ->> 'status', NEW.response ->> 'error');
+    RETURN NEW;
+END $$""",
+    """
+CREATE OR REPLACE TRIGGER compat_tool_calls_outcome BEFORE INSERT ON tool_calls
+FOR EACH ROW WHEN (NEW.outcome IS NULL) EXECUTE FUNCTION compat_outcome_of_answer()""",
+    """
+CREATE OR REPLACE TRIGGER compat_tool_calls_expired_outcome BEFORE UPDATE OF response ON tool_calls
+FOR EACH ROW WHEN (NEW.outcome IS NOT DISTINCT FROM OLD.outcome) EXECUTE FUNCTION compat_outcome_of_answer()""",
 )
 
 STATEMENTS = (
@@ -61,7 +72,9 @@ STATEMENTS = (
 def _record_outcomes(conn: psycopg.Connection[Any]) -> None:
     for statement in STATEMENTS:
         conn.execute(statement)
-    make_code(conn, COMPAT_CODE)
+    conn.execute("SET LOCAL check_function_bodies = off")
+    for statement in COMPAT_CODE:
+        conn.execute(statement)
 
 
 def upgrade() -> None:

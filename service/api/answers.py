@@ -279,6 +279,8 @@ class StateRevision(TypedDict):
 
 class Health(TypedDict):
     status: Literal["ok"]
+    #: The release this process runs (service.version, semantic versioning).
+    version: str
 
 
 class Ready(TypedDict):

@@ -26,6 +26,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.domain.errors import NotFound
 from service.http import API_HEADERS
+from service.version import __version__
 from service.web.console_cookie import SECURE_COOKIE_NAME as CONSOLE_COOKIE_NAME
 from service.web.host_cookie import COOKIE_NAME
 
@@ -89,7 +90,7 @@ def openapi_config(*, ui: bool = False) -> OpenAPIConfig:
         )
     return OpenAPIConfig(
         title="Lineup Runtime",
-        version="0.1.0",
+        version=__version__,
         # The pages' router carries their middleware, so no other request passes through it.
         openapi_router=Router(
             "/schema",

@@ -15,6 +15,7 @@ from service.host_names import allowed_host
 from service.http import TokenBook, bearer_token, refused
 from service.use_cases.readiness import not_ready
 from service.use_cases.runtime import Runtime
+from service.version import __version__
 
 PROBES = ["Probes"]
 
@@ -28,7 +29,7 @@ PROBES = ["Probes"]
     response_description="Up",
 )
 async def healthz() -> Health:
-    return {"status": "ok"}
+    return {"status": "ok", "version": __version__}
 
 
 @get(

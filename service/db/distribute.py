@@ -66,10 +66,6 @@ OWN_KEY = (("write_allowances", "principal"), ("outbox_tallies", "shard"))
 #: Kept on the coordinator, where ``migrate`` runs: which database code it applied.
 COORDINATOR = ("database_code",)
 
-#: Keys kept one release for the release before the Citus-ready schema, which no Citus cluster runs:
-#: dropped before distributing. (table, key)
-COMPAT_KEYS = (("interaction_tasks", "uq_interaction_tasks_tool_call_id"),)
-
 #: Functions called with one conversation: (the function, its conversation argument). A call of
 #: one of them is delegated whole to the worker holding that conversation's shard.
 BY_CONVERSATION_FUNCTIONS = (
@@ -182,10 +178,6 @@ def distribute(conn: Connection) -> Outcome:
 
 
 def _place_tables(conn: Connection, pending: list[str], outcome: Outcome) -> None:
-    for table, key in COMPAT_KEYS:
-        if table in pending:
-            conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {key}")
-            outcome.did(f"dropped {key} (kept on one PostgreSQL for the release before)")
     set_aside = _foreign_keys(conn, pending)
     for table, name, _ in set_aside:
         conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")

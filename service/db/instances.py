@@ -14,7 +14,7 @@ Conn = AsyncConnection[DictRow]
 # The caller brings it to the foreground.
 OPEN_APP = "SELECT * FROM open_instance(%(conversation_id)s, %(app_scope)s, %(schema_version)s)"
 
-# Closes an open instance that has no focusing operation (those close through settle_focusing):
+# Closes an open instance that has no focusing operation (those close through settle_focusing_v2):
 # its sub-session ends, its snapshot freezes or is deleted by its retention, and Interact gets the
 # foreground back if it held it. close_instances_v2, service/db/sql/50_instances.sql.
 CLOSE_INSTANCE = """

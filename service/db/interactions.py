@@ -45,7 +45,7 @@ WHERE t.task_id = %(task_id)s
 """
 
 # Decided once: pending -> answered; the winner queues the one outbox row and posts the answer to
-# the main conversation. answer_interaction, service/apps/interact/decisions.sql.
+# the main conversation. answer_interaction_v2, service/apps/interact/decisions.sql.
 ANSWER = "SELECT * FROM answer_interaction_v2(%(conversation_id)s, %(tool_call_id)s, %(answer)s)"
 
 

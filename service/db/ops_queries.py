@@ -66,7 +66,7 @@ LIMIT 2
 # Recorded tool calls of the last minutes, newest first: every call the Agent made that was
 # answered, interrupts and refusals included (ix_tool_calls_created_at, a BRIN index, finds them).
 TOOL_CALLS_LIST = """
-SELECT t.tool_call_id, t.conversation_id, t.tool, t.status_code, t.outcome, t.created_at
+SELECT t.tool_call_id, t.conversation_id, t.tool, t.outcome, t.created_at
 FROM tool_calls t
 WHERE t.created_at >= now() - make_interval(mins => %(minutes)s)
   AND (%(tool)s::text IS NULL OR t.tool = %(tool)s)
@@ -157,7 +157,7 @@ GROUP BY outcome
 # (the view refuses more than one as ambiguous).
 _TRACE_SCOPE = """
 WITH answer AS (
-    SELECT t.tool_call_id, t.conversation_id, t.tool, t.status_code, t.response, t.created_at, t.outcome
+    SELECT t.tool_call_id, t.conversation_id, t.tool, t.response, t.created_at, t.outcome
     FROM tool_calls t
     WHERE t.tool_call_id = %(tool_call_id)s
       AND (%(conversation_id)s::text IS NULL OR t.conversation_id = %(conversation_id)s)

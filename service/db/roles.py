@@ -104,12 +104,11 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "late_interrupt_status": _PURE,
     "interaction_result": _PURE,
     "database_interfaces": _PURE,
-    "interface_1_statuses": _PURE,
+    "status_code": (RUNTIME, READER),  # tool_calls.status_code as release 0.4.0 reads it
     "operations_guard": (),
     "workspaces_guard": (),
     "tool_calls_guard": (),
     "operation_json": _PURE,
-    "compat_status_code": _PURE,  # tool_calls.status_code for the release before migration 0019
     "instance_states_readonly_is_final": (),
     "app_instances_guard": (),
     "sub_sessions_guard": (),
@@ -120,21 +119,12 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "lock_workspace": (RUNTIME,),
     "open_instance": (RUNTIME,),
     "close_instances_v2": (RUNTIME,),
-    "close_instances": (RUNTIME,),  # interface 3, for the release before this one
     "queue_outbox": (RUNTIME,),
     "settle_focusing_v2": (RUNTIME,),
-    "settle_focusing": (RUNTIME,),  # interface 3, for the release before this one
     "settle_due": (RUNTIME,),
     "settle_due_in": (RUNTIME,),
     "settle_if_overdue": (RUNTIME,),
     "call_tool_v3": (RUNTIME,),
-    "call_tool_v2": (RUNTIME,),  # interface 2, for the release before this one
-    "call_tool": (RUNTIME,),  # interface 1, for the release before this one
-    "answer_interaction": (RUNTIME,),  # interface 3, for the release before this one
-    "compat_conversation_of_instance": (),  # triggers for the release before migration 0018
-    "compat_conversation_of_event": (),
-    "compat_conversation_of_interaction": (),
-    "compat_outcome_of_answer": (),  # triggers for the release before migration 0019
     "spend_write": (RUNTIME,),
     "limited_decide": (RUNTIME,),  # a Tool's decision behind a write allowance (persons' calls)
     "uuid_v7_floor": (RUNTIME,),

@@ -3,7 +3,7 @@
 ``call_tool_v3(...)`` (service/db/sql/95_tool_calls.sql) runs in the one implicit transaction of its
 statement: it replays a recorded answer (or refuses another body under the same id), otherwise runs
 the Tool's decision function — which takes the conversation's lock and ends operations only through
-``settle_focusing`` — records the answer in ``tool_calls`` and returns it with what the decision did
+``settle_focusing_v2`` — records the answer in ``tool_calls`` and returns it with what the decision did
 (its effects: the deadline it opened, the operations it settled, whether the conversation changed
 and outbox rows were queued). The answer's JSON text is what is both recorded and sent, so a replay
 is byte for byte the first answer.

@@ -38,6 +38,7 @@ from service.mcp.tools import Answer, call_result, list_tools, run_tool, runs_as
 from service.mcp.view_tokens import VIEW_TOKEN, ViewTokens
 from service.projection_hub import ProjectionHub
 from service.use_cases.runtime import Runtime
+from service.version import __version__
 
 log = structlog.get_logger("service.mcp")
 
@@ -117,7 +118,7 @@ class RuntimeMcpServer(Server[Any]):
         self._header_schemas = {name: schema for name, schema in schemas.items() if declares_headers(schema)}
         super().__init__(
             "lineup-runtime",
-            version="0.1.0",
+            version=__version__,
             instructions=(
                 "Bind every tools/call to a conversation with params._meta['io.lineup/conversation_id'] "
                 "and give it an idempotency key in params._meta['io.lineup/tool_call_id']."

@@ -4,7 +4,7 @@ Each claimer sleeps until the earliest deadline it knows of. A start accepted by
 wakes it at once when it falls due earlier (``consider``, called after the start commits);
 deadlines opened by other replicas are found by its poll, at least every ``max_sleep`` seconds.
 A batch is one statement, ``settle_due``: it claims due operations with ``FOR UPDATE OF
-workspaces SKIP LOCKED`` and settles them through ``settle_focusing``, so any number of claimers
+workspaces SKIP LOCKED`` and settles them through ``settle_focusing_v2``, so any number of claimers
 (``claimers`` here, and those of other replicas) settle side by side, and each decision happens
 exactly once — including the backlog that fell due while no service ran.
 

@@ -2,7 +2,7 @@
 
 ``pomodoro.interrupt`` is bound to the conversation's focusing Pomodoro, whichever it is; a task
 cancel names one operation, so it must never end a newer one that started after it. Both end
-through the same compare-and-set, ``settle_focusing`` with ``interrupted (agent_interrupt)``, after
+through the same compare-and-set, ``settle_focusing_v2`` with ``interrupted (agent_interrupt)``, after
 the conversation's workspace lock, in one statement (``operations.INTERRUPT_ONE``: one round trip,
 its own transaction). The database clock still decides: arriving at or after ``ends_at`` settles
 ``completed``, and an operation already final is left as it is. Exactly one caller wins; the

@@ -57,12 +57,16 @@ def tool_call_list(rows: Rows, minutes: int, statuses: Mapping[str, int]) -> Jso
 
 def recorded_call(row: Mapping[str, Any], statuses: Mapping[str, int]) -> Json:
     """A recorded tool call with the status of its outcome word, as the face that reads it names
-    statuses (``service.http.outcome_statuses``); the status recorded with it by the release before
-    migration 0019, for a word no registered Tool answers with any more. The word itself is shown
-    only where the row was read with it (the list, not the trace)."""
-    call = jsonable(row)
-    outcome = call.pop("outcome") if "response" in call else call["outcome"]
-    call["status_code"] = statuses.get(outcome, call["status_code"])
+    statuses (``service.http.outcome_statuses``), after its ``tool``; none for a word no registered
+    Tool answers with any more. The word itself is shown only where the row was read with it (the
+    list, not the trace)."""
+    fields = jsonable(row)
+    outcome = fields.pop("outcome") if "response" in fields else fields["outcome"]
+    call: Json = {}
+    for key, value in fields.items():
+        call[key] = value
+        if key == "tool":
+            call["status_code"] = statuses.get(outcome)
     return call
 
 

@@ -61,7 +61,7 @@ class UnitOfWork:
         self.outbox = True
 
     def observed(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Operations settled here (rows of ``settle_focusing``), each with its outbox row."""
+        """Operations settled here (rows of ``settle_focusing_v2``), each with its outbox row."""
         for row in rows:
             self.settled.append(row)
             self.changed(str(row["conversation_id"]), outbox=True)

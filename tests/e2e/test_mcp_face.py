@@ -23,6 +23,7 @@ from psycopg.rows import dict_row
 
 from harness.database import DatabaseFactory
 from harness.mcp import INITIALIZE, bound, mcp_session
+from service.version import __version__
 from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ROOT, ServiceProcess, service_on_own_database
 
 pytestmark = pytest.mark.e2e
@@ -76,6 +77,7 @@ async def test_the_sdk_client_connects_with_the_agent_token_and_fails_without(
     async with mcp_session(service.base_url) as mcp:
         assert mcp.session.protocol_version == "2025-11-25"
         assert mcp.session.server_info is not None and mcp.session.server_info.name == "lineup-runtime"
+        assert mcp.session.server_info.version == __version__
         capabilities = mcp.session.server_capabilities
         assert capabilities is not None and capabilities.tools is not None and capabilities.tasks is not None
     with pytest.raises(Exception) as refused:  # noqa: PT011 - the SDK wraps the 401 in its own error

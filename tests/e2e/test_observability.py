@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from harness.calls import interrupt_body, start_body
+from service.version import __version__
 from tests.conftest import AGENT, AGENT_TOKEN, HOST, HOST_TOKEN, OPERATOR, OPERATOR_TOKEN
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +21,7 @@ def test_metrics_count_tool_calls_and_decisions_and_logs_carry_ids_but_no_secret
 ) -> None:
     service = service_process()
     with httpx.Client(base_url=service.base_url, timeout=10) as client:
-        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/healthz").json() == {"status": "ok", "version": __version__}
         assert client.get("/readyz").json()["status"] == "ready"
         started = client.post("/v1/tool-calls", json=start_body("conv-m"), headers=AGENT).json()
         client.post("/v1/tool-calls", json=interrupt_body("conv-m"), headers=AGENT)

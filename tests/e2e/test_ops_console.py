@@ -219,8 +219,8 @@ def test_a_trace_address_that_is_not_percent_encoding_says_so_and_a_dot_id_is_no
     # would resolve it out of the address).
     with psycopg.connect(stack.service.database_url, autocommit=True) as conn:
         conn.execute(
-            "INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, status_code, response)"
-            " VALUES ('..', 'ops-legacy', 'pomodoro.interrupt', 'x', 200,"
+            "INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response)"
+            " VALUES ('..', 'ops-legacy', 'pomodoro.interrupt', 'x', 'no_active_focusing_operation',"
             ' \'{"tool_call_id": "..", "status": "no_active_focusing_operation"}\')'
             " ON CONFLICT DO NOTHING"
         )

@@ -111,13 +111,11 @@ def test_migrate_on_a_distributed_database_makes_its_triggers_again(citus_url: s
     """Citus refuses a trigger on a distributed table unless told it is safe; migrate says so."""
     with psycopg.connect(citus_url, autocommit=True) as conn:
         conn.execute("SET citus.enable_unsafe_triggers = on")
-        conn.execute("DROP TRIGGER compat_interaction_tasks_conversation ON interaction_tasks")
-        conn.execute(
-            "DELETE FROM database_code WHERE name = 'interaction_tasks.compat_interaction_tasks_conversation'"
-        )
+        conn.execute("DROP TRIGGER tool_calls_guard ON tool_calls")
+        conn.execute("DELETE FROM database_code WHERE name = 'tool_calls.tool_calls_guard'")
     upgrade(citus_url)
     with psycopg.connect(citus_url, autocommit=True) as conn:
         found = conn.execute(
-            "SELECT count(*) FROM pg_trigger WHERE tgname = 'compat_interaction_tasks_conversation'"
+            "SELECT count(*) FROM pg_trigger WHERE tgname = 'tool_calls_guard' AND tgrelid = 'tool_calls'::regclass"
         ).fetchone()
     assert found == (1,)

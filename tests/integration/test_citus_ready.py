@@ -71,9 +71,7 @@ def test_every_key_of_a_distributed_table_includes_its_distribution_column(db: A
     lacking = [
         f"{row['table_name']}.{row['key_name']}"
         for row in db.execute(UNIQUE_KEYS).fetchall()
-        if row["table_name"] in column_of
-        and column_of[row["table_name"]] not in (row["columns"] or [])
-        and (row["table_name"], row["key_name"]) not in distribute.COMPAT_KEYS
+        if row["table_name"] in column_of and column_of[row["table_name"]] not in (row["columns"] or [])
     ]
     assert lacking == []
 

@@ -237,32 +237,30 @@ def test_a_workspace_breaking_a_rule_is_refused_under_the_rules_name(
 
 
 TOOL_CALL = (
-    "INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, status_code, response)"
-    " VALUES (%s, 'c', 'pomodoro.start', 'fp', %s, %s, '{}')"
+    "INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response)"
+    " VALUES (%s, 'c', 'pomodoro.start', 'fp', %s, '{}')"
 )
 
 
 @pytest.mark.parametrize(
-    ("tool_call_id", "outcome", "status_code", "rule"),
+    ("tool_call_id", "outcome", "rule"),
     [
-        ("", "accepted", None, "ck_tool_calls_tool_call_id_length"),
-        ("t" * 256, "accepted", None, "ck_tool_calls_tool_call_id_length"),
-        ("t", "Accepted", None, "ck_tool_calls_outcome_word"),
-        ("t", "a" * 64, None, "ck_tool_calls_outcome_word"),
-        ("t", "accepted", 199, "ck_tool_calls_status_code"),
-        ("t", "accepted", 600, "ck_tool_calls_status_code"),
+        ("", "accepted", "ck_tool_calls_tool_call_id_length"),
+        ("t" * 256, "accepted", "ck_tool_calls_tool_call_id_length"),
+        ("t", "Accepted", "ck_tool_calls_outcome_word"),
+        ("t", "a" * 64, "ck_tool_calls_outcome_word"),
         # Two rules broken: refused under the first by name, as Postgres tried its CHECKs.
-        ("", "Accepted", 600, "ck_tool_calls_outcome_word"),
+        ("", "Accepted", "ck_tool_calls_outcome_word"),
     ],
 )
 def test_a_tool_call_breaking_a_rule_is_refused_under_the_rules_name(
-    db: Any, tool_call_id: str, outcome: str, status_code: int | None, rule: str
+    db: Any, tool_call_id: str, outcome: str, rule: str
 ) -> None:
-    db.execute(TOOL_CALL, ("ok", "a" * 63, 599))
-    db.execute(TOOL_CALL, ("t" * 255, "accepted", None))
+    db.execute(TOOL_CALL, ("ok", "a" * 63))
+    db.execute(TOOL_CALL, ("t" * 255, "accepted"))
     with pytest.raises(psycopg.errors.CheckViolation) as refused:
-        db.execute(TOOL_CALL, (tool_call_id, outcome, status_code))
+        db.execute(TOOL_CALL, (tool_call_id, outcome))
     assert refused.value.diag.constraint_name == rule
     with pytest.raises(psycopg.errors.CheckViolation) as refused:
-        db.execute("UPDATE tool_calls SET status_code = 100 WHERE tool_call_id = 'ok'")
-    assert refused.value.diag.constraint_name == "ck_tool_calls_status_code"
+        db.execute("UPDATE tool_calls SET outcome = 'Accepted' WHERE tool_call_id = 'ok'")
+    assert refused.value.diag.constraint_name == "ck_tool_calls_outcome_word"

@@ -126,9 +126,9 @@ async def test_finished_history_older_than_the_period_goes(
     assert db.execute("SELECT count(*) AS n FROM outbox WHERE operation_id IS NOT NULL").fetchone()["n"] == 0
     assert db.execute("SELECT count(*) AS n FROM workspaces").fetchone()["n"] == 3
     # Every answer is expired, none deleted: each keeps its fingerprint.
-    kept = db.execute("SELECT status_code, response::text AS r FROM tool_calls").fetchall()
-    assert len(kept) == 9 and {(k["status_code"], k["r"]) for k in kept} == {
-        (410, '{"error":"tool_call_expired"}')
+    kept = db.execute("SELECT outcome, response::text AS r FROM tool_calls").fetchall()
+    assert len(kept) == 9 and {(k["outcome"], k["r"]) for k in kept} == {
+        ("tool_call_expired", '{"error":"tool_call_expired"}')
     }
     stats = (await client.get("/v1/ops/stats", headers=OPERATOR)).json()["history"]
     assert stats["retention_days"] == DAYS and stats["reported_by"] == "test"
@@ -221,7 +221,7 @@ async def test_what_is_live_is_never_removed(client: Client, db: Any, database_u
     assert db.execute("SELECT count(*) AS n FROM interactions").fetchone()["n"] == 4
     assert counts(db, "live-in-app")["app_instances"] == 1 and counts(db, "live-in-app")["sub_sessions"] == 1
     whole = db.execute(
-        "SELECT tool_call_id FROM tool_calls WHERE status_code <> 410 ORDER BY tool_call_id"
+        "SELECT tool_call_id FROM tool_calls WHERE outcome <> 'tool_call_expired' ORDER BY tool_call_id"
     ).fetchall()
     assert {focusing["tool_call_id"], "ask-live"} <= {r["tool_call_id"] for r in whole}
 

@@ -75,11 +75,13 @@ def add_attempt(
 ) -> None:
     db.execute(
         """
-        INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code,
-                                     error_class, response_excerpt, outcome)
-        VALUES (%s, %s, 'relay-test', now() - make_interval(mins => %s), 12, %s, %s, 'body', %s)
+        INSERT INTO outbox_attempts (event_id, conversation_id, attempt, relay_id, started_at, duration_ms,
+                                     status_code, error_class, response_excerpt, outcome)
+        SELECT %s, o.conversation_id, %s, 'relay-test', now() - make_interval(mins => %s), 12, %s, %s,
+               'body', %s
+        FROM outbox o WHERE o.event_id = %s
         """,
-        [event_id, attempt, minutes_ago, status_code, error_class, outcome],
+        [event_id, attempt, minutes_ago, status_code, error_class, outcome, event_id],
     )
 
 

@@ -9,6 +9,7 @@ import psycopg
 
 from harness.processes import free_port
 from harness.receiver import Receiver, new_secret
+from service.version import __version__
 from tests.support.outbox import outbox_rows, queue_results, relay_config, running_relay, wait_until
 
 Db = psycopg.Connection[dict[str, Any]]
@@ -29,7 +30,7 @@ def test_probes_report_health_readiness_and_outbox_metrics(database_url: str, db
         ready = httpx.get(f"{base}/readyz")
         metrics = httpx.get(f"{base}/metrics")
         missing = httpx.get(f"{base}/nothing-here")
-    assert health.status_code == 200
+    assert (health.status_code, health.json()) == (200, {"status": "ok", "version": __version__})
     assert ready.status_code == 200, ready.text
     assert missing.status_code == 404
     assert metrics.status_code == 200

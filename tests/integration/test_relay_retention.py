@@ -19,8 +19,10 @@ UPDATE outbox SET status = %(status)s, created_at = now() - make_interval(days =
 WHERE event_id = %(event_id)s
 """
 ATTEMPT = """
-INSERT INTO outbox_attempts (event_id, attempt, relay_id, started_at, duration_ms, status_code, outcome)
-VALUES (%s, 1, 'relay-old', now() - interval '8 days', 5, 204, 'delivered')
+INSERT INTO outbox_attempts (event_id, conversation_id, attempt, relay_id, started_at, duration_ms, status_code,
+                             outcome)
+SELECT o.event_id, o.conversation_id, 1, 'relay-old', now() - interval '8 days', 5, 204, 'delivered'
+FROM outbox o WHERE o.event_id = %s
 """
 
 

@@ -163,9 +163,8 @@ FOR EACH ROW EXECUTE FUNCTION workspaces_guard();
 -- tool_calls_guard: a recorded tool call's row rules, as its CHECKs held them until migration 0021
 -- (the same names, check_violation, tried in the order Postgres tried them — by name — and NULL
 -- passing): every tool call inserts one row, and three CHECKs read back from the catalog and
--- prepared again at each INSERT cost more than a trigger compiled once per session. The release
--- before migration 0019 records a row without its outcome: compat_tool_calls_outcome (99_compat.sql)
--- fills it first (BEFORE triggers fire in name order).
+-- prepared again at each INSERT cost more than a trigger compiled once per session (the third,
+-- ck_tool_calls_status_code, went with its column in migration 0023).
 -- The outcome word's rule, ^[a-z][a-z0-9_]{0,62}$, is tried on the way through as a length and
 -- ^[a-z][a-z0-9_]*$, the same rule: the bounded repetition {0,62} builds a 62-state automaton at
 -- every match, about 30 k instructions a tool call (bench/README.md); the refusal below keeps it.
@@ -175,13 +174,11 @@ DECLARE
     broken text;
 BEGIN
     IF char_length(NEW.tool_call_id) BETWEEN 1 AND 255
-       AND (NEW.status_code IS NULL OR NEW.status_code BETWEEN 200 AND 599)
        AND char_length(NEW.outcome) <= 63 AND NEW.outcome ~ '^[a-z][a-z0-9_]*$' THEN
         RETURN NEW;
     END IF;
     broken := CASE
         WHEN NOT (NEW.outcome ~ '^[a-z][a-z0-9_]{0,62}$') THEN 'ck_tool_calls_outcome_word'
-        WHEN NOT (NEW.status_code BETWEEN 200 AND 599) THEN 'ck_tool_calls_status_code'
         WHEN NOT (char_length(NEW.tool_call_id) BETWEEN 1 AND 255) THEN 'ck_tool_calls_tool_call_id_length'
     END;
     IF broken IS NOT NULL THEN

@@ -5,7 +5,7 @@
 -- fingerprint: the same body is refused with `tool_call_expired`, and the Tool never runs again.
 -- Otherwise, in the one implicit transaction of the caller's statement,
 -- the Tool's decision function p_decide runs (it takes the conversation's lock first, and ends
--- operations only through settle_focusing) and its answer is recorded in tool_calls. A concurrent
+-- operations only through settle_focusing_v2) and its answer is recorded in tool_calls. A concurrent
 -- call with the same id waits on the tool_calls key until the first commits, then fails with a
 -- unique violation: the caller runs it again and replays. The answer's text is what is both recorded
 -- and sent.
@@ -19,8 +19,6 @@
 -- whether outbox rows were queued.
 -- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them,
 -- and who calls ("caller", recorded in tool_calls.caller; service/use_cases/callers.py).
--- The release before migration 0019 also passes "statuses" (outcome -> HTTP status) and reads
--- tool_calls.status_code: compat_status_code (99_compat.sql) fills it for that release alone.
 CREATE OR REPLACE FUNCTION call_tool_v3(
     p_tool_call_id text, p_conversation_id text, p_tool text, p_fingerprint text,
     p_arguments jsonb, p_decide regproc, p_context jsonb)
@@ -58,10 +56,18 @@ BEGIN
         INTO decided
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
     body := decided.response::text;
-    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, status_code,
-                            response, caller)
-    VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome,
-            compat_status_code(decided.outcome, p_context), body::json, p_context -> 'caller');
+    -- Who called (tool_calls.caller, migration 0025) when the service says: the release before it
+    -- says nothing, and migration 0023 makes this function from this file before 0025 adds the
+    -- column, while only that release serves.
+    IF p_context ? 'caller' THEN
+        INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response,
+                                caller)
+        VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome, body::json,
+                p_context -> 'caller');
+    ELSE
+        INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response)
+        VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome, body::json);
+    END IF;
     RETURN QUERY SELECT decided.outcome, body, false, e.deadline,
         CASE WHEN e.settled IS NOT NULL THEN to_jsonb(e.settled) END,
         e.settled IS NOT NULL OR e.opened IS NOT NULL OR e.closed IS NOT NULL OR e.queued IS NOT NULL,

@@ -33,7 +33,7 @@ BEGIN
     ),
     done AS (
         UPDATE tool_calls t
-        SET outcome = 'tool_call_expired', status_code = compat_status_code('tool_call_expired', NULL),
+        SET outcome = 'tool_call_expired',
             response = '{"error":"tool_call_expired"}'::json
         FROM candidates c
         WHERE t.tool_call_id = c.tool_call_id AND t.conversation_id = c.conversation_id
@@ -251,10 +251,11 @@ BEGIN
         END IF;
         -- Never opened (an interrupt in a conversation with no workspace is answered without making
         -- one): nothing of it but recorded answers, expired as below.
-        UPDATE tool_calls SET status_code = 410, response = '{"error":"tool_call_expired"}'::json
+        UPDATE tool_calls SET outcome = 'tool_call_expired', response = '{"error":"tool_call_expired"}'::json
         WHERE conversation_id = p_conversation_id AND tool_call_id IN (
             SELECT t.tool_call_id FROM tool_calls t
-            WHERE t.conversation_id = p_conversation_id AND t.status_code <> 410 AND t.created_at < p_cutoff
+            WHERE t.conversation_id = p_conversation_id AND t.outcome <> 'tool_call_expired'
+              AND t.created_at < p_cutoff
               AND NOT EXISTS (SELECT 1 FROM outbox o
                               WHERE o.conversation_id = p_conversation_id
                                 AND o.tool_call_id = t.tool_call_id AND o.status <> 'delivered'));
@@ -328,7 +329,7 @@ BEGIN
                           WHERE p.conversation_id = p_conversation_id
                             AND p.tool_call_id = t.tool_call_id AND p.state = 'focusing'));
     UPDATE tool_calls
-    SET outcome = 'tool_call_expired', status_code = compat_status_code('tool_call_expired', NULL),
+    SET outcome = 'tool_call_expired',
         response = '{"error":"tool_call_expired"}'::json
     WHERE conversation_id = p_conversation_id AND tool_call_id = ANY(calls);
     GET DIAGNOSTICS n = ROW_COUNT;

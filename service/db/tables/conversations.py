@@ -11,7 +11,6 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Identity,
     Index,
-    Integer,
     PrimaryKeyConstraint,
     Table,
     Text,
@@ -34,13 +33,12 @@ tool_calls = Table(
     Column("conversation_id", Text, nullable=False),
     Column("tool", Text, nullable=False),
     Column("fingerprint", Text, nullable=False),
-    Column("status_code", Integer, nullable=True),
     # json, not jsonb: a replay returns the first answer with its keys in their original order.
     Column("response", JSON, nullable=False),
     timestamp("created_at", default=True),
     # The word the decision answered with (its "status", or "error" for a refusal): the faces name
-    # its HTTP status (service.http). status_code: only the release before migration 0019 reads it
-    # (99_compat.sql fills it); it goes in the contract release.
+    # its HTTP status (service.http). (Until migration 0023 the row also kept an HTTP status,
+    # status_code, for the releases before migration 0019.)
     Column("outcome", Text, nullable=False),
     # Who made the call (migration 0025): {"kind": "agent"}, or {"kind": "person", "issuer",
     # "subject", "client_id"} for a person's token on /mcp; NULL when recorded before, or by the
@@ -49,7 +47,7 @@ tool_calls = Table(
     # Unique per conversation (the contract's "Past one primary"): the same id in another
     # conversation is another call.
     PrimaryKeyConstraint("tool_call_id", "conversation_id"),
-    # The tool_call_id's length (1 to 255), a status_code between 200 and 599 and an outcome word
+    # The tool_call_id's length (1 to 255) and an outcome word
     # (^[a-z][a-z0-9_]{0,62}$) are the tool_calls_guard trigger's (service/db/sql/20_guards.sql),
     # under their CHECK names of before migration 0021: a CHECK is read back from the catalog and
     # prepared again at every statement, and every tool call inserts a row.
@@ -151,9 +149,6 @@ interaction_tasks = Table(
     Column("conversation_id", Text, nullable=False),
     PrimaryKeyConstraint("task_id", "conversation_id"),
     UniqueConstraint("tool_call_id", "conversation_id"),
-    # Kept one release for the ON CONFLICT (tool_call_id) of the release before migration 0018;
-    # ``python -m service distribute`` drops it (distribute.COMPAT_KEYS).
-    UniqueConstraint("tool_call_id"),
     ForeignKeyConstraint(
         ["tool_call_id", "conversation_id"], ["interactions.tool_call_id", "interactions.conversation_id"]
     ),
@@ -166,8 +161,7 @@ interaction_tasks = Table(
 projection_events = Table(
     "projection_events",
     metadata,
-    # Its identity (BY DEFAULT) numbers only the events of the release before migration 0018.
-    Column("event_seq", BigInteger, Identity(always=False), nullable=False),
+    Column("event_seq", BigInteger, nullable=False),
     Column("conversation_id", Text, nullable=False),
     Column("kind", Text, nullable=False),
     Column("payload", JSONB, nullable=False),
