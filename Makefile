@@ -8,6 +8,7 @@ ARGS ?= --help
 
 .DEFAULT_GOAL := help
 .PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model
+.PHONY: kube-validate kube-rules kube
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -109,3 +110,20 @@ model: install ## the protocol's Promela models (model/) checked by spin: every 
 mcp-conformance: install ## the official MCP conformance suite (two pinned versions, Node 22 from npm) against a stack; not-applicable list in rigs/
 	@command -v npm >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm; }
 	$(PY) -u -m rigs.mcp_conformance $(CONFORMANCE_ARGS)
+
+# -- Kubernetes (deploy/kubernetes/; docs/operations.md, "On Kubernetes") ---------------------------
+kube-validate: install ## render every overlay (kubectl kustomize; kubectl 1.33 fetched when none will do) and validate each object against Kubernetes 1.33-1.35, strictly
+	$(PY) -m harness.kube validate
+
+kube-rules: install ## regenerate deploy/kubernetes/optional/monitoring/prometheus-rule.yaml from deploy/observability/alerts.yml
+	$(PY) -m harness.kube rules
+
+kube: install ## the dev overlay played with podman kube play against a Postgres of its own: roles, migrate, a start and an interrupt delivered to the demo Agent
+	@command -v podman >/dev/null || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			podman runc uidmap slirp4netns fuse-overlayfs containernetworking-plugins catatonit mmdebstrap; }
+	@command -v mmdebstrap >/dev/null || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap; }
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	$(PY) -u -m rigs.kube $(KUBE_ARGS)

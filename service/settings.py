@@ -257,6 +257,8 @@ class Settings(BaseSettings):
     db_role_limits: str | None = roles(None)
     # How long `migrate` keeps trying its first connection (the database may still be starting).
     migrate_connect_seconds: float = common(60.0, ge=0, le=3600)
+    # How long `roles` keeps trying its first connection (the same, for the step before migrate).
+    roles_connect_seconds: float = common(60.0, ge=0, le=3600)
 
     @field_validator("database_url", "listen_database_url")
     @classmethod

@@ -3,53 +3,26 @@
 from __future__ import annotations
 
 import sys
-import time
 
-import psycopg
-
-from service.db import roles, urls
+from service.cli.connect import RETRY_SECONDS, connect_when_ready
+from service.db import roles
 from service.db.migrate import upgrade
 from service.db.schema_revision import head_revision
 from service.settings import Settings, load_settings
-
-#: Seconds between two tries of the first connection.
-RETRY_SECONDS = 2.0
-
-
-def _shown(url: str) -> str:
-    """The URL without its password, for a log line."""
-    secret = urls.password(url)
-    return url.replace(f":{secret}@", ":***@") if secret else url
 
 
 def wait_for_database(settings: Settings, *, sleep: float = RETRY_SECONDS) -> None:
     """Until the database takes a connection, for at most MIGRATE_CONNECT_SECONDS: a database that
     is still starting (a compose stack without health gating) is waited for, one line per try;
     SystemExit with the last error once the time is up."""
-    url = settings.psycopg_url
-    deadline = time.monotonic() + settings.migrate_connect_seconds
-    tries = 0
-    while True:
-        tries += 1
-        try:
-            psycopg.connect(url, connect_timeout=5, autocommit=True).close()
-            return
-        except psycopg.OperationalError as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SystemExit(
-                    f"migrate: cannot connect to {_shown(url)} after {tries} tries in"
-                    f" {settings.migrate_connect_seconds:g} s (MIGRATE_CONNECT_SECONDS): {reason}"
-                ) from None
-            wait = min(sleep, left)
-            print(
-                f"migrate: cannot connect to the database yet (try {tries}: {reason}); trying again in"
-                f" {wait:.0f} s, {left:.0f} s left",
-                file=sys.stderr,
-                flush=True,
-            )
-            time.sleep(wait)
+    connect_when_ready(
+        settings.psycopg_url,
+        settings.migrate_connect_seconds,
+        command="migrate",
+        setting="MIGRATE_CONNECT_SECONDS",
+        sleep=sleep,
+        autocommit=True,
+    ).close()
 
 
 def run() -> int:

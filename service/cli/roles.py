@@ -15,6 +15,7 @@ import sys
 
 import psycopg
 
+from service.cli.connect import connect_when_ready
 from service.db import roles
 from service.settings import load_settings
 
@@ -32,8 +33,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = load_settings("roles")
     names = roles.Names(**settings.role_names)
+    # Postgres may still be starting (a compose stack without health gating, a Job beside it): the
+    # first connection is tried again for ROLES_CONNECT_SECONDS. UTF8 whatever the server's
+    # encoding: on a SQL_ASCII database psycopg would otherwise hand back bytes for every name.
+    conn = connect_when_ready(
+        settings.psycopg_url,
+        settings.roles_connect_seconds,
+        command="roles",
+        setting="ROLES_CONNECT_SECONDS",
+        client_encoding="UTF8",
+    )
     try:
-        with psycopg.connect(settings.psycopg_url, connect_timeout=10) as conn:
+        with conn:
             outcome = roles.ensure(
                 conn,
                 names,
@@ -59,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     except psycopg.OperationalError as exc:
-        print(f"roles: cannot connect to the database: {exc}", file=sys.stderr)
+        print(f"roles: the connection to the database failed: {exc}", file=sys.stderr)
         return 1
     for change in outcome.changes:
         print(f"roles: {change}")
