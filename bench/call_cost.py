@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.call_instructions import TOKEN, bench_settings, post_tool_call
-from bench.common import event_loop, process_cpu, tool_poster
+from bench.common import event_loop, tool_poster
 from harness.calls import interrupt_body, start_body
 from harness.database import named_server, throwaway_database
 from harness.http_client import HttpClient
+from harness.measure import process_cpu
 from harness.processes import running_service
 
 Call = Callable[[dict[str, Any]], Awaitable[tuple[int, Any]]]
@@ -257,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cycles", type=int, default=3000, help="measured start+interrupt cycles per part")
     parser.add_argument("--concurrency", type=int, default=16, help="conversations in flight")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that it still runs")
     args = parser.parse_args(argv)
-    if not 100 <= args.cycles <= 100_000 or not 1 <= args.concurrency <= 64:
+    if args.smoke:
+        args.cycles, args.concurrency = 20, 2
+    elif not 100 <= args.cycles <= 100_000 or not 1 <= args.concurrency <= 64:
         parser.error("keep it bounded: --cycles 100..100000, --concurrency 1..64")
     print(
         f"call_cost: server {named_server().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, load average "

@@ -292,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refreshes", type=int, default=30, help="console refreshes (and gauge samples)")
     parser.add_argument("--pad", type=int, default=20000, help="history rows added before the second refresh")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that it still runs")
     args = parser.parse_args(argv)
-    if not 100 <= args.units <= 20000 or not 1 <= args.concurrency <= 64:
+    if args.smoke:
+        args.units, args.watched_cycles, args.refreshes, args.pad = 20, 10, 2, 16
+    elif not 100 <= args.units <= 20000 or not 1 <= args.concurrency <= 64:
         parser.error("keep it bounded: --units 100..20000, --concurrency 1..64")
     began = time.perf_counter()
     print(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
@@ -13,9 +14,9 @@ from typing import Any
 
 import psycopg
 
+from bench import seeds
 from bench.capacity_figures import Row, per_unit
 from bench.measured_server import postmaster_pid
-from bench.seeds import HISTORY
 from bench.server_usage import UsageMeter
 from harness.http_client import HttpClient
 from harness.postgres import Postgres
@@ -170,8 +171,11 @@ class Harness:
         return row
 
     def pad(self, pomodoros: int) -> None:
-        """Finished history as weeks of use leave it (``bench.seeds.HISTORY``)."""
-        self.probe.execute(f"{HISTORY} /* {PROBE} */", {"pomodoros": pomodoros})
+        """Finished history: Pomodoros started and interrupted through the service's statement,
+        eight per conversation, their results delivered through the relay's statements
+        (``bench.seeds``)."""
+        seeds.finished(self.url, f"old-{secrets.token_hex(3)}-", max(1, pomodoros // 8), 8)
+        seeds.deliver_all(self.url)
         # Vacuumed now, so that autovacuum does not run inside the window that follows.
         self.probe.execute(f"VACUUM ANALYZE /* {PROBE} */")
 

@@ -6,7 +6,9 @@ The throwaway databases, the processes, the HTTP client and the receiving Agent 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import tempfile
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from typing import Any
 import psycopg
 
 from harness.http_client import HttpClient
+from harness.measure import machine_busy, process_cpu
 from harness.processes import ROOT, RelayProcess, free_port
 from harness.receiver import new_secret
 from harness.releases import release_env
@@ -73,49 +76,6 @@ def event_loop() -> asyncio.Runner:
     import uvloop
 
     return asyncio.Runner(loop_factory=uvloop.new_event_loop)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) with linear interpolation between closest ranks."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return float(ordered[0])
-    rank = (len(ordered) - 1) * q / 100.0
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return float(ordered[low] + (ordered[high] - ordered[low]) * (rank - low))
-
-
-# --- CPU accounting (Linux /proc), to say where the time of a phase went ---------------------------
-
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat from the state field on (index 0 = field 3 of proc(5))."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rindex(")") + 2 :].split()
-
-
-def process_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a process has used; 0 if it is gone."""
-    fields = _proc_stat(pid)
-    if fields is None:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICKS
-
-
-def machine_busy() -> float:
-    """Busy CPU seconds of the whole machine (all cores) since boot."""
-    first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    values = [int(v) for v in first]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values[:8]) - idle) / _TICKS
 
 
 class BackendCpu(threading.Thread):
@@ -317,3 +277,38 @@ def callgrind_total(script: Path, args: Sequence[str], tree: Path, work: Path, e
             out.unlink()
             return int(line.split()[1])
     raise RuntimeError(f"no summary in {out}")
+
+
+def add_pg_settings(parser: argparse.ArgumentParser) -> None:
+    """``--pg-setting NAME=VALUE`` (repeatable): the bench runs on a Postgres of its own with them."""
+    parser.add_argument(
+        "--pg-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="run on a Postgres server of the bench's own (this machine's disk, fsync and synchronous "
+        "commit on) with this setting in postgresql.conf, e.g. commit_delay=50; repeatable",
+    )
+
+
+@contextlib.contextmanager
+def bench_server(pg_settings: Sequence[str]) -> Iterator[str]:
+    """The server the bench makes its databases on: without settings, ``named_server()``; with
+    ``NAME=VALUE`` settings, a Postgres of its own started with them (its WAL on this machine's
+    disk, so a commit waits for a real flush) and named by ``DATABASE_URL`` while the bench runs,
+    so that a figure taken with server settings can be taken again."""
+    from harness.database import MIGRATED_TEMPLATE, named_server
+    from harness.postgres import own_postgres
+
+    if not pg_settings:
+        yield named_server()
+        return
+    settings = dict(item.split("=", 1) for item in pg_settings)
+    with own_postgres(settings, prefix="lineup-bench-") as server:
+        before = {name: os.environ.pop(name, None) for name in ("DATABASE_URL", MIGRATED_TEMPLATE)}
+        os.environ["DATABASE_URL"] = server.admin_url
+        try:
+            yield server.admin_url
+        finally:
+            os.environ.pop("DATABASE_URL", None)
+            os.environ.update({name: value for name, value in before.items() if value is not None})

@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import psycopg
 
-from bench.common import CpuMeter, cpu_breakdown, percentile, states_line
+from bench.common import CpuMeter, cpu_breakdown, states_line
 from harness.calls import interrupt_body, start_body
+from harness.measure import percentile
 
 DURATION_SECONDS = 1500  # far beyond the run: the sweeper never settles one of these
 ACTIVITY = "bench"

@@ -84,7 +84,8 @@ def main() -> int:
     if over_allowance(figure, baseline[FIGURE]):
         print(
             "db_instructions_check: FAILED — a cycle costs the database more; find what "
-            "(bench/README.md, 'The database's CI check'; bench.db_parts) or, if the growth is meant, "
+            "(bench/HISTORY.md, 'The database's CI check'; bench.db_parts at be1932e) or, if the growth "
+            "is meant, "
             "move the baseline: .venv/bin/python -m bench.db_instructions_check --record, and commit "
             "it saying why"
         )

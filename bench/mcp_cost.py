@@ -44,9 +44,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import event_loop, process_cpu
+from bench.common import event_loop
 from harness.database import named_server, throwaway_database
 from harness.http_client import HttpClient
+from harness.measure import process_cpu
 from harness.processes import running_service
 
 Call = Callable[[str, str, str, dict[str, Any]], Awaitable[int]]
@@ -334,7 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--reads-only", action="store_true", help="only the reads, not the tool calls")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that it still runs")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.cycles, args.rounds, args.concurrency = 10, 1, 2
     print(f"database server: {named_server()}")
     with tempfile.TemporaryDirectory(prefix="bench-mcp-cost-") as tmp, throwaway_database("mcp_cost") as url:
         per_call, per_read, failures = measure(

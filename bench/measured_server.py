@@ -12,8 +12,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from bench.common import process_cpu
 from harness.database import with_database
+from harness.measure import process_cpu
 from harness.postgres import Postgres, own_postgres
 from service.db.migrate import upgrade
 

@@ -42,9 +42,10 @@ from typing import Any
 
 import psycopg
 
-from bench.common import CpuMeter, Relays, process_cpu
-from bench.seeds import QUEUE_ONE, RESET, SEED_BACKLOG
+from bench import seeds
+from bench.common import CpuMeter, Relays
 from harness.database import throwaway_database
+from harness.measure import process_cpu
 from harness.receiver import ReceiverProcess
 from harness.releases import previous_release
 from relay import claims as claims_db
@@ -52,11 +53,14 @@ from relay.claims import Outcome
 
 
 def seed(url: str, rows: int, conversations: int) -> None:
+    """A backlog as the service leaves it: ``rows`` results in ``conversations`` conversations,
+    each a Pomodoro started and interrupted through the service's statement (``bench.seeds``),
+    queued while delivery is paused, so every copy of this database starts paused."""
     per = max(1, rows // conversations)
+    seeds.delivery(url, paused=True)
+    seeds.finished(url, "c", rows // per, per)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(RESET)
-        conn.execute(SEED_BACKLOG, {"prefix": "c", "per": per, "conversations": rows // per})
-        conn.execute("VACUUM ANALYZE outbox")
+        conn.execute("VACUUM ANALYZE")
 
 
 def undelivered(url: str) -> int:
@@ -81,11 +85,15 @@ def claims_module(tree: Path | None) -> ModuleType:
     return module
 
 
-def statement_cost(
-    url: str, rows: int, conversations: int, batch: int, claims: ModuleType
-) -> tuple[float, float]:
-    """Backend CPU seconds per row of the claim and of the record (all delivered), one connection."""
-    seed(url, rows, conversations)
+def statement_cost(url: str, rows: int, batch: int, claims: ModuleType) -> tuple[float, float]:
+    """Backend CPU seconds per row of the claim and of the record (all delivered), one connection,
+    on a copy of the seeded backlog ``url``."""
+    with seeds.copy_of(url) as copy:
+        seeds.delivery(copy, paused=False)
+        return _statement_cost(copy, rows, batch, claims)
+
+
+def _statement_cost(url: str, rows: int, batch: int, claims: ModuleType) -> tuple[float, float]:
     spent = [0.0, 0.0]
     done = 0
 
@@ -127,8 +135,13 @@ async def _claim_and_mark(url: str, worker: int, batch: int, done: list[int]) ->
             done[0] += len(claimed)
 
 
-def sql_ceiling(url: str, rows: int, conversations: int, workers: int, batch: int) -> float:
-    seed(url, rows, conversations)
+def sql_ceiling(template: str, rows: int, workers: int, batch: int) -> float:
+    with seeds.copy_of(template) as url:
+        seeds.delivery(url, paused=False)
+        return _sql_ceiling(url, rows, workers, batch)
+
+
+def _sql_ceiling(url: str, rows: int, workers: int, batch: int) -> float:
     done = [0]
 
     async def run() -> None:
@@ -187,37 +200,35 @@ def receiver_ceiling(requests: int, logs: Path) -> float:
 
 
 def drain(
-    url: str, relays: int, args: argparse.Namespace, logs: Path, tree: Path | None = None
+    template: str, relays: int, args: argparse.Namespace, logs: Path, tree: Path | None = None
 ) -> dict[str, Any]:
-    receiver = ReceiverProcess(logs)
-    try:
-        # Seeded after the relays are ready, so their start-up is not part of the figure.
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(RESET)
-        processes = Relays(
-            url, receiver.url, relays, logs, concurrency=args.concurrency, batch=args.batch, tree=tree
-        )
-        started = time.time()
-        seed(url, args.rows, args.conversations)
-        seeded = time.time()
-        meter = CpuMeter(url)
-        relay_cpu = processes.cpu()
-        receiver_cpu = process_cpu(receiver.pid)
-        meter.start()
-        stats = receiver.wait_for(args.rows, timeout=180)
-        while undelivered(url) and time.time() < seeded + 200:
-            time.sleep(0.02)
-        recorded = time.time()
-        cpu = meter.stop()
-        cpu["relay processes"] = processes.cpu() - relay_cpu
-        cpu["receiver"] = process_cpu(receiver.pid) - receiver_cpu
-        processes.stop()
-    finally:
-        receiver.close()
+    """The relays drain a copy of the seeded backlog: started and ready while delivery is paused
+    (so their start-up is not part of the figure), then an operator's resume wakes them."""
+    with seeds.copy_of(template) as url:
+        receiver = ReceiverProcess(logs)
+        try:
+            processes = Relays(
+                url, receiver.url, relays, logs, concurrency=args.concurrency, batch=args.batch, tree=tree
+            )
+            meter = CpuMeter(url)
+            relay_cpu = processes.cpu()
+            receiver_cpu = process_cpu(receiver.pid)
+            meter.start()
+            resumed = time.time()
+            seeds.delivery(url, paused=False)
+            stats = receiver.wait_for(args.rows, timeout=180)
+            while undelivered(url) and time.time() < resumed + 200:
+                time.sleep(0.02)
+            recorded = time.time()
+            cpu = meter.stop()
+            cpu["relay processes"] = processes.cpu() - relay_cpu
+            cpu["receiver"] = process_cpu(receiver.pid) - receiver_cpu
+            processes.stop()
+        finally:
+            receiver.close()
     return {
-        "per_second": args.rows / (recorded - seeded),
-        "first_to_last_arrival": args.rows / (stats["last"] - stats["first"]),
-        "seed_seconds": seeded - started,
+        "per_second": args.rows / (recorded - resumed),
+        "first_to_last_arrival": args.rows / max(stats["last"] - stats["first"], 1e-6),
         "repeats": stats["requests"] - stats["unique"],
         "cpu": cpu,
     }
@@ -235,20 +246,28 @@ def cpu_line(cpu: dict[str, float], rows: int) -> str:
 
 
 async def _queue_at_rate(url: str, rate: int, total: int, wake: bool) -> float:
-    """Commit ``total`` outbox rows at ``rate`` per second; after each commit, wake the relays as the
-    service does (coalesced NOTIFY on another connection) unless ``wake`` is false."""
+    """Queue ``total`` results at ``rate`` per second, each a Pomodoro started and then interrupted
+    through the service's statement (the interrupt's commit queues the result); after each commit,
+    wake the relays as the service does (coalesced NOTIFY on another connection) unless ``wake``
+    is false."""
+    from psycopg.rows import tuple_row
+
+    from service.db.tool_calls import CALL_TOOL
     from service.wakeups import Wakeups
 
     wakeups = Wakeups(url)
     stop = asyncio.Event()
     notifier = asyncio.create_task(wakeups.run(stop))
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cursor = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
         started = time.perf_counter()
         for index in range(total):
             pause = started + index / rate - time.perf_counter()
             if pause > 0:
                 await asyncio.sleep(pause)
-            await conn.execute(QUEUE_ONE, {"conversation_id": f"steady-{index % 500}"})
+            conversation = f"steady-{index % 500}"
+            for call in (seeds.start(conversation), seeds.interrupt(conversation)):
+                await cursor.execute(CALL_TOOL, call.params(), prepare=True)
             if wake:
                 wakeups.committed(outbox=True)
         achieved = total / (time.perf_counter() - started)
@@ -257,9 +276,12 @@ async def _queue_at_rate(url: str, rate: int, total: int, wake: bool) -> float:
     return achieved
 
 
-def steady(url: str, args: argparse.Namespace, logs: Path, **env: str) -> dict[str, float]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(RESET)
+def steady(empty: str, args: argparse.Namespace, logs: Path, **env: str) -> dict[str, float]:
+    with seeds.copy_of(empty) as url:
+        return _steady(url, args, logs, **env)
+
+
+def _steady(url: str, args: argparse.Namespace, logs: Path, **env: str) -> dict[str, float]:
     receiver = ReceiverProcess(logs)
     total = int(args.rate * args.seconds)
     try:
@@ -295,7 +317,10 @@ def main() -> int:
     parser.add_argument("--no-steady", action="store_true", help="skip the steady-rate latency runs")
     parser.add_argument("--baseline", metavar="COMMIT", help="drain with this commit's relay too, first")
     parser.add_argument("--rounds", type=int, default=1, help="drains per relay count (and release)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that it still runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.conversations, args.rate, args.seconds, args.relays = 200, 50, 20, 1.0, "1"
     print(
         f"rows={args.rows} in {args.conversations} conversations, RELAY_CONCURRENCY={args.concurrency}, "
         f"RELAY_BATCH_SIZE={args.batch}, load average {os.getloadavg()[0]:.2f}",
@@ -304,26 +329,28 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-relay-drain-")))
         url = stack.enter_context(throwaway_database("relay"))
+        empty = stack.enter_context(seeds.copy_of(url))  # the steady runs' start, before the seed
+        began = time.monotonic()
+        seed(url, args.rows, args.conversations)
+        print(f"seeded {args.rows} results in {time.monotonic() - began:.1f} s", flush=True)
         releases: list[tuple[str, Path | None]] = [("this checkout", None)]
         if args.baseline:
             releases.insert(
                 0, (f"baseline {args.baseline[:12]}", stack.enter_context(previous_release(args.baseline)))
             )
         for name, tree in releases:
-            claim_cpu, record_cpu = statement_cost(
-                url, args.rows, args.conversations, args.batch, claims_module(tree)
-            )
+            claim_cpu, record_cpu = statement_cost(url, args.rows, args.batch, claims_module(tree))
             print(
                 f"Postgres CPU per row, {name}: claim {claim_cpu * 1e6:.0f} us, "
                 f"record {record_cpu * 1e6:.0f} us (batches of {args.batch}, one connection)",
                 flush=True,
             )
-        ceiling = sql_ceiling(url, args.rows, args.conversations, args.ceiling_workers, args.batch)
+        ceiling = sql_ceiling(url, args.rows, args.ceiling_workers, args.batch)
         print(
             f"SQL ceiling, claim + mark ({args.ceiling_workers} connections): {ceiling:,.0f} rows/s",
             flush=True,
         )
-        ingest = receiver_ceiling(max(args.rows, 80_000), logs)
+        ingest = receiver_ceiling(args.rows if args.smoke else max(args.rows, 80_000), logs)
         print(f"receiver ceiling, pipelined requests: {ingest:,.0f} requests/s", flush=True)
         for count in (int(n) for n in args.relays.split(",")):
             for round_ in range(1, args.rounds + 1):
@@ -347,8 +374,8 @@ def main() -> int:
             ("poll only, 1 s", {"RELAY_POLL_ONLY": "true"}),
             ("poll only, 50 ms", {"RELAY_POLL_ONLY": "true", "RELAY_POLL_INTERVAL_SECONDS": "0.05"}),
         ]
-        for label, env in variants:
-            latency = steady(url, args, logs, **env)
+        for label, env in variants[:1] if args.smoke else variants:
+            latency = steady(empty, args, logs, **env)
             print(
                 f"steady {latency['rate']:.0f}/s, {label}: commit-to-2xx p50 {latency['p50']:.1f} ms, "
                 f"p99 {latency['p99']:.1f} ms, max {latency['max']:.1f} ms",

@@ -1,118 +1,254 @@
-"""Rows the benches put in place with plain SQL: a history of finished Pomodoros (``HISTORY``), a
-relay backlog as the service would leave it (``SEED_BACKLOG``), and one result committed as a
-deciding transaction commits it (``QUEUE_ONE``). (The throwaway database itself comes from
-``harness.database``.)"""
+"""Rows the benches put in place, written by the service's own tool-call statement.
+
+Every seed is a list of Agent tool calls sent straight to Postgres through ``CALL_TOOL``
+(``service/db/tool_calls.py``), with the arguments, fingerprint, decision function and context the
+service itself passes (its ``Runtime`` and registry, default settings). So a seeded Pomodoro has the
+workspace, instance, sub-session, snapshot, recorded answer and outbox row the service would leave,
+and a schema change that the service follows, the seeds follow; one it does not, fails the benches'
+smoke test (``tests/integration/test_benches_smoke.py``) at once. No hand-written INSERT here.
+
+Many calls go in one pipeline on one connection with ``synchronous_commit = off`` (each call is
+still its own transaction): 10,000 calls take a few seconds.
+"""
 
 from __future__ import annotations
 
-# A backlog as the service would leave it: `per_conversation` results in each of `conversations`
-# conversations, sequenced 1..n, payloads shaped like SETTLE_FOCUSING's.
-SEED_BACKLOG = """
-WITH ws AS (
-    INSERT INTO workspaces (conversation_id, outbox_sequence)
-    SELECT %(prefix)s || c, %(per)s FROM generate_series(1, %(conversations)s) c
-    RETURNING conversation_id
-)
-INSERT INTO outbox (event_id, tool, tool_call_id, conversation_id, sequence, payload)
-SELECT r.event_id, 'pomodoro.start', r.tool_call_id, r.conversation_id, r.seq,
-       jsonb_build_object(
-           'event_id', r.event_id, 'type', 'tool.result', 'tool', 'pomodoro.start',
-           'tool_call_id', r.tool_call_id, 'conversation_id', r.conversation_id,
-           'operation_id', NULL, 'sequence', r.seq,
-           'result', jsonb_build_object(
-               'state', 'completed', 'reason', 'deadline_reached', 'activity', 'bench',
-               'duration_seconds', 1500, 'started_at', '2026-11-30T08:00:00.000000Z',
-               'ends_at', '2026-11-30T08:25:00.000000Z', 'finalized_at', '2026-11-30T08:25:00.000000Z',
-               'focused_seconds', 1500))
-FROM (
-    SELECT gen_random_uuid() AS event_id, %(prefix)s || c || '-' || s AS tool_call_id,
-           %(prefix)s || c AS conversation_id, s AS seq
-    FROM generate_series(1, %(per)s) s, generate_series(1, %(conversations)s) c
-    ORDER BY s, c
-) r
-"""
+import asyncio
+import contextlib
+import secrets
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
-# One result committed the way a deciding transaction commits it: next sequence under the
-# workspace row lock, one outbox row (no NOTIFY: wake-ups are sent after commit).
-QUEUE_ONE = """
-WITH ws AS (
-    INSERT INTO workspaces (conversation_id, outbox_sequence) VALUES (%(conversation_id)s, 1)
-    ON CONFLICT (conversation_id) DO UPDATE SET outbox_sequence = workspaces.outbox_sequence + 1
-    RETURNING conversation_id, outbox_sequence
-)
-INSERT INTO outbox (event_id, tool, tool_call_id, conversation_id, sequence, payload)
-SELECT r.event_id, 'pomodoro.start', r.tool_call_id, ws.conversation_id, ws.outbox_sequence,
-       jsonb_build_object(
-           'event_id', r.event_id, 'type', 'tool.result', 'tool', 'pomodoro.start',
-           'tool_call_id', r.tool_call_id, 'conversation_id', ws.conversation_id,
-           'operation_id', NULL, 'sequence', ws.outbox_sequence,
-           'result', jsonb_build_object('state', 'completed', 'reason', 'deadline_reached',
-                                        'duration_seconds', 1500, 'focused_seconds', 1500))
-FROM ws, (SELECT gen_random_uuid() AS event_id, 'call-' || gen_random_uuid() AS tool_call_id) r
-"""
-
-RESET = "TRUNCATE outbox_attempts, outbox, workspaces CASCADE"
+import msgspec
+import psycopg
+import psycopg.conninfo
+from psycopg.rows import tuple_row
 
 
-# Finished Pomodoros as weeks of use leave them, eight per conversation: each with its instance,
-# sub-session, snapshot, operation, two recorded tool calls, its delivered outbox row and attempt.
-# Ids are random, as the service makes them; delivered rows are the relay's retention window.
-HISTORY = """
-WITH r AS (
-    SELECT g, 'old-' || (g / 8) AS conversation_id, gen_random_uuid() AS instance_id,
-           gen_random_uuid() AS sub_session_id, gen_random_uuid() AS operation_id,
-           gen_random_uuid() AS event_id, 'call-' || gen_random_uuid() AS start_id,
-           'call-' || gen_random_uuid() AS interrupt_id,
-           now() - make_interval(secs => g * 3) - interval '1 hour' AS started_at
-    FROM generate_series(1, %(pomodoros)s) g
-),
-ws AS (
-    INSERT INTO workspaces (conversation_id, outbox_sequence)
-    SELECT conversation_id, count(*) FROM r GROUP BY conversation_id
-),
-inst AS (
-    INSERT INTO app_instances (instance_id, conversation_id, app_scope, status, opened_at, closed_at)
-    SELECT instance_id, conversation_id, 'pomodoro', 'closed', started_at,
-           started_at + interval '10 minutes'
-    FROM r
-),
-sub AS (
-    INSERT INTO sub_sessions (sub_session_id, instance_id, conversation_id, status, started_at, ended_at)
-    SELECT sub_session_id, instance_id, conversation_id, 'ended', started_at,
-           started_at + interval '10 minutes'
-    FROM r
-),
-snap AS (
-    INSERT INTO instance_states (instance_id, conversation_id, app_scope, schema_version, readonly)
-    SELECT instance_id, conversation_id, 'pomodoro', 1, true FROM r
-),
-ops AS (
-    INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
-                            state, reason, duration_seconds, activity, started_at, ends_at,
-                            finalized_at, result)
-    SELECT operation_id, 'pomodoro.start', start_id, conversation_id, 'pomodoro', instance_id,
-           'interrupted', 'agent_interrupt', 1500, 'history', started_at,
-           started_at + interval '1500 seconds', started_at + interval '10 minutes',
-           jsonb_build_object('state', 'interrupted', 'reason', 'agent_interrupt', 'focused_seconds', 600)
-    FROM r
-),
-calls AS (
-    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response,
-                            created_at)
-    SELECT id, conversation_id, tool, md5(id) || md5(id), 'accepted', '{"status": "accepted"}'::json,
-           started_at
-    FROM r, LATERAL (VALUES (start_id, 'pomodoro.start'), (interrupt_id, 'pomodoro.interrupt')) AS c(id, tool)
-),
-box AS (
-    INSERT INTO outbox (event_id, operation_id, tool, tool_call_id, conversation_id, sequence, status,
-                        attempts, created_at, delivered_at, payload)
-    SELECT event_id, operation_id, 'pomodoro.start', start_id, conversation_id,
-           row_number() OVER (PARTITION BY conversation_id ORDER BY g), 'delivered', 1,
-           started_at + interval '10 minutes', started_at + interval '10 minutes 1 second',
-           jsonb_build_object('type', 'tool.result', 'tool_call_id', start_id)
-    FROM r
-)
-INSERT INTO outbox_attempts (event_id, conversation_id, attempt, relay_id, started_at, duration_ms,
-                             status_code, outcome)
-SELECT event_id, conversation_id, 1, 'history', started_at + interval '10 minutes', 3, 204, 'delivered' FROM r
-"""
+@dataclass(frozen=True)
+class _Tool:
+    decide: str
+    context: str
+
+
+@cache
+def _tools() -> tuple[Any, dict[str, _Tool]]:
+    """The registry and each Tool's decision function and context, as the service's Runtime makes
+    them with default settings."""
+    from service.manifests import load_registry
+    from service.settings import load_settings
+    from service.use_cases.runtime import Runtime
+
+    settings = load_settings(
+        "serve",
+        database_url="postgresql://bench@127.0.0.1/unused",
+        agent_token="bench-agent-token-000",
+        host_token="bench-host-token-0000",
+        operator_token="bench-operator-token",
+    )
+    registry = load_registry(settings.manifests_dir)
+    runtime = Runtime(pool=None, settings=settings, registry=registry)  # type: ignore[arg-type]
+    tools = {
+        name: _Tool(decide=registry.runner(name).decide, context=runtime.context_of(name))
+        for name in registry.runners
+    }
+    return registry, tools
+
+
+@dataclass(frozen=True)
+class Call:
+    """One Agent tool call."""
+
+    conversation_id: str
+    tool: str
+    arguments: dict[str, Any]
+    tool_call_id: str = ""
+
+    def params(self) -> tuple[str, ...]:
+        """``CALL_TOOL``'s parameters, as ``service.use_cases.tool_calls.call_tool`` makes them."""
+        from service.domain.idempotency import fingerprint
+
+        registry, tools = _tools()
+        spec = registry.tool(self.tool)
+        if spec is None:
+            raise ValueError(f"no tool named {self.tool!r}")
+        tool_call_id = self.tool_call_id or f"seed-{uuid.uuid4()}"
+        body = {
+            "tool_call_id": tool_call_id,
+            "conversation_id": self.conversation_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+        }
+        arguments = msgspec.json.encode(spec.normalized(self.arguments)).decode()
+        runner = tools[self.tool]
+        return (
+            tool_call_id,
+            self.conversation_id,
+            self.tool,
+            fingerprint(body),
+            arguments,
+            runner.decide,
+            runner.context,
+        )
+
+
+def start(conversation_id: str, duration_seconds: int = 1500, activity: str = "bench") -> Call:
+    arguments = {"duration_seconds": duration_seconds, "activity": activity}
+    return Call(conversation_id, "pomodoro.start", arguments)
+
+
+def interrupt(conversation_id: str) -> Call:
+    return Call(conversation_id, "pomodoro.interrupt", {})
+
+
+def send(url: str, calls: Iterable[Call], *, chunk: int = 2000) -> Counter[str]:
+    """Send the calls in order through the service's statement; the outcome words, counted."""
+    from service.db.tool_calls import CALL_TOOL
+
+    outcomes: Counter[str] = Counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET synchronous_commit = off")
+        with psycopg.RawCursor(conn, row_factory=tuple_row) as cursor:
+            for batch in _chunks(calls, chunk):
+                cursor.executemany(CALL_TOOL, [c.params() for c in batch], returning=True)
+                while True:
+                    row = cursor.fetchone()
+                    if row is not None:
+                        outcomes[str(row[0])] += 1
+                    if not cursor.nextset():
+                        break
+    return outcomes
+
+
+def _chunks(calls: Iterable[Call], size: int) -> Iterator[list[Call]]:
+    batch: list[Call] = []
+    for call in calls:
+        batch.append(call)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def expect(outcomes: Counter[str], **wanted: int) -> None:
+    """Refuse a seed whose calls did not all answer as meant (a schema or rule the seed no longer
+    matches): the bench stops with what came back instead of measuring something else."""
+    if dict(outcomes) != wanted:
+        raise RuntimeError(f"the seed's tool calls answered {dict(outcomes)}, expected {wanted}")
+
+
+def focusing(url: str, prefix: str, count: int, duration_seconds: int = 1500, connections: int = 2) -> None:
+    """``count`` conversations ``<prefix><n>``, each with one Pomodoro focusing (``connections``
+    pipelines side by side: the conversations are independent)."""
+
+    def part(k: int) -> Counter[str]:
+        return send(url, (start(f"{prefix}{n}", duration_seconds) for n in range(k, count, connections)))
+
+    with ThreadPoolExecutor(connections) as pool:
+        outcomes = sum(pool.map(part, range(connections)), Counter[str]())
+    expect(outcomes, accepted=count)
+
+
+def finished(url: str, prefix: str, conversations: int, per: int = 1) -> None:
+    """``per`` Pomodoros started and interrupted in each of ``conversations`` conversations,
+    conversation after conversation in turn: one result per Pomodoro queued in the outbox, in each
+    conversation's order (a relay backlog, or history once delivered)."""
+
+    def calls() -> Iterator[Call]:
+        for _ in range(per):
+            for n in range(conversations):
+                yield start(f"{prefix}{n}")
+                yield interrupt(f"{prefix}{n}")
+
+    total = conversations * per
+    expect(send(url, calls()), accepted=total, interrupted=total)
+
+
+def move_deadlines(conn: psycopg.Connection[Any], prefix: str, lead: float, window: float) -> int:
+    """Move the focusing periods of the conversations ``<prefix>…`` so that their deadlines fall
+    evenly over ``[now + lead, now + lead + window)`` (in conversation order), each period keeping
+    its length, as ``harness.calls.expire`` moves one; the rows moved."""
+    cursor = conn.execute(
+        """
+        WITH due AS (
+            SELECT operation_id,
+                   date_trunc('milliseconds', statement_timestamp())
+                   + make_interval(secs => %(lead)s::float8 + %(window)s::float8
+                                   * (row_number() OVER (ORDER BY conversation_id) - 1)
+                                   / count(*) OVER ()) AS ends_at
+            FROM operations
+            WHERE state = 'focusing' AND conversation_id LIKE %(prefix)s || '%%'
+        )
+        UPDATE operations o
+        SET started_at = due.ends_at - make_interval(secs => o.duration_seconds), ends_at = due.ends_at
+        FROM due WHERE o.operation_id = due.operation_id
+        """,
+        {"prefix": prefix, "lead": lead, "window": window},
+    )
+    return cursor.rowcount
+
+
+def delivery(url: str, *, paused: bool) -> None:
+    """Pause or resume delivery to the Agent as an operator does (``python -m service ops``: the
+    service's use case on one connection; a resume wakes the relays after its commit)."""
+    from psycopg.rows import dict_row
+
+    from service.use_cases import delivery_control
+    from service.use_cases.one_connection import one_connection
+
+    async def run() -> None:
+        async with (
+            await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row) as conn,
+            one_connection(conn, url) as rt,
+        ):
+            if paused:
+                await delivery_control.pause(rt, by="bench", reason="seeding")
+            else:
+                await delivery_control.resume(rt, by="bench")
+
+    asyncio.run(run())
+
+
+@contextlib.contextmanager
+def copy_of(url: str) -> Iterator[str]:
+    """A copy of the database ``url`` names (``CREATE DATABASE … TEMPLATE``, nobody connected to
+    it), dropped ``WITH (FORCE)`` on the way out: a seed made once serves many runs."""
+    from harness.database import create_database, drop_database, with_database
+
+    server = with_database(url, "postgres")
+    source = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    name = f"{source}_{secrets.token_hex(3)}"
+    create_database(server, name, template=str(source))
+    try:
+        yield with_database(url, name)
+    finally:
+        drop_database(server, name)
+
+
+def deliver_all(url: str, relay_id: str = "seed") -> int:
+    """Mark every pending result delivered through the relay's own claim and record statements
+    (``relay.claims``, as if each POST had been answered 204), without HTTP; the rows delivered."""
+    from relay import claims
+
+    async def run() -> int:
+        done = 0
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            while claimed := await claims.claim(conn, relay_id, 500, 30.0):
+                await claims.record_outcomes(
+                    conn,
+                    relay_id,
+                    [
+                        claims.Outcome(c, "delivered", 0.0, None, c.created_at, 1, 204, None, None)
+                        for c in claimed
+                    ],
+                )
+                done += len(claimed)
+        return done
+
+    return asyncio.run(run())

@@ -23,8 +23,8 @@ from typing import Any
 
 import psycopg
 
-from bench.common import process_cpu
 from bench.measured_server import ServerCpu
+from harness.measure import process_cpu
 
 # Records that put one entry into a B-tree leaf (a split logs the new item in the split record).
 INDEX_ENTRY_RECORDS = frozenset({"INSERT_LEAF", "INSERT_POST", "SPLIT_L", "SPLIT_R"})

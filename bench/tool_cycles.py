@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.common import event_loop, tool_poster
+from bench.common import add_pg_settings, bench_server, event_loop, tool_poster
 from bench.cycle_phases import Answer, Phase, drive, finished, latency_line, report
 from bench.sql_ceiling import run_pgbench
 from harness.database import named_server, throwaway_database
@@ -246,9 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--thinnest",
-        action="store_true",
-        help="also run (d): the same calls through bench.thinnest_http, the least a Python HTTP service "
-        "of this statement does (uvicorn and a bare ASGI callable; no checks, logs, metrics, wake-ups)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run (d): the same calls through bench.thinnest_http, the least a Python HTTP service "
+        "of this statement does (uvicorn and a bare ASGI callable; no checks, logs, metrics, wake-ups): "
+        "the headline ratio is serve against it",
     )
     parser.add_argument(
         "--no-sweeper",
@@ -262,17 +264,76 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="(diagnosis only) a setting for the service, e.g. DB_POOL_SIZE=16; repeatable",
     )
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that it still runs")
+    add_pg_settings(parser)
+    parser.add_argument(
+        "--vary",
+        metavar="NAME=V1,V2,...",
+        help="run once per value of this server setting, in turn (each on a server of its own with the "
+        "--pg-settings and this one), e.g. commit_delay=0,20,50,100,200; a table at the end",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="with --vary: times over the values")
     args = parser.parse_args(argv)
-    if any("=" not in item for item in args.serve_env):
-        parser.error("--serve-env takes NAME=VALUE")
+    if args.smoke:
+        args.seconds, args.warmup, args.concurrency = 1, 0.2, 2
+    if any(
+        "=" not in item for item in [*args.serve_env, *args.pg_setting, *([args.vary] if args.vary else [])]
+    ):
+        parser.error("--serve-env, --pg-setting and --vary take NAME=VALUE")
     serve_env = dict(item.split("=", 1) for item in args.serve_env)
     if not 1 <= args.seconds <= 60 or not 1 <= args.concurrency <= 64 or not 0 <= args.warmup <= 10:
         parser.error("keep it bounded: --seconds 1..60, --concurrency 1..64, --warmup 0..10")
+    if args.vary is None:
+        with bench_server(args.pg_setting):
+            return measure(args, serve_env)[0]
+    return vary(args, serve_env)
 
+
+def vary(args: argparse.Namespace, serve_env: dict[str, str]) -> int:
+    """Each value of ``--vary NAME=V1,V2,...`` in turn, ``--rounds`` times over (alternating in one
+    sitting), each run on a server of its own with ``--pg-setting``s and that value; a table at the
+    end."""
+    name, _, values = args.vary.partition("=")
+    rows: list[tuple[str, int, dict[str, float]]] = []
+    code = 0
+    for round_ in range(1, args.rounds + 1):
+        for value in values.split(","):
+            settings = [*args.pg_setting, f"{name}={value}"]
+            with bench_server(settings):
+                done, figures = measure(
+                    argparse.Namespace(**{**vars(args), "pg_setting": settings}), serve_env
+                )
+            code = max(code, done)
+            rows.append((value, round_, figures))
+    fixed = f" with {', '.join(args.pg_setting)}" if args.pg_setting else ""
+    print(f"\n{name} varied{fixed}, {args.rounds} round(s), {args.seconds} s phases:\n")
+    print(
+        f"| {name} | round | load | serve | thinnest | ceiling | serve / thinnest | serve / ceiling "
+        "| WAL flushes per commit: serve / thinnest / ceiling |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for value, round_, f in rows:
+        print(
+            f"| {value} | {round_} | {f['load']:.1f} | {f['serve']:.0f} | {f['thinnest']:.0f} "
+            f"| {f['ceiling']:.0f} "
+            f"| {f['serve'] / f['thinnest'] if f['thinnest'] else float('nan'):.2f} "
+            f"| {f['serve'] / f['ceiling'] if f['ceiling'] else float('nan'):.2f} "
+            f"| {f['flush_serve']:.2f} / {f['flush_thinnest']:.2f} / {f['flush_ceiling']:.2f} |"
+        )
+    return code
+
+
+def _flushes(phase: Phase | None) -> float:
+    return phase.wal_flushes / phase.commits if phase is not None and phase.commits else float("nan")
+
+
+def measure(args: argparse.Namespace, serve_env: dict[str, str]) -> tuple[int, dict[str, float]]:
+    load = os.getloadavg()[0]
     print(
         f"tool_cycles: server {named_server().rsplit('@', 1)[-1]}, {os.cpu_count()} cores, "
-        f"load average {os.getloadavg()[0]:.2f} at start, concurrency {args.concurrency}, "
+        f"load average {load:.2f} at start, concurrency {args.concurrency}, "
         f"{args.seconds} s per phase, {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        + (f"; server settings: {', '.join(args.pg_setting)}" if args.pg_setting else "")
     )
     serve_args = ["--no-sweeper"] if args.no_sweeper else []
     with tempfile.TemporaryDirectory(prefix="bench-tool-cycles-") as tmp:
@@ -314,7 +375,12 @@ def main(argv: list[str] | None = None) -> int:
 
     ratio = http.rate / raw_rate if raw_rate else float("nan")
     print("\nsummary")
-    print(f"    ratio HTTP / raw-SQL ceiling (no NOTIFY)  {ratio:.2f}   (aim >= 0.6, goal 0.8)")
+    if thinnest is not None and thinnest.rate:
+        print(
+            f"    HEADLINE serve / thinnest Python floor    {http.rate / thinnest.rate:.2f}   "
+            "(target >= 0.85)"
+        )
+    print(f"    ratio HTTP / raw-SQL ceiling (no NOTIFY)  {ratio:.2f}   (for the record)")
     print(f"    HTTP cycles/s                             {http.rate:.1f}")
     print(f"    raw SQL cycles/s (the ceiling)            {raw_rate:.1f}")
     if notifying is not None and notifying[1]:
@@ -341,7 +407,16 @@ def main(argv: list[str] | None = None) -> int:
         or (notifying and notifying[0].failures)
         or not raw.cycles
     )
-    return 1 if failed else 0
+    figures = {
+        "load": load,
+        "serve": http.rate,
+        "thinnest": thinnest.rate if thinnest is not None else float("nan"),
+        "ceiling": raw_rate,
+        "flush_serve": _flushes(http),
+        "flush_thinnest": _flushes(thinnest),
+        "flush_ceiling": _flushes(raw),
+    }
+    return (1 if failed else 0), figures
 
 
 if __name__ == "__main__":

@@ -50,7 +50,9 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    engine = create_engine(_url(), poolclass=pool.NullPool)
+    # UTF8 whatever the server's encoding: on a SQL_ASCII database psycopg hands back text as bytes,
+    # which the dialect's version parsing and the database code's loader cannot read.
+    engine = create_engine(_url(), poolclass=pool.NullPool, connect_args={"client_encoding": "utf8"})
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=target_metadata)
         with context.begin_transaction():

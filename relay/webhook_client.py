@@ -10,7 +10,7 @@ attempt that covers connecting, sending and the answer, and the first ``EXCERPT_
 answer's body. An answer's status is final as soon as its head and the excerpt (or the whole body)
 are in; a connection is used again only when its answer was read to the end and the server keeps it
 open. Why not a general client: per delivery aiohttp's client cost about half the relay's Python
-(``bench/relay_instructions.py``).
+(the one-off ``relay_instructions`` bench, bench/HISTORY.md).
 
 Failures get the names ``outbox_attempts.error_class`` records: ``Timeout`` (no answer within the
 deadline), ``ConnectError`` (no connection), ``RemoteProtocolError`` (the server closed the

@@ -43,10 +43,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from bench.common import machine_busy, percentile, process_cpu
 from harness.calls import interrupt_body, start_body
 from harness.database import throwaway_database
 from harness.http_client import HttpClient
+from harness.measure import machine_busy, percentile, process_cpu
 from harness.processes import RelayProcess, ServiceProcess, free_port
 from harness.receiver import Receiver
 from rigs.checks import settle

@@ -1,6 +1,6 @@
 """The outbox gauges cost the backlog, never the delivered history: one sample reads the pending and
 dead rows through their indexes and not one delivered row (the bench at ten million rows is
-bench/gauge_cost.py; here the pages read are counted, which no load on the machine moves)."""
+the one-off gauge_cost, bench/README.md; here the pages read are counted, which no load on the machine moves)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,251 @@
+"""How soon the Agent hears an ending: Pomodoros falling due in one second among many focusing, from
+each one's ``ends_at`` to the Agent's 2xx, through the real service and relays.
+
+    .venv/bin/python -m bench.ending_latency [--due 1000,5000] [--focusing 100000] [--relays 1,2]
+                                             [--lead 3] [--window 1] [--pg-setting NAME=VALUE]
+                                             [--smoke]
+
+A throwaway database gets ``--focusing`` conversations whose Pomodoro ends hours later, started
+through the service's own tool-call statement (``bench.seeds``). One ``python -m service serve``
+runs its deadline sweeper; the Agent is ``harness.receiver`` in a process of its own, answering 204
+at once and noting when each result first arrives. Then, for each ``--due`` count and each
+``--relays`` count (that many ``python -m relay`` processes, started afresh), one run:
+
+1. ``--due`` new conversations, each with one earlier result (a Pomodoro started and interrupted)
+   delivered first, and then a Pomodoro focusing — all through the service's statement;
+2. their periods moved (each keeping its length) so that the deadlines fall evenly over ``--window``
+   seconds starting ``--lead`` seconds later: the sweeper finds them by its poll, as it finds a
+   period another replica started (``--lead`` exceeds ``SWEEPER_POLL_SECONDS``);
+3. the service's sweeper settles each at its deadline and queues its result; after that commit
+   the service wakes the relays (a NOTIFY after commit), which claim and POST it.
+
+Per result, from the database and the receiver (one clock: the same machine):
+
+    settle                finalized_at - ends_at         (the sweeper)
+    outbox -> POST        the attempt's started_at - the outbox row's created_at (the settling
+                          transaction's start: its commit, the wake-up, the claim)
+    POST -> 2xx           the first arrival at the receiver - the attempt's started_at
+    ends_at -> 2xx        the first arrival - ends_at: what the Agent waits
+
+p50/p99/max of each, and the checks: every result arrived, none twice (the receiver's requests per
+unique webhook-id), each conversation's earlier result arrived before its ending (per-conversation
+order), every due period completed by its deadline and no far one touched. Exits non-zero when a
+check fails, not when a figure misses its aim (p99 ends_at -> 2xx: 50 ms at 1,000 due per second,
+100 ms at 5,000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from bench import seeds
+from bench.common import Relays, add_pg_settings, bench_server
+from harness.database import throwaway_database
+from harness.measure import load_line, percentile
+from harness.processes import running_service
+from harness.receiver import ReceiverProcess
+
+RESULTS = """
+SELECT x.event_id::text AS event_id, x.conversation_id, x.sequence,
+       EXTRACT(EPOCH FROM x.created_at) AS queued, EXTRACT(EPOCH FROM o.ends_at) AS ends_at,
+       EXTRACT(EPOCH FROM o.finalized_at) AS finalized, o.state, o.reason,
+       (SELECT EXTRACT(EPOCH FROM min(a.started_at)) FROM outbox_attempts a
+        WHERE a.event_id = x.event_id) AS posted,
+       (SELECT count(*) FROM outbox_attempts a WHERE a.event_id = x.event_id) AS attempts
+FROM outbox x JOIN operations o USING (operation_id, conversation_id)
+WHERE x.conversation_id LIKE %(prefix)s || '%%'
+ORDER BY x.conversation_id, x.sequence
+"""
+
+
+@dataclass
+class Run:
+    due: int
+    relays: int
+    total: list[float]
+    settle: list[float]
+    to_post: list[float]
+    post: list[float]
+    problems: list[str]
+    load: str
+
+    def stage(self, values: list[float]) -> str:
+        return (
+            f"min {min(values, default=float('nan')):6.1f}  p50 {percentile(values, 50):6.1f}  "
+            f"p99 {percentile(values, 99):6.1f}  max {max(values, default=float('nan')):6.1f} ms"
+        )
+
+
+def wait_for(receiver: ReceiverProcess, events: set[str], timeout: float) -> dict[str, float]:
+    """Until every one of ``events`` arrived; the first arrivals then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        arrivals = receiver.arrivals()
+        if events <= arrivals.keys() or time.monotonic() > deadline:
+            return arrivals
+        time.sleep(0.05)
+
+
+def queued_events(url: str, prefix: str) -> set[str]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT event_id::text FROM outbox WHERE conversation_id LIKE %s || '%%'", (prefix,)
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def one_run(
+    url: str, receiver: ReceiverProcess, logs: Path, index: int, due: int, relays: int, args: Any
+) -> Run:
+    prefix = f"r{index}-"
+    problems: list[str] = []
+    processes = Relays(url, receiver.url, relays, logs, env=dict(e.split("=", 1) for e in args.relay_env))
+    try:
+        seeds.finished(url, prefix, due)  # each conversation's earlier result
+        earlier = queued_events(url, prefix)
+        seeds.focusing(url, prefix, due, duration_seconds=600)
+        before = wait_for(receiver, earlier, 120)
+        if not earlier <= before.keys():
+            problems.append(f"{len(earlier - before.keys())} earlier results never arrived")
+        requests_before = receiver.stats()["requests"]
+        with psycopg.connect(url, autocommit=True) as conn:
+            moved = seeds.move_deadlines(conn, prefix, args.lead, args.window)
+        load = load_line()
+        if moved != due:
+            problems.append(f"moved {moved} periods, not {due}")
+        time.sleep(args.lead + args.window)
+        deadline = time.monotonic() + args.timeout
+        while len(queued_events(url, prefix)) < 2 * due and time.monotonic() < deadline:
+            time.sleep(0.1)
+        arrivals = wait_for(receiver, queued_events(url, prefix), max(1.0, deadline - time.monotonic()))
+        time.sleep(0.5)  # the relays record their attempts after the 2xx
+        repeats = receiver.stats()["requests"] - requests_before - due
+    finally:
+        processes.stop()
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        rows = conn.execute(RESULTS, {"prefix": prefix}).fetchall()
+        far = conn.execute(
+            "SELECT count(*) AS n FROM operations WHERE conversation_id LIKE 'far-%%' AND state = 'focusing'"
+        ).fetchone()
+    endings = [r for r in rows if r["sequence"] == 2]
+    settled = [r for r in endings if r["state"] == "completed" and r["reason"] == "deadline_reached"]
+    if len(settled) != due:
+        problems.append(f"{len(settled)} of {due} due periods completed at their deadline")
+    missing = [r for r in endings if r["event_id"] not in arrivals]
+    if missing:
+        problems.append(f"{len(missing)} of {due} endings never reached the Agent")
+    if repeats:
+        problems.append(f"{repeats} results delivered more than once")
+    by_conversation: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_conversation.setdefault(r["conversation_id"], []).append(r)
+    out_of_order = sum(
+        1
+        for results in by_conversation.values()
+        if [r["sequence"] for r in sorted(results, key=lambda r: arrivals.get(r["event_id"], float("inf")))]
+        != sorted(r["sequence"] for r in results)
+    )
+    if out_of_order:
+        problems.append(f"{out_of_order} conversations heard their results out of order")
+    if far is None or far["n"] != args.focusing:
+        problems.append("a far period was touched")
+    heard = [r for r in settled if r["event_id"] in arrivals and r["posted"] is not None]
+    return Run(
+        due=due,
+        relays=relays,
+        total=[(arrivals[r["event_id"]] - float(r["ends_at"])) * 1000 for r in heard],
+        settle=[(float(r["finalized"]) - float(r["ends_at"])) * 1000 for r in settled],
+        to_post=[(float(r["posted"]) - float(r["queued"])) * 1000 for r in heard],
+        post=[(arrivals[r["event_id"]] - float(r["posted"])) * 1000 for r in heard],
+        problems=problems,
+        load=load,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--due", default="1000,5000", help="periods falling due in the window, per run")
+    parser.add_argument("--focusing", type=int, default=100_000, help="periods due hours later")
+    parser.add_argument("--relays", default="1,2", help="relay processes, per run")
+    parser.add_argument("--lead", type=float, default=3.0, help="seconds from the move to the first deadline")
+    parser.add_argument("--window", type=float, default=1.0, help="the deadlines spread over this")
+    parser.add_argument("--timeout", type=float, default=120.0, help="give up waiting after this")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that it still runs")
+    parser.add_argument(
+        "--relay-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the relays, e.g. RELAY_CONCURRENCY=256; repeatable",
+    )
+    add_pg_settings(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.due, args.focusing, args.relays, args.lead = "20", 50, "1", 2.0
+    dues = [int(n) for n in args.due.split(",")]
+    relay_counts = [int(n) for n in args.relays.split(",")]
+    if not (all(1 <= d <= 20_000 for d in dues) and 0 <= args.focusing <= 1_000_000 and args.lead >= 1.5):
+        parser.error("keep it bounded: --due 1..20000, --focusing 0..1000000, --lead >= 1.5")
+    print(f"ending_latency: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {load_line()}", flush=True)
+    if args.pg_setting:
+        print(f"    server settings: {', '.join(args.pg_setting)}", flush=True)
+    if args.relay_env:
+        print(f"    relay settings: {', '.join(args.relay_env)}", flush=True)
+    runs: list[Run] = []
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(bench_server(args.pg_setting))
+        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-ending-")))
+        url = stack.enter_context(throwaway_database("ending"))
+        began = time.monotonic()
+        seeds.focusing(url, "far-", args.focusing, duration_seconds=7200)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+        print(f"    seeded {args.focusing} focusing in {time.monotonic() - began:.1f} s", flush=True)
+        receiver = stack.enter_context(contextlib.closing(ReceiverProcess(logs)))
+        stack.enter_context(running_service(url, logs))
+        for due in dues:
+            for relays in relay_counts:
+                run = one_run(url, receiver, logs, len(runs), due, relays, args)
+                runs.append(run)
+                print(
+                    f"\n{due} due in {args.window:g} s among {args.focusing} focusing, {relays} relay(s) "
+                    f"({run.load})"
+                )
+                print(f"    ends_at -> 2xx   {run.stage(run.total)}")
+                print(f"    settle           {run.stage(run.settle)}")
+                print(f"    outbox -> POST   {run.stage(run.to_post)}")
+                print(f"    POST -> 2xx      {run.stage(run.post)}")
+                print(
+                    "    checks: "
+                    + ("; ".join(run.problems) or "every result once, in order per conversation"),
+                    flush=True,
+                )
+    print(
+        "\n| due in 1 s | relays | ends_at → 2xx p50 / p99 / max | settle p99 | outbox → POST p99 "
+        "| POST → 2xx p99 |"
+    )
+    print("| ---: | ---: | --- | ---: | ---: | ---: |")
+    for run in runs:
+        print(
+            f"| {run.due:,} | {run.relays} | {percentile(run.total, 50):.1f} / "
+            f"**{percentile(run.total, 99):.1f}** / "
+            f"{max(run.total, default=float('nan')):.1f} ms | {percentile(run.settle, 99):.1f} ms | "
+            f"{percentile(run.to_post, 99):.1f} ms | {percentile(run.post, 99):.1f} ms |"
+        )
+    return 1 if any(run.problems for run in runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
