@@ -31,6 +31,7 @@ from service.api.errors import (
     validation_failed,
 )
 from service.api.events import HostEventsController
+from service.api.front_door import front_door
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
 from service.api.host_sessions import HostSessionsController
@@ -198,6 +199,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             SdkController,
             WebHostController,
             *probes.HANDLERS,
+            front_door,
             ui_asset,
             mcp_endpoint,
             protected_resource_metadata,

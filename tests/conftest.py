@@ -153,7 +153,7 @@ class ServiceProcess(processes.ServiceProcess):
         """Started, and answering ``/healthz``."""
         super().start()
         try:
-            self.wait_http(f"{self.base_url}/healthz", 20.0)
+            self.wait_http(f"{self.base_url}/healthz", 60.0)  # a loaded CI machine starts slowly
         except BaseException:
             self.stop()  # no fixture knows of it yet: it would outlive the test
             raise

@@ -195,9 +195,11 @@ def _statuses() -> dict[str, int]:
 async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     try:
         return await _trace_tool_call(rt, args, out)
-    except AmbiguousToolCallId:
+    except AmbiguousToolCallId as ambiguous:
+        named = ambiguous.extra.get("conversation_ids") or []
+        which = f" ({', '.join(named)})" if named else ""
         return fail(
-            f"tool call {args.tool_call_id!r} was made in more than one conversation: "
+            f"tool call {args.tool_call_id!r} was made in more than one conversation{which}: "
             "name one with --conversation"
         )
 

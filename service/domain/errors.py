@@ -168,10 +168,12 @@ class AmbiguousToolCallId(Conflict):
 
     code = "ambiguous_tool_call_id"
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, conversation_ids: list[str] | None = None) -> None:
+        extra: dict[str, Any] = {} if conversation_ids is None else {"conversation_ids": conversation_ids}
         super().__init__(
             f"this tool_call_id names a {what} in more than one conversation: "
-            "say which with ?conversation_id="
+            "say which with ?conversation_id=",
+            **extra,
         )
 
 

@@ -47,7 +47,7 @@ export function toolCallsView({ search, navigate }) {
     async refresh() {
       const listed = await ops.toolCalls({ tool, conversation_id: conversation, limit: 100 });
       replace(body, listed.tool_calls.length ? listed.tool_calls.map(rowEl)
-        : h("tr", {}, h("td", { colspan: 6, class: "muted empty" }, "No tool calls in the last hour.")));
+        : h("tr", {}, h("td", { colspan: 6, class: "muted empty" }, "No tool calls in the last hour. Each call the Agent makes, over REST or MCP, shows here with its answer and a link to its trace.")));
     },
   };
 }
