@@ -38,7 +38,7 @@ from service.api.host_sessions import HostSessionsController
 from service.api.lean_route import check_lean_routes
 from service.api.ops import OpsController
 from service.api.sdk import SdkController
-from service.api.tools import AgentToolController
+from service.api.tools import agent_tool_controller
 from service.api.web import WebHostController
 from service.background import Background, Loop, default_loop_rounds
 from service.console.routes import ConsoleController
@@ -189,7 +189,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
 
     app = Litestar(
         route_handlers=[
-            AgentToolController,
+            agent_tool_controller(registry),
             HostController,
             HostCapabilityController,
             HostSessionsController,
@@ -222,6 +222,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                 "allowed_hosts": HostAllowList.of(settings.public_origin, settings.host_names),
                 "console_sessions": ConsoleSessions(settings.tokens("operator")),
                 "outbox_history": OutboxHistory(),
+                # The apps it runs: its OpenAPI document is theirs (service.api.document).
+                "registry": registry,
                 # Set on SIGTERM before connections drain, so event streams end promptly.
                 "stopping": asyncio.Event(),
                 # A LoopFailure once a background loop has ended with an error.

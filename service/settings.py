@@ -22,9 +22,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.apps import APPS_DIR, MANIFEST, folders
 from service.db import urls
-
-_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: The variables each command cannot start without.
 REQUIRED_FOR: dict[str, tuple[str, ...]] = {
@@ -104,6 +103,11 @@ def split_tokens(value: str | None) -> tuple[str, ...]:
     return tuple(part for part in value.replace(",", " ").split() if part)
 
 
+def split_folders(value: str | None) -> tuple[Path, ...]:
+    """The folders a variable names, separated by commas."""
+    return tuple(Path(part.strip()) for part in (value or "").split(",") if part.strip())
+
+
 def _as_origin(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
@@ -136,7 +140,11 @@ class Settings(BaseSettings):
     relay_backoff_base_seconds: float = tuning(1.0, gt=0, le=3600)
     relay_backoff_max_seconds: float = tuning(3600.0, gt=0, le=86400)
     relay_timeout_seconds: float = tuning(10.0, gt=0, le=300)
-    manifests_dir: Path = common(_REPO_ROOT / "service" / "apps")  # the MiniApps' folders (service.apps)
+    # The apps this service runs (``Settings.apps``): every app folder of MANIFESTS_DIR (a folder of
+    # app folders; by default the shipped ones, ``service/apps/``), then each folder APP_FOLDERS
+    # names (one app each, separated by commas). One registry is built from them (service.manifests).
+    manifests_dir: Path = common(APPS_DIR)
+    app_folders: str | None = common(None)
     interrupt_late_window_seconds: int = common(300, ge=0, le=86400)
     db_pool_size: int = common(10, ge=1, le=200)
     # Server-side prepared statements (psycopg's automatic prepare and the hot path's explicit
@@ -372,6 +380,19 @@ class Settings(BaseSettings):
         if not value.is_dir():
             raise ValueError(f"{value} is not a directory")
         return value
+
+    @field_validator("app_folders")
+    @classmethod
+    def _app_folders(cls, value: str | None) -> str | None:
+        for folder in split_folders(value):
+            if not (folder / MANIFEST).is_file():
+                raise ValueError(f"{folder} is not an app folder (no {MANIFEST})")
+        return value
+
+    @property
+    def apps(self) -> tuple[Path, ...]:
+        """The app folders this service runs: MANIFESTS_DIR's (in name order), then APP_FOLDERS'."""
+        return (*folders(self.manifests_dir), *split_folders(self.app_folders))
 
     @property
     def psycopg_url(self) -> str:

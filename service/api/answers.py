@@ -130,7 +130,9 @@ class ToolList(TypedDict):
     tools: list[Tool]
 
 
-class PomodoroResult(TypedDict):
+class TimedResult(TypedDict):
+    """How a timed operation ended (a Pomodoro's, a kettle's): its result, as the outbox carries it."""
+
     state: FinalState
     reason: OperationReason
     activity: str | None
@@ -167,7 +169,7 @@ class OperationRow(TypedDict):
 
 class Operation(OperationRow):
     done: bool
-    result: PomodoroResult | None
+    result: TimedResult | None
 
 
 # --- Host API -------------------------------------------------------------------------------

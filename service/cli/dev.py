@@ -38,7 +38,8 @@ from service import dev_env
 from service.db import roles
 from service.db.migrate import upgrade
 from service.logging import in_container
-from service.settings import split_tokens
+from service.manifests import registry_of
+from service.settings import Settings, split_tokens
 
 TOKEN_NAMES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
 #: The password of each database role, kept with the tokens; no child process sees them.
@@ -182,7 +183,7 @@ def _role_urls(url: str, env: dict[str, str], stored: dict[str, str]) -> dict[st
     passwords = {kind: stored[name] for kind, name in ROLE_PASSWORDS.items()}
     try:
         with psycopg.connect(url, connect_timeout=10) as conn:
-            roles.ensure(conn, names, passwords)
+            roles.ensure(conn, names, registry_of(Settings()), passwords)
     except (psycopg.errors.InsufficientPrivilege, ValueError) as exc:
         reason = exc.diag.message_primary if isinstance(exc, psycopg.Error) else str(exc)
         print(
@@ -288,6 +289,7 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
     env["DATABASE_URL"] = role_urls[roles.OWNER]
     upgrade(
         role_urls[roles.OWNER],
+        registry_of(Settings()),  # the apps the environment names, as serve will run them
         roles.Names(**{k: env.get(f"DB_{k.upper()}_ROLE") or v for k, v in roles.DEFAULT_NAMES.items()}),
     )
 

@@ -29,7 +29,7 @@ from service.db import ops_queries as ops_db
 from service.db import recovery as recovery_db
 from service.domain.errors import AmbiguousToolCallId, NotFound, Refusal
 from service.http import outcome_statuses
-from service.manifests import load_registry
+from service.manifests import registry_of
 from service.settings import load_settings
 from service.use_cases import delivery_control, ops_reads
 from service.use_cases import outbox_requeue as requeues
@@ -189,7 +189,7 @@ async def show_stats(rt: OneConnection, args: argparse.Namespace, out: TextIO) -
 
 def _statuses() -> dict[str, int]:
     """The status of each outcome word of the apps this service runs, as its API answers it."""
-    return outcome_statuses(load_registry(load_settings("ops").manifests_dir).kinds)
+    return outcome_statuses(registry_of(load_settings("ops")).kinds)
 
 
 async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:

@@ -15,7 +15,7 @@ from litestar.datastructures import Cookie
 from litestar.params import FromPath
 from litestar.response import Redirect
 
-from service.console.pages import catalogue, console_path, page_headers, signin_page
+from service.console.pages import catalogue, console_path, page_headers, shell, signin_page
 from service.host_names import allowed_host
 from service.http import TokenBook
 from service.use_cases import console_sessions
@@ -44,8 +44,7 @@ async def _page(request: Request[Any, Any, Any]) -> Response[bytes]:
     if not await _signed_in(request):
         query = request.url.query
         return _signin(request.url.path + (f"?{query}" if query else ""), None, 200)
-    page = catalogue()["index.html"]
-    return Response(page.body, media_type=HTML, headers=page_headers())
+    return Response(shell(request.app.state.registry), media_type=HTML, headers=page_headers())
 
 
 class ConsoleController(Controller):

@@ -1,6 +1,10 @@
 """The database code — every SQL function, trigger, type and view the service relies on — from its one
 source, the ``.sql`` files in ``service/db/sql/`` (read ``service/db/sql/README.md`` first).
 
+The apps' decision functions (``service/apps/<app>/*.sql``) are applied after them, from the app
+folders of the registry ``migrate`` runs with (``service.manifests.Registry.folders``): the same
+folders ``serve`` runs, so a function is never applied for an app the service does not run.
+
 ``migrate`` runs the table migrations, then :func:`apply` brings the database code in line with the
 files, in the same transaction: what changed is created or replaced, what is no longer in the files
 is dropped, and each definition's checksum is kept in ``database_code``, so an unchanged definition
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -21,8 +25,6 @@ from typing import Any, Literal
 import psycopg
 
 SOURCE = Path(__file__).with_name("sql")
-# The MiniApps' folders (service/apps/<app>/): each app's decision functions, applied after SOURCE.
-APPS = Path(__file__).resolve().parents[1] / "apps"
 
 # The generation of the database code this release calls: the schema serves it when it is among
 # ``database_interfaces()`` (service/db/sql/99_compat.sql). Bump it with any change to the name,
@@ -85,13 +87,13 @@ def _code(statement: str) -> str:
     )
 
 
-def definitions(source: Path = SOURCE, apps: Path | None = APPS) -> list[Definition]:
-    """Every definition of the files, in the order they are applied: ``source``'s, then each app's
-    under ``apps`` (folder by folder, in name order)."""
+def definitions(source: Path, apps: Sequence[Path]) -> list[Definition]:
+    """Every definition of the files, in the order they are applied: ``source``'s, then each app
+    folder's of ``apps`` (folder by folder, in their order; ``Registry.folders``)."""
     found: list[Definition] = []
     paths = sorted(source.glob("*.sql"))
-    if apps is not None:
-        paths += sorted(apps.glob("*/*.sql"))
+    for folder in apps:
+        paths += sorted(folder.glob("*.sql"))
     for path in paths:
         name_of_file = path.name if path.parent == source else f"{path.parent.name}/{path.name}"
         for statement in statements(path.read_text()):
@@ -184,9 +186,10 @@ def record(conn: Connection, definition: Definition) -> None:
     )
 
 
-def apply(conn: Connection, source: Path = SOURCE, apps: Path | None = APPS) -> list[str]:
-    """Bring the database code of ``conn``'s database in line with the files, in the caller's
-    transaction. Answers what it created, replaced or dropped."""
+def apply(conn: Connection, apps: Sequence[Path], source: Path = SOURCE) -> list[str]:
+    """Bring the database code of ``conn``'s database in line with the files of ``source`` and of
+    the app folders ``apps`` (``Registry.folders``), in the caller's transaction. Answers what it
+    created, replaced or dropped."""
     prepare(conn)
     wanted = definitions(source, apps)
     wanted_keys = {d.key for d in wanted}

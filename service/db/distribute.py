@@ -27,8 +27,6 @@ from typing import Any
 
 import psycopg
 
-from service.db import code
-
 Connection = psycopg.Connection[Any]
 
 #: The co-location group's first table: the others follow it.
@@ -123,15 +121,15 @@ def _foreign_keys(conn: Connection, tables: Iterable[str]) -> list[tuple[str, st
 
 
 def _functions(conn: Connection) -> list[str]:
-    """Every function of the database code, as ``name(argument types)``."""
-    names = sorted({d.name for d in code.definitions() if d.kind == "function"})
+    """Every function of the database code, as ``name(argument types)``: those ``migrate`` applied
+    (``database_code``: the engine's and those of the apps it ran with)."""
     rows = conn.execute(
         """
         SELECT p.oid::regprocedure::text FROM pg_proc p
-        WHERE p.pronamespace = 'public'::regnamespace AND p.proname = ANY(%(names)s)
+        WHERE p.pronamespace = 'public'::regnamespace
+          AND p.proname IN (SELECT name FROM database_code WHERE kind = 'function')
         ORDER BY 1
-        """,
-        {"names": names},
+        """
     ).fetchall()
     return [str(row[0]) for row in rows]
 

@@ -13,7 +13,7 @@ Four roles (names configurable, ``service.settings``; roles are cluster-wide):
   ops views; it writes nothing.
 
 :func:`grant` converges the privileges of the roles that exist on every table, view, sequence and
-function of the ``public`` schema to :data:`TABLES`, :data:`VIEWS` and :data:`FUNCTIONS` (what is
+function of the ``public`` schema to :data:`TABLES`, :data:`VIEWS` and :func:`functions` (what is
 granted and not in the map is revoked; ``EXECUTE`` is revoked from ``PUBLIC``). ``migrate`` runs it
 at the end of an upgrade to head, in the migration's transaction, so a table or function a release
 adds is granted in the same commit that creates it. An object the map does not name gets nothing
@@ -30,13 +30,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
 from service.db import code
+
+if TYPE_CHECKING:
+    from service.manifests import Registry
 
 Connection = psycopg.Connection[Any]
 
@@ -96,9 +99,9 @@ VIEWS: dict[str, tuple[str, ...]] = {
 _PURE = (RUNTIME, RELAY, READER)  # no table behind them: formats and constants
 # Every function of service/db/sql/, and the roles that may EXECUTE it. A trigger's function gets no
 # one: a trigger runs it whatever the privileges of the role whose statement fired it. A MiniApp's
-# functions (service/apps/<app>/*.sql) are the service's decisions: the runtime role's, unless named
-# here.
-_ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
+# functions (the SQL of the registry's app folders) are the service's decisions: the runtime role's,
+# unless named here.
+ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "rfc3339": _PURE,
     "uuid_v7": (RUNTIME,),
     "late_interrupt_status": _PURE,
@@ -147,10 +150,21 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "relay_take_probe_local": (RELAY,),
     "relay_close_local": (RELAY,),
 }
-FUNCTIONS: dict[str, tuple[str, ...]] = {
-    **{d.name: (RUNTIME,) for d in code.definitions(code.APPS, apps=code.APPS) if d.kind == "function"},
-    **_ENGINE_FUNCTIONS,
-}
+
+
+def functions(registry: Registry) -> dict[str, tuple[str, ...]]:
+    """Every function of the database code of ``registry``'s apps and of the engine, and the roles
+    that may EXECUTE it."""
+    return {
+        **{
+            d.name: (RUNTIME,)
+            for folder in registry.folders
+            for d in code.definitions(folder, ())
+            if d.kind == "function"
+        },
+        **ENGINE_FUNCTIONS,
+    }
+
 
 # What the public schema holds: tables ('r', 'p'), views ('v'), sequences ('S') with the table that
 # owns them, and functions with their identity, each with its ACL (the default one when never set).
@@ -357,19 +371,26 @@ def _objects(conn: Connection) -> list[tuple[str, str, str, str]]:
     return [(row[0], row[1], row[2], row[3]) for row in rows]
 
 
-def unclassified(conn: Connection) -> list[str]:
+def unclassified(conn: Connection, registry: Registry) -> list[str]:
     """Tables, views and functions of the public schema that the grants map does not name."""
     missing = []
+    known: dict[str, set[str]] = {
+        "table": set(TABLES),
+        "view": set(VIEWS),
+        "function": set(functions(registry)),
+    }
     for kind, name, _identity, _table in _objects(conn):
-        known: dict[str, set[str]] = {"table": set(TABLES), "view": set(VIEWS), "function": set(FUNCTIONS)}
         if kind in known and name not in known[kind]:
             missing.append(f"{kind} {name}")
     return sorted(set(missing))
 
 
-def _wanted(conn: Connection, names: Names, present_roles: set[str]) -> set[tuple[str, str, str, str]]:
+def _wanted(
+    conn: Connection, names: Names, present_roles: set[str], registry: Registry
+) -> set[tuple[str, str, str, str]]:
     """(kind, identity, grantee, privilege) the map asks for, for the roles that exist."""
     wanted: set[tuple[str, str, str, str]] = set()
+    executable = functions(registry)
     role = names.grantees()
     inserting: dict[str, set[str]] = {}
     for table, by_role in TABLES.items():
@@ -383,7 +404,7 @@ def _wanted(conn: Connection, names: Names, present_roles: set[str]) -> set[tupl
         elif kind == "view":
             grants = {k: ("SELECT",) for k in VIEWS.get(name, ())}
         elif kind == "function":
-            grants = {k: ("EXECUTE",) for k in FUNCTIONS.get(name, ())}
+            grants = {k: ("EXECUTE",) for k in executable.get(name, ())}
         elif kind == "sequence":  # an identity column's: whoever inserts into its table uses it
             grants = {k: ("USAGE",) for k in inserting.get(table, ())}
         for grantee_kind, allowed in grants.items():
@@ -392,16 +413,17 @@ def _wanted(conn: Connection, names: Names, present_roles: set[str]) -> set[tupl
     return wanted
 
 
-def grant(conn: Connection, names: Names) -> Outcome:
+def grant(conn: Connection, names: Names, registry: Registry) -> Outcome:
     """Make the privileges of the roles that exist (and of PUBLIC) on the public schema's objects
-    what the grants map says, in the caller's transaction; the caller owns the objects (``migrate``)
-    or is a superuser. Only differences are granted or revoked: a second run changes nothing."""
-    outcome = Outcome(unclassified=unclassified(conn))
+    what the grants map says (with the functions of ``registry``'s apps), in the caller's
+    transaction; the caller owns the objects (``migrate``) or is a superuser. Only differences are
+    granted or revoked: a second run changes nothing."""
+    outcome = Outcome(unclassified=unclassified(conn, registry))
     grantees = names.grantees()
     present_roles = existing(conn, grantees.values())
     if not present_roles:
         return outcome
-    wanted = _wanted(conn, names, present_roles)
+    wanted = _wanted(conn, names, present_roles, registry)
     rows = _q(conn).execute(_PRIVILEGES, {"roles": sorted(present_roles)}).fetchall()
     present = {(row[0], row[1], row[2], row[3]) for row in rows}
     for kind, identity, grantee, privilege in sorted(present - wanted):
@@ -512,6 +534,7 @@ def _attempt(conn: Connection, outcome: Outcome, statement: sql.SQL | sql.Compos
 def ensure(
     conn: Connection,
     names: Names,
+    registry: Registry,
     passwords: Mapping[str, str | None] | None = None,
     *,
     create: bool = True,
@@ -609,7 +632,7 @@ def ensure(
             f"{kind.lower()} {identity} now owned by {owner}",
         )
         conn.commit()
-    granted = grant(conn, names)  # GRANT and REVOKE lock no table
+    granted = grant(conn, names, registry)  # GRANT and REVOKE lock no table
     outcome.changes.extend(granted.changes)
     outcome.unclassified = granted.unclassified
     return outcome

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from service.db.roles import FUNCTIONS, GRANTEES, TABLES, VIEWS
+from service.db.roles import GRANTEES, TABLES, VIEWS, functions
+from service.manifests import registry_of
+from service.settings import Settings
 
 BEGIN = (
     "<!-- grants: generated from service/db/roles.py by `python -m service.db.roles_doc`; a test compares -->"
@@ -17,7 +19,9 @@ def _privileges(privileges: tuple[str, ...]) -> str:
 
 
 def grants_markdown() -> str:
-    """Every table and view with what each role may do on it, then the functions each may execute."""
+    """Every table and view with what each role may do on it, then the functions each may execute
+    (the engine's and those of the apps the default settings run: the shipped ones)."""
+    executable = functions(registry_of(Settings()))
     lines = [
         "| table or view | " + " | ".join(GRANTEES) + " |",
         "| --- | " + " | ".join("---" for _ in GRANTEES) + " |",
@@ -30,10 +34,10 @@ def grants_markdown() -> str:
         lines.append(f"| `{view}` (view) | " + " | ".join(cells) + " |")
     lines.append("")
     for role in GRANTEES:
-        names = sorted(name for name, roles in FUNCTIONS.items() if role in roles)
+        names = sorted(name for name, roles in executable.items() if role in roles)
         listed = ", ".join(f"`{name}`" for name in names) if names else "none"
         lines.append(f"- `EXECUTE`, {role}: {listed}")
-    triggers = sorted(name for name, roles in FUNCTIONS.items() if not roles)
+    triggers = sorted(name for name, roles in executable.items() if not roles)
     lines.append(f"- no role (trigger functions): {', '.join(f'`{name}`' for name in triggers)}")
     return "\n".join(lines) + "\n"
 

@@ -22,10 +22,10 @@
   const VIEW_TOKEN = "io.lineup/view_token";
   const REREAD_MS = 2000;
   const TOOLS = {
-    context: "pomodoro.app.read",
-    stateGet: "pomodoro.app.snapshot",
-    stateSave: "pomodoro.app.save_snapshot",
-    close: "pomodoro.app.close",
+    context: "__APP_SCOPE__.app.read",
+    stateGet: "__APP_SCOPE__.app.snapshot",
+    stateSave: "__APP_SCOPE__.app.save_snapshot",
+    close: "__APP_SCOPE__.app.close",
   };
   const pending = new Map();
   let sequence = 0;
@@ -200,7 +200,7 @@
   };
 
   request("ui/initialize", {
-    appInfo: { name: "lineup-pomodoro", version: "1" },
+    appInfo: { name: "lineup-__APP_SCOPE__", version: "1" },
     appCapabilities: { availableDisplayModes: ["inline"] },
     protocolVersion: PROTOCOL_VERSION,
   })

@@ -21,7 +21,7 @@ from service.domain.errors import Refusal
 from service.domain.outcomes import Accepted
 from service.http import status_of, status_of_kind
 from service.manifests import Registry
-from service.mcp.app_resource import TOOL_VIEWS
+from service.mcp.app_resource import tool_views
 from service.mcp.binding import HTTP_STATUS, TOOL_CALL_ID, Binding
 from service.tools import Opens
 from service.use_cases.runtime import Runtime
@@ -40,6 +40,7 @@ def list_tools(registry: Registry) -> types.ListToolsResult:
     """One MCP tool per manifest tool: its name, description and input schema unchanged, with the
     annotations of its registration; a tool that has an MCP App names it (``_meta.ui.resourceUri``)."""
     tools = []
+    views = tool_views(registry)
     for name in sorted(registry.tools):
         spec, hints = registry.tools[name], registry.runner(name).hints
         tools.append(
@@ -56,7 +57,7 @@ def list_tools(registry: Registry) -> types.ListToolsResult:
                 execution=types.ToolExecution(task_support="optional")
                 if runs_as_task(registry, name, extension=False)
                 else None,
-                meta={"ui": {"resourceUri": TOOL_VIEWS[name]}} if name in TOOL_VIEWS else None,
+                meta={"ui": {"resourceUri": views[name]}} if name in views else None,
             )
         )
     return types.ListToolsResult(tools=tools)

@@ -23,6 +23,7 @@ from psycopg.rows import dict_row
 
 from harness.database import DatabaseFactory
 from harness.mcp import INITIALIZE, bound, mcp_session
+from service.manifests import Registry
 from service.version import __version__
 from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ROOT, ServiceProcess, service_on_own_database
 
@@ -312,17 +313,15 @@ async def test_without_a_tool_call_id_the_server_makes_one_and_rest_can_replay_i
     assert rest_call(service, body).json() == result.structured_content
 
 
-async def test_a_2026_client_calls_the_same_tools_without_a_session(service: ServiceProcess) -> None:
+async def test_a_2026_client_calls_the_same_tools_without_a_session(
+    service: ServiceProcess, registry: Registry
+) -> None:
     cid = conversation()
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {AGENT_TOKEN}"})
     transport = streamable_http_client(f"{service.base_url}/mcp", http_client=http)
     async with http, Client(transport) as client:
         assert client.protocol_version == "2026-07-28"
-        assert [tool.name for tool in (await client.list_tools()).tools] == [
-            "interact.ask",
-            "pomodoro.interrupt",
-            "pomodoro.start",
-        ]
+        assert [tool.name for tool in (await client.list_tools()).tools] == sorted(registry.tools)
         started = await client.call_tool("pomodoro.start", start_arguments(), meta=bound(cid))
         stopped = await client.call_tool("pomodoro.interrupt", {}, meta=bound(cid))
     assert started.structured_content["status"] == "accepted"

@@ -20,9 +20,9 @@ from harness.calls import expire, start_body
 from harness.mcp import ModernWire
 from harness.receiver import Receiver, new_secret
 from service.app import create_app
-from service.manifests import Registry, load_registry
+from service.manifests import Registry
 from service.settings import Settings
-from tests.conftest import AGENT, AGENT_TOKEN, HOST
+from tests.conftest import AGENT, AGENT_TOKEN, HOST, registry_with
 from tests.support.outbox import outbox_rows, relay_config, running_relay, wait_until
 
 KETTLE = Path(__file__).resolve().parents[1] / "fixtures" / "kettle_app"
@@ -32,7 +32,7 @@ Client = AsyncTestClient[Any]
 @pytest.fixture
 def kettle_registry(db: Any) -> Registry:
     db.execute((KETTLE / "decisions.sql").read_text())
-    return load_registry(also=[KETTLE])
+    return registry_with(KETTLE)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from service.manifests import Registry
 from service.projection_hub import ProjectionHub
 from service.wakeups import PROJECTION_CHANNEL
 from tests.conftest import make_settings
-from tests.integration.test_roles import as_role, connect, drop_roles, unique_names
+from tests.integration.test_roles import REGISTRY, as_role, connect, drop_roles, unique_names
 
 Db = psycopg.Connection[dict[str, Any]]
 STREAMS = 20
@@ -39,7 +39,7 @@ def made(database_url: str) -> Iterator[roles.Names]:
 
 def test_every_role_gets_its_limits_in_this_database(made: roles.Names, database_url: str, db: Db) -> None:
     with psycopg.connect(database_url) as conn:
-        outcome = roles.ensure(conn, made)
+        outcome = roles.ensure(conn, made, REGISTRY)
     assert not outcome.warnings
     for kind in roles.KINDS:
         want = roles.DEFAULT_LIMITS[kind]
@@ -51,7 +51,7 @@ def test_every_role_gets_its_limits_in_this_database(made: roles.Names, database
                 assert shown is not None
                 assert _same(shown["v"], value), (kind, setting, shown["v"], value)
     with psycopg.connect(database_url) as conn:
-        assert roles.ensure(conn, made).changes == []  # a second run changes nothing
+        assert roles.ensure(conn, made, REGISTRY).changes == []  # a second run changes nothing
 
 
 def _same(shown: str, value: str) -> bool:
@@ -65,7 +65,7 @@ def test_a_statement_past_its_timeout_and_a_connection_past_the_limit_are_refuse
 ) -> None:
     limits = roles.parse_limits("runtime.statement_timeout=200ms reader.connection_limit=2")
     with psycopg.connect(database_url) as conn:
-        roles.ensure(conn, made, limits=limits)
+        roles.ensure(conn, made, REGISTRY, limits=limits)
     with connect(database_url, made.runtime) as runtime, pytest.raises(psycopg.errors.QueryCanceled):
         runtime.execute("SELECT pg_sleep(5)")
     with connect(database_url, made.owner) as owner:  # migrate: no statement bound
@@ -87,7 +87,7 @@ def test_only_the_four_roles_connect_or_make_temporary_tables(
         with connect(database_url, other) as before:  # today: CONNECT and TEMP through PUBLIC
             before.execute("CREATE TEMPORARY TABLE scratch (n int)")
         with psycopg.connect(database_url) as conn:
-            roles.ensure(conn, made)
+            roles.ensure(conn, made, REGISTRY)
         with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
             connect(database_url, other)
         for kind in roles.KINDS:
@@ -144,7 +144,7 @@ async def test_a_flood_of_notifies_from_the_reader_costs_the_streams_one_read_ea
     made: roles.Names, database_url: str, registry: Registry
 ) -> None:
     with psycopg.connect(database_url) as conn:
-        roles.ensure(conn, made)
+        roles.ensure(conn, made, REGISTRY)
     settings = make_settings(database_url, projection_wake_interval_seconds=60)
     app = create_app(settings, registry, sweeper=False)
     async with AsyncTestClient(app=app):
@@ -162,7 +162,7 @@ async def test_wake_ups_folded_within_an_interval_still_run_at_its_end(
     made: roles.Names, database_url: str, registry: Registry
 ) -> None:
     with psycopg.connect(database_url) as conn:
-        roles.ensure(conn, made)
+        roles.ensure(conn, made, REGISTRY)
     settings = make_settings(database_url, projection_wake_interval_seconds=0.5)
     app = create_app(settings, registry, sweeper=False)
     async with AsyncTestClient(app=app):

@@ -30,7 +30,7 @@ def test_the_runtime_role_is_said_to_execute_the_call_tool_function_the_service_
     }
     assert calls, "the service calls a call_tool_vN function"
     current = max(calls, key=lambda name: int(name.rsplit("_v", 1)[1]))
-    assert roles.RUNTIME in roles.FUNCTIONS[current]
+    assert roles.RUNTIME in roles.ENGINE_FUNCTIONS[current]
     [runtime_row] = [line for line in OPERATIONS.splitlines() if line.startswith("| runtime (")]
     assert f"`{current}`" in runtime_row
     assert not re.search(r"`call_tool_v\d+`", runtime_row.replace(f"`{current}`", ""))

@@ -140,7 +140,7 @@ export function recoverPanel(onChange) {
   const since = utcField("since");
   const until = utcField("until");
   const conversation = h("input", { name: "conversation_id", maxlength: 255, placeholder: "conversation_id" });
-  const tool = h("input", { name: "tool", maxlength: 255, placeholder: "e.g. pomodoro.start" });
+  const tool = h("input", { name: "tool", maxlength: 255, placeholder: "a tool name" });
   const lastError = h("input", { name: "last_error_prefix", maxlength: 500, placeholder: "e.g. HTTP 503" });
   const dryRun = h("button", { type: "button", "data-testid": "recover-dry-run" }, "Dry run");
   const requeue = h("button", { type: "button", class: "danger", "data-testid": "recover" }, "Requeue matching dead rows");
