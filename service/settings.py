@@ -332,7 +332,7 @@ class Settings(BaseSettings):
     def _role_limits(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        from service.db.roles import parse_limits  # the roles module reads no settings
+        from service.db.role_limits import parse_limits  # imports nothing of the service
 
         parse_limits(value)  # ValueError says what is wrong
         return value
