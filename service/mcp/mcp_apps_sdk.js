@@ -21,11 +21,12 @@
   const TIMEOUT_MS = 15000;
   const VIEW_TOKEN = "io.lineup/view_token";
   const REREAD_MS = 2000;
+  // The names tools/list shows (provider-safe: pomodoro.app.read is listed as pomodoro_app_read).
   const TOOLS = {
-    context: "__APP_SCOPE__.app.read",
-    stateGet: "__APP_SCOPE__.app.snapshot",
-    stateSave: "__APP_SCOPE__.app.save_snapshot",
-    close: "__APP_SCOPE__.app.close",
+    context: "__APP_SCOPE___app_read",
+    stateGet: "__APP_SCOPE___app_snapshot",
+    stateSave: "__APP_SCOPE___app_save_snapshot",
+    close: "__APP_SCOPE___app_close",
   };
   const pending = new Map();
   let sequence = 0;
