@@ -16,13 +16,15 @@ are created (as ``pg_dump`` restores them), so the order matters only for types 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import psycopg
+from psycopg.rows import tuple_row
 
 SOURCE = Path(__file__).with_name("sql")
 
@@ -234,6 +236,84 @@ def apply(conn: Connection, apps: Sequence[Path], source: Path = SOURCE) -> list
                 changes.append(f"dropped {kind} {key[1]}")
     _forget_unwanted(conn, wanted_keys)
     pin_search_paths(conn)  # part of each create or replace: not a change of its own
+    changes += declare_tools(conn, declared_tools(apps))
+    return changes
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeclaration:
+    """What a Tool declares of the operations it opens (its manifest's ``"operation"``), as the
+    engine holds every Tool's to it (``app_tools``, ``service/db/sql/75_app_api.sql``)."""
+
+    tool: str
+    app_scope: str
+    one_running: bool
+    max_seconds: int
+
+
+def declared_tools(folders: Iterable[Path]) -> list[ToolDeclaration]:
+    """The declarations of the Tools of the app folders' manifests (``<folder>/manifest.json``) that
+    open operations. The manifests are checked against their schema when the service loads them
+    (``service.manifests``); here only what the engine holds is read."""
+    found = []
+    for folder in folders:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        for tool in manifest["tools"]:
+            if "operation" in tool:
+                found.append(
+                    ToolDeclaration(
+                        tool=tool["name"],
+                        app_scope=manifest["app_scope"],
+                        one_running=bool(tool["operation"].get("one_running_per_conversation", False)),
+                        max_seconds=int(tool["operation"]["max_seconds"]),
+                    )
+                )
+    return found
+
+
+_DECLARE = """
+INSERT INTO app_tools (tool, app_scope, one_running, max_seconds)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::boolean[], %s::integer[])
+ON CONFLICT (tool) DO UPDATE
+SET app_scope = EXCLUDED.app_scope, one_running = EXCLUDED.one_running, max_seconds = EXCLUDED.max_seconds
+WHERE (app_tools.app_scope, app_tools.one_running, app_tools.max_seconds)
+      IS DISTINCT FROM (EXCLUDED.app_scope, EXCLUDED.one_running, EXCLUDED.max_seconds)
+RETURNING tool
+"""
+
+# A running operation of a Tool whose declaration changed (or that opened before the Tool declared
+# anything, such as under the release before migration 0024) is held to it from now on.
+_HOLD_RUNNING = """
+UPDATE operations o SET one_running = t.one_running
+FROM app_tools t
+WHERE o.tool = t.tool AND o.state = 'focusing' AND o.one_running IS DISTINCT FROM t.one_running
+"""
+
+
+def declare_tools(
+    conn: Connection, declarations: Iterable[ToolDeclaration], *, only_these: bool = True
+) -> list[str]:
+    """Bring ``app_tools`` in line with ``declarations`` (``only_these``: a Tool no longer declared is
+    forgotten) and hold the running operations to them. Answers what changed."""
+    rows = list(declarations)
+    cursor = conn.cursor(row_factory=tuple_row)  # whatever rows the caller's connection makes
+    declared = cursor.execute(
+        _DECLARE,
+        (
+            [d.tool for d in rows],
+            [d.app_scope for d in rows],
+            [d.one_running for d in rows],
+            [d.max_seconds for d in rows],
+        ),
+    ).fetchall()
+    changes = [f"declared tool {tool}" for (tool,) in declared]
+    if only_these:
+        forgotten = cursor.execute(
+            "DELETE FROM app_tools WHERE tool <> ALL(%s::text[]) RETURNING tool", ([d.tool for d in rows],)
+        ).fetchall()
+        changes += [f"forgot tool {tool}" for (tool,) in forgotten]
+    if changes:
+        cursor.execute(_HOLD_RUNNING)
     return changes
 
 

@@ -50,7 +50,7 @@ BY_CONVERSATION = (
 )
 #: Few rows, read by every node (a session names up to 1,000 conversations; the endpoint's pause
 #: and circuit gate every claim; one row each for the retention reports; the schema's revision,
-#: which a relay on a worker checks before it reports ready).
+#: which a relay on a worker checks before it reports ready; what each Tool declares).
 REFERENCE = (
     "host_sessions",
     "console_sessions",
@@ -58,6 +58,8 @@ REFERENCE = (
     "outbox_retention",
     "history_retention",
     "alembic_version",
+    # What each Tool declares of its operations: read by operations_guard on the shard's node.
+    "app_tools",
 )
 #: Distributed by a key of their own, co-located with nothing: (table, column).
 OWN_KEY = (("write_allowances", "principal"), ("outbox_tallies", "shard"))

@@ -63,6 +63,8 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
     # Which release the schema serves: every process checks it at start (/readyz).
     "alembic_version": {RUNTIME: R, RELAY: R, READER: R},
     "database_code": {RUNTIME: R, READER: R},
+    # What each Tool declares of its operations (migrate writes it; the decisions read it).
+    "app_tools": {RUNTIME: R, READER: R},
     # Sessions and credentials: the service only.
     "host_sessions": {RUNTIME: RIUD},
     "capabilities": {RUNTIME: RIUD},
@@ -113,11 +115,8 @@ ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "status_code": (RUNTIME, READER),  # tool_calls.status_code as release 0.4.0 reads it
     "operations_guard": (),
     "workspaces_guard": (),
-    "tool_calls_guard": (),
     "operation_json": _PURE,
     "instance_states_readonly_is_final": (),
-    "app_instances_guard": (),
-    "sub_sessions_guard": (),
     "messages_sub_session_open": (),
     "project_message": (),
     "project_interaction": (),
@@ -130,6 +129,16 @@ ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "settle_due": (RUNTIME,),
     "settle_due_in": (RUNTIME,),
     "settle_if_overdue": (RUNTIME,),
+    # The Runtime's API for MiniApps' decisions (75_app_api.sql): run by the decisions, as the runtime role.
+    "acting_app": (RUNTIME,),
+    "refuse_other_app": (RUNTIME,),
+    "app_open_instance": (RUNTIME,),
+    "app_close_instance": (RUNTIME,),
+    "app_hand_over": (RUNTIME,),
+    "app_hand_back": (RUNTIME,),
+    "app_open_operation": (RUNTIME,),
+    "app_settle_operation": (RUNTIME,),
+    "app_queue_result": (RUNTIME,),
     "call_tool_v3": (RUNTIME,),
     "spend_write": (RUNTIME,),
     "limited_decide": (RUNTIME,),  # a Tool's decision behind a write allowance (persons' calls)

@@ -113,11 +113,11 @@ def test_migrate_on_a_distributed_database_makes_its_triggers_again(citus_url: s
     """Citus refuses a trigger on a distributed table unless told it is safe; migrate says so."""
     with psycopg.connect(citus_url, autocommit=True) as conn:
         conn.execute("SET citus.enable_unsafe_triggers = on")
-        conn.execute("DROP TRIGGER tool_calls_guard ON tool_calls")
-        conn.execute("DELETE FROM database_code WHERE name = 'tool_calls.tool_calls_guard'")
+        conn.execute("DROP TRIGGER workspaces_guard ON workspaces")
+        conn.execute("DELETE FROM database_code WHERE name = 'workspaces.workspaces_guard'")
     upgrade(citus_url, registry_of(Settings()))
     with psycopg.connect(citus_url, autocommit=True) as conn:
         found = conn.execute(
-            "SELECT count(*) FROM pg_trigger WHERE tgname = 'tool_calls_guard' AND tgrelid = 'tool_calls'::regclass"
+            "SELECT count(*) FROM pg_trigger WHERE tgname = 'workspaces_guard' AND tgrelid = 'workspaces'::regclass"
         ).fetchone()
     assert found == (1,)

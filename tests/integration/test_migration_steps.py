@@ -57,10 +57,10 @@ def test_a_lock_never_given_fails_after_the_tries_holding_nothing(
 
 
 def test_code_made_ahead_is_recorded_as_migrate_records_it(database_url: str, db: Any) -> None:
-    key = ("trigger", "tool_calls.tool_calls_guard")
+    key = ("trigger", "workspaces.workspaces_guard")
     definition = {d.key: d for d in code.definitions(code.SOURCE, ())}[key]
     db.execute("DELETE FROM database_code WHERE kind = %s AND name = %s", key)
-    db.execute("DROP TRIGGER tool_calls_guard ON tool_calls")
+    db.execute("DROP TRIGGER workspaces_guard ON workspaces")
     with psycopg.connect(database_url) as conn:
         with conn.transaction():
             migration_steps.make_code(conn, (key,))

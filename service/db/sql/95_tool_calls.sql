@@ -52,9 +52,13 @@ BEGIN
         END IF;
         RETURN;
     END IF;
+    -- The decision runs as its Tool's app (the name's prefix, "<app_scope>.<name>"): what it asks of
+    -- the engine is held to that app's own (acting_app, 75_app_api.sql).
+    PERFORM set_config('lineup.acting_app', split_part(p_tool, '.', 1), true);
     EXECUTE format('SELECT d.outcome, d.response, d.effects FROM %s($1, $2, $3, $4) d', p_decide)
         INTO decided
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
+    PERFORM set_config('lineup.acting_app', '', true);
     body := decided.response::text;
     -- Who called (tool_calls.caller, migration 0025) when the service says: the release before it
     -- says nothing, and migration 0023 makes this function from this file before 0025 adds the
