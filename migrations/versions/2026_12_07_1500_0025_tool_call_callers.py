@@ -1,7 +1,7 @@
 """Every recorded tool call names its caller
 
 Revision ID: 0025
-Revises: 0023
+Revises: 0024
 Create Date: 2026-12-07 15:00:00+00:00
 
 ``tool_calls.caller`` (jsonb) says who made the call: ``{"kind": "agent"}`` for the Agent's token,
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from service.db.migration_steps import lock_tables, own_connection
 
 revision: str = "0025"
-down_revision: str | None = "0023"
+down_revision: str | None = "0024"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
