@@ -46,6 +46,7 @@ from service.db import citus
 from service.db.pool import RecoveringPool, open_pool
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 from service.domain.errors import Refusal
+from service.host_names import HostAllowList
 from service.host_streams import HostStreams
 from service.http import TokenBook
 from service.loop_lag import LoopLag, default_lag_histogram
@@ -134,6 +135,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             pool=pool,
             poll_seconds=settings.projection_poll_seconds,
             prepared=prepared,
+            wake_interval=settings.projection_wake_interval_seconds,
         )
         app.state.host_streams = HostStreams(
             pool,
@@ -216,6 +218,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                     {a: settings.tokens(a) for a in ("agent", "host", "operator", "metrics")}
                 ),
                 "session_tokens": SessionTokens(settings.host_session_secret),
+                # The Host names the token-less endpoints answer to (service.host_names).
+                "allowed_hosts": HostAllowList.of(settings.public_origin, settings.host_names),
                 "console_sessions": ConsoleSessions(settings.tokens("operator")),
                 "outbox_history": OutboxHistory(),
                 # The apps it runs: its OpenAPI document is theirs (service.api.document).

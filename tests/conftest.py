@@ -116,6 +116,8 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "host_session_secret": HOST_SESSION_SECRET,
         # The test clients speak plain http.
         "cookie_secure": False,
+        # Litestar's test clients send Host: testserver.local (service.host_names).
+        "allowed_hosts": "testserver.local testserver",
     }
     values.update(overrides)
     return load_settings("serve", **values)

@@ -47,7 +47,14 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         with conn:
-            outcome = roles.ensure(conn, names, registry, settings.role_passwords, create=not args.existing)
+            outcome = roles.ensure(
+                conn,
+                names,
+                registry,
+                settings.role_passwords,
+                create=not args.existing,
+                limits=roles.parse_limits(settings.db_role_limits),
+            )
     except (LookupError, ValueError) as exc:
         print(f"roles: {exc}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ from litestar.params import FromPath
 from litestar.response import Redirect
 
 from service.console.pages import catalogue, console_path, page_headers, shell, signin_page
+from service.host_names import allowed_host
 from service.http import TokenBook
 from service.use_cases import console_sessions
 from service.web import console_access as access
@@ -49,6 +50,8 @@ async def _page(request: Request[Any, Any, Any]) -> Response[bytes]:
 class ConsoleController(Controller):
     path = "/ops"
     include_in_schema = False
+    # Its sign-in answers without a token: only to the service's own Host names (DNS rebinding).
+    guards = [allowed_host]
 
     @get(["/", "/outbox", "/operations", "/tool-calls"])
     async def page(self, request: Request[Any, Any, Any]) -> Response[bytes]:

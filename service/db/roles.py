@@ -19,7 +19,11 @@ at the end of an upgrade to head, in the migration's transaction, so a table or 
 adds is granted in the same commit that creates it. An object the map does not name gets nothing
 (a test fails on it: classify it here). :func:`ensure` — ``python -m service roles``, run as an
 administrator — also creates or updates the roles, hands existing objects to the owner, and grants
-the database and the schema.
+the database and the schema. :func:`limit` (run by :func:`ensure`) gives each role its limits
+(:data:`DEFAULT_LIMITS`, ``DB_ROLE_LIMITS``): a ``CONNECTION LIMIT`` and, in this database,
+``statement_timeout``, ``idle_in_transaction_session_timeout`` and ``temp_file_limit``; and
+:func:`database_access` keeps ``CONNECT`` and ``TEMPORARY`` on the database for the four roles
+alone (not ``PUBLIC``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from service.db import code
+from service.db.role_limits import DEFAULT_LIMITS as DEFAULT_LIMITS
+from service.db.role_limits import Limits as Limits
+from service.db.role_limits import parse_limits as parse_limits
 
 if TYPE_CHECKING:
     from service.manifests import Registry
@@ -134,6 +141,7 @@ ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "app_queue_result": (RUNTIME,),
     "call_tool_v3": (RUNTIME,),
     "spend_write": (RUNTIME,),
+    "limited_decide": (RUNTIME,),  # a Tool's decision behind a write allowance (persons' calls)
     "uuid_v7_floor": (RUNTIME,),
     "expire_tool_call_answers": (RUNTIME,),
     "prune_operations": (RUNTIME,),
@@ -221,6 +229,58 @@ class Names:
 
     def grantees(self) -> dict[str, str]:
         return {kind: self.of(kind) for kind in GRANTEES}
+
+
+_ROLE_SETTINGS = """
+SELECT r.rolname, r.rolconnlimit, coalesce(s.setconfig, '{}') AS setconfig
+FROM pg_roles r
+LEFT JOIN pg_db_role_setting s
+  ON s.setrole = r.oid AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+WHERE r.rolname = ANY(%s)
+"""
+
+
+def limit(conn: Connection, names: Names, limits: Mapping[str, Limits], outcome: Outcome) -> None:
+    """Give each role that exists its limits: ``ALTER ROLE … CONNECTION LIMIT`` and ``ALTER ROLE …
+    IN DATABASE <this one> SET`` each setting, only where they differ (a second run changes
+    nothing). Each statement commits on its own; one the administrator may not run (only a
+    superuser sets ``temp_file_limit``, only a role with CREATEROLE alters roles) becomes a warning
+    naming it."""
+    wanted = {names.of(kind): limits[kind] for kind in KINDS}
+    rows = _q(conn).execute(_ROLE_SETTINGS, (sorted(wanted),)).fetchall()
+    database = sql.Identifier(_database(conn))
+    conn.commit()
+    for name, connection_limit, config in rows:
+        role, want = sql.Identifier(name), wanted[name]
+        if connection_limit != want.connection_limit:
+            statement = sql.SQL("ALTER ROLE {} CONNECTION LIMIT {}").format(
+                role, sql.Literal(want.connection_limit)
+            )
+            _attempt(conn, outcome, statement, f"connection limit of {name} now {want.connection_limit}")
+        held = dict(item.split("=", 1) for item in config)
+        for setting, value in want.settings().items():
+            if held.get(setting) == value:
+                continue
+            statement = sql.SQL("ALTER ROLE {} IN DATABASE {} SET {} = {}").format(
+                role, database, sql.Identifier(setting), sql.Literal(value)
+            )
+            _attempt(conn, outcome, statement, f"{setting} of {name} now {value}")
+        conn.commit()
+
+
+def database_access(names: Names, admin: str | None) -> list[tuple[str, str, str, bool]]:
+    """(on, grantee, privilege, wanted) for the database itself: ``CONNECT`` and ``TEMPORARY`` for
+    the four roles and not for ``PUBLIC`` (every role of the cluster, until revoked), and ``CONNECT``
+    for the administrator running this when it is no superuser (so it keeps reaching the database)."""
+    wanted = [
+        (DATABASE, names.of(kind), privilege, True)
+        for kind in KINDS
+        for privilege in ("CONNECT", "TEMPORARY")
+    ]
+    if admin is not None:
+        wanted.append((DATABASE, admin, "CONNECT", True))
+    wanted += [(DATABASE, "PUBLIC", "CONNECT", False), (DATABASE, "PUBLIC", "TEMPORARY", False)]
+    return wanted
 
 
 @dataclass(slots=True)
@@ -377,6 +437,16 @@ def _plain(conn: Connection, name: str) -> bool:
     return bool(row and row[0])
 
 
+def _unprivileged(conn: Connection) -> str | None:
+    """The role running this when it is no superuser (None for a superuser)."""
+    row = (
+        _q(conn)
+        .execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user")
+        .fetchone()
+    )
+    return None if row is None or row[1] else str(row[0])
+
+
 def _database(conn: Connection) -> str:
     row = _q(conn).execute("SELECT current_database()").fetchone()
     assert row is not None
@@ -405,6 +475,7 @@ def ensure(
     passwords: Mapping[str, str | None] | None = None,
     *,
     create: bool = True,
+    limits: Mapping[str, Limits] | None = None,
 ) -> Outcome:
     """``python -m service roles``: create (``create``) or update the four roles — each may log in,
     none is a superuser or may create roles or databases; a password only when given — grant the
@@ -453,7 +524,7 @@ def ensure(
     owner = names.owner
     # (on, grantee, privilege, wanted): the database and the schema. Only the owner creates in the
     # schema (PUBLIC could before Postgres 15), so no other role can run DDL.
-    wanted: list[tuple[str, str, str, bool]] = [(DATABASE, names.of(kind), "CONNECT", True) for kind in KINDS]
+    wanted = database_access(names, _unprivileged(conn))
     wanted += [
         (SCHEMA, "PUBLIC", "CREATE", False),
         (SCHEMA, owner, "USAGE", True),
@@ -480,6 +551,7 @@ def ensure(
             outcome.changes.remove(done)
             outcome.warnings.append(f"{statement.as_string(conn)}: not in effect (run it as an admin)")
     conn.commit()
+    limit(conn, names, DEFAULT_LIMITS if limits is None else limits, outcome)
     # Objects an earlier migrate made as another role (a superuser, before these roles) go to the
     # owner, so that its migrate can alter them. Handing a table over locks it (ACCESS EXCLUSIVE)
     # until commit, while the previous release may be serving: each object goes in a transaction of

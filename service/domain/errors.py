@@ -53,6 +53,12 @@ class NotFound(Refusal):
         return cls(f"no such {what.replace('_', ' ')}", code=f"unknown_{what}")
 
 
+class Misdirected(Refusal):
+    """The request names a ``Host`` this endpoint does not answer to (``service.host_names``)."""
+
+    code = "misdirected_request"
+
+
 class Conflict(Refusal):
     """The request is well formed but the state it meets refuses it."""
 

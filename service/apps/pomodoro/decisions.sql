@@ -68,7 +68,9 @@ END $$;
 
 -- pomodoro_interrupt: the Agent's interrupt, bound to the conversation's one focusing Pomodoro
 -- (the caller never names a target): `interrupted` when it wins the compare-and-set; otherwise the
--- late-interrupt rule answers. p_context: {"late_window_seconds": number}.
+-- late-interrupt rule answers. p_context: {"late_window_seconds": number, "caller"?: {"kind"}}: a
+-- person's call (a person's token on /mcp) ends it as `person_interrupt`, the Agent's as
+-- `agent_interrupt`.
 CREATE OR REPLACE FUNCTION pomodoro_interrupt(
     p_tool_call_id text, p_conversation_id text, p_arguments jsonb, p_context jsonb,
     OUT outcome text, OUT response jsonb, OUT effects decision_effects)
@@ -83,7 +85,10 @@ BEGIN
         WHERE o.conversation_id = p_conversation_id AND o.state = 'focusing'
           AND o.tool = 'pomodoro.start';
         IF FOUND THEN
-            SELECT * INTO settled FROM app_settle_operation(p_conversation_id, focusing, 'interrupted');
+            SELECT * INTO settled FROM app_settle_operation(
+                p_conversation_id, focusing,
+                CASE WHEN p_context -> 'caller' ->> 'kind' = 'person' THEN 'person_interrupted'
+                     ELSE 'interrupted' END);
             IF settled.state IS NOT NULL THEN
                 effects := ROW(ARRAY[settled], NULL, NULL, NULL, NULL)::decision_effects;
             END IF;

@@ -48,7 +48,7 @@ BEGIN
     IF NEW.state = 'focusing' THEN
         holds := NEW.reason IS NULL AND NEW.finalized_at IS NULL AND NEW.result IS NULL;
     ELSIF NEW.state = 'interrupted' THEN
-        holds := NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+        holds := NEW.reason IN ('agent_interrupt', 'person_interrupt', 'user_left_workspace')
                  AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL;
     ELSE
         holds := NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
@@ -75,7 +75,8 @@ BEGIN
             WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
                 THEN 'ck_operations_final_has_result'
             WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
-                                                           'user_left_workspace', 'app_closed'))
+                                                           'person_interrupt', 'user_left_workspace',
+                                                           'app_closed'))
                 THEN 'ck_operations_reason'
             WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
                 THEN 'ck_operations_state'
@@ -83,7 +84,8 @@ BEGIN
                                   AND NEW.result IS NULL
                               OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
                               OR NEW.state = 'interrupted'
-                                 AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+                                 AND NEW.reason IN ('agent_interrupt', 'person_interrupt',
+                                                    'user_left_workspace')
                               OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
                 THEN 'ck_operations_state_matches_reason'
         END;

@@ -140,8 +140,9 @@ BEGIN
 END $$;
 
 -- app_settle_operation: ends an operation of the acting app with an outcome word, through the one
--- compare-and-set (settle_focusing_v2): `interrupted` (agent_interrupt), `cancelled` (app_closed) or
--- `completed` (deadline_reached, only once its deadline has passed). An operation whose deadline has
+-- compare-and-set (settle_focusing_v2): `interrupted` (agent_interrupt), `person_interrupted`
+-- (interrupted, person_interrupt: the Tool call's caller is a person, p_context's "caller"),
+-- `cancelled` (app_closed) or `completed` (deadline_reached, only once its deadline has passed). An operation whose deadline has
 -- passed is `completed` whatever the word; one no longer focusing is left as it is (no row back).
 -- Another app's operation is refused.
 CREATE OR REPLACE FUNCTION app_settle_operation(
@@ -152,6 +153,9 @@ BEGIN
     IF p_outcome = 'interrupted' THEN
         RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, ARRAY[p_operation_id],
                                                       'interrupted', 'agent_interrupt');
+    ELSIF p_outcome = 'person_interrupted' THEN
+        RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, ARRAY[p_operation_id],
+                                                      'interrupted', 'person_interrupt');
     ELSIF p_outcome = 'cancelled' THEN
         RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, ARRAY[p_operation_id],
                                                       'cancelled', 'app_closed');
@@ -159,7 +163,7 @@ BEGIN
         RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, ARRAY[p_operation_id],
                                                       'completed', 'deadline_reached', true);
     ELSE
-        RAISE EXCEPTION 'an app settles an operation interrupted, cancelled or completed, not %', p_outcome
+        RAISE EXCEPTION 'an app settles an operation interrupted, person_interrupted, cancelled or completed, not %', p_outcome
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 END $$;

@@ -40,6 +40,10 @@ tool_calls = Table(
     # its HTTP status (service.http). (Until migration 0023 the row also kept an HTTP status,
     # status_code, for the releases before migration 0019.)
     Column("outcome", Text, nullable=False),
+    # Who made the call (migration 0025): {"kind": "agent"}, or {"kind": "person", "issuer",
+    # "subject", "client_id"} for a person's token on /mcp; NULL when recorded before, or by the
+    # release before (service.use_cases.callers).
+    Column("caller", JSONB, nullable=True),
     # Unique per conversation (the contract's "Past one primary"): the same id in another
     # conversation is another call.
     PrimaryKeyConstraint("tool_call_id", "conversation_id"),
