@@ -2,7 +2,8 @@
 
 `load_registry` reads the manifest of every app folder in a directory (``service/apps/<app>/
 manifest.json``, see ``service.apps``), checks it against `manifest.schema.json` and the rules a
-schema cannot express (tool names carry their app's scope, scopes and tool names are unique,
+schema cannot express (tool names carry their app's scope, scopes and tool names are unique, and
+so are the provider-safe names MCP lists them under (``service.tool_names``),
 embedded schemas are valid, a workspace app's page is in its folder: ``service.apps.
 surface_problems``), takes each app's registrations from its folder and checks them against its SQL
 (``service.apps.problems``), and returns an immutable `Registry`. Every problem surfaces as
@@ -33,6 +34,7 @@ from service.app_manifest import (
 )
 from service.domain.outcomes import SHARED_OUTCOMES
 from service.json_errors import json_path
+from service.tool_names import ToolNameError, listed_name, listed_names
 from service.tools import Registration
 
 SCHEMA_FILE_NAME = "manifest.schema.json"
@@ -113,6 +115,7 @@ def load_registry(
 
     apps: dict[str, AppManifest] = {}
     tools: dict[str, ToolSpec] = {}
+    listed: dict[str, str] = {}  # the provider-safe names MCP lists (service.tool_names)
     found: list[Registration] = []
     for folder in folders:
         app = _load_manifest(folder / app_folders.MANIFEST, manifest_schema)
@@ -125,6 +128,11 @@ def load_registry(
                 _fail(
                     app.file, f"$.tools[{index}].name", f"duplicate tool name {tool.name!r} (also in {other})"
                 )
+            try:
+                listed_names([*listed.values(), tool.name])
+            except ToolNameError as error:
+                _fail(app.file, f"$.tools[{index}].name", f"{error} (MCP lists tools under such names)")
+            listed[listed_name(tool.name)] = tool.name
             tools[tool.name] = tool
         apps[app.app_scope] = app
         if registrations is None:

@@ -116,6 +116,17 @@ SERVER_ERRORS = Counter(
     "HTTP answers with a 5xx status, by API (tools, host, sdk, ops, mcp, probes, web) and status.",
     ["api", "status"],
 )
+MCP_SESSIONS = Gauge(
+    "lineup_mcp_sessions",
+    "MCP sessions (handshake-era) open in this process, by kind: agent or person.",
+    ["kind"],
+)
+MCP_SESSIONS_REFUSED = Counter(
+    "lineup_mcp_sessions_refused_total",
+    "MCP sessions refused, by kind (agent, person) and reason (principal: past the cap of one "
+    "person or Agent token, 429; full: past the process's limit for that kind, 503).",
+    ["kind", "reason"],
+)
 DATABASE_REACHABLE = Gauge(
     "lineup_database_reachable",
     "1 when this process's last look at the database succeeded, else 0 (sampled).",

@@ -76,6 +76,27 @@ def development(default: Any = None, *, secret: bool = False, **rules: Any) -> A
     return _setting("development", default, secret, rules)
 
 
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1")
+
+
+def loopback_forms(origin: str) -> set[str]:
+    """A loopback origin under each of its names (``make dev``'s stack is reached at
+    ``http://localhost:PORT`` and ``http://127.0.0.1:PORT`` alike); another origin: none."""
+    parts = urlsplit(origin)
+    if parts.hostname not in _LOOPBACK_NAMES:
+        return set()
+    port = f":{parts.port}" if parts.port is not None else ""
+    return {f"{parts.scheme}://{name}{port}" for name in _LOOPBACK_NAMES}
+
+
+def is_https_or_loopback(url: str) -> bool:
+    """An ``https`` URL, or an ``http`` one whose host is a loopback name or address."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (
+        parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1", "::1")
+    )
+
+
 class SettingsError(Exception):
     """A variable is missing or invalid; the message names it."""
 
@@ -225,6 +246,16 @@ class Settings(BaseSettings):
     mcp_oauth_clock_skew_seconds: int = tuning(30, ge=0, le=600)
     # Browser origins that may call /mcp (CORS); PUBLIC_ORIGIN always may. Absent Origin: allowed.
     mcp_allowed_origins: str | None = common(None)
+    # MCP sessions (handshake-era, kept in this process's memory; service.mcp.sessions): at most
+    # MCP_MAX_SESSIONS open at once, of which persons together never hold the last
+    # MCP_AGENT_RESERVED_SESSIONS; at most so many per person (issuer, subject, client) and per
+    # Agent token (past it: 429); a person's session ends after so long without a request.
+    mcp_max_sessions: int = tuning(2000, ge=1, le=100_000)
+    mcp_agent_reserved_sessions: int = tuning(500, ge=0, le=100_000)
+    mcp_sessions_per_person: int = tuning(8, ge=1, le=10_000)
+    mcp_sessions_per_agent_token: int = tuning(1000, ge=1, le=100_000)
+    mcp_person_session_idle_seconds: float = tuning(300.0, gt=0, le=86_400)
+    mcp_agent_session_idle_seconds: float = tuning(1800.0, gt=0, le=86_400)
     # Set by `python -m service dev` for the processes it starts: its secrets are made at random
     # (or chosen by the person on their own machine), so the deployment checks of secrets are off.
     lineup_dev_stack: bool = development(False)
@@ -287,6 +318,16 @@ class Settings(BaseSettings):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
                 raise ValueError(f"{url!r} must be an http:// or https:// URL without query or fragment")
+        return value
+
+    @field_validator("mcp_oauth_issuer")
+    @classmethod
+    def _https_issuers(cls, value: str | None) -> str | None:
+        # An issuer's keys decide who may call: fetched over plain http anyone on the path could
+        # swap them. Plain http only on loopback (a provider on the same machine, the tests').
+        for url in split_tokens(value):
+            if not is_https_or_loopback(url):
+                raise ValueError(f"{url!r} must be https:// (http:// only on loopback)")
         return value
 
     @field_validator("mcp_allowed_origins")
@@ -401,6 +442,8 @@ class Settings(BaseSettings):
         origins = set(split_tokens(self.mcp_allowed_origins))
         if self.public_origin:
             origins.add(self.public_origin)
+            if self.lineup_dev_stack:
+                origins |= loopback_forms(self.public_origin)
         return frozenset(origins)
 
     def tokens(self, audience: str) -> tuple[str, ...]:
@@ -473,6 +516,8 @@ class Settings(BaseSettings):
             raise SettingsError(f"{command}: " + "; ".join(problems))
         if self.relay_backoff_base_seconds > self.relay_backoff_max_seconds and command == "relay":
             raise SettingsError("RELAY_BACKOFF_BASE_SECONDS must not exceed RELAY_BACKOFF_MAX_SECONDS")
+        if self.mcp_agent_reserved_sessions >= self.mcp_max_sessions:
+            raise SettingsError("MCP_AGENT_RESERVED_SESSIONS must be below MCP_MAX_SESSIONS")
         if command == "serve" and self.mcp_issuers and self.mcp_resource is None:
             raise SettingsError("MCP_OAUTH_ISSUER needs MCP_RESOURCE_URL (or PUBLIC_ORIGIN, for its /mcp)")
         if command == "relay" and self.relay_lease <= self.relay_timeout_seconds:

@@ -59,3 +59,18 @@ async def interaction_task_for(conn: Conn, tool_call_id: str, conversation_id: s
         INTERACTION_TASK_FOR, {"tool_call_id": tool_call_id, "conversation_id": conversation_id}
     )
     return await cursor.fetchone()
+
+
+# The conversation's latest operation (``operation_status``, the ending for MCP clients without
+# tasks): by ix_operations_conversation_started, whatever app's it is.
+LATEST_OPERATION = """
+SELECT operation_id, tool, tool_call_id, conversation_id, state, reason, started_at, ends_at,
+       finalized_at, result, ends_at <= statement_timestamp() AND state = 'focusing' AS overdue
+FROM operations WHERE conversation_id = %(conversation_id)s
+ORDER BY started_at DESC, operation_id DESC LIMIT 1
+"""
+
+
+async def latest_operation(conn: Conn, conversation_id: str) -> DictRow | None:
+    cursor = await conn.execute(LATEST_OPERATION, {"conversation_id": conversation_id}, prepare=True)
+    return await cursor.fetchone()

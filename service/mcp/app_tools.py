@@ -38,8 +38,9 @@ from service.db import operations as operations_db
 from service.domain.errors import Refusal, Unavailable, not_found
 from service.domain.operations import State
 from service.domain.timefmt import rfc3339
-from service.mcp.binding import bound_conversation
+from service.mcp.binding import TOOL_NAME, bound_conversation
 from service.mcp.view_tokens import VIEW_TOKEN, ViewTokens
+from service.tool_names import listed_name
 from service.use_cases import instance_state, lifecycle
 from service.use_cases.capabilities import Capability
 from service.use_cases.operation_status import get_operation
@@ -105,12 +106,14 @@ def app_tools() -> list[types.Tool]:
     """The app-only tools of ``tools/list``: a host shows them to the View, never to the model."""
     return [
         types.Tool(
-            name=name,
+            # Provider-safe, as every listed name (service.tool_names): pomodoro_app_read.
+            name=listed_name(name),
+            title=name,
             description=description,
             input_schema=_schema(properties),
             annotations=types.ToolAnnotations(read_only_hint=read_only, destructive_hint=False),
             # No resourceUri: these are the View's tools, not Apps of their own.
-            meta={"ui": {"visibility": ["app"]}},
+            meta={"ui": {"visibility": ["app"]}, TOOL_NAME: name},
         )
         for name, (description, properties, read_only) in sorted(_DESCRIPTIONS.items())
     ]

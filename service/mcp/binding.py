@@ -26,6 +26,8 @@ from service.domain.ids import ID_RULE, is_valid_id
 
 CONVERSATION_ID = "io.lineup/conversation_id"
 TOOL_CALL_ID = "io.lineup/tool_call_id"
+#: A listed tool's own name (the manifest's, REST's ``tool``), in its ``_meta`` (``service.tool_names``).
+TOOL_NAME = "io.lineup/tool"
 #: The HTTP status ``POST /v1/tool-calls`` answers for the same call (in the result's ``_meta``).
 HTTP_STATUS = "io.lineup/http_status"
 
@@ -65,6 +67,11 @@ person_conversation: contextvars.ContextVar[str | None] = contextvars.ContextVar
 )
 
 
+#: When the person's token of this request stops being valid (``exp`` plus the leeway, epoch
+#: seconds): a stream it opens ends then. None for the Agent's token.
+person_ends_at: contextvars.ContextVar[float | None] = contextvars.ContextVar("person_ends_at", default=None)
+
+
 def not_theirs() -> MCPError:
     return MCPError(
         INVALID_PARAMS,
@@ -81,14 +88,48 @@ def _persons(meta: Mapping[str, Any], own: str) -> str:
     return own
 
 
+#: The request header that names the conversation of the Agent's call, for clients that cannot
+#: set ``params._meta`` (LangChain's MCP adapters); ``_meta`` wins, and both must agree.
+CONVERSATION_HEADER = "Lineup-Conversation-Id"
+
+#: The ``Lineup-Conversation-Id`` of the request being served (the Agent's token only); set per
+#: request by ``service.mcp.endpoint``'s middleware.
+header_conversation: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "header_conversation", default=None
+)
+
+
+def _agents(meta: Mapping[str, Any]) -> str | None:
+    """The conversation the Agent's request names: in ``_meta``, else in the header."""
+    named = _id(meta, CONVERSATION_ID)
+    header = header_conversation.get()
+    if header is None:
+        return named
+    if not is_valid_id(header):
+        raise MCPError(
+            INVALID_PARAMS,
+            f"the {CONVERSATION_HEADER} header must be a string of {ID_RULE}",
+            data={"field": CONVERSATION_HEADER},
+        )
+    if named is not None and named != header:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"_meta[{CONVERSATION_ID!r}] and the {CONVERSATION_HEADER} header name different "
+            "conversations: name one, or the same in both",
+            data={"field": f"_meta.{CONVERSATION_ID}"},
+        )
+    return header
+
+
 def bind(meta: Mapping[str, Any] | None) -> Binding:
     meta = meta or {}
     own = person_conversation.get()
-    conversation_id = _id(meta, CONVERSATION_ID) if own is None else _persons(meta, own)
+    conversation_id = _agents(meta) if own is None else _persons(meta, own)
     if conversation_id is None:
         raise MCPError(
             INVALID_PARAMS,
-            f"tools/call needs the conversation in params._meta[{CONVERSATION_ID!r}]",
+            f"tools/call needs the conversation in params._meta[{CONVERSATION_ID!r}] (or the "
+            f"{CONVERSATION_HEADER} header)",
             data={"field": f"_meta.{CONVERSATION_ID}"},
         )
     tool_call_id = _id(meta, TOOL_CALL_ID)
@@ -101,4 +142,4 @@ def bound_conversation(meta: Mapping[str, Any] | None) -> str | None:
     """The conversation a task request names, if it names one (a task of another is unknown); for
     a person always theirs."""
     own = person_conversation.get()
-    return _id(meta or {}, CONVERSATION_ID) if own is None else _persons(meta or {}, own)
+    return _agents(meta or {}) if own is None else _persons(meta or {}, own)

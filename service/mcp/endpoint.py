@@ -32,9 +32,10 @@ from mcp_types import INVALID_PARAMS
 
 from service.domain.errors import NotFound, Unavailable
 from service.http import API_HEADERS, TokenBook, bearer_token, error_code, refused
-from service.mcp.binding import person_conversation
-from service.mcp.oauth import Person, ResourceServer, TokenRefused
+from service.mcp.binding import CONVERSATION_HEADER, header_conversation, person_conversation, person_ends_at
+from service.mcp.oauth import TOKEN_MAX_CHARS, Person, ResourceServer, TokenRefused, oversized
 from service.mcp.server import RuntimeMcpServer, translated
+from service.mcp.sessions import CappedSessionManager, Kind, SessionBook, SessionRefused, opening
 from service.use_cases import tasks
 
 log = structlog.get_logger("service.mcp")
@@ -46,6 +47,7 @@ _API_HEADERS = [(name.lower().encode(), value.encode()) for name, value in API_H
 #: What a browser may read of an answer (CORS), beyond the safelisted headers.
 EXPOSED = b"Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate"
 _PREFLIGHT_METHODS = b"GET, POST, DELETE, OPTIONS"
+_CONVERSATION_HEADER = CONVERSATION_HEADER.lower().encode()
 #: Where the person a request's token speaks for rides the ASGI scope to the SDK's handlers.
 PERSON = "io.lineup.person"
 
@@ -85,14 +87,14 @@ class McpFace:
     def __init__(
         self,
         server: RuntimeMcpServer,
-        manager: StreamableHTTPSessionManager,
+        managers: Mapping[Kind, StreamableHTTPSessionManager],
         tokens: TokenBook,
         *,
         origins: frozenset[str] = frozenset(),
         resource: ResourceServer | None = None,
     ) -> None:
         self.server = server
-        self.manager = manager
+        self.managers = managers  # the Agent's sessions and persons' (service.mcp.sessions)
         self._tokens = tokens
         self._origins = origins
         self.resource = resource
@@ -129,19 +131,19 @@ class McpFace:
                 )
                 return
         token = bearer_token(connection)
+        if token is not None and len(token) > TOKEN_MAX_CHARS:
+            # Refused before it is hashed (the Agent's check) or parsed (a person's): a token of
+            # megabytes costs no more than a short one.
+            await self._unauthorized(send, cors, oversized())
+            return
         if token is not None and self._tokens.accepts("agent", token):
-            await self.manager.handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
+            await self._serve("agent", scope, receive, send, cors, token)
             return
         if token is not None and self.resource is not None:
             try:
                 person = await self.resource.authenticate(token)
             except TokenRefused as refusal:
-                challenge = self.resource.challenge(refusal)
-                body = {
-                    "error": "unauthorized" if refusal.status == 401 else "forbidden",
-                    "message": refusal.description,
-                }
-                await _answer(send, refusal.status, body, [(b"www-authenticate", challenge.encode()), *cors])
+                await self._unauthorized(send, cors, refusal)
                 return
             except Unavailable as unavailable:
                 body = {"error": "unavailable", "message": unavailable.message}
@@ -150,11 +152,47 @@ class McpFace:
             scope[PERSON] = person  # type: ignore[literal-required]
             # The SDK binds a session to the principal that opened it: another's request on it is 404.
             scope["user"] = _sdk_user(person, token)
-            await self.manager.handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
+            await self._serve("person", scope, receive, send, cors, person)
             return
         body = refused(connection, "agent" if self.resource is None else "mcp").body()
         challenge = self.resource.challenge() if self.resource is not None else 'Bearer realm="lineup-agent"'
         await _answer(send, 401, body, [(b"www-authenticate", challenge.encode()), *cors])
+
+    def leeway(self) -> float:
+        return float(self.resource.leeway) if self.resource is not None else 0.0
+
+    async def _unauthorized(self, send: Send, cors: list[tuple[bytes, bytes]], refusal: TokenRefused) -> None:
+        """A token refused, saying why: 401 ``invalid_token`` (403 ``insufficient_scope``)."""
+        body = {
+            "error": "unauthorized" if refusal.status == 401 else "forbidden",
+            "message": refusal.description,
+        }
+        challenge = (
+            self.resource.challenge(refusal)
+            if self.resource is not None
+            else f'Bearer realm="lineup-agent", error="{refusal.error}"'
+        )
+        await _answer(send, refusal.status, body, [(b"www-authenticate", challenge.encode()), *cors])
+
+    async def _serve(
+        self,
+        kind: Kind,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        cors: list[tuple[bytes, bytes]],
+        who: str | Person,
+    ) -> None:
+        """Hand the request to the session manager of its kind; a request that would open a session
+        names whom it counts against, and a refused one is answered here (429 or 503)."""
+        # Whom a session this request opens would count against, worked out only if it opens one.
+        opening.set((who, self.leeway()))
+        try:
+            await self.managers[kind].handle_request(scope, receive, _as_api_answer(send, cors))  # type: ignore[arg-type]
+        except SessionRefused as refused:
+            log.warning("mcp_session_refused", kind=kind, status=refused.status, reason=refused.data["error"])
+            retry = [(b"retry-after", b"30")]
+            await _answer(send, refused.status, refused.body(), [*retry, *cors])
 
 
 def _sdk_user(person: Person, token: str) -> AuthenticatedUser:
@@ -175,15 +213,26 @@ async def as_person(ctx: ServerRequestContext[Any, Any], call_next: CallNext) ->
     request = ctx.request
     person: Person | None = request.scope.get(PERSON) if request is not None else None
     if person is None:
-        return await call_next(ctx)
+        named = _header(request.scope, _CONVERSATION_HEADER) if request is not None else None
+        if named is None:
+            return await call_next(ctx)
+        # The Agent's request may name its conversation in a header (service.mcp.binding).
+        header = header_conversation.set(named)
+        try:
+            return await call_next(ctx)
+        finally:
+            header_conversation.reset(header)
     own = person.conversation_id
     bound = person_conversation.set(own)
+    face: McpFace = request.scope["litestar_app"].state.mcp  # type: ignore[union-attr]
+    expiring = person_ends_at.set(person.expires_at + face.leeway())
     try:
         task_id = ctx.params.get("taskId") if isinstance(ctx.params, Mapping) else None
         if isinstance(task_id, str):
             await _own_task(ctx, task_id, own)
         return await call_next(ctx)
     finally:
+        person_ends_at.reset(expiring)
         person_conversation.reset(bound)
 
 
@@ -257,21 +306,31 @@ async def mcp_lifespan(app: Litestar) -> AsyncIterator[None]:
     settings = app.state.runtime.settings
     server = RuntimeMcpServer(app.state.runtime, app.state.projections)
     server.middleware.insert(0, as_person)
-    manager = StreamableHTTPSessionManager(
-        app=server,
-        # Every answer is one JSON body: no tool sends anything while it runs, and an SSE stream
-        # per POST costs more CPU than the tool call itself. Pushes ride the session's GET stream.
-        json_response=True,
-        # McpFace checks Origin against MCP_ALLOWED_ORIGINS (and answers CORS) before the SDK;
-        # the SDK's own Host/Origin checks (meant for token-less local servers) are not switched on.
-        security_settings=None,
-        max_request_body_size=app.state.runtime.settings.request_max_body_bytes,
-    )
+    book = SessionBook.from_settings(settings)
+    idle: dict[Kind, float] = {
+        "agent": settings.mcp_agent_session_idle_seconds,
+        "person": settings.mcp_person_session_idle_seconds,
+    }
+    managers: dict[Kind, StreamableHTTPSessionManager] = {
+        kind: CappedSessionManager(
+            server,
+            book,
+            # Every answer is one JSON body: no tool sends anything while it runs, and an SSE stream
+            # per POST costs more CPU than the tool call itself. Pushes ride the session's GET stream.
+            json_response=True,
+            # McpFace checks Origin against MCP_ALLOWED_ORIGINS (and answers CORS) before the SDK;
+            # the SDK's own Host/Origin checks (meant for token-less local servers) are not on.
+            security_settings=None,
+            max_request_body_size=settings.request_max_body_bytes,
+            session_idle_timeout=idle[kind],
+        )
+        for kind in idle
+    }
     resource = ResourceServer(settings) if settings.mcp_resource is not None else None
     app.state.mcp = McpFace(
-        server, manager, app.state.tokens, origins=settings.mcp_origins, resource=resource
+        server, managers, app.state.tokens, origins=settings.mcp_origins, resource=resource
     )
-    async with manager.run():
+    async with managers["agent"].run(), managers["person"].run():
         try:
             yield
         finally:

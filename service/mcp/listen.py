@@ -10,7 +10,8 @@ that stream. Here a stream
 * sends each honoured task as it is now, then each one again once final, woken by the same
   after-commit wake-ups as the Host's event stream (this replica's at once, another replica's
   through its NOTIFY), never by polling a table;
-* ends gracefully (the listen result) once every honoured task is final.
+* ends gracefully (the listen result) once every honoured task is final — a person's also when
+  their token expires (``exp`` plus the leeway).
 
 Best effort like every push: a dropped stream is not resumed; ``tasks/get`` stays the durable path.
 """
@@ -18,6 +19,8 @@ Best effort like every push: a dropped stream is not resumed; ``tasks/get`` stay
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from typing import Any
 
 import mcp_types as types
@@ -27,7 +30,7 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import INVALID_PARAMS
 
 from service.mcp import tasks_extension
-from service.mcp.binding import bound_conversation
+from service.mcp.binding import bound_conversation, person_ends_at
 from service.mcp.push import TASK_STATUS_2026, WireNotification
 from service.mcp.tasks import until_final
 from service.projection_hub import ProjectionHub
@@ -99,5 +102,12 @@ class TaskListen:
             if final is not task:
                 await send(final)
 
-        await asyncio.gather(*(follow(task_id, task) for task_id, task in honoured.items()))
+        following = asyncio.gather(*(follow(task_id, task) for task_id, task in honoured.items()))
+        ends_at = person_ends_at.get()
+        if ends_at is None:
+            await following
+        else:  # a person's stream ends (gracefully) when their token expires
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(ends_at - time.time(), 0.0)):
+                    await following
         return types.SubscriptionsListenResult(_meta=meta)

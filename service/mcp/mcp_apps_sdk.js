@@ -21,11 +21,12 @@
   const TIMEOUT_MS = 15000;
   const VIEW_TOKEN = "io.lineup/view_token";
   const REREAD_MS = 2000;
+  // The names tools/list shows (provider-safe: pomodoro.app.read is listed as pomodoro_app_read).
   const TOOLS = {
-    context: "pomodoro.app.read",
-    stateGet: "pomodoro.app.snapshot",
-    stateSave: "pomodoro.app.save_snapshot",
-    close: "pomodoro.app.close",
+    context: "pomodoro_app_read",
+    stateGet: "pomodoro_app_snapshot",
+    stateSave: "pomodoro_app_save_snapshot",
+    close: "pomodoro_app_close",
   };
   const pending = new Map();
   let sequence = 0;

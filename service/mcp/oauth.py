@@ -10,13 +10,19 @@ sentence, and the ``WWW-Authenticate`` challenge of RFC 6750 (``invalid_token``,
 ``insufficient_scope``).
 
 On the hot path a token seen before costs one SHA-256 and a dict lookup (until it expires); a new
-one one signature check against a cached key. The keys are fetched on first use and again when a
-token names an unknown ``kid`` (key rotation), at most once per ``KEY_REFRESH_SECONDS`` per issuer.
+one one signature check against a cached key. The keys are fetched on first use, again once they
+are older than the JWKS answer's ``Cache-Control: max-age`` (bounded: ``KEYS_MIN_AGE`` to
+``KEYS_MAX_AGE``), and when a token names an unknown ``kid`` (key rotation) — each at most once per
+``KEY_REFRESH_SECONDS`` per issuer. A key set that changed forgets every verified token, so a
+withdrawn key's tokens stop working within its max-age. A token longer than ``TOKEN_MAX_CHARS`` is
+refused before it is hashed or parsed; a ``typ`` other than an access token's (RFC 9068's
+``at+jwt``, or ``JWT``) is refused; issuers and their ``jwks_uri`` are ``https`` outside loopback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from dataclasses import dataclass
@@ -29,7 +35,7 @@ from jwt import PyJWK, PyJWKSet
 
 from service.domain.errors import Unavailable
 from service.mcp.binding import person_conversation_id
-from service.settings import Settings
+from service.settings import Settings, is_https_or_loopback
 
 log = structlog.get_logger("service.mcp.oauth")
 
@@ -37,8 +43,20 @@ log = structlog.get_logger("service.mcp.oauth")
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 #: An unknown ``kid`` refetches the issuer's keys at most this often.
 KEY_REFRESH_SECONDS = 30.0
+#: Known keys are refetched once this old — the JWKS answer's ``Cache-Control: max-age``, bounded
+#: to [KEYS_MIN_AGE, KEYS_MAX_AGE]; without one, KEYS_DEFAULT_AGE — so a key the issuer withdrew
+#: stops being trusted within that time, not at the next restart.
+KEYS_MIN_AGE = 60.0
+KEYS_DEFAULT_AGE = 300.0
+KEYS_MAX_AGE = 3600.0
+#: The ``typ`` of an access token a JWT header may name (RFC 9068; ``JWT`` many issuers still set).
+ACCESS_TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt", "jwt"})
 #: Tokens remembered as valid (until their ``exp``); past this many the oldest are forgotten.
 CACHED_TOKENS = 4096
+#: A longer bearer token is refused before it is hashed or parsed. JWT access tokens of the usual
+#: providers are 1-2 KB, 4-6 KB with many group or role claims; 8 KiB is also what a proxy
+#: commonly takes as one header line (nginx's ``large_client_header_buffers`` default, 8k).
+TOKEN_MAX_CHARS = 8192
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
@@ -81,8 +99,10 @@ class _Issuer:
         self._jwks_uri: str | None = None
         self._keys: dict[str | None, PyJWK] = {}
         self._fetched_at = float("-inf")
+        self._fresh_until = float("-inf")  # when the keys are to be fetched again (max-age)
         self._unavailable: str | None = None  # why the last fetch failed, until one succeeds
         self._lock = asyncio.Lock()
+        self.generation = 0  # counts key sets that changed (the resource forgets verified tokens)
 
     async def _discover(self) -> str:
         base = self.issuer.rstrip("/")
@@ -97,10 +117,14 @@ class _Issuer:
             if answer.status_code != 200:
                 continue
             metadata = answer.json()
+            if not isinstance(metadata, dict):
+                raise Unavailable(f"the metadata at {url} is not a JSON object")
             if metadata.get("issuer") != self.issuer:
                 raise Unavailable(f"the metadata at {url} names another issuer: {metadata.get('issuer')!r}")
             if not isinstance(metadata.get("jwks_uri"), str):
                 raise Unavailable(f"the metadata at {url} names no jwks_uri")
+            if not is_https_or_loopback(metadata["jwks_uri"]):
+                raise Unavailable(f"the jwks_uri of {url} must be https:// (http:// only on loopback)")
             return str(metadata["jwks_uri"])
         raise Unavailable(f"the authorization server {self.issuer} publishes no metadata")
 
@@ -111,6 +135,7 @@ class _Issuer:
             answer = await self._http.get(self._jwks_uri)
             answer.raise_for_status()
             keys = PyJWKSet.from_dict(answer.json()).keys
+            age = _max_age(answer.headers.get("cache-control"))
         except (httpx.HTTPError, ValueError, jwt.PyJWKSetError, Unavailable) as failure:
             log.warning("oauth_keys_unavailable", issuer=self.issuer, error=str(failure))
             self._unavailable = (
@@ -122,10 +147,32 @@ class _Issuer:
         finally:
             self._fetched_at = time.monotonic()
         self._unavailable = None
-        self._keys = {key.key_id: key for key in keys if key.public_key_use in (None, "sig")}
-        log.info("oauth_keys_fetched", issuer=self.issuer, keys=len(self._keys))
+        self._fresh_until = self._fetched_at + age
+        keys_now = {key.key_id: key for key in keys if key.public_key_use in (None, "sig")}
+        if set(keys_now) != set(self._keys):
+            self.generation += 1
+        self._keys = keys_now
+        log.info("oauth_keys_fetched", issuer=self.issuer, keys=len(self._keys), max_age=age)
+
+    async def _refresh_stale(self) -> None:
+        """Known keys past their max-age are fetched again; while the issuer cannot be reached
+        the known ones serve on (retried at most every KEY_REFRESH_SECONDS), never none."""
+        async with self._lock:
+            if (
+                time.monotonic() < self._fresh_until
+                or time.monotonic() - self._fetched_at < KEY_REFRESH_SECONDS
+            ):
+                return
+            with contextlib.suppress(Unavailable):
+                await self._refresh()
+
+    async def fresh(self) -> None:
+        """The known keys, fetched again first when past their max-age."""
+        if self._keys and time.monotonic() >= self._fresh_until:
+            await self._refresh_stale()
 
     async def key(self, kid: str | None) -> PyJWK:
+        await self.fresh()
         key = self._keys.get(kid)
         if key is not None:
             return key
@@ -155,6 +202,7 @@ class ResourceServer:
         self._http = http or httpx.AsyncClient(timeout=10.0, follow_redirects=False)
         self._issuers = {issuer: _Issuer(issuer, self._http) for issuer in settings.mcp_issuers}
         self._valid: dict[bytes, Person] = {}
+        self._generation = 0
         self._decoder = jwt.PyJWT()
         self.metadata_url = metadata_url(resource)
         # Built once: the challenge that names the metadata (RFC 9728 section 5.1) and the scopes.
@@ -187,6 +235,14 @@ class ResourceServer:
     async def authenticate(self, token: str) -> Person:
         """The person a token speaks for, or ``TokenRefused`` saying why not (``Unavailable``
         when the issuer's keys cannot be fetched)."""
+        if len(token) > TOKEN_MAX_CHARS:  # before any hash or parse: a huge token costs nothing
+            raise oversized()
+        for issuer in self._issuers.values():  # keys past their max-age: fetched again first
+            await issuer.fresh()
+        generation = sum(issuer.generation for issuer in self._issuers.values())
+        if generation != self._generation:  # a key set changed: verify every token afresh
+            self._valid.clear()
+            self._generation = generation
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         person = self._valid.get(digest)
         if person is not None:
@@ -204,7 +260,7 @@ class ResourceServer:
         try:
             header = jwt.get_unverified_header(token)
             unverified = self._decoder.decode(token, options={"verify_signature": False})
-        except jwt.DecodeError:
+        except jwt.PyJWTError:  # any malformed part (kid, crit, the payload, ...): never a 500
             raise TokenRefused("the token is not a JWT access token this resource takes") from None
         named = unverified.get("iss") if isinstance(unverified, dict) else None
         issuer = self._issuers.get(named) if isinstance(named, str) else None
@@ -212,6 +268,11 @@ class ResourceServer:
             raise TokenRefused(f"the token is not of an accepted issuer ({', '.join(self._issuers)})")
         if header.get("alg") not in ALGORITHMS:
             raise TokenRefused(f"the token's algorithm {header.get('alg')!r} is not accepted")
+        typ = header.get("typ")
+        if typ is not None and (not isinstance(typ, str) or typ.lower() not in ACCESS_TOKEN_TYPES):
+            # RFC 9068: an access token says so (at+jwt); an ID token, a logout token or any
+            # other JWT of the issuer is none, even with the right audience.
+            raise TokenRefused(f"the token's typ {typ!r} is not an access token's (at+jwt)")
         key = await issuer.key(header.get("kid"))
         try:
             claims = self._decoder.decode(
@@ -235,7 +296,9 @@ class ResourceServer:
             raise TokenRefused("the token's signature does not verify") from None
         except jwt.MissingRequiredClaimError as missing:
             raise TokenRefused(f"the token has no {missing.claim} claim") from None
-        except jwt.InvalidTokenError as invalid:
+        except jwt.exceptions.InvalidSubjectError:
+            raise TokenRefused("the token's sub is not a string") from None
+        except jwt.PyJWTError as invalid:  # every other refusal of the library is the token's
             raise TokenRefused(f"the token is not valid: {invalid}") from None
         granted = _scopes(claims)
         lacking = [scope for scope in self.scopes if scope not in granted]
@@ -246,9 +309,11 @@ class ResourceServer:
                 status=403,
             )
         subject = claims["sub"]
-        if not isinstance(subject, str) or not subject:
-            raise TokenRefused("the token's sub is not a string")
+        if not _proper(subject) or not subject:
+            raise TokenRefused("the token's sub is not a string of Unicode characters")
         client_id = claims.get("client_id", claims.get("azp", ""))
+        if not _proper(client_id):
+            raise TokenRefused("the token's client_id (azp) is not a string of Unicode characters")
         return Person(
             issuer.issuer,
             subject,
@@ -257,6 +322,37 @@ class ResourceServer:
             int(claims["exp"]),
             person_conversation_id(issuer.issuer, subject),
         )
+
+
+def _max_age(cache_control: str | None) -> float:
+    """How long a JWKS answer may be kept: its ``max-age``, bounded; ``no-store``/``no-cache``:
+    the least."""
+    if cache_control is None:
+        return KEYS_DEFAULT_AGE
+    directives = [part.strip().lower() for part in cache_control.split(",")]
+    if "no-store" in directives or "no-cache" in directives:
+        return KEYS_MIN_AGE
+    for directive in directives:
+        name, _, value = directive.partition("=")
+        if name.strip() == "max-age" and value.strip().isdigit():
+            return min(max(float(value.strip()), KEYS_MIN_AGE), KEYS_MAX_AGE)
+    return KEYS_DEFAULT_AGE
+
+
+def oversized() -> TokenRefused:
+    return TokenRefused(f"the token is longer than {TOKEN_MAX_CHARS} characters")
+
+
+def _proper(value: object) -> bool:
+    """A string that is text: JSON's ``\\ud800`` escapes decode to lone surrogates, which no
+    UTF-8 encoding (a conversation id, a log line, the database) takes."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _scopes(claims: dict[str, Any]) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from psycopg.errors import InternalError_
 from service.db import citus
 from service.domain.errors import Refusal
 from service.http import status_of
-from service.mcp import app_resource, app_tools, elicitation, tasks_extension
+from service.mcp import app_resource, app_tools, elicitation, status, tasks_extension
 from service.mcp.binding import bind, person_conversation
 from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
@@ -37,6 +37,7 @@ from service.mcp.tasks import cancel_task, read_task, settled, task_result, task
 from service.mcp.tools import Answer, call_result, list_tools, run_tool, runs_as_task
 from service.mcp.view_tokens import VIEW_TOKEN, ViewTokens
 from service.projection_hub import ProjectionHub
+from service.tool_names import listed_name, listed_names
 from service.use_cases.runtime import Runtime
 from service.version import __version__
 
@@ -49,7 +50,7 @@ UI_EXTENSION: dict[str, dict[str, Any]] = {
     app_resource.EXTENSION_ID: {"mimeTypes": [app_resource.APP_MIME_TYPE]}
 }
 APP_TOOLS = app_tools.app_tools()
-APP_TOOL_SCHEMAS = {tool.name: tool.input_schema for tool in APP_TOOLS}
+APP_TOOL_SCHEMAS = {str(tool.title): tool.input_schema for tool in APP_TOOLS}  # by their own names
 
 
 def declares_headers(schema: Mapping[str, Any]) -> bool:
@@ -115,7 +116,17 @@ class RuntimeMcpServer(Server[Any]):
         # The tools whose schema declares Mcp-Param headers; for any other tool (all of ours today)
         # the SDK's check could find nothing to compare, so it is not given the schema to walk.
         schemas = {name: spec.input_schema for name, spec in rt.registry.tools.items()} | APP_TOOL_SCHEMAS
-        self._header_schemas = {name: schema for name, schema in schemas.items() if declares_headers(schema)}
+        # Every tool is listed under its provider-safe name (service.tool_names) and called by it
+        # or by its own (dotted) name; refused here, at start, if two would be listed alike.
+        self._named = {
+            listed: name for listed, name in listed_names([*schemas, status.NAME]).items() if listed != name
+        }
+        self._header_schemas = {
+            called: schema
+            for name, schema in schemas.items()
+            if declares_headers(schema)
+            for called in (name, listed_name(name))
+        }
         super().__init__(
             "lineup-runtime",
             version=__version__,
@@ -147,7 +158,12 @@ class RuntimeMcpServer(Server[Any]):
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
         # check does not know: a middleware (above that check) answers it. OpenTelemetry's
         # middleware is left out: no exporter is installed, and it costs CPU on every call.
-        self.middleware = [self._app_tool_call, self._task_augmented_call]
+        self.middleware = [
+            self._initialize_extensions,
+            self._own_name,
+            self._app_tool_call,
+            self._task_augmented_call,
+        ]
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
@@ -161,10 +177,12 @@ class RuntimeMcpServer(Server[Any]):
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         listed = list_tools(self.rt.registry)
-        if not renders_apps(ctx):
-            return listed
-        # Only a client that renders MCP Apps lists the View's tools (and keeps them from its model).
-        return listed.model_copy(update={"tools": [*listed.tools, *APP_TOOLS]})
+        # The apps' tools, then how a long call ended for a client without tasks (service.mcp.status).
+        tools = [*listed.tools, status.TOOL]
+        if renders_apps(ctx):
+            # Only a client that renders MCP Apps lists the View's tools (and keeps them from its model).
+            tools += APP_TOOLS
+        return listed.model_copy(update={"tools": tools})
 
     async def _list_resources(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
@@ -196,6 +214,13 @@ class RuntimeMcpServer(Server[Any]):
                     self.rt, self.view_tokens, raw["name"], raw.get("arguments"), raw.get("_meta")
                 )
             return {**viewed, "resultType": "complete"}
+        if raw.get("name") == status.NAME:  # read-only, bound to the conversation as any call
+            arguments = raw.get("arguments")
+            if not (arguments is None or isinstance(arguments, dict)):
+                raise MCPError(INVALID_PARAMS, "tools/call needs an arguments object")
+            binding = bind(raw.get("_meta"))
+            with translated():
+                return {**await status.call(self.rt, self._hub, binding, arguments), "resultType": "complete"}
         if person_conversation.get() is not None and not self._can_answer(ctx, raw.get("name")):
             raise MCPError(INVALID_PARAMS, UNANSWERABLE.format(tool=raw.get("name")))
         answer = await self._run(ctx, raw)
@@ -234,6 +259,28 @@ class RuntimeMcpServer(Server[Any]):
         return elicitation.elicits(ctx.session.client_capabilities) and (
             not _modern(ctx) or tasks_extension.declares(ctx)
         )
+
+    async def _initialize_extensions(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        """The extensions this server declares (MCP Apps, SEP-2133's ``capabilities.extensions``)
+        reach a client at 2025-11-25 too: that revision's wire model has no such member, so the
+        SDK's serialization drops it; it is put back into the serialized answer."""
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            capabilities = result.get("capabilities")
+            if isinstance(capabilities, dict) and "extensions" not in capabilities:
+                result = {**result, "capabilities": {**capabilities, "extensions": UI_EXTENSION}}
+        return result
+
+    async def _own_name(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        """A ``tools/call`` by a listed name (``pomodoro_start``) goes on as the call by the tool's
+        own name (``pomodoro.start``), which is also still taken: both answer alike."""
+        params = ctx.params
+        if ctx.method == "tools/call" and isinstance(params, Mapping):
+            name = params.get("name")
+            own = self._named.get(name) if isinstance(name, str) else None
+            if own is not None:
+                ctx.params = {**params, "name": own}
+        return await call_next(ctx)
 
     async def _app_tool_call(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         """The View's app-only tools (``service.mcp.app_tools``), answered above the SDK's generic

@@ -22,7 +22,8 @@ from service.domain.outcomes import Accepted
 from service.http import status_of, status_of_kind
 from service.manifests import Registry
 from service.mcp.app_resource import TOOL_VIEWS
-from service.mcp.binding import HTTP_STATUS, TOOL_CALL_ID, Binding
+from service.mcp.binding import HTTP_STATUS, TOOL_CALL_ID, TOOL_NAME, Binding
+from service.tool_names import listed_name
 from service.tools import Opens
 from service.use_cases.runtime import Runtime
 from service.use_cases.tool_calls import ToolCallRequest, call_tool
@@ -37,14 +38,20 @@ def runs_as_task(registry: Registry, name: object, *, extension: bool) -> bool:
 
 
 def list_tools(registry: Registry) -> types.ListToolsResult:
-    """One MCP tool per manifest tool: its name, description and input schema unchanged, with the
-    annotations of its registration; a tool that has an MCP App names it (``_meta.ui.resourceUri``)."""
+    """One MCP tool per manifest tool, listed under its provider-safe name (``pomodoro_start``,
+    ``service.tool_names``) with the manifest's own name as its ``title`` and in ``_meta``
+    (``TOOL_NAME``); its description and input schema unchanged, with the annotations of its
+    registration; a tool that has an MCP App names it (``_meta.ui.resourceUri``)."""
     tools = []
     for name in sorted(registry.tools):
         spec, hints = registry.tools[name], registry.runner(name).hints
+        meta: dict[str, Any] = {TOOL_NAME: spec.name}
+        if name in TOOL_VIEWS:
+            meta["ui"] = {"resourceUri": TOOL_VIEWS[name]}
         tools.append(
             types.Tool(
-                name=spec.name,
+                name=listed_name(spec.name),
+                title=spec.name,
                 description=spec.description,
                 input_schema=spec.input_schema,
                 annotations=types.ToolAnnotations(
@@ -56,7 +63,7 @@ def list_tools(registry: Registry) -> types.ListToolsResult:
                 execution=types.ToolExecution(task_support="optional")
                 if runs_as_task(registry, name, extension=False)
                 else None,
-                meta={"ui": {"resourceUri": TOOL_VIEWS[name]}} if name in TOOL_VIEWS else None,
+                meta=meta,
             )
         )
     return types.ListToolsResult(tools=tools)

@@ -11,6 +11,7 @@ from uuid import UUID
 
 from service.db import tasks as tasks_db
 from service.db import workspaces as ws_db
+from service.domain.timefmt import rfc3339, rfc3339_or_none
 from service.use_cases.overdue import settle_overdue
 from service.use_cases.runtime import Runtime
 from service.use_cases.serializers import task_view
@@ -36,3 +37,29 @@ async def interaction_task(rt: Runtime, tool_call_id: str, conversation_id: str)
     async with rt.unit_of_work(transaction=False) as work:
         row = await tasks_db.interaction_task_for(work.conn, tool_call_id, conversation_id)
     return None if row is None else task_view(row)
+
+
+async def latest_operation(rt: Runtime, conversation_id: str) -> dict[str, Any] | None:
+    """The conversation's latest operation (any app's), settled first when it is past its deadline
+    as every read of an operation is; None when the conversation has none."""
+    async with rt.unit_of_work(transaction=False) as work:
+        row = await tasks_db.latest_operation(work.conn, conversation_id)
+    if row is not None and row["overdue"]:
+        async with rt.unit_of_work() as work:
+            await ws_db.lock_existing(work.conn, conversation_id)
+            await settle_overdue(work, conversation_id)
+            row = await tasks_db.latest_operation(work.conn, conversation_id)
+    if row is None:
+        return None
+    return {
+        "operation_id": str(row["operation_id"]),
+        "tool": row["tool"],
+        "tool_call_id": row["tool_call_id"],
+        "conversation_id": row["conversation_id"],
+        "state": row["state"],
+        "reason": row["reason"],
+        "started_at": rfc3339(row["started_at"]),
+        "ends_at": rfc3339_or_none(row["ends_at"]),
+        "finalized_at": rfc3339_or_none(row["finalized_at"]),
+        "result": row["result"],
+    }

@@ -37,8 +37,8 @@ from tests.support.mcp_apps import (
 
 pytestmark = pytest.mark.e2e
 
-READ, CLOSE = "pomodoro.app.read", "pomodoro.app.close"
-SNAPSHOT, SAVE = "pomodoro.app.snapshot", "pomodoro.app.save_snapshot"
+READ, CLOSE = "pomodoro_app_read", "pomodoro_app_close"  # as listed (service.tool_names)
+SNAPSHOT, SAVE = "pomodoro_app_snapshot", "pomodoro_app_save_snapshot"
 APP_TOOLS = {CLOSE, READ, SAVE, SNAPSHOT}
 
 
@@ -91,8 +91,9 @@ def results(service: ServiceProcess, conversation_id: str) -> list[dict[str, Any
 async def test_the_server_declares_the_ui_extension_and_resources(
     service: ServiceProcess, host: AppsHost
 ) -> None:
-    # At 2025-11-25 the wire's capabilities have no extensions member; resources are there.
+    # At 2025-11-25 too (that revision's wire model has no extensions member: the server adds it).
     assert "resources" in host.initialized["capabilities"]
+    assert host.initialized["capabilities"]["extensions"][UI] == {"mimeTypes": [APP_MIME_TYPE]}
     async with modern_wire(service.base_url) as wire:
         discovered = (await wire.result("server/discover", {}))["capabilities"]
     assert discovered["extensions"][UI] == {"mimeTypes": [APP_MIME_TYPE]}
@@ -103,15 +104,16 @@ def test_pomodoro_start_names_its_view_and_only_an_apps_client_lists_the_app_onl
     service: ServiceProcess, host: AppsHost
 ) -> None:
     tools = {tool["name"]: tool for tool in host.request("tools/list", {})["tools"]}
-    assert tools["pomodoro.start"]["_meta"]["ui"]["resourceUri"] == POMODORO_URI
-    assert "_meta" not in tools["pomodoro.interrupt"]
+    assert tools["pomodoro_start"]["_meta"]["ui"]["resourceUri"] == POMODORO_URI
+    assert tools["pomodoro_interrupt"]["_meta"] == {"io.lineup/tool": "pomodoro.interrupt"}
     for name in APP_TOOLS:
         assert tools[name]["_meta"]["ui"]["visibility"] == ["app"]
+        assert tools[name]["title"] == tools[name]["_meta"]["io.lineup/tool"] == name.replace("_", ".", 2)
         assert "view_token" in tools[name]["inputSchema"]["required"]
         assert "operation_id" not in tools[name]["inputSchema"]["properties"]
     with AppsHost(service.base_url, apps=False) as plain:
         listed = {tool["name"] for tool in plain.request("tools/list", {})["tools"]}
-    assert listed == {"interact.ask", "pomodoro.interrupt", "pomodoro.start"}
+    assert listed == {"interact_ask", "pomodoro_interrupt", "pomodoro_start", "operation_status"}
 
 
 def test_the_resource_is_the_web_hosts_surface_in_one_document_with_no_network(host: AppsHost) -> None:

@@ -130,7 +130,7 @@ def test_a_view_of_an_old_accepted_result_shows_that_periods_final_state_and_reo
         assert frame.locator("[data-testid=status]").inner_text() == "Interrupted"
         assert frame.locator("[data-testid=close]").is_disabled()
         page.wait_for_timeout(2500)  # a re-read cadence: a final period is not read again and again
-    assert set(forwarded) == {"pomodoro.app.read"}, forwarded
+    assert set(forwarded) == {"pomodoro_app_read"}, forwarded
     assert state(service, new_id) == ("focusing", None)
 
 
@@ -150,5 +150,5 @@ def test_a_teardown_is_not_leaving_and_the_view_speaks_the_hosts_context(
         page.wait_for_function("(window.answers || []).some((a) => a.id === 'teardown' && a.result)")
         page.evaluate("document.getElementById('view').remove()")
         page.wait_for_timeout(1000)
-    assert "pomodoro.app.close" not in forwarded
+    assert "pomodoro_app_close" not in forwarded
     assert state(service, operation_id) == ("focusing", None)

@@ -148,7 +148,7 @@ def inspector(service: ServiceProcess, *args: str) -> dict[str, Any]:
 @pytest.mark.skipif(shutil.which("npx") is None, reason="the MCP Inspector runs with npx (Node.js)")
 def test_the_mcp_inspector_cli_finishes_a_task_at_2026_and_calls_at_2025(service: ServiceProcess) -> None:
     modern, legacy = conversation(), conversation()
-    start = ["--method", "tools/call", "--tool-name", "pomodoro.start", "--tool-args-json"]
+    start = ["--method", "tools/call", "--tool-name", "pomodoro_start", "--tool-args-json"]
     finished = inspector(
         service,
         "--protocol-era",

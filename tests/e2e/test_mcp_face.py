@@ -60,7 +60,13 @@ def start_arguments(seconds: int = 1500) -> dict[str, Any]:
 
 def test_without_the_agent_token_the_handshake_is_401_before_any_json_rpc(service: ServiceProcess) -> None:
     url = f"{service.base_url}/mcp"
-    for headers in ({}, {"Authorization": f"Bearer {HOST_TOKEN}"}, {"Authorization": "Bearer not-a-token"}):
+    oversized = {"Authorization": "Bearer " + "A" * 4_000_000}  # refused before any hash or parse
+    for headers in (
+        {},
+        {"Authorization": f"Bearer {HOST_TOKEN}"},
+        {"Authorization": "Bearer not-a-token"},
+        oversized,
+    ):
         answer = httpx.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **headers}, timeout=10)
         assert answer.status_code == 401
         assert answer.json()["error"] == "unauthorized" and answer.json()["message"]
@@ -90,17 +96,80 @@ async def test_tools_list_is_the_manifests_tools_with_their_input_schemas(servic
     async with httpx.AsyncClient(timeout=10) as http:
         rest = (await http.get(f"{service.base_url}/v1/tools", headers=AGENT)).json()["tools"]
     async with mcp_session(service.base_url) as mcp:
-        listed = (await mcp.session.list_tools()).tools
-    assert [tool.name for tool in listed] == [tool["name"] for tool in rest]
+        everything = (await mcp.session.list_tools()).tools
+    # The apps' tools, then operation_status (how a long call ended, for a client without tasks).
+    assert everything[-1].name == "operation_status"
+    listed = everything[:-1]
+    # Listed under provider-safe names; the manifest's (REST's) name is the title and in _meta.
+    assert [tool.title for tool in listed] == [tool["name"] for tool in rest]
+    assert [tool.name for tool in listed] == [tool["name"].replace(".", "_") for tool in rest]
     for tool, manifest in zip(listed, rest, strict=True):
+        assert tool.meta is not None and tool.meta["io.lineup/tool"] == manifest["name"]
         assert tool.input_schema == manifest["input_schema"]
         assert tool.description == manifest["description"]
     by_name = {tool.name: tool for tool in listed}
-    interrupt = by_name["pomodoro.interrupt"].annotations
+    interrupt = by_name["pomodoro_interrupt"].annotations
     assert interrupt is not None and interrupt.read_only_hint is False and interrupt.idempotent_hint is True
-    execution = by_name["pomodoro.start"].execution
+    execution = by_name["pomodoro_start"].execution
     assert execution is not None and execution.task_support == "optional"
-    assert by_name["pomodoro.interrupt"].execution is None
+    assert by_name["pomodoro_interrupt"].execution is None
+
+
+PROVIDER_SAFE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@pytest.mark.parametrize("apps", [False, True], ids=["plain", "renders-mcp-apps"])
+def test_every_listed_tool_name_is_one_every_model_provider_accepts(
+    service: ServiceProcess, apps: bool
+) -> None:
+    """OpenAI's API (and those compatible with it) and Anthropic's refuse a request whose function
+    names do not match the pattern; an agent framework hands every listed name to its model."""
+    capabilities: dict[str, Any] = (
+        {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
+        if apps
+        else {}
+    )
+    opened = httpx.post(
+        f"{service.base_url}/mcp",
+        json={
+            **INITIALIZE,
+            "params": {**cast(dict[str, Any], INITIALIZE["params"]), "capabilities": capabilities},
+        },
+        headers={**MCP_HEADERS, **AGENT},
+        timeout=10,
+    )
+    session = {**MCP_HEADERS, **AGENT, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    listed = httpx.post(
+        f"{service.base_url}/mcp",
+        json={"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+        headers=session,
+        timeout=10,
+    ).json()["result"]["tools"]
+    assert len(listed) == (8 if apps else 4)
+    for tool in listed:
+        assert PROVIDER_SAFE.match(tool["name"]), tool["name"]
+        assert tool["title"] == tool["_meta"]["io.lineup/tool"]
+
+
+async def test_a_tool_answers_alike_by_its_listed_name_and_by_its_manifest_name(
+    service: ServiceProcess,
+) -> None:
+    cid, call_id = conversation(), f"start-{uuid.uuid4()}"
+    async with mcp_session(service.base_url) as mcp:
+        listed = await mcp.call(
+            "pomodoro_start", start_arguments(), conversation_id=cid, tool_call_id=call_id
+        )
+        dotted = await mcp.call(
+            "pomodoro.start", start_arguments(), conversation_id=cid, tool_call_id=call_id
+        )
+        assert listed.is_error is False and listed.structured_content["status"] == "accepted"
+        assert dotted.structured_content == listed.structured_content  # one call, replayed
+        assert dotted.content == listed.content
+        interrupt_id = f"interrupt-{uuid.uuid4()}"
+        ended = await mcp.call("pomodoro_interrupt", {}, conversation_id=cid, tool_call_id=interrupt_id)
+        again = await mcp.call("pomodoro.interrupt", {}, conversation_id=cid, tool_call_id=interrupt_id)
+        assert ended.is_error is False and ended.structured_content["status"] == "interrupted"
+        assert again.structured_content == ended.structured_content and again.content == ended.content
 
 
 async def test_start_answers_the_rest_body_as_structured_content(
@@ -319,11 +388,12 @@ async def test_a_2026_client_calls_the_same_tools_without_a_session(service: Ser
     async with http, Client(transport) as client:
         assert client.protocol_version == "2026-07-28"
         assert [tool.name for tool in (await client.list_tools()).tools] == [
-            "interact.ask",
-            "pomodoro.interrupt",
-            "pomodoro.start",
+            "interact_ask",
+            "pomodoro_interrupt",
+            "pomodoro_start",
+            "operation_status",
         ]
-        started = await client.call_tool("pomodoro.start", start_arguments(), meta=bound(cid))
+        started = await client.call_tool("pomodoro_start", start_arguments(), meta=bound(cid))
         stopped = await client.call_tool("pomodoro.interrupt", {}, meta=bound(cid))
     assert started.structured_content["status"] == "accepted"
     assert stopped.structured_content["status"] == "interrupted"
@@ -356,3 +426,96 @@ def test_a_wrong_token_is_401_and_the_right_one_400_without_a_session(service: S
     right = httpx.get(f"{service.base_url}/mcp", headers=AGENT, timeout=10)
     wrong = httpx.get(f"{service.base_url}/mcp", headers={"Authorization": "Bearer wrong"}, timeout=10)
     assert (right.status_code, wrong.status_code) == (400, 401)
+
+
+async def test_operation_status_answers_the_latest_operation_and_once_ended_the_relays_result(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    """The ending for a client without tasks: the same result object (and operation_id and
+    tool_call_id) the relay delivers to the Agent's webhook."""
+    cid, call_id = conversation(), f"start-{uuid.uuid4()}"
+    async with mcp_session(service.base_url) as mcp:
+        nothing = await mcp.call("operation_status", {}, conversation_id=cid)
+        assert nothing.is_error is False and nothing.structured_content is not None
+        assert (
+            nothing.structured_content["operation_id"] is None
+            and nothing.structured_content["result"] is None
+        )
+        started = await mcp.call(
+            "pomodoro_start", start_arguments(), conversation_id=cid, tool_call_id=call_id
+        )
+        operation_id = started.structured_content["operation"]["operation_id"]
+        running = (
+            await mcp.call("operation_status", {"wait_seconds": 0}, conversation_id=cid)
+        ).structured_content
+        assert (running["operation_id"], running["tool"], running["tool_call_id"]) == (
+            operation_id,
+            "pomodoro.start",
+            call_id,
+        )
+        assert (running["state"], running["result"]) == ("focusing", None)
+        await mcp.call("pomodoro_interrupt", {}, conversation_id=cid)
+        ended = await mcp.call("operation_status", {}, conversation_id=cid)
+        with pytest.raises(MCPError, match="wait_seconds"):
+            await mcp.session.call_tool("operation_status", {"wait_seconds": 5}, meta=bound(cid))
+        with pytest.raises(MCPError):
+            await mcp.session.call_tool("operation_status", {}, meta=None)  # no conversation
+    assert ended.structured_content["state"] == "interrupted"
+    (row,) = db.execute(
+        "SELECT payload, operation_id FROM outbox WHERE conversation_id = %s AND tool_call_id = %s",
+        [cid, call_id],
+    ).fetchall()
+    assert ended.structured_content["result"] == row["payload"]["result"]
+    assert (
+        ended.structured_content["operation_id"] == str(row["operation_id"]) == row["payload"]["operation_id"]
+    )
+    assert "count this result once" in ended.content[0].text  # type: ignore[union-attr]
+
+
+async def test_operation_status_waits_for_the_ending_woken_not_polling(service: ServiceProcess) -> None:
+    cid = conversation()
+    async with mcp_session(service.base_url) as mcp:
+        await mcp.call("pomodoro_start", start_arguments(seconds=1), conversation_id=cid)
+        ended = await mcp.call("operation_status", {"wait_seconds": 4}, conversation_id=cid)
+    answer = ended.structured_content
+    assert answer["state"] == "completed" and answer["result"]["reason"] == "deadline_reached"
+    assert answer["result"]["focused_seconds"] == 1
+
+
+def test_the_agents_conversation_may_come_from_the_lineup_conversation_id_header(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    """For clients that cannot set params._meta (LangChain's MCP adapters): _meta wins when both
+    are given, and they must agree."""
+    url = f"{service.base_url}/mcp"
+    opened = httpx.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **AGENT}, timeout=10)
+    session = {**MCP_HEADERS, **AGENT, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+
+    def call(name: str, arguments: dict[str, Any], meta: dict[str, Any] | None, **headers: str) -> Any:
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if meta is not None:
+            params["_meta"] = meta
+        message = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+        return httpx.post(url, json=message, headers={**session, **headers}, timeout=10).json()
+
+    cid = conversation()
+    started = call("pomodoro_start", start_arguments(), None, **{"Lineup-Conversation-Id": cid})
+    assert started["result"]["structuredContent"]["status"] == "accepted", started
+    row = db.execute("SELECT conversation_id FROM operations WHERE conversation_id = %s", [cid]).fetchone()
+    assert row is not None
+    both = call("operation_status", {}, {"io.lineup/conversation_id": cid}, **{"Lineup-Conversation-Id": cid})
+    assert both["result"]["structuredContent"]["conversation_id"] == cid
+    disagree = call(
+        "pomodoro_interrupt",
+        {},
+        {"io.lineup/conversation_id": conversation()},
+        **{"Lineup-Conversation-Id": cid},
+    )
+    assert disagree["error"]["code"] == -32602 and "different conversations" in disagree["error"]["message"]
+    malformed = call("pomodoro_interrupt", {}, None, **{"Lineup-Conversation-Id": "has space"})
+    assert malformed["error"]["code"] == -32602 and "Lineup-Conversation-Id" in malformed["error"]["message"]
+    neither = call("pomodoro_interrupt", {}, None)
+    assert neither["error"]["code"] == -32602
+    # Nothing was interrupted by the refused calls.
+    state = db.execute("SELECT state FROM operations WHERE conversation_id = %s", [cid]).fetchone()
+    assert state is not None and state["state"] == "focusing"

@@ -94,7 +94,7 @@ def test_a_person_signs_in_from_the_inspectors_web_ui_and_starts_and_interrupts_
         sign_in(page, inspector, idp.url, login)
 
         page.get_by_text("Tools", exact=True).first.click()
-        page.get_by_role("button", name="pomodoro.start").click()
+        page.get_by_role("button", name=re.compile(r"pomodoro[._]start")).click()
         page.get_by_role("textbox", name=re.compile("^duration_seconds")).fill("1500")
         page.get_by_role("textbox", name="activity", exact=True).fill("inspector web")
         page.get_by_role("button", name="Execute Tool").click()
@@ -105,7 +105,7 @@ def test_a_person_signs_in_from_the_inspectors_web_ui_and_starts_and_interrupts_
         page.get_by_text(re.compile(re.escape(accepted) + ".*" + str(started["operation_id"]))).wait_for()
         screenshot(page, "mcp-inspector-web")
 
-        page.get_by_role("button", name="pomodoro.interrupt").click()
+        page.get_by_role("button", name=re.compile(r"pomodoro[._]interrupt")).click()
         page.get_by_role("button", name="Execute Tool").click()
         page.get_by_text("The focus period was stopped.").wait_for()
         interrupted = f'{{"status":"interrupted","operation_id":"{started["operation_id"]}"'

@@ -102,3 +102,16 @@ async def test_an_issuer_whose_keys_cannot_be_fetched_is_unavailable_not_the_tok
                 await server.authenticate(token)
     finally:
         await server.close()
+
+
+def test_a_dev_stack_takes_its_own_origin_under_both_loopback_names_and_no_other() -> None:
+    dev = load_settings(public_origin="http://127.0.0.1:8000", lineup_dev_stack=True)
+    assert dev.mcp_origins == {"http://127.0.0.1:8000", "http://localhost:8000"}
+    named = load_settings(public_origin="http://localhost:8123", lineup_dev_stack=True)
+    assert named.mcp_origins == {"http://127.0.0.1:8123", "http://localhost:8123"}
+    # Not another port, and outside make dev only the configured origin itself.
+    assert "http://localhost:9000" not in dev.mcp_origins
+    deployed = load_settings(public_origin="http://127.0.0.1:8000")
+    assert deployed.mcp_origins == {"http://127.0.0.1:8000"}
+    public = load_settings(public_origin="https://lineup.example", lineup_dev_stack=True)
+    assert public.mcp_origins == {"https://lineup.example"}
