@@ -136,7 +136,7 @@ kube: install ## the dev overlay played with podman kube play against a Postgres
 # under .cache/frameworks/<name>/, from its pinned requirements (LangChain's MCP adapters pin mcp<2,
 # the service runs mcp 2.x; none of them is a dependency of the service). FastMCP's client is in
 # the project's test extra.
-FRAMEWORKS := pydantic_ai openai_agents
+FRAMEWORKS := pydantic_ai openai_agents langchain
 FRAMEWORKS_DIR := .cache/frameworks
 
 $(FRAMEWORKS_DIR)/%/.installed: tests/frameworks/requirements/%.txt
