@@ -6,18 +6,26 @@ PYTEST_ARGS ?=
 PORT ?= 8000
 ARGS ?= --help
 
+# A command for a person (ops, links) that failed has said why on stderr; at a terminal make's own
+# "*** [Makefile: ops] Error 1" would only repeat it, so it ends there. Not at a terminal (a script,
+# CI) the failure stays a failure.
+QUIET_FAIL = if [ -t 2 ]; then exit 0; else exit $${code:-1}; fi
+
 .DEFAULT_GOAL := help
-.PHONY: help install dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model full-disk
+.PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model full-disk
 .PHONY: kube-validate kube-rules kube
 .PHONY: frameworks
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
+		'{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)} \
+		END {format = "  %-" width "s  %s\n"; for (i = 1; i <= NR; i++) printf format, name[i], text[i]}'
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	@echo "install: creating $(VENV) and installing the project with its dev extras (about a minute the first time)"
+	$(PY) -m pip install --progress-bar on --upgrade pip
+	$(PY) -m pip install --progress-bar on -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed ## create .venv and install the project with its test and dev extras
@@ -25,10 +33,16 @@ install: $(VENV)/.installed ## create .venv and install the project with its tes
 dev: install ## the whole stack on this machine (embedded Postgres unless DATABASE_URL is set); PORT=8000
 	$(PY) -m service dev --port $(PORT)
 
-ops: install ## operator commands beside make dev: make ops ARGS="trace call-1" (ARGS="--help" lists them)
-	@$(PY) -m service ops $(ARGS)
+links: ## print the running make dev's addresses and sign-in links again (from .dev/links)
+	@cat .dev/links 2>/dev/null || { echo "links: no dev stack runs from this folder; start one with make dev" >&2; $(QUIET_FAIL); }
 
-test: install ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
+ops: install ## operator commands beside make dev: make ops ARGS="trace call-1" (ARGS="--help" lists them)
+	@$(PY) -m service ops $(ARGS) || { code=$$?; $(QUIET_FAIL); }
+
+system-deps: ## what the tests need from the system (chromium, nginx, promtool, PostgreSQL 15, npm, PgBouncer, faketime), from apt when missing
+	@scripts/system-deps.sh
+
+test: install system-deps ## the full test suite against a real Postgres (TEST_DATABASE_URL, Docker, or embedded)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install ## ruff, mypy and the import layers (lint-imports)

@@ -147,12 +147,12 @@ def measure_in_process(url: str, cycles: int, concurrency: int) -> tuple[dict[st
     from service.domain.idempotency import fingerprint
     from service.http import status_of_kind
     from service.logging import configure_logging
-    from service.manifests import load_registry
+    from service.manifests import registry_of
     from service.metrics import TOOL_CALLS
     from service.use_cases.tool_calls import ToolCallRequest, call_tool
 
     settings = bench_settings(url)
-    registry = load_registry(settings.manifests_dir)
+    registry = registry_of(settings)
     # Logs as the service writes them, to /dev/null instead of stderr.
     devnull = open(os.devnull, "w")  # noqa: SIM115 - kept open for the run
     saved = sys.stderr

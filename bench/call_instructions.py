@@ -69,13 +69,13 @@ def _drive(url: str, cycles: int, loop: str = "asyncio") -> None:
     except ImportError:  # a release before the app was assembled outside the REST face
         from service.api.app import create_app  # type: ignore[no-redef,import-not-found]
     from service.logging import configure_logging
-    from service.manifests import load_registry
+    from service.manifests import registry_of
 
     if not Path(service.__file__).resolve().is_relative_to(Path.cwd().resolve()):
         raise RuntimeError(f"imported {service.__file__}, not the release in {Path.cwd()}")
     settings = bench_settings(url)
     _without_timed_loops()
-    app = create_app(settings, load_registry(settings.manifests_dir), sweeper=False)
+    app = create_app(settings, registry_of(settings), sweeper=False)
     if "gc.freeze()" in (Path.cwd() / "service" / "cli" / "serve.py").read_text():
         gc.freeze()  # as this release's serve does once its app is built
     with open(os.devnull, "w") as devnull:

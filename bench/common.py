@@ -33,16 +33,18 @@ from harness.releases import release_env
 def canonical_text(name: str) -> str:
     """The current text of a function, trigger, type or view of the database code (its one source,
     service/db/sql/): the benches build on the very text the database runs, never on a copy."""
-    from service.db.code import definitions
+    from service.db.code import SOURCE, definitions
+    from service.manifests import registry_of
+    from service.settings import Settings
 
-    return next(d.sql for d in definitions() if d.name == name)
+    return next(d.sql for d in definitions(SOURCE, registry_of(Settings()).folders) if d.name == name)
 
 
 def tool_contexts() -> dict[str, str]:
     """Each shipped Tool's context (``p_context``) exactly as the service passes it — its settings
     and the status of each of its outcomes —, made by the service's own Runtime (without a pool)
     with default settings: the benches that send ``call_tool_v3`` themselves send what it sends."""
-    from service.manifests import load_registry
+    from service.manifests import registry_of
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
 
@@ -53,7 +55,7 @@ def tool_contexts() -> dict[str, str]:
         host_token="bench-host-token-0000",
         operator_token="bench-operator-token",
     )
-    registry = load_registry(settings.manifests_dir)
+    registry = registry_of(settings)
     runtime = Runtime(pool=None, settings=settings, registry=registry)  # type: ignore[arg-type]
     return {tool: runtime.context_of(tool) for tool in registry.runners}
 

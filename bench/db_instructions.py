@@ -62,11 +62,11 @@ def _as_postgres() -> dict[str, object]:
 
 
 def _script(cycles: int, current: bool, prepared: bool = False) -> str:
-    from service.manifests import load_registry
-    from service.settings import load_settings
+    from service.manifests import registry_of
+    from service.settings import Settings, load_settings
     from service.use_cases.runtime import Runtime
 
-    registry = load_registry()
+    registry = registry_of(Settings())
     settings = load_settings(
         "serve",
         database_url="postgresql://unused/unused",

@@ -16,6 +16,8 @@ from harness.database import with_database
 from harness.measure import process_cpu
 from harness.postgres import Postgres, own_postgres
 from service.db.migrate import upgrade
+from service.manifests import registry_of
+from service.settings import Settings
 
 # The server's settings for these measurements: everything a production primary has (fsync,
 # synchronous commit, full-page writes), plus the two extensions, and no checkpoint by time or size
@@ -49,7 +51,7 @@ def measured_server(database: str) -> Iterator[tuple[Postgres, str]]:
         with psycopg.connect(server.admin_url, autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
         url = with_database(server.admin_url, database)
-        upgrade(url)
+        upgrade(url, registry_of(Settings()))
         yield server, url
 
 

@@ -40,7 +40,7 @@ class _Tool:
 def _tools() -> tuple[Any, dict[str, _Tool]]:
     """The registry and each Tool's decision function and context, as the service's Runtime makes
     them with default settings."""
-    from service.manifests import load_registry
+    from service.manifests import registry_of
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
 
@@ -51,7 +51,7 @@ def _tools() -> tuple[Any, dict[str, _Tool]]:
         host_token="bench-host-token-0000",
         operator_token="bench-operator-token",
     )
-    registry = load_registry(settings.manifests_dir)
+    registry = registry_of(settings)
     runtime = Runtime(pool=None, settings=settings, registry=registry)  # type: ignore[arg-type]
     tools = {
         name: _Tool(decide=registry.runner(name).decide, context=runtime.context_of(name))

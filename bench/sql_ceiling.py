@@ -14,7 +14,8 @@ from bench.common import CpuMeter, tool_contexts
 from bench.cycle_phases import ACTIVITY, DURATION_SECONDS, Phase, count_outbox_rows, transaction_counts
 from harness.database import throwaway_database
 from service.db.tool_calls import CALL_TOOL
-from service.tools import builtin
+from service.manifests import registry_of
+from service.settings import Settings
 
 PGBENCH = "/usr/bin/pgbench"
 
@@ -28,7 +29,7 @@ PGBENCH = "/usr/bin/pgbench"
 # variable is the built-in client_id; a fixed fingerprint stands for the one Python computes.
 
 
-DECIDE = {registration.name: registration.decide for registration in builtin()}
+DECIDE = {name: runner.decide for name, runner in registry_of(Settings()).runners.items()}
 
 
 CONTEXTS = tool_contexts()

@@ -27,7 +27,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from bench.common import tool_contexts
 from service.db.tool_calls import CALL_TOOL
-from service.tools import builtin
+from service.manifests import registry_of
+from service.settings import Settings
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -58,7 +59,7 @@ class ThinApp:
             open=False,
             name="thinnest",
         )
-        self.decide = {registration.name: registration.decide for registration in builtin()}
+        self.decide = {name: runner.decide for name, runner in registry_of(Settings()).runners.items()}
         self.context = tool_contexts()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

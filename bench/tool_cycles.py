@@ -187,7 +187,7 @@ def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
     """The same tool calls through the service's own use case (call_tool), without HTTP or sweeper."""
     from service.db.pool import open_pool
     from service.http import status_of_kind
-    from service.manifests import load_registry
+    from service.manifests import registry_of
     from service.settings import load_settings
     from service.use_cases.runtime import Runtime
     from service.use_cases.tool_calls import ToolCallRequest, call_tool
@@ -200,7 +200,7 @@ def run_in_process(concurrency: int, seconds: float, warmup: float) -> Phase:
             host_token="bench-host-token-0000",
             operator_token="bench-operator-token",
         )
-        registry = load_registry(settings.manifests_dir)
+        registry = registry_of(settings)
 
         async def go() -> Phase:
             pool = await open_pool(settings.psycopg_url, size=settings.db_pool_size, name="bench-inproc")

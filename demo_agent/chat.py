@@ -147,6 +147,7 @@ def remaining(workspace: dict[str, Any]) -> str:
 # Interact or opening another app: the result does not say which, so the words cover both.
 _ENDINGS: dict[tuple[Any, Any], str] = {
     ("interrupted", "user_left_workspace"): "You switched away from the Pomodoro, so the focus period ended",
+    ("interrupted", "person_interrupt"): "You stopped the Pomodoro yourself, so the focus period ended",
     ("cancelled", "app_closed"): "You closed the Pomodoro, so the focus period ended",
 }
 

@@ -275,9 +275,11 @@ def scratch_database(server: str, name: str) -> Iterator[str]:
 def migrated_database(server: str, name: str) -> Iterator[str]:
     """``scratch_database`` migrated to head."""
     from service.db.migrate import upgrade
+    from service.manifests import registry_of
+    from service.settings import Settings
 
     with scratch_database(server, name) as url:
-        upgrade(url)
+        upgrade(url, registry_of(Settings()))  # the apps the environment's settings name
         yield url
 
 

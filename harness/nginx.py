@@ -31,6 +31,12 @@ from harness.processes import ANY_STATUS, free_port, launch, stop, wait_http
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 UPSTREAM_HEADER = "x-upstream"
 
+
+def available() -> bool:
+    """Whether nginx is installed (``scripts/system-deps.sh`` installs Debian's nginx-light)."""
+    return os.path.exists(NGINX)
+
+
 _CONFIG = """
 worker_processes 1;
 error_log {dir}/error.log warn;

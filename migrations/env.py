@@ -1,8 +1,10 @@
 """Alembic environment: the URL comes from the caller (``service.db.migrate``) or DATABASE_URL.
 
 After the table migrations, an upgrade to head applies the database code (``service.db.code``:
-functions, triggers, types and views from ``service/db/sql/``) and then the grants of the database
-roles that exist (``service.db.roles.grant``), in the same transaction. A lock keeps two ``migrate``
+functions, triggers, types and views from ``service/db/sql/`` and the registry's app folders) and
+then the grants of the database roles that exist (``service.db.roles.grant``), in the same
+transaction. The registry is the caller's (``migrate`` builds it from the settings); run by
+``alembic`` itself, it is the one the settings in the environment name. A lock keeps two ``migrate``
 runs from interleaving.
 """
 
@@ -15,6 +17,8 @@ from sqlalchemy import create_engine, pool
 
 from service.db import code, roles
 from service.db.tables import metadata
+from service.manifests import Registry, registry_of
+from service.settings import Settings
 
 config = context.config
 target_metadata = metadata
@@ -34,6 +38,11 @@ def _url() -> str:
 MIGRATE_LOCK = 7_410_001
 
 
+def _registry() -> Registry:
+    registry = config.attributes.get("registry")
+    return registry if isinstance(registry, Registry) else registry_of(Settings())
+
+
 def _to_head() -> bool:
     target = context.get_revision_argument()
     return target in ("head", "heads") or target == context.script.get_current_head()
@@ -45,12 +54,14 @@ def run_migrations_offline() -> None:
         context.run_migrations()
         if _to_head():
             context.execute("SET LOCAL check_function_bodies = off")
-            for definition in code.definitions():
+            for definition in code.definitions(code.SOURCE, _registry().folders):
                 context.execute(definition.sql)
 
 
 def run_migrations_online() -> None:
-    engine = create_engine(_url(), poolclass=pool.NullPool)
+    # UTF8 whatever the server's encoding: on a SQL_ASCII database psycopg hands back text as bytes,
+    # which the dialect's version parsing and the database code's loader cannot read.
+    engine = create_engine(_url(), poolclass=pool.NullPool, connect_args={"client_encoding": "utf8"})
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=target_metadata)
         with context.begin_transaction():
@@ -58,9 +69,10 @@ def run_migrations_online() -> None:
             context.run_migrations()
             if _to_head():
                 driver = connection.connection.driver_connection
-                code.apply(driver)
+                registry = _registry()
+                code.apply(driver, registry.folders)
                 names = config.attributes.get("role_names") or roles.Names()
-                config.attributes["roles_outcome"] = roles.grant(driver, names)
+                config.attributes["roles_outcome"] = roles.grant(driver, names, registry)
     engine.dispose()
 
 

@@ -18,7 +18,8 @@ from psycopg.rows import dict_row
 from harness.receiver import Receiver
 from rigs.load import Figures
 from service.http import outcome_statuses
-from service.manifests import load_registry
+from service.manifests import registry_of
+from service.settings import Settings
 
 NOT_RECORDED = (401, 404, 422)  # answers the contract does not record
 
@@ -83,7 +84,7 @@ def check(
     tool_call_ids of starts accepted outside ``figures`` (over MCP), whose operations are expected too."""
     checks = Checks()
     with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
-        statuses = outcome_statuses(load_registry().kinds)  # what the faces answer each word with
+        statuses = outcome_statuses(registry_of(Settings()).kinds)  # what the faces answer each word with
         recorded = {
             row["tool_call_id"]: (statuses.get(row["outcome"]), row["response"])
             for row in conn.execute(

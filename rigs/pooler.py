@@ -59,6 +59,8 @@ from rigs.faces_load import FacesFigures, OtherFaces
 from rigs.load import Agents, Figures, Probe
 from rigs.stack import migrate
 from service.db import roles
+from service.manifests import registry_of
+from service.settings import Settings
 
 WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"pooler-rig-secret-0123456789ab").decode()
 SWEEPER_POLL_SECONDS = 1.0
@@ -371,7 +373,7 @@ def main() -> int:
         direct = server.url("lineup")
         names = roles.Names()
         with psycopg.connect(direct) as conn:  # the admin makes the roles, as an operator would
-            roles.ensure(conn, names)
+            roles.ensure(conn, names, registry_of(Settings()))
         migrate(Urls(direct, direct, names).migrate(), log_dir)
         with (
             _logs_kept_on_failure(log_dir, code),

@@ -15,7 +15,7 @@ import uvicorn
 from service.app import create_app
 from service.cli.serve import GracefulServer
 from service.logging import configure_logging
-from service.manifests import load_registry
+from service.manifests import registry_of
 from service.settings import load_settings
 
 
@@ -32,7 +32,7 @@ def listening(port: int, *, shared: bool) -> socket.socket:
 def main(shared_port: int, private_port: int) -> None:
     configure_logging()
     settings = load_settings("serve")
-    app = create_app(settings, load_registry(settings.manifests_dir))
+    app = create_app(settings, registry_of(settings))
     config = uvicorn.Config(
         app,
         loop="uvloop",

@@ -31,13 +31,14 @@ from service.api.errors import (
     validation_failed,
 )
 from service.api.events import HostEventsController
+from service.api.front_door import front_door
 from service.api.host import HostController
 from service.api.host_capability import HostCapabilityController
 from service.api.host_sessions import HostSessionsController
 from service.api.lean_route import check_lean_routes
 from service.api.ops import OpsController
 from service.api.sdk import SdkController
-from service.api.tools import AgentToolController
+from service.api.tools import agent_tool_controller
 from service.api.web import WebHostController
 from service.background import Background, Loop, default_loop_rounds
 from service.console.routes import ConsoleController
@@ -45,6 +46,7 @@ from service.db import citus
 from service.db.pool import RecoveringPool, open_pool
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 from service.domain.errors import Refusal
+from service.host_names import HostAllowList
 from service.host_streams import HostStreams
 from service.http import TokenBook
 from service.loop_lag import LoopLag, default_lag_histogram
@@ -133,6 +135,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             pool=pool,
             poll_seconds=settings.projection_poll_seconds,
             prepared=prepared,
+            wake_interval=settings.projection_wake_interval_seconds,
         )
         app.state.host_streams = HostStreams(
             pool,
@@ -186,7 +189,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
 
     app = Litestar(
         route_handlers=[
-            AgentToolController,
+            agent_tool_controller(registry),
             HostController,
             HostCapabilityController,
             HostSessionsController,
@@ -196,6 +199,7 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             SdkController,
             WebHostController,
             *probes.HANDLERS,
+            front_door,
             ui_asset,
             mcp_endpoint,
             protected_resource_metadata,
@@ -214,8 +218,12 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
                     {a: settings.tokens(a) for a in ("agent", "host", "operator", "metrics")}
                 ),
                 "session_tokens": SessionTokens(settings.host_session_secret),
+                # The Host names the token-less endpoints answer to (service.host_names).
+                "allowed_hosts": HostAllowList.of(settings.public_origin, settings.host_names),
                 "console_sessions": ConsoleSessions(settings.tokens("operator")),
                 "outbox_history": OutboxHistory(),
+                # The apps it runs: its OpenAPI document is theirs (service.api.document).
+                "registry": registry,
                 # Set on SIGTERM before connections drain, so event streams end promptly.
                 "stopping": asyncio.Event(),
                 # A LoopFailure once a background loop has ended with an error.

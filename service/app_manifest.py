@@ -9,6 +9,7 @@ that loads it.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,22 @@ class Lifecycle:
 
 
 @dataclass(frozen=True)
+class McpApp:
+    """A workspace app's page as an MCP App (the manifest's ``surface.mcp_app``): its ``ui://``
+    resource (URI, name, title, description), the app's Tool whose calls a host renders it beside,
+    what the app calls that Tool's operation in its View tools' sentences, and, by what they do
+    (``read``, ``close``), descriptions of its View tools of its own (``service.mcp.app_tools``)."""
+
+    uri: str
+    name: str
+    title: str
+    description: str
+    tool: str
+    operation: str = "operation"
+    tool_descriptions: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class AppManifest:
     app_scope: str
     name: str
@@ -96,3 +113,4 @@ class AppManifest:
     file: str
     lifecycle: Lifecycle = Lifecycle()
     surface: Path | None = None  # a workspace app's page and its files (``<app>/surface/``)
+    mcp_app: McpApp | None = None  # its page as an MCP App, when it declares one

@@ -19,8 +19,9 @@ DEV_DIR = Path(".dev")
 ENV_FILE = "env"
 #: What the dev stack's env file holds, in this order.
 NAMES = ("DATABASE_URL", "AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN", "AGENT_WEBHOOK_URL", "WEBHOOK_SECRET")
-#: The line ``make dev`` prints for a shell (curl and the like); the rest is for the relay.
-SHELL_NAMES = ("DATABASE_URL", "AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
+#: The line ``make dev`` prints for a shell (curl and the like; ``LINEUP_URL`` is the service's
+#: address, which the README's examples use); the rest is for the relay.
+SHELL_NAMES = ("DATABASE_URL", "AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN", "LINEUP_URL")
 
 
 def export_line(values: Mapping[str, str], names: tuple[str, ...] = SHELL_NAMES) -> str:

@@ -28,7 +28,9 @@ Count = Annotated[int, KwargDefinition(schema_extra=SchemaKeywords(minimum=0))]
 
 OperationState = Literal["focusing", "completed", "interrupted", "cancelled"]
 FinalState = Literal["completed", "interrupted", "cancelled"]
-OperationReason = Literal["deadline_reached", "agent_interrupt", "user_left_workspace", "app_closed"]
+OperationReason = Literal[
+    "deadline_reached", "agent_interrupt", "person_interrupt", "user_left_workspace", "app_closed"
+]
 OutboxStatus = Literal["pending", "delivered", "dead"]
 AttemptOutcome = Literal["delivered", "retry", "dead", "lease_lost"]
 # The same words as the domain's enums (Literal types are what the document can show).

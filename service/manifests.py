@@ -1,24 +1,31 @@
 """MiniApp manifests: loading, checking, and validating Tool arguments and instance state.
 
-`load_registry` reads the manifest of every app folder in a directory (``service/apps/<app>/
-manifest.json``, see ``service.apps``), checks it against `manifest.schema.json` and the rules a
+`load_registry` reads the manifest of every app folder it is given (a directory of app folders,
+such as ``service/apps/``, or the folders themselves: ``<app>/manifest.json``, see
+``service.apps``), checks it against `manifest.schema.json` and the rules a
 schema cannot express (tool names carry their app's scope, scopes and tool names are unique, and
 so are the provider-safe names MCP lists them under (``service.tool_names``),
 embedded schemas are valid, a workspace app's page is in its folder: ``service.apps.
 surface_problems``), takes each app's registrations from its folder and checks them against its SQL
 (``service.apps.problems``), and returns an immutable `Registry`. Every problem surfaces as
 `ManifestError`.
+
+The registry is the one list of apps: ``serve``, ``migrate`` and ``ops`` build it once at start from
+the folders the settings name (``registry_of``: ``MANIFESTS_DIR``'s app folders, then
+``APP_FOLDERS``) and hand that object to everything that needs the apps — the database code and its
+grants (``Registry.folders``), the HTTP API and its OpenAPI document, the MCP face, the console and
+the Web Host. Nothing else lists apps.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
@@ -30,12 +37,16 @@ from service.app_manifest import (
     AppManifest,
     InstanceStateFeature,
     Lifecycle,
+    McpApp,
     ToolSpec,
 )
 from service.domain.outcomes import SHARED_OUTCOMES
 from service.json_errors import json_path
 from service.tool_names import ToolNameError, listed_name, listed_names
 from service.tools import Registration
+
+if TYPE_CHECKING:
+    from service.settings import Settings
 
 SCHEMA_FILE_NAME = "manifest.schema.json"
 REQUIRED_APP = "interact"
@@ -77,6 +88,8 @@ class Registry:
     tools: Mapping[str, ToolSpec]
     runners: Mapping[str, Registration] = field(default_factory=dict)
     kinds: Mapping[str, type] = field(default_factory=dict)  # every outcome word -> its kind
+    # The app folders it was loaded from, in load order: their SQL is the apps' database code.
+    folders: tuple[Path, ...] = ()
 
     def tool(self, name: str) -> ToolSpec | None:
         return self.tools.get(name)
@@ -99,19 +112,26 @@ class Registry:
 
 
 def load_registry(
-    directory: Path = app_folders.APPS_DIR,
-    registrations: Iterable[Registration] | None = None,
-    also: Iterable[Path] = (),
+    source: Path | Sequence[Path], registrations: Iterable[Registration] | None = None
 ) -> Registry:
-    """Load and check every app folder in ``directory`` (``*/manifest.json``) and the folders
-    ``also`` names (a test-only app), each Tool with the registration of its folder — or, when
-    ``registrations`` are given, with those."""
-    if not directory.is_dir():
-        raise ManifestError(str(directory), "$", "apps directory does not exist")
-    manifest_schema = _load_manifest_schema(directory)
-    folders = [*app_folders.folders(directory), *also]
+    """Load and check the apps of ``source``: a directory of app folders (``*/manifest.json``,
+    such as ``MANIFESTS_DIR``), or the app folders themselves, in order. Each Tool gets the
+    registration of its folder — or, when ``registrations`` are given, one of those."""
+    if isinstance(source, Path):
+        if not source.is_dir():
+            raise ManifestError(str(source), "$", "apps directory does not exist")
+        manifest_schema = _load_manifest_schema(source)
+        folders = app_folders.folders(source)
+        where = str(source)
+    else:
+        manifest_schema = _load_manifest_schema(app_folders.APPS_DIR)
+        folders = list(source)
+        where = ", ".join(str(folder) for folder in folders) or "(no app folders)"
+        for folder in folders:
+            if not (folder / app_folders.MANIFEST).is_file():
+                raise ManifestError(str(folder), "$", f"not an app folder: no {app_folders.MANIFEST}")
     if not folders:
-        raise ManifestError(str(directory), "$", f"no apps (*/{app_folders.MANIFEST}) found")
+        raise ManifestError(where, "$", f"no apps (*/{app_folders.MANIFEST}) found")
 
     apps: dict[str, AppManifest] = {}
     tools: dict[str, ToolSpec] = {}
@@ -139,7 +159,7 @@ def load_registry(
             found.extend(_registrations_of(folder, app))
 
     if REQUIRED_APP not in apps:
-        raise ManifestError(str(directory), "$", f"the {REQUIRED_APP!r} app manifest is required but missing")
+        raise ManifestError(where, "$", f"the {REQUIRED_APP!r} app manifest is required but missing")
     known = {r.name: r for r in (found if registrations is None else registrations)}
     runners = {name: known[name] for name in tools if name in known}
     return Registry(
@@ -147,7 +167,14 @@ def load_registry(
         tools=MappingProxyType(tools),
         runners=MappingProxyType(runners),
         kinds=MappingProxyType(_outcome_kinds(runners.values())),
+        folders=tuple(folders),
     )
+
+
+def registry_of(settings: Settings) -> Registry:
+    """The registry of the app folders the settings name (``Settings.apps``): built once at start
+    by each command and handed to everything that needs the apps."""
+    return load_registry(settings.apps)
 
 
 def _registrations_of(folder: Path, app: AppManifest) -> tuple[Registration, ...]:
@@ -231,6 +258,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
     if problems := app_folders.surface_problems(folder, scope, surface["kind"], surface.get("entry")):
         _fail(file, "$.surface", "; ".join(problems))
     lifecycle = doc.get("lifecycle", {})
+    mcp_app = _mcp_app(file, scope, surface, tools)
     return AppManifest(
         app_scope=scope,
         name=doc["name"],
@@ -242,6 +270,31 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         file=file,
         lifecycle=Lifecycle(**lifecycle),
         surface=folder / app_folders.SURFACE if surface["kind"] == "workspace" else None,
+        mcp_app=mcp_app,
+    )
+
+
+def _mcp_app(file: str, scope: str, surface: dict[str, Any], tools: list[ToolSpec]) -> McpApp | None:
+    """The app's page as an MCP App, when it declares one: a workspace app's, its resource under
+    ``ui://<app>/``, rendered beside one of its own Tools."""
+    declared = surface.get("mcp_app")
+    if declared is None:
+        return None
+    where = "$.surface.mcp_app"
+    if surface["kind"] != "workspace":
+        _fail(file, where, "only a workspace app's page can be an MCP App")
+    if not declared["uri"].startswith(f"ui://{scope}/"):
+        _fail(file, f"{where}.uri", f"an app's MCP App is under ui://{scope}/, not {declared['uri']!r}")
+    if declared["tool"] not in {tool.name for tool in tools}:
+        _fail(file, f"{where}.tool", f"{declared['tool']!r} is not a Tool of this app")
+    return McpApp(
+        uri=declared["uri"],
+        name=declared["name"],
+        title=declared["title"],
+        description=declared["description"],
+        tool=declared["tool"],
+        operation=declared.get("operation", "operation"),
+        tool_descriptions=MappingProxyType(dict(declared.get("tool_descriptions", {}))),
     )
 
 

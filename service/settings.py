@@ -22,9 +22,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.apps import APPS_DIR, MANIFEST, folders
 from service.db import urls
-
-_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: The variables each command cannot start without.
 REQUIRED_FOR: dict[str, tuple[str, ...]] = {
@@ -125,6 +124,11 @@ def split_tokens(value: str | None) -> tuple[str, ...]:
     return tuple(part for part in value.replace(",", " ").split() if part)
 
 
+def split_folders(value: str | None) -> tuple[Path, ...]:
+    """The folders a variable names, separated by commas."""
+    return tuple(Path(part.strip()) for part in (value or "").split(",") if part.strip())
+
+
 def _as_origin(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
@@ -157,7 +161,11 @@ class Settings(BaseSettings):
     relay_backoff_base_seconds: float = tuning(1.0, gt=0, le=3600)
     relay_backoff_max_seconds: float = tuning(3600.0, gt=0, le=86400)
     relay_timeout_seconds: float = tuning(10.0, gt=0, le=300)
-    manifests_dir: Path = common(_REPO_ROOT / "service" / "apps")  # the MiniApps' folders (service.apps)
+    # The apps this service runs (``Settings.apps``): every app folder of MANIFESTS_DIR (a folder of
+    # app folders; by default the shipped ones, ``service/apps/``), then each folder APP_FOLDERS
+    # names (one app each, separated by commas). One registry is built from them (service.manifests).
+    manifests_dir: Path = common(APPS_DIR)
+    app_folders: str | None = common(None)
     interrupt_late_window_seconds: int = common(300, ge=0, le=86400)
     db_pool_size: int = common(10, ge=1, le=200)
     # Server-side prepared statements (psycopg's automatic prepare and the hot path's explicit
@@ -171,6 +179,9 @@ class Settings(BaseSettings):
     # Behind a transaction pooler without LISTEN_DATABASE_URL: how often each service process
     # looks for projection changes other processes committed (an event's extra delay at most).
     projection_poll_seconds: float = tuning(1.0, ge=0.05, le=60)
+    # Wake-ups other processes' NOTIFYs ask for, coalesced to at most one per this interval for each
+    # conversation and one for all of them (any role that may connect may NOTIFY; 0: no bound).
+    projection_wake_interval_seconds: float = tuning(0.25, ge=0, le=60)
     request_max_body_bytes: int = tuning(65536, ge=1024, le=10 * 1024 * 1024)
     # Persons' sessions on the Host API, minted by the Host backend (POST /v1/host/sessions) and
     # signed with their own secret, never derived from HOST_TOKEN. Unset: minting answers 503.
@@ -187,6 +198,10 @@ class Settings(BaseSettings):
     # The origin browsers reach the service at (https://host[:port]), named in the MiniApp pages'
     # Content-Security-Policy; taken from configuration, never from a request's Host header.
     public_origin: str | None = common(None)
+    # Host names the token-less endpoints (/metrics, /healthz, /readyz, the sign-in pages of /host/
+    # and /ops/) answer to beside PUBLIC_ORIGIN's host, localhost and IP literals (service.host_names):
+    # names separated by spaces or commas, "*.example.com" for every name under it, "*" for any.
+    allowed_hosts: str | None = common(None)
     # Event streams open at once: per person's session, and in all on one process.
     sse_streams_per_session: int = tuning(8, ge=1, le=1000)
     sse_streams_total: int = tuning(1000, ge=1, le=100000)
@@ -203,6 +218,12 @@ class Settings(BaseSettings):
     write_limit_message_bytes: int = tuning(1_048_576, ge=8000, le=1_073_741_824)
     write_limit_surface_events: int = tuning(120, ge=1, le=1_000_000)
     write_limit_instance_opens: int = tuning(30, ge=1, le=1_000_000)
+    # Tool calls a person makes over MCP, per conversation and per person in each window (then 429
+    # too_many_requests with Retry-After), counted in the call's own statement (service.use_cases.callers).
+    write_limit_tool_calls: int = tuning(30, ge=1, le=1_000_000)
+    # The Agent's own budget of tool calls per conversation in each window; 0: none (the Agent is
+    # trusted, and its calls then spend nothing).
+    agent_tool_call_limit: int = common(0, ge=0, le=1_000_000)
     # interact.ask questions waiting for the person in one conversation (then 429).
     interact_pending_per_conversation: int = tuning(100, ge=1, le=100000)
     # The interactive API pages (/schema/swagger, self-hosted); the JSON and YAML documents are
@@ -270,6 +291,9 @@ class Settings(BaseSettings):
     db_runtime_password: str | None = roles(None, secret=True)
     db_relay_password: str | None = roles(None, secret=True)
     db_reader_password: str | None = roles(None, secret=True)
+    # Each role's limits as `python -m service roles` sets them (service.db.roles.DEFAULT_LIMITS):
+    # "<role>.<limit>=<value>" items, e.g. "runtime.connection_limit=600 reader.statement_timeout=5min".
+    db_role_limits: str | None = roles(None)
     # How long `migrate` keeps trying its first connection (the database may still be starting).
     migrate_connect_seconds: float = common(60.0, ge=0, le=3600)
     # How long `roles` keeps trying its first connection (the same, for the step before migrate).
@@ -318,6 +342,30 @@ class Settings(BaseSettings):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
                 raise ValueError(f"{url!r} must be an http:// or https:// URL without query or fragment")
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        for name in split_tokens(value):
+            if (
+                "/" in name
+                or "@" in name
+                or (name.startswith("*") and name != "*" and not name.startswith("*."))
+            ):
+                raise ValueError(f"{name!r} must be a host name (example.com, *.example.com) or *")
+        return value
+
+    @field_validator("db_role_limits")
+    @classmethod
+    def _role_limits(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        from service.db.role_limits import parse_limits  # imports nothing of the service
+
+        parse_limits(value)  # ValueError says what is wrong
         return value
 
     @field_validator("mcp_oauth_issuer")
@@ -373,6 +421,19 @@ class Settings(BaseSettings):
         if not value.is_dir():
             raise ValueError(f"{value} is not a directory")
         return value
+
+    @field_validator("app_folders")
+    @classmethod
+    def _app_folders(cls, value: str | None) -> str | None:
+        for folder in split_folders(value):
+            if not (folder / MANIFEST).is_file():
+                raise ValueError(f"{folder} is not an app folder (no {MANIFEST})")
+        return value
+
+    @property
+    def apps(self) -> tuple[Path, ...]:
+        """The app folders this service runs: MANIFESTS_DIR's (in name order), then APP_FOLDERS'."""
+        return (*folders(self.manifests_dir), *split_folders(self.app_folders))
 
     @property
     def psycopg_url(self) -> str:
@@ -431,6 +492,11 @@ class Settings(BaseSettings):
         if self.mcp_resource_url:
             return self.mcp_resource_url
         return f"{self.public_origin}/mcp" if self.public_origin else None
+
+    @property
+    def host_names(self) -> tuple[str, ...]:
+        """ALLOWED_HOSTS, one name (or ``*.`` suffix) each."""
+        return split_tokens(self.allowed_hosts)
 
     @property
     def mcp_scopes(self) -> tuple[str, ...]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +24,7 @@ from harness.tokens import HOST_TOKEN as HOST_TOKEN
 from harness.tokens import OPERATOR_TOKEN as OPERATOR_TOKEN
 from service.app import create_app
 from service.logging import configure_logging
-from service.manifests import Registry, load_registry
+from service.manifests import Registry, registry_of
 from service.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +96,14 @@ def db(database_url: str) -> Iterator[psycopg.Connection[dict[str, Any]]]:
 
 @pytest.fixture(scope="session")
 def registry() -> Registry:
-    return load_registry(ROOT / "service" / "apps")
+    """The registry of the default settings: the shipped apps."""
+    return registry_of(Settings())
+
+
+def registry_with(*folders: Path) -> Registry:
+    """The registry of a service whose APP_FOLDERS names ``folders`` (test-only apps) besides the
+    default app set, as ``serve`` and ``migrate`` build it."""
+    return registry_of(Settings(app_folders=",".join(str(folder) for folder in folders)))
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:
@@ -106,6 +116,8 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "host_session_secret": HOST_SESSION_SECRET,
         # The test clients speak plain http.
         "cookie_secure": False,
+        # Litestar's test clients send Host: testserver.local (service.host_names).
+        "allowed_hosts": "testserver.local testserver",
     }
     values.update(overrides)
     return load_settings("serve", **values)
@@ -151,17 +163,32 @@ class ServiceProcess(processes.ServiceProcess):
         """Started, and answering ``/healthz``."""
         super().start()
         try:
-            self.wait_http(f"{self.base_url}/healthz", 20.0)
+            self.wait_http(f"{self.base_url}/healthz", 60.0)  # a loaded CI machine starts slowly
         except BaseException:
             self.stop()  # no fixture knows of it yet: it would outlive the test
             raise
         return self
 
 
+def migrate(database_url: str, **env: str) -> None:
+    """``python -m service migrate`` against ``database_url`` with the settings ``env`` (say, the
+    APP_FOLDERS a service is then served with)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "migrate"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": database_url, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 @contextmanager
 def service_on_own_database(factory: DatabaseFactory, log_dir: Path, **env: str) -> Iterator[ServiceProcess]:
     """A service process on a database of its own (for a module-scoped fixture): both go at the end,
-    even when the service failed to start."""
+    even when the service failed to start. With APP_FOLDERS in ``env``, the database is migrated
+    with them first (their database code and grants), as a deployment would be."""
     with services_on_own_database(factory, log_dir, env) as (process,):
         yield process
 
@@ -175,6 +202,8 @@ def services_on_own_database(
     name = factory.create()
     processes: list[ServiceProcess] = []
     try:
+        for folders in {env["APP_FOLDERS"] for env in envs if "APP_FOLDERS" in env}:
+            migrate(with_database(factory.server, name), APP_FOLDERS=folders)
         for env in envs:  # each listening before the next picks a free port
             processes.append(ServiceProcess(with_database(factory.server, name), log_dir, **env))
             processes[-1].start()

@@ -172,6 +172,12 @@ BEGIN
 END $$;
 """,
 }
+# The trigger of tool_calls_guard as the files held it until migration 0024 (which dropped it: the
+# rules are CHECK constraints again).
+FUNCTIONS_AT_0021[("trigger", "tool_calls.tool_calls_guard")] = """
+CREATE OR REPLACE TRIGGER tool_calls_guard BEFORE INSERT OR UPDATE ON tool_calls
+FOR EACH ROW EXECUTE FUNCTION tool_calls_guard();
+"""
 DROPPED = (
     "DROP TRIGGER IF EXISTS project_operation ON operations",
     "DROP TRIGGER IF EXISTS project_workspace ON workspaces",

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from service.db import code
 from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0022"
@@ -52,6 +53,86 @@ GUARDS = (
     ("function", "instance_states_readonly_is_final"),
     ("trigger", "instance_states.instance_states_readonly_is_final"),
 )
+# The guards as service/db/sql/20_guards.sql held them until migration 0024, which gave their row
+# rules back to CHECK constraints (a migration is history: it makes what it made).
+GUARDS_AT_0022 = {
+    ("function", "app_instances_guard"): r"""
+CREATE OR REPLACE FUNCTION app_instances_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status = 'open' AND NEW.closed_at IS NULL OR NEW.status = 'closed' AND NEW.closed_at IS NOT NULL THEN
+        RETURN NEW;  -- both rules hold
+    ELSIF NOT ((NEW.status = 'closed') = (NEW.closed_at IS NOT NULL)) THEN
+        RAISE EXCEPTION 'new row for relation "app_instances" violates check constraint "%"',
+            'ck_app_instances_closed_at_iff_closed'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_app_instances_closed_at_iff_closed',
+                  TABLE = 'app_instances';
+    ELSIF NOT (NEW.status = ANY ('{open,closed}'::text[])) THEN
+        RAISE EXCEPTION 'new row for relation "app_instances" violates check constraint "%"',
+            'ck_app_instances_status'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_app_instances_status',
+                  TABLE = 'app_instances';
+    END IF;
+    RETURN NEW;
+END $$;
+""",
+    ("trigger", "app_instances.app_instances_guard"): r"""
+CREATE OR REPLACE TRIGGER app_instances_guard BEFORE INSERT OR UPDATE ON app_instances
+FOR EACH ROW EXECUTE FUNCTION app_instances_guard();
+""",
+    ("function", "sub_sessions_guard"): r"""
+CREATE OR REPLACE FUNCTION sub_sessions_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status = 'open' AND NEW.ended_at IS NULL OR NEW.status = 'ended' AND NEW.ended_at IS NOT NULL THEN
+        RETURN NEW;  -- both rules hold
+    ELSIF NOT ((NEW.status = 'ended') = (NEW.ended_at IS NOT NULL)) THEN
+        RAISE EXCEPTION 'new row for relation "sub_sessions" violates check constraint "%"',
+            'ck_sub_sessions_ended_at_iff_ended'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_sub_sessions_ended_at_iff_ended',
+                  TABLE = 'sub_sessions';
+    ELSIF NOT (NEW.status = ANY ('{open,ended}'::text[])) THEN
+        RAISE EXCEPTION 'new row for relation "sub_sessions" violates check constraint "%"',
+            'ck_sub_sessions_status'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_sub_sessions_status',
+                  TABLE = 'sub_sessions';
+    END IF;
+    RETURN NEW;
+END $$;
+""",
+    ("trigger", "sub_sessions.sub_sessions_guard"): r"""
+CREATE OR REPLACE TRIGGER sub_sessions_guard BEFORE INSERT OR UPDATE ON sub_sessions
+FOR EACH ROW EXECUTE FUNCTION sub_sessions_guard();
+""",
+    ("function", "instance_states_readonly_is_final"): r"""
+CREATE OR REPLACE FUNCTION instance_states_readonly_is_final() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF OLD.readonly THEN
+            IF NOT NEW.readonly OR NEW.data IS DISTINCT FROM OLD.data OR NEW.revision <> OLD.revision THEN
+                RAISE EXCEPTION 'snapshot of instance % is read-only', OLD.instance_id
+                    USING ERRCODE = 'check_violation', CONSTRAINT = 'instance_state_readonly';
+            END IF;
+        END IF;
+    END IF;
+    IF jsonb_typeof(NEW.data) = 'object' AND NEW.revision >= 0 THEN
+        RETURN NEW;  -- both rules hold
+    ELSIF NOT (jsonb_typeof(NEW.data) = 'object') THEN
+        RAISE EXCEPTION 'new row for relation "instance_states" violates check constraint "%"',
+            'ck_instance_states_data_is_object'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_instance_states_data_is_object',
+                  TABLE = 'instance_states';
+    ELSIF NOT (NEW.revision >= 0) THEN
+        RAISE EXCEPTION 'new row for relation "instance_states" violates check constraint "%"',
+            'ck_instance_states_revision_nonnegative'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_instance_states_revision_nonnegative',
+                  TABLE = 'instance_states';
+    END IF;
+    RETURN NEW;
+END $$;
+""",
+}
 STATEMENTS = (
     "DROP INDEX IF EXISTS ix_workspaces_foreground",
     "ALTER TABLE operations DROP CONSTRAINT IF EXISTS fk_operations_conversation_id_workspaces",
@@ -68,7 +149,11 @@ def upgrade() -> None:
     with own_connection() as conn, conn.transaction():
         lock_tables(conn, TABLES)
         # As migrate applies triggers on Citus (service/db/code.py): each fires on its shard.
-        make_code(conn, GUARDS, citus_triggers=True)
+        code.prepare(conn)
+        for key in GUARDS:
+            if key in GUARDS_AT_0022:
+                conn.execute(GUARDS_AT_0022[key])
+        make_code(conn, [key for key in GUARDS if key not in GUARDS_AT_0022], citus_triggers=True)
         for statement in STATEMENTS:
             conn.execute(statement)
 

@@ -21,8 +21,10 @@ column it needs, so what the schema kept for the releases before it goes:
   ``outcome`` (migration 0019) when the release before those migrations wrote it without.
 - Interfaces 1 and 2 (``call_tool``, ``call_tool_v2``, ``interface_1_statuses``), the wrappers of
   interface 3 (``settle_focusing``, ``close_instances``, ``answer_interaction``) and
-  ``compat_status_code``: no longer in the files, the database code ``migrate`` applies next drops
-  them (functions: no table is locked for it).
+  ``compat_status_code``, dropped here in an order their dependencies allow
+  (``compat_status_code``'s body names ``interface_1_statuses``, and Postgres keeps that
+  dependency: the database code ``migrate`` applies next, which drops what the files no longer
+  hold in no particular order, was refused it).
 
 Two transactions of its own, both committed before the database code is applied
 (``migrations/env.py``):
@@ -61,12 +63,34 @@ TABLES = (
 # What writes or checks status_code today, made from the files (which no longer name it), and what
 # 0.4.0's reads of it find once it is gone.
 WITHOUT_STATUS_CODE = (
-    ("function", "tool_calls_guard"),
     ("function", "call_tool_v3"),
     ("function", "expire_tool_call_answers"),
     ("function", "prune_conversation"),
     ("function", "status_code"),
 )
+# tool_calls_guard without status_code, as service/db/sql/20_guards.sql held it until migration 0024
+# (which gave its rules back to CHECK constraints and dropped it): a migration makes what it made.
+TOOL_CALLS_GUARD = r"""
+CREATE OR REPLACE FUNCTION tool_calls_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    broken text;
+BEGIN
+    IF char_length(NEW.tool_call_id) BETWEEN 1 AND 255
+       AND char_length(NEW.outcome) <= 63 AND NEW.outcome ~ '^[a-z][a-z0-9_]*$' THEN
+        RETURN NEW;
+    END IF;
+    broken := CASE
+        WHEN NOT (NEW.outcome ~ '^[a-z][a-z0-9_]{0,62}$') THEN 'ck_tool_calls_outcome_word'
+        WHEN NOT (char_length(NEW.tool_call_id) BETWEEN 1 AND 255) THEN 'ck_tool_calls_tool_call_id_length'
+    END;
+    IF broken IS NOT NULL THEN
+        RAISE EXCEPTION 'new row for relation "tool_calls" violates check constraint "%"', broken
+            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'tool_calls';
+    END IF;
+    RETURN NEW;
+END $$;
+"""
 DROPPED = (
     "DROP TRIGGER IF EXISTS compat_instance_states_conversation ON instance_states",
     "DROP TRIGGER IF EXISTS compat_surface_events_conversation ON surface_events",
@@ -78,6 +102,13 @@ DROPPED = (
     "DROP FUNCTION IF EXISTS compat_conversation_of_event()",
     "DROP FUNCTION IF EXISTS compat_conversation_of_interaction()",
     "DROP FUNCTION IF EXISTS compat_outcome_of_answer()",
+    "DROP FUNCTION IF EXISTS call_tool(text, text, text, text, jsonb, double precision, integer)",
+    "DROP FUNCTION IF EXISTS call_tool_v2(text, text, text, text, jsonb, regproc, jsonb)",
+    "DROP FUNCTION IF EXISTS compat_status_code(text, jsonb)",
+    "DROP FUNCTION IF EXISTS interface_1_statuses()",
+    "DROP FUNCTION IF EXISTS settle_focusing(uuid[], text, text, boolean)",
+    "DROP FUNCTION IF EXISTS close_instances(uuid[], timestamp with time zone, boolean)",
+    "DROP FUNCTION IF EXISTS answer_interaction(text, text)",
     "ALTER TABLE tool_calls DROP COLUMN IF EXISTS status_code",
     "ALTER TABLE interaction_tasks DROP CONSTRAINT IF EXISTS uq_interaction_tasks_tool_call_id",
     "ALTER TABLE projection_events ALTER COLUMN event_seq DROP IDENTITY IF EXISTS",
@@ -93,12 +124,21 @@ FORGOTTEN = (
     ("function", "compat_conversation_of_event"),
     ("function", "compat_conversation_of_interaction"),
     ("function", "compat_outcome_of_answer"),
+    ("function", "call_tool"),
+    ("function", "call_tool_v2"),
+    ("function", "compat_status_code"),
+    ("function", "interface_1_statuses"),
+    ("function", "settle_focusing"),
+    ("function", "close_instances"),
+    ("function", "answer_interaction"),
 )
 
 
 def upgrade() -> None:
     with own_connection() as conn:
         with conn.transaction():
+            conn.execute("SET LOCAL check_function_bodies = off")
+            conn.execute(TOOL_CALLS_GUARD)
             make_code(conn, WITHOUT_STATUS_CODE)
         with conn.transaction():
             lock_tables(conn, TABLES)

@@ -35,7 +35,8 @@ class ErrorDetail(TypedDict):
 
 
 class Error(TypedDict):
-    """Every error body; some codes add fields (operation_id, revision, size_bytes, max_bytes)."""
+    """Every error body; some codes add fields (operation_id, revision, size_bytes, max_bytes;
+    conversation_ids on an ambiguous trace)."""
 
     error: str
     message: str
@@ -43,6 +44,7 @@ class Error(TypedDict):
     operation_id: NotRequired[Uuid]
     revision: NotRequired[Count]
     size_bytes: NotRequired[Count]
+    conversation_ids: NotRequired[list[str]]
     max_bytes: NotRequired[Count]
 
 
@@ -128,7 +130,9 @@ class ToolList(TypedDict):
     tools: list[Tool]
 
 
-class PomodoroResult(TypedDict):
+class TimedResult(TypedDict):
+    """How a timed operation ended (a Pomodoro's, a kettle's): its result, as the outbox carries it."""
+
     state: FinalState
     reason: OperationReason
     activity: str | None
@@ -165,7 +169,7 @@ class OperationRow(TypedDict):
 
 class Operation(OperationRow):
     done: bool
-    result: PomodoroResult | None
+    result: TimedResult | None
 
 
 # --- Host API -------------------------------------------------------------------------------

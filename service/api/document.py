@@ -2,13 +2,25 @@
 
 Everything else in the document comes from the handlers themselves: their body models
 (``service.api.bodies``), their answer types and declared refusals (``service.api.answers``), and
-their parameters (``service.api.inputs``).
+their parameters (``service.api.inputs``) — and, for ``POST /v1/tool-calls``, from the registry the
+app runs with (``service.api.tools.agent_tool_controller``), so a service publishes exactly the
+Tools it runs.
+
+The answers of ``POST /v1/tool-calls`` are told apart by Tool (``compose_tool_answers``): an answer
+body carries no ``tool`` to discriminate on (and the wire stays as it is), so the request's ``tool``
+selects it. The request body is a ``oneOf`` of one ``ToolCall.<tool>`` per Tool, discriminated by
+its ``tool`` (a ``const``: the branches never overlap); each Tool's answers with a status are one
+component of its own, ``<tool>.<status>`` (a ``oneOf`` of its answer types, which its ``status``
+word tells apart); ``x-answers-by-tool`` maps each Tool to them. The status's schema lists the
+Tools' components under ``anyOf`` — any one of them may be the answer, and two apps whose answers
+look alike never make a valid answer fail as a ``oneOf`` would (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from litestar import Litestar, Response, Router, get
@@ -29,6 +41,9 @@ from service.http import API_HEADERS
 from service.version import __version__
 from service.web.console_cookie import SECURE_COOKIE_NAME as CONSOLE_COOKIE_NAME
 from service.web.host_cookie import COOKIE_NAME
+
+if TYPE_CHECKING:
+    from service.manifests import Registry
 
 SECURITY_SCHEMES = {
     "agent": SecurityScheme(type="http", scheme="bearer", description="AGENT_TOKEN: the Agent Tool API."),
@@ -118,26 +133,98 @@ async def ui_asset(name: FromPath[str]) -> Response[bytes]:
     return Response(body, media_type=media_type, headers={"Cache-Control": "public, max-age=3600"})
 
 
-# The document is the same for every app create_app builds in a process (it comes from the handlers,
-# not from the settings): built once, it is shared. Building it costs ~0.3 s, which every app of the
-# test suite (hundreds) would otherwise pay again. It is built when first asked for (a /schema page,
-# ``app.openapi_schema``), not before serve's port opens: most processes never ask.
-_DOCUMENT: OpenAPI | None = None
+# The document is the same for every app create_app builds in a process with one registry (it comes
+# from the handlers and the registry, not from the settings): built once, it is shared. Building it
+# costs ~0.3 s, which every app of the test suite (hundreds) would otherwise pay again. It is built
+# when first asked for (a /schema page, ``app.openapi_schema``), not before serve's port opens: most
+# processes never ask.
+_DOCUMENTS: dict[int, tuple[Registry, OpenAPI, dict[str, Any]]] = {}
+
+TOOL_CALLS = "/v1/tool-calls"
+BY_TOOL = "x-answers-by-tool"
 
 
 class _ContractOpenAPIPlugin(OpenAPIPlugin):
     """Litestar's OpenAPI plugin whose document, built on first use, is without Litestar's default
-    400 answers and shared by the process's apps."""
+    400 answers, tells the tool calls' answers apart by Tool, and is shared by the process's apps
+    of one registry (``app.state.registry``)."""
 
     __slots__ = ()
 
+    def _document(self) -> tuple[Registry, OpenAPI, dict[str, Any]]:
+        registry: Registry = self.app.state.registry
+        found = _DOCUMENTS.get(id(registry))
+        if found is None or found[0] is not registry:
+            document = _drop_validation_answers(super().provide_openapi())
+            found = (registry, document, compose_tool_answers(document.to_schema(), registry))
+            _DOCUMENTS[id(registry)] = found
+        return found
+
     def provide_openapi(self) -> OpenAPI:
-        global _DOCUMENT
         if not self._openapi:
-            if _DOCUMENT is None:
-                _DOCUMENT = _drop_validation_answers(super().provide_openapi())
-            self._openapi = _DOCUMENT
+            self._openapi = self._document()[1]
         return self._openapi
+
+    def provide_openapi_schema(self) -> dict[str, Any]:
+        if not self._openapi_schema:
+            self._openapi_schema = self._document()[2]
+        return self._openapi_schema
+
+
+def served_document(app: Litestar) -> dict[str, Any]:
+    """The document ``app`` serves at /schema/openapi.json (its tool calls' answers told apart by
+    Tool: ``app.openapi_schema`` is Litestar's, before that)."""
+    return app.plugins.get(OpenAPIPlugin).provide_openapi_schema()
+
+
+def compose_tool_answers(schema: dict[str, Any], registry: Registry) -> dict[str, Any]:
+    """The document with ``POST /v1/tool-calls`` told apart by Tool (see the module's doc)."""
+    from service.api.tools import answer_types, typed_answers
+
+    operation = schema.get("paths", {}).get(TOOL_CALLS, {}).get("post")
+    if operation is None:
+        return schema
+    components: dict[str, Any] = schema["components"]["schemas"]
+    by_tool: dict[str, dict[str, str]] = {name: {} for name in sorted(registry.runners)}
+    for status, response in operation["responses"].items():
+        if not status.isdigit() or status.startswith("4"):
+            continue
+        content = response["content"]["application/json"]
+        union = content["schema"]
+        refs = [each["$ref"] for each in union["oneOf"]] if "oneOf" in union else [union["$ref"]]
+        types = answer_types(registry, int(status))
+        if len(refs) != len(types):  # pragma: no cover - Litestar documents a union member by member
+            raise RuntimeError(f"{TOOL_CALLS} {status}: {len(types)} answer types, {len(refs)} documented")
+        ref_of = {id(typed): ref for typed, ref in zip(types, refs, strict=True)}
+        for tool, typed in typed_answers(registry, int(status)).items():
+            own = [{"$ref": ref_of[id(each)]} for each in typed]
+            name = f"{tool}.{status}"
+            components[name] = {
+                **(own[0] if len(own) == 1 else {"oneOf": own}),
+                "description": f"The answers of {tool} with {status}.",
+            }
+            by_tool[tool][status] = f"#/components/schemas/{name}"
+        content["schema"] = {
+            "anyOf": [{"$ref": by_tool[tool][status]} for tool in by_tool if status in by_tool[tool]]
+        }
+    operation[BY_TOOL] = by_tool
+    body = operation["requestBody"]["content"]["application/json"]
+    generic = components[body["schema"]["$ref"].rsplit("/", 1)[-1]]
+    mapping: dict[str, str] = {}
+    for tool in sorted(registry.tools):
+        name = f"ToolCall.{tool}"
+        components[name] = {
+            **generic,
+            "properties": {**generic["properties"], "tool": {"const": tool, "type": "string"}},
+            "title": name,
+            "description": f"A call of {tool}: its arguments follow its input_schema (GET /v1/tools).",
+        }
+        mapping[tool] = f"#/components/schemas/{name}"
+    body["schema"] = {
+        "oneOf": [{"$ref": ref} for ref in mapping.values()],
+        "discriminator": {"propertyName": "tool", "mapping": mapping},
+    }
+    return schema
 
 
 def without_litestar_validation_answers(app: Litestar) -> None:

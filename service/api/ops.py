@@ -236,7 +236,7 @@ class OpsController(Controller):
     @get(
         "/tool-calls",
         summary="The tool calls answered in the last minutes, newest first",
-        description="Every recorded answer, those that start nothing (pomodoro.interrupt, refusals) "
+        description="Every recorded answer, those that start nothing (direct tools' answers, refusals) "
         "included; minutes: 1..1440 (60).",
         response_description="The calls",
         responses=refusals(QUERY_ERRORS),

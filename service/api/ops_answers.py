@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from litestar.params import KwargDefinition
 
-from service.api.answers import InteractResult, OperationRow, PomodoroResult
+from service.api.answers import InteractResult, OperationRow, TimedResult
 from service.documented import (
     AttemptOutcome,
     Count,
@@ -29,7 +29,7 @@ class ToolResultEvent(TypedDict):
     conversation_id: str
     operation_id: Uuid | None
     sequence: Count
-    result: PomodoroResult | InteractResult
+    result: TimedResult | InteractResult
 
 
 class OutboxRow(TypedDict):
@@ -155,7 +155,7 @@ class ToolCallList(TypedDict):
 
 
 class TracedOperation(OpsOperation):
-    result: PomodoroResult | None
+    result: TimedResult | None
 
 
 class ToolCallTrace(TypedDict):

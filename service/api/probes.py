@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.api.answers import Health, NotReady, Ready, answer, refusals
 from service.db.schema_revision import head_revision
+from service.host_names import allowed_host
 from service.http import TokenBook, bearer_token, refused
 from service.use_cases.readiness import not_ready
 from service.use_cases.runtime import Runtime
@@ -19,7 +20,14 @@ from service.version import __version__
 PROBES = ["Probes"]
 
 
-@get("/healthz", tags=PROBES, summary="The process is up", response_description="Up")
+@get(
+    "/healthz",
+    tags=PROBES,
+    guards=[allowed_host],
+    responses=refusals({421: ["misdirected_request"]}, auth=False),
+    summary="The process is up",
+    response_description="Up",
+)
 async def healthz() -> Health:
     return {"status": "ok", "version": __version__}
 
@@ -29,7 +37,8 @@ async def healthz() -> Health:
     tags=PROBES,
     summary="The database is reachable and serves this release (migrated to its head or a later one)",
     response_description="Ready",
-    responses={503: answer(NotReady, "Not ready")},
+    guards=[allowed_host],
+    responses={503: answer(NotReady, "Not ready"), **refusals({421: ["misdirected_request"]}, auth=False)},
 )
 async def readyz(state: State) -> Response[Ready]:
     runtime: Runtime = state.runtime
@@ -53,7 +62,8 @@ def _not_ready(reason: str) -> Response[Ready]:
     response_description="Prometheus text exposition format",
     # Optional for a peer on a private network until METRICS_TOKEN is set (or METRICS_PUBLIC=false).
     security=[{}, {"metrics": []}, {"operator": []}],
-    responses=refusals(),
+    guards=[allowed_host],
+    responses=refusals({421: ["misdirected_request"]}),
 )
 async def metrics(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
     runtime: Runtime = state.runtime

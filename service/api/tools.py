@@ -7,6 +7,7 @@ import operator
 from typing import Any, cast
 
 from litestar import Controller, Request, get, post
+from litestar.openapi import ResponseSpec
 from litestar.params import JSONBody
 from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
@@ -20,40 +21,44 @@ from service.api.lean_route import lean_route
 from service.domain.errors import Conflict
 from service.domain.outcomes import SHARED_OUTCOMES
 from service.http import status_of_kind
-from service.tools import builtin
+from service.manifests import Registry
 from service.use_cases.operation_status import get_operation
 from service.use_cases.tool_calls import ToolCallRequest, call_tool
 from service.web.state import runtime_of
 
 
-def _typed(status: int) -> dict[str, list[Any]]:
-    """The shipped Tools' answer types (registered by outcome word) whose kind is answered with
-    ``status``, by Tool, in their order: the status of a word is this face's to name."""
+def typed_answers(registry: Registry, status: int) -> dict[str, list[Any]]:
+    """The answer types of the registry's Tools (registered by outcome word) whose kind is answered
+    with ``status``, by Tool, in their order: the status of a word is this face's to name."""
     found: dict[str, list[Any]] = {}
-    for registration in builtin():
+    for name in sorted(registry.runners):
+        registration = registry.runners[name]
         for outcome, kind in registration.outcomes.items():
             typed = registration.answers.get(outcome)
             if typed is not None and status_of_kind(kind) == status:
-                found.setdefault(registration.name, []).append(typed)
+                found.setdefault(name, []).append(typed)
     return found
 
 
-def _answers(status: int) -> Any:
-    """The answer types the shipped Tools give with ``status``, as one union (in their order)."""
-    types = dict.fromkeys(typed for each in _typed(status).values() for typed in each)
-    return functools.reduce(operator.or_, types)
+def answer_types(registry: Registry, status: int) -> list[Any]:
+    """Every answer type given with ``status``, once each, in the order of ``typed_answers``: the
+    order of the union Litestar documents (``service.api.document`` tells them apart by Tool)."""
+    return list(dict.fromkeys(typed for each in typed_answers(registry, status).values() for typed in each))
 
 
-def _names(status: int) -> str:
-    return ", ".join(_typed(status))
+def _union(types: list[Any]) -> Any:
+    return functools.reduce(operator.or_, types) if types else None
 
 
-_CONFLICTS = tuple(
-    outcome
-    for registration in builtin()
-    for outcome, kind in registration.outcomes.items()
-    if issubclass(kind, Conflict)
-) + tuple(outcome for outcome, kind in SHARED_OUTCOMES.items() if issubclass(kind, Conflict))
+def _conflicts(registry: Registry) -> tuple[str, ...]:
+    words = [
+        outcome
+        for name in sorted(registry.runners)
+        for outcome, kind in registry.runners[name].outcomes.items()
+        if issubclass(kind, Conflict)
+    ]
+    words += [outcome for outcome, kind in SHARED_OUTCOMES.items() if issubclass(kind, Conflict)]
+    return tuple(dict.fromkeys(words))
 
 
 # What every answer of the app carries (``create_app``'s response_headers), then its type and length
@@ -80,7 +85,55 @@ class ToolAnswerResponse(ASGIResponse):
         await send(self._body)  # type: ignore[arg-type]
 
 
-class AgentToolController(Controller):
+def agent_tool_controller(registry: Registry) -> type[Controller]:
+    """The Agent Tool API of the apps of ``registry`` (the one ``create_app`` runs with): what it
+    documents is what it runs."""
+    accepted, direct = answer_types(registry, 202), answer_types(registry, 200)
+    bodies: dict[int, ResponseSpec] = {}
+    if accepted:
+        bodies[202] = answer(
+            _union(accepted), "An operation tool accepted the call; its result comes through the outbox"
+        )
+    if direct:
+        bodies[200] = answer(
+            _union(direct), f"A direct tool's answer ({', '.join(typed_answers(registry, 200))})"
+        )
+
+    class AgentToolController(_AgentToolController):
+        @post(
+            "/tool-calls",
+            status_code=202,
+            summary="Call a tool; tool_call_id is the idempotency key",
+            description="arguments are checked against the tool's input_schema (GET /v1/tools). The same "
+            "tool_call_id with the same body replays the first answer; 400, 401, 404, 413 and 422 record "
+            "nothing, so the call may be corrected and retried under the same id. Each tool's answers "
+            "are its own (x-answers-by-tool): the answer's schema is the called tool's.",
+            responses={
+                **bodies,
+                **refusals(
+                    {
+                        404: ("unknown_tool",),
+                        409: _conflicts(registry),
+                        410: ("tool_call_expired",),
+                        422: ("invalid_arguments",),
+                    },
+                    body=True,
+                ),
+            },
+            # Every tool call takes this route: run without Litestar's parameter machinery (lean_route).
+            middleware=[lean_route],
+        )
+        async def tool_call(
+            self, data: JSONBody[ToolCallBody], request: Request[Any, Any, Any]
+        ) -> ToolAnswerResponse:
+            call = ToolCallRequest(data.tool_call_id, data.conversation_id, data.tool, data.arguments)
+            answered = await call_tool(runtime_of(request), call)
+            return ToolAnswerResponse(answered.body, status_of_kind(answered.kind))
+
+    return AgentToolController
+
+
+class _AgentToolController(Controller):
     path = "/v1"
     tags = ["Agent Tool API"]
     security = AGENT_SECURITY
@@ -89,38 +142,6 @@ class AgentToolController(Controller):
     @get("/tools", summary="The Agent Tools of every manifest", responses=refusals())
     async def list_tools(self, request: Request[Any, Any, Any]) -> ToolList:
         return cast(ToolList, {"tools": runtime_of(request).registry.public_tools()})
-
-    @post(
-        "/tool-calls",
-        status_code=202,
-        summary="Call a tool; tool_call_id is the idempotency key",
-        description="arguments are checked against the tool's input_schema (GET /v1/tools). The same "
-        "tool_call_id with the same body replays the first answer; 400, 401, 404, 413 and 422 record "
-        "nothing, so the call may be corrected and retried under the same id.",
-        responses={
-            202: answer(
-                _answers(202), "An operation tool accepted the call; its result comes through the outbox"
-            ),
-            200: answer(_answers(200), f"A direct tool's answer ({_names(200)})"),
-            **refusals(
-                {
-                    404: ("unknown_tool",),
-                    409: _CONFLICTS,
-                    410: ("tool_call_expired",),
-                    422: ("invalid_arguments",),
-                },
-                body=True,
-            ),
-        },
-        # Every tool call takes this route: run without Litestar's parameter machinery (lean_route).
-        middleware=[lean_route],
-    )
-    async def tool_call(
-        self, data: JSONBody[ToolCallBody], request: Request[Any, Any, Any]
-    ) -> ToolAnswerResponse:
-        call = ToolCallRequest(data.tool_call_id, data.conversation_id, data.tool, data.arguments)
-        answered = await call_tool(runtime_of(request), call)
-        return ToolAnswerResponse(answered.body, status_of_kind(answered.kind))
 
     @get(
         "/operations/{operation_id:str}",

@@ -18,6 +18,7 @@ from service.assets import Asset
 from service.domain.errors import Forbidden, not_found, unauthorized
 from service.domain.ids import is_recorded_id
 from service.domain.timefmt import rfc3339
+from service.host_names import allowed_host
 from service.host_streams import HostStreams
 from service.http import API_HEADERS, TokenBook
 from service.use_cases import host_sessions
@@ -91,7 +92,7 @@ def _signin(conversation_id: str | None, error: str | None, status: int) -> Resp
 class WebHostController(Controller):
     include_in_schema = False
 
-    @get("/host/")
+    @get("/host/", guards=[allowed_host])
     async def host_page(self, request: Request[Any, Any, Any]) -> Response[bytes]:
         if await _signed_in(request) is None:
             conversation_id = valid_conversation_id(request.query_params.get("conversation_id"))
@@ -99,7 +100,7 @@ class WebHostController(Controller):
         page = catalogue()["host/index.html"]
         return Response(page.body, media_type=HTML, headers=host_page_headers())
 
-    @post("/host/session", status_code=303)
+    @post("/host/session", status_code=303, guards=[allowed_host])
     async def sign_in(self, request: Request[Any, Any, Any]) -> Response[Any]:
         """Sign in with a person's session token (minted by the Host backend), or with HOST_TOKEN
         itself where HOST_TOKEN_SIGN_IN allows it; refused cross-site."""
@@ -125,7 +126,7 @@ class WebHostController(Controller):
         headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
         return Redirect(host_url(conversation_id), status_code=303, cookies=[cookie], headers=headers)
 
-    @post("/host/session/preview", status_code=200)
+    @post("/host/session/preview", status_code=200, guards=[allowed_host])
     async def preview(self, request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
         """Whom a token signs in as, and where it reaches, without signing in: the sign-in page
         shows it before the person acts. Same-origin with a JSON body only; no cookie is set."""
@@ -157,7 +158,7 @@ class WebHostController(Controller):
             return Response(found, headers=API_HEADERS)
         raise unauthorized()
 
-    @post("/host/sign-out", status_code=303)
+    @post("/host/sign-out", status_code=303, guards=[allowed_host])
     async def sign_out(self, request: Request[Any, Any, Any]) -> Response[Any]:
         """End the session server-side (its token stops working everywhere), then drop the cookie."""
         if not same_site(request):
@@ -170,7 +171,7 @@ class WebHostController(Controller):
         cookie = cleared_cookie(secure=_secure(request))
         return Redirect("/host/", status_code=303, cookies=[cookie], headers={"Cache-Control": "no-store"})
 
-    @get("/host/{name:str}")
+    @get("/host/{name:str}", guards=[allowed_host])
     async def host_asset(self, name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
         return asset_response(request, catalogue(), f"host/{name}")
 

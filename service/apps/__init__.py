@@ -5,11 +5,12 @@ names, descriptions and input schemas, its features and lifecycle), its decision
 (``*.sql``: applied with the database code, after ``service/db/sql/``), when it offers Tools
 ``registration.py``, whose ``REGISTRATIONS`` say how each Tool runs (``service.tools``), with the
 types of its answers beside it, and when it is a ``workspace`` app its page: ``surface/``
-(``index.html`` and the files it loads), which the Web Host serves at ``/apps/<app>/``. The
-registry (``service.manifests``), the database code (``service.db.code``), the grants
-(``service.db.roles``), the Web Host's routes (``service.api.web``) and the docs' table of Tools
-find the apps here; a test-only app is a folder of the same shape anywhere else
-(``load_registry(..., also=...)``).
+(``index.html`` and the files it loads), which the Web Host serves at ``/apps/<app>/``.
+
+The folders here are the default app set (``APPS_DIR``: the settings' ``MANIFESTS_DIR``); an app
+may be a folder of the same shape anywhere else (``APP_FOLDERS``). Which apps a process runs is the
+registry's to say (``service.manifests.registry_of``), built once at start from the settings and
+handed to everything else: this module knows the shape of one folder, never a list of apps.
 
 ``problems`` and ``surface_problems`` are the checks every load makes (so ``serve`` refuses to
 start, and CI fails, before any call): each registration's ``decide`` is a function of its app's
@@ -43,8 +44,8 @@ _OUTCOME = re.compile(r"\boutcome\s*:=\s*([^;]+);")
 _WORD = re.compile(r"^'([a-z_]+)'$")
 
 
-def folders(root: Path = APPS_DIR) -> list[Path]:
-    """The app folders under ``root``, in name order."""
+def folders(root: Path) -> list[Path]:
+    """The app folders under ``root`` (a directory of app folders), in name order."""
     return sorted(p.parent for p in root.glob(f"*/{MANIFEST}"))
 
 
@@ -93,18 +94,13 @@ def _module(path: Path) -> ModuleType:
     return module
 
 
-def shipped() -> tuple[Registration, ...]:
-    """The registrations of every app this service ships."""
-    return tuple(r for folder in folders() for r in registrations(folder))
-
-
 def problems(folder: Path, known: Iterable[Registration], shared: Iterable[str]) -> list[str]:
     """Where the app's registrations and its SQL disagree (``shared``: the outcome words every Tool
     may answer with, such as ``idempotency_key_reused``). Words and kinds only: no HTTP status."""
     from service.db.code import definitions
     from service.domain.outcomes import Accepted, Answered
 
-    functions = {d.name: d.sql for d in definitions(folder, apps=None) if d.kind == "function"}
+    functions = {d.name: d.sql for d in definitions(folder, ()) if d.kind == "function"}
     shared = set(shared)
     found: list[str] = []
     for registration in known:

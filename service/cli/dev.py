@@ -37,13 +37,36 @@ import psycopg
 from service import dev_env
 from service.db import roles
 from service.db.migrate import upgrade
-from service.settings import split_tokens
+from service.logging import in_container
+from service.manifests import registry_of
+from service.settings import Settings, split_tokens
 
 TOKEN_NAMES = ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")
 #: The password of each database role, kept with the tokens; no child process sees them.
 ROLE_PASSWORDS = {kind: f"DB_{kind.upper()}_PASSWORD" for kind in roles.KINDS}
 READY_SECONDS = 60.0
 LOCK_FILE = "dev.lock"
+#: The banner's addresses and sign-in links, while the stack runs: ``make links`` prints them again.
+LINKS_FILE = "links"
+
+
+def log_format(environ: dict[str, str], terminal: bool) -> str:
+    """What the stack's processes log as: ``LOG_FORMAT`` when set; otherwise lines for a person when
+    ``dev``'s output is a terminal outside a container, JSON for a collector or a file."""
+    chosen = environ.get("LOG_FORMAT")
+    if chosen:
+        return chosen
+    return "console" if terminal and not in_container() else "json"
+
+
+def write_links(data_dir: Path, text: str) -> Path:
+    """``<data-dir>/links``, readable by this user only (the links carry sign-in tokens)."""
+    path = data_dir / LINKS_FILE
+    fd = os.open(path.with_suffix(".new"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(path.with_suffix(".new"), path)
+    return path
 
 
 class AlreadyRunning(SystemExit):
@@ -160,7 +183,7 @@ def _role_urls(url: str, env: dict[str, str], stored: dict[str, str]) -> dict[st
     passwords = {kind: stored[name] for kind, name in ROLE_PASSWORDS.items()}
     try:
         with psycopg.connect(url, connect_timeout=10) as conn:
-            roles.ensure(conn, names, passwords)
+            roles.ensure(conn, names, registry_of(Settings()), passwords)
     except (psycopg.errors.InsufficientPrivilege, ValueError) as exc:
         reason = exc.diag.message_primary if isinstance(exc, psycopg.Error) else str(exc)
         print(
@@ -254,6 +277,7 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
     signal.signal(signal.SIGTERM, _stop)
     url, server = _database_url(data_dir)
     env = dict(os.environ)
+    env["LOG_FORMAT"] = log_format(env, sys.stderr.isatty())
     stored = _secrets(data_dir)
     for name, value in stored.items():
         if name not in ROLE_PASSWORDS.values():
@@ -265,6 +289,7 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
     env["DATABASE_URL"] = role_urls[roles.OWNER]
     upgrade(
         role_urls[roles.OWNER],
+        registry_of(Settings()),  # the apps the environment names, as serve will run them
         roles.Names(**{k: env.get(f"DB_{k.upper()}_ROLE") or v for k, v in roles.DEFAULT_NAMES.items()}),
     )
 
@@ -303,6 +328,14 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
         relay_env = {**env, "DATABASE_URL": role_urls[roles.RELAY]}
         children.append(("relay", subprocess.Popen([sys.executable, "-m", "relay"], env=relay_env)))
         env_file = dev_env.write(data_dir, env)
+        links = (
+            f"Open the front door (what runs here and how to sign in to each):\n  {base}/\n"
+            f"Open the web host (it shows whom the link signs in as; click Sign in), and type"
+            f' "focus 1 minute on tests":\n  {sign_in}\n'
+            f"Open the operator console (the link fills in OPERATOR_TOKEN; click Sign in):\n"
+            f"  {_console_link(base, env)}\n"
+        )
+        links_file = write_links(data_dir, links)
         print(
             "\nLineup Runtime (dev) is ready\n"
             f"  service        {base}\n"
@@ -314,6 +347,8 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
             f"  tokens         made once, kept in {_shown(data_dir / 'secrets.json')}; while this runs, every"
             f" command started here (make ops ARGS=…, migrate, serve, relay) finds them and the database"
             f" in {_shown(env_file)}\n"
+            f"  logs           {'lines to read' if env['LOG_FORMAT'] == 'console' else 'JSON lines'}"
+            " (LOG_FORMAT=json or console chooses)\n"
             "\nFor curl and other shells, paste:\n"
             f"  {dev_env.export_line(env)}\n"
             f'  curl -H "Authorization: Bearer $AGENT_TOKEN" {base}/v1/tools\n'
@@ -321,10 +356,8 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
             ' params._meta["io.lineup/conversation_id"]):\n'
             f"  URL     {base}/mcp\n"
             f"  header  Authorization: Bearer {env['AGENT_TOKEN'].split()[0]}\n"
-            f"\nOpen the web host (it shows whom the link signs in as; click Sign in):\n  {sign_in}\n"
-            f"Open the operator console (the link fills in OPERATOR_TOKEN; click Sign in):\n"
-            f"  {_console_link(base, env)}\n"
-            "Ctrl-C stops everything.\n",
+            f"\n{links}"
+            f"`make links` prints these links again ({_shown(links_file)}). Ctrl-C stops everything.\n",
             flush=True,
         )
         while not _stopped():
@@ -338,6 +371,7 @@ def _run(host: str, port: int, data_dir: Path, base: str) -> int:
     finally:
         if env_file is not None:  # only this run's: a refused second run never gets here
             dev_env.remove(data_dir)
+            (data_dir / LINKS_FILE).unlink(missing_ok=True)
         for _, child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)

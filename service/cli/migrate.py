@@ -8,6 +8,7 @@ from service.cli.connect import RETRY_SECONDS, connect_when_ready
 from service.db import roles
 from service.db.migrate import upgrade
 from service.db.schema_revision import head_revision
+from service.manifests import ManifestError, registry_of
 from service.settings import Settings, load_settings
 
 
@@ -27,8 +28,13 @@ def wait_for_database(settings: Settings, *, sleep: float = RETRY_SECONDS) -> No
 
 def run() -> int:
     settings = load_settings("migrate")
+    try:
+        registry = registry_of(settings)  # the apps whose database code it applies and grants
+    except ManifestError as exc:
+        print(f"migrate: bad manifest: {exc}", file=sys.stderr)
+        return 2
     wait_for_database(settings)
-    outcome = upgrade(settings.psycopg_url, roles.Names(**settings.role_names))
+    outcome = upgrade(settings.psycopg_url, registry, roles.Names(**settings.role_names))
     for change in outcome.changes:
         print(f"migrate: {change}", file=sys.stderr)
     for name in outcome.unclassified:

@@ -29,7 +29,7 @@ from service.db import ops_queries as ops_db
 from service.db import recovery as recovery_db
 from service.domain.errors import AmbiguousToolCallId, NotFound, Refusal
 from service.http import outcome_statuses
-from service.manifests import load_registry
+from service.manifests import registry_of
 from service.settings import load_settings
 from service.use_cases import delivery_control, ops_reads
 from service.use_cases import outbox_requeue as requeues
@@ -189,15 +189,17 @@ async def show_stats(rt: OneConnection, args: argparse.Namespace, out: TextIO) -
 
 def _statuses() -> dict[str, int]:
     """The status of each outcome word of the apps this service runs, as its API answers it."""
-    return outcome_statuses(load_registry(load_settings("ops").manifests_dir).kinds)
+    return outcome_statuses(registry_of(load_settings("ops")).kinds)
 
 
 async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     try:
         return await _trace_tool_call(rt, args, out)
-    except AmbiguousToolCallId:
+    except AmbiguousToolCallId as ambiguous:
+        named = ambiguous.extra.get("conversation_ids") or []
+        which = f" ({', '.join(named)})" if named else ""
         return fail(
-            f"tool call {args.tool_call_id!r} was made in more than one conversation: "
+            f"tool call {args.tool_call_id!r} was made in more than one conversation{which}: "
             "name one with --conversation"
         )
 

@@ -262,6 +262,20 @@ LIST_WIDTH = 100
 SHORT_ID = 8
 
 
+def short_ids(ids: Sequence[str], least: int = SHORT_ID) -> dict[str, str]:
+    """Each of ``ids`` cut to one length, the shortest (of at least ``least`` characters) at which no
+    two of them read the same. The ids are time-ordered UUIDs: rows of the same minute share their
+    first eight hex digits, so a list of them needs more. A cut never ends on a hyphen. ``show``
+    and ``requeue`` take any unique beginning, so what a list shows can be typed back."""
+    distinct = set(ids)
+    longest = max((len(i) for i in distinct), default=0)
+    length = least
+    while length < longest and len({i[:length] for i in distinct}) < len(distinct):
+        length += 1
+    cut = {i: i[:length] for i in distinct}
+    return {i: (short[:-1] if short.endswith("-") else short) for i, short in cut.items()}
+
+
 def _next_or_delivered(row: Json) -> str | None:
     return {"delivered": row["delivered_at"], "pending": row["next_attempt_at"]}.get(row["status"])
 
@@ -286,9 +300,10 @@ def outbox_table(data: Json, wide: bool) -> str:
         ]
         headers = ["EVENT_ID", "STATUS", "ATT", "CONVERSATION", "SEQ", "TOOL", "TOOL_CALL_ID", "CREATED"]
         return table([*headers, "DELIVERED/NEXT", "LAST_ERROR"], rows)
+    shown = short_ids([row["event_id"] for row in data["outbox"]])
     rows = [
         [
-            row["event_id"][:SHORT_ID],
+            shown[row["event_id"]],
             row["status"],
             str(row["attempts"]),
             row["conversation_id"],
@@ -331,9 +346,10 @@ def operations_table(data: Json, wide: bool) -> str:
         ]
         headers = ["OPERATION_ID", "STATE", "REASON", "CONVERSATION", "TOOL_CALL_ID", "STARTED", "ENDS"]
         return table([*headers, "FINALIZED", "LATE_MS"], rows)
+    shown = short_ids([row["operation_id"] for row in data["operations"]])
     rows = [
         [
-            row["operation_id"][:SHORT_ID],
+            shown[row["operation_id"]],
             row["state"],
             cell(row["reason"]),
             row["conversation_id"],

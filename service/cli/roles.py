@@ -17,6 +17,7 @@ import psycopg
 
 from service.cli.connect import connect_when_ready
 from service.db import roles
+from service.manifests import registry_of
 from service.settings import load_settings
 
 DESCRIPTION = __doc__
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     # Postgres may still be starting (a compose stack without health gating, a Job beside it): the
     # first connection is tried again for ROLES_CONNECT_SECONDS. UTF8 whatever the server's
     # encoding: on a SQL_ASCII database psycopg would otherwise hand back bytes for every name.
+    registry = registry_of(settings)
     conn = connect_when_ready(
         settings.psycopg_url,
         settings.roles_connect_seconds,
@@ -45,7 +47,14 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         with conn:
-            outcome = roles.ensure(conn, names, settings.role_passwords, create=not args.existing)
+            outcome = roles.ensure(
+                conn,
+                names,
+                registry,
+                settings.role_passwords,
+                create=not args.existing,
+                limits=roles.parse_limits(settings.db_role_limits),
+            )
     except (LookupError, ValueError) as exc:
         print(f"roles: {exc}", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ from litestar.datastructures import State
 from service.app import LOOP_FAILURE_GRACE, create_app, session_url
 from service.db.pooler import PoolerRefusalError
 from service.logging import configure_logging
-from service.manifests import ManifestError, load_registry
+from service.manifests import ManifestError, registry_of
 from service.settings import load_settings
 
 
@@ -23,7 +23,7 @@ def run(host: str, port: int, *, sweeper: bool = True) -> int:
     configure_logging()
     settings = load_settings("serve")
     try:
-        registry = load_registry(settings.manifests_dir)
+        registry = registry_of(settings)  # built once: every face and loop gets this object
     except ManifestError as exc:
         print(f"error: bad manifest: {exc}", file=sys.stderr)
         return 2

@@ -10,9 +10,13 @@ from __future__ import annotations
 import html
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
 from service import assets
 from service.assets import Asset
+
+if TYPE_CHECKING:
+    from service.manifests import Registry
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -53,6 +57,13 @@ def console_path(value: object) -> str:
     if "//" in value or "\\" in value or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
         return "/ops/"
     return value
+
+
+def shell(registry: Registry) -> bytes:
+    """The page shell, naming the Tools of the apps this service runs (the registry's) for the
+    views' filters: the console lists no app of its own."""
+    template = Template(catalogue()["index.html"].body.decode("utf-8"))
+    return template.substitute(tools=html.escape(",".join(sorted(registry.tools)))).encode("utf-8")
 
 
 def signin_page(next_path: str, error: str | None) -> bytes:

@@ -15,7 +15,8 @@ from litestar.datastructures import Cookie
 from litestar.params import FromPath
 from litestar.response import Redirect
 
-from service.console.pages import catalogue, console_path, page_headers, signin_page
+from service.console.pages import catalogue, console_path, page_headers, shell, signin_page
+from service.host_names import allowed_host
 from service.http import TokenBook
 from service.use_cases import console_sessions
 from service.web import console_access as access
@@ -43,13 +44,14 @@ async def _page(request: Request[Any, Any, Any]) -> Response[bytes]:
     if not await _signed_in(request):
         query = request.url.query
         return _signin(request.url.path + (f"?{query}" if query else ""), None, 200)
-    page = catalogue()["index.html"]
-    return Response(page.body, media_type=HTML, headers=page_headers())
+    return Response(shell(request.app.state.registry), media_type=HTML, headers=page_headers())
 
 
 class ConsoleController(Controller):
     path = "/ops"
     include_in_schema = False
+    # Its sign-in answers without a token: only to the service's own Host names (DNS rebinding).
+    guards = [allowed_host]
 
     @get(["/", "/outbox", "/operations", "/tool-calls"])
     async def page(self, request: Request[Any, Any, Any]) -> Response[bytes]:

@@ -1,6 +1,10 @@
 """The database code — every SQL function, trigger, type and view the service relies on — from its one
 source, the ``.sql`` files in ``service/db/sql/`` (read ``service/db/sql/README.md`` first).
 
+The apps' decision functions (``service/apps/<app>/*.sql``) are applied after them, from the app
+folders of the registry ``migrate`` runs with (``service.manifests.Registry.folders``): the same
+folders ``serve`` runs, so a function is never applied for an app the service does not run.
+
 ``migrate`` runs the table migrations, then :func:`apply` brings the database code in line with the
 files, in the same transaction: what changed is created or replaced, what is no longer in the files
 is dropped, and each definition's checksum is kept in ``database_code``, so an unchanged definition
@@ -12,17 +16,17 @@ are created (as ``pg_dump`` restores them), so the order matters only for types 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import psycopg
+from psycopg.rows import tuple_row
 
 SOURCE = Path(__file__).with_name("sql")
-# The MiniApps' folders (service/apps/<app>/): each app's decision functions, applied after SOURCE.
-APPS = Path(__file__).resolve().parents[1] / "apps"
 
 # The generation of the database code this release calls: the schema serves it when it is among
 # ``database_interfaces()`` (service/db/sql/99_compat.sql). Bump it with any change to the name,
@@ -85,13 +89,13 @@ def _code(statement: str) -> str:
     )
 
 
-def definitions(source: Path = SOURCE, apps: Path | None = APPS) -> list[Definition]:
-    """Every definition of the files, in the order they are applied: ``source``'s, then each app's
-    under ``apps`` (folder by folder, in name order)."""
+def definitions(source: Path, apps: Sequence[Path]) -> list[Definition]:
+    """Every definition of the files, in the order they are applied: ``source``'s, then each app
+    folder's of ``apps`` (folder by folder, in their order; ``Registry.folders``)."""
     found: list[Definition] = []
     paths = sorted(source.glob("*.sql"))
-    if apps is not None:
-        paths += sorted(apps.glob("*/*.sql"))
+    for folder in apps:
+        paths += sorted(folder.glob("*.sql"))
     for path in paths:
         name_of_file = path.name if path.parent == source else f"{path.parent.name}/{path.name}"
         for statement in statements(path.read_text()):
@@ -184,9 +188,10 @@ def record(conn: Connection, definition: Definition) -> None:
     )
 
 
-def apply(conn: Connection, source: Path = SOURCE, apps: Path | None = APPS) -> list[str]:
-    """Bring the database code of ``conn``'s database in line with the files, in the caller's
-    transaction. Answers what it created, replaced or dropped."""
+def apply(conn: Connection, apps: Sequence[Path], source: Path = SOURCE) -> list[str]:
+    """Bring the database code of ``conn``'s database in line with the files of ``source`` and of
+    the app folders ``apps`` (``Registry.folders``), in the caller's transaction. Answers what it
+    created, replaced or dropped."""
     prepare(conn)
     wanted = definitions(source, apps)
     wanted_keys = {d.key for d in wanted}
@@ -231,6 +236,84 @@ def apply(conn: Connection, source: Path = SOURCE, apps: Path | None = APPS) -> 
                 changes.append(f"dropped {kind} {key[1]}")
     _forget_unwanted(conn, wanted_keys)
     pin_search_paths(conn)  # part of each create or replace: not a change of its own
+    changes += declare_tools(conn, declared_tools(apps))
+    return changes
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeclaration:
+    """What a Tool declares of the operations it opens (its manifest's ``"operation"``), as the
+    engine holds every Tool's to it (``app_tools``, ``service/db/sql/75_app_api.sql``)."""
+
+    tool: str
+    app_scope: str
+    one_running: bool
+    max_seconds: int
+
+
+def declared_tools(folders: Iterable[Path]) -> list[ToolDeclaration]:
+    """The declarations of the Tools of the app folders' manifests (``<folder>/manifest.json``) that
+    open operations. The manifests are checked against their schema when the service loads them
+    (``service.manifests``); here only what the engine holds is read."""
+    found = []
+    for folder in folders:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        for tool in manifest["tools"]:
+            if "operation" in tool:
+                found.append(
+                    ToolDeclaration(
+                        tool=tool["name"],
+                        app_scope=manifest["app_scope"],
+                        one_running=bool(tool["operation"].get("one_running_per_conversation", False)),
+                        max_seconds=int(tool["operation"]["max_seconds"]),
+                    )
+                )
+    return found
+
+
+_DECLARE = """
+INSERT INTO app_tools (tool, app_scope, one_running, max_seconds)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::boolean[], %s::integer[])
+ON CONFLICT (tool) DO UPDATE
+SET app_scope = EXCLUDED.app_scope, one_running = EXCLUDED.one_running, max_seconds = EXCLUDED.max_seconds
+WHERE (app_tools.app_scope, app_tools.one_running, app_tools.max_seconds)
+      IS DISTINCT FROM (EXCLUDED.app_scope, EXCLUDED.one_running, EXCLUDED.max_seconds)
+RETURNING tool
+"""
+
+# A running operation of a Tool whose declaration changed (or that opened before the Tool declared
+# anything, such as under the release before migration 0024) is held to it from now on.
+_HOLD_RUNNING = """
+UPDATE operations o SET one_running = t.one_running
+FROM app_tools t
+WHERE o.tool = t.tool AND o.state = 'focusing' AND o.one_running IS DISTINCT FROM t.one_running
+"""
+
+
+def declare_tools(
+    conn: Connection, declarations: Iterable[ToolDeclaration], *, only_these: bool = True
+) -> list[str]:
+    """Bring ``app_tools`` in line with ``declarations`` (``only_these``: a Tool no longer declared is
+    forgotten) and hold the running operations to them. Answers what changed."""
+    rows = list(declarations)
+    cursor = conn.cursor(row_factory=tuple_row)  # whatever rows the caller's connection makes
+    declared = cursor.execute(
+        _DECLARE,
+        (
+            [d.tool for d in rows],
+            [d.app_scope for d in rows],
+            [d.one_running for d in rows],
+            [d.max_seconds for d in rows],
+        ),
+    ).fetchall()
+    changes = [f"declared tool {tool}" for (tool,) in declared]
+    if only_these:
+        forgotten = cursor.execute(
+            "DELETE FROM app_tools WHERE tool <> ALL(%s::text[]) RETURNING tool", ([d.tool for d in rows],)
+        ).fetchall()
+        changes += [f"forgot tool {tool}" for (tool,) in forgotten]
+    if changes:
+        cursor.execute(_HOLD_RUNNING)
     return changes
 
 

@@ -27,8 +27,6 @@ from typing import Any
 
 import psycopg
 
-from service.db import code
-
 Connection = psycopg.Connection[Any]
 
 #: The co-location group's first table: the others follow it.
@@ -52,7 +50,7 @@ BY_CONVERSATION = (
 )
 #: Few rows, read by every node (a session names up to 1,000 conversations; the endpoint's pause
 #: and circuit gate every claim; one row each for the retention reports; the schema's revision,
-#: which a relay on a worker checks before it reports ready).
+#: which a relay on a worker checks before it reports ready; what each Tool declares).
 REFERENCE = (
     "host_sessions",
     "console_sessions",
@@ -60,6 +58,8 @@ REFERENCE = (
     "outbox_retention",
     "history_retention",
     "alembic_version",
+    # What each Tool declares of its operations: read by operations_guard on the shard's node.
+    "app_tools",
 )
 #: Distributed by a key of their own, co-located with nothing: (table, column).
 OWN_KEY = (("write_allowances", "principal"), ("outbox_tallies", "shard"))
@@ -123,15 +123,15 @@ def _foreign_keys(conn: Connection, tables: Iterable[str]) -> list[tuple[str, st
 
 
 def _functions(conn: Connection) -> list[str]:
-    """Every function of the database code, as ``name(argument types)``."""
-    names = sorted({d.name for d in code.definitions() if d.kind == "function"})
+    """Every function of the database code, as ``name(argument types)``: those ``migrate`` applied
+    (``database_code``: the engine's and those of the apps it ran with)."""
     rows = conn.execute(
         """
         SELECT p.oid::regprocedure::text FROM pg_proc p
-        WHERE p.pronamespace = 'public'::regnamespace AND p.proname = ANY(%(names)s)
+        WHERE p.pronamespace = 'public'::regnamespace
+          AND p.proname IN (SELECT name FROM database_code WHERE kind = 'function')
         ORDER BY 1
-        """,
-        {"names": names},
+        """
     ).fetchall()
     return [str(row[0]) for row in rows]
 

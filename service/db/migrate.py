@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.config import Config
 
 from service.db import roles
 from service.db.urls import sqlalchemy_url
+
+if TYPE_CHECKING:
+    from service.manifests import Registry
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,11 +26,13 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str, names: roles.Names | None = None) -> roles.Outcome:
-    """``alembic upgrade head`` against ``url``; in the same transaction, the privileges of the
-    database roles (``names``, the defaults unless given) that exist are brought in line with the
-    grants map (``service.db.roles.grant``). Answers what that changed."""
+def upgrade(url: str, registry: Registry, names: roles.Names | None = None) -> roles.Outcome:
+    """``alembic upgrade head`` against ``url``, with the database code of the engine and of
+    ``registry``'s apps; in the same transaction, the privileges of the database roles (``names``,
+    the defaults unless given) that exist are brought in line with the grants map
+    (``service.db.roles.grant``). Answers what that changed."""
     config = alembic_config(url)
+    config.attributes["registry"] = registry
     config.attributes["role_names"] = names or roles.Names()
     command.upgrade(config, "head")
     outcome = config.attributes.get("roles_outcome")

@@ -87,7 +87,7 @@ def make_code(
         code.prepare(conn)
     else:
         conn.execute("SET LOCAL check_function_bodies = off")
-    wanted = {d.key: d for d in code.definitions()}
+    wanted = {d.key: d for d in code.definitions(code.SOURCE, ())}
     for key in keys:
         definition = wanted[key]
         conn.execute(definition.sql)

@@ -105,7 +105,7 @@ settled AS (
     SELECT s.* FROM locked l,
     LATERAL settle_focusing_v2(
         l.conversation_id, CASE WHEN l.held THEN ARRAY[l.operation_id] ELSE ARRAY[]::uuid[] END,
-        'interrupted', 'agent_interrupt') s
+        'interrupted', %(reason)s) s
 )
 SELECT t.operation_id, t.conversation_id, s.instance_id, s.state, s.reason, s.ends_at,
        s.finalized_at, s.lateness_ms, s.event_id
@@ -201,10 +201,15 @@ async def get_by_id_with_clock(
     return await cursor.fetchone()
 
 
-async def interrupt_one(conn: Conn, operation_id: UUID, conversation_id: str | None) -> DictRow | None:
-    """``event_id`` is set when this statement settled the operation (``state`` says how)."""
+async def interrupt_one(
+    conn: Conn, operation_id: UUID, conversation_id: str | None, reason: str = "agent_interrupt"
+) -> DictRow | None:
+    """``event_id`` is set when this statement settled the operation (``state`` says how);
+    ``reason``: the interrupt's (``agent_interrupt``, or ``person_interrupt`` for a person's)."""
     cursor = await conn.execute(
-        INTERRUPT_ONE, {"operation_id": operation_id, "conversation_id": conversation_id}, prepare=True
+        INTERRUPT_ONE,
+        {"operation_id": operation_id, "conversation_id": conversation_id, "reason": reason},
+        prepare=True,
     )
     return await cursor.fetchone()
 

@@ -13,26 +13,36 @@ Four roles (names configurable, ``service.settings``; roles are cluster-wide):
   ops views; it writes nothing.
 
 :func:`grant` converges the privileges of the roles that exist on every table, view, sequence and
-function of the ``public`` schema to :data:`TABLES`, :data:`VIEWS` and :data:`FUNCTIONS` (what is
+function of the ``public`` schema to :data:`TABLES`, :data:`VIEWS` and :func:`functions` (what is
 granted and not in the map is revoked; ``EXECUTE`` is revoked from ``PUBLIC``). ``migrate`` runs it
 at the end of an upgrade to head, in the migration's transaction, so a table or function a release
 adds is granted in the same commit that creates it. An object the map does not name gets nothing
 (a test fails on it: classify it here). :func:`ensure` — ``python -m service roles``, run as an
 administrator — also creates or updates the roles, hands existing objects to the owner, and grants
-the database and the schema.
+the database and the schema. :func:`limit` (run by :func:`ensure`) gives each role its limits
+(:data:`DEFAULT_LIMITS`, ``DB_ROLE_LIMITS``): a ``CONNECTION LIMIT`` and, in this database,
+``statement_timeout``, ``idle_in_transaction_session_timeout`` and ``temp_file_limit``; and
+:func:`database_access` keeps ``CONNECT`` and ``TEMPORARY`` on the database for the four roles
+alone (not ``PUBLIC``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
 from service.db import code
+from service.db.role_limits import DEFAULT_LIMITS as DEFAULT_LIMITS
+from service.db.role_limits import Limits as Limits
+from service.db.role_limits import parse_limits as parse_limits
+
+if TYPE_CHECKING:
+    from service.manifests import Registry
 
 Connection = psycopg.Connection[Any]
 
@@ -53,6 +63,8 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
     # Which release the schema serves: every process checks it at start (/readyz).
     "alembic_version": {RUNTIME: R, RELAY: R, READER: R},
     "database_code": {RUNTIME: R, READER: R},
+    # What each Tool declares of its operations (migrate writes it; the decisions read it).
+    "app_tools": {RUNTIME: R, READER: R},
     # Sessions and credentials: the service only.
     "host_sessions": {RUNTIME: RIUD},
     "capabilities": {RUNTIME: RIUD},
@@ -92,9 +104,9 @@ VIEWS: dict[str, tuple[str, ...]] = {
 _PURE = (RUNTIME, RELAY, READER)  # no table behind them: formats and constants
 # Every function of service/db/sql/, and the roles that may EXECUTE it. A trigger's function gets no
 # one: a trigger runs it whatever the privileges of the role whose statement fired it. A MiniApp's
-# functions (service/apps/<app>/*.sql) are the service's decisions: the runtime role's, unless named
-# here.
-_ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
+# functions (the SQL of the registry's app folders) are the service's decisions: the runtime role's,
+# unless named here.
+ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "rfc3339": _PURE,
     "uuid_v7": (RUNTIME,),
     "late_interrupt_status": _PURE,
@@ -103,11 +115,8 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "status_code": (RUNTIME, READER),  # tool_calls.status_code as release 0.4.0 reads it
     "operations_guard": (),
     "workspaces_guard": (),
-    "tool_calls_guard": (),
     "operation_json": _PURE,
     "instance_states_readonly_is_final": (),
-    "app_instances_guard": (),
-    "sub_sessions_guard": (),
     "messages_sub_session_open": (),
     "project_message": (),
     "project_interaction": (),
@@ -120,8 +129,19 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "settle_due": (RUNTIME,),
     "settle_due_in": (RUNTIME,),
     "settle_if_overdue": (RUNTIME,),
+    # The Runtime's API for MiniApps' decisions (75_app_api.sql): run by the decisions, as the runtime role.
+    "acting_app": (RUNTIME,),
+    "refuse_other_app": (RUNTIME,),
+    "app_open_instance": (RUNTIME,),
+    "app_close_instance": (RUNTIME,),
+    "app_hand_over": (RUNTIME,),
+    "app_hand_back": (RUNTIME,),
+    "app_open_operation": (RUNTIME,),
+    "app_settle_operation": (RUNTIME,),
+    "app_queue_result": (RUNTIME,),
     "call_tool_v3": (RUNTIME,),
     "spend_write": (RUNTIME,),
+    "limited_decide": (RUNTIME,),  # a Tool's decision behind a write allowance (persons' calls)
     "uuid_v7_floor": (RUNTIME,),
     "expire_tool_call_answers": (RUNTIME,),
     "prune_operations": (RUNTIME,),
@@ -142,10 +162,21 @@ _ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "relay_take_probe_local": (RELAY,),
     "relay_close_local": (RELAY,),
 }
-FUNCTIONS: dict[str, tuple[str, ...]] = {
-    **{d.name: (RUNTIME,) for d in code.definitions(code.APPS, apps=code.APPS) if d.kind == "function"},
-    **_ENGINE_FUNCTIONS,
-}
+
+
+def functions(registry: Registry) -> dict[str, tuple[str, ...]]:
+    """Every function of the database code of ``registry``'s apps and of the engine, and the roles
+    that may EXECUTE it."""
+    return {
+        **{
+            d.name: (RUNTIME,)
+            for folder in registry.folders
+            for d in code.definitions(folder, ())
+            if d.kind == "function"
+        },
+        **ENGINE_FUNCTIONS,
+    }
+
 
 # What the public schema holds: tables ('r', 'p'), views ('v'), sequences ('S') with the table that
 # owns them, and functions with their identity, each with its ACL (the default one when never set).
@@ -200,6 +231,58 @@ class Names:
         return {kind: self.of(kind) for kind in GRANTEES}
 
 
+_ROLE_SETTINGS = """
+SELECT r.rolname, r.rolconnlimit, coalesce(s.setconfig, '{}') AS setconfig
+FROM pg_roles r
+LEFT JOIN pg_db_role_setting s
+  ON s.setrole = r.oid AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+WHERE r.rolname = ANY(%s)
+"""
+
+
+def limit(conn: Connection, names: Names, limits: Mapping[str, Limits], outcome: Outcome) -> None:
+    """Give each role that exists its limits: ``ALTER ROLE … CONNECTION LIMIT`` and ``ALTER ROLE …
+    IN DATABASE <this one> SET`` each setting, only where they differ (a second run changes
+    nothing). Each statement commits on its own; one the administrator may not run (only a
+    superuser sets ``temp_file_limit``, only a role with CREATEROLE alters roles) becomes a warning
+    naming it."""
+    wanted = {names.of(kind): limits[kind] for kind in KINDS}
+    rows = _q(conn).execute(_ROLE_SETTINGS, (sorted(wanted),)).fetchall()
+    database = sql.Identifier(_database(conn))
+    conn.commit()
+    for name, connection_limit, config in rows:
+        role, want = sql.Identifier(name), wanted[name]
+        if connection_limit != want.connection_limit:
+            statement = sql.SQL("ALTER ROLE {} CONNECTION LIMIT {}").format(
+                role, sql.Literal(want.connection_limit)
+            )
+            _attempt(conn, outcome, statement, f"connection limit of {name} now {want.connection_limit}")
+        held = dict(item.split("=", 1) for item in config)
+        for setting, value in want.settings().items():
+            if held.get(setting) == value:
+                continue
+            statement = sql.SQL("ALTER ROLE {} IN DATABASE {} SET {} = {}").format(
+                role, database, sql.Identifier(setting), sql.Literal(value)
+            )
+            _attempt(conn, outcome, statement, f"{setting} of {name} now {value}")
+        conn.commit()
+
+
+def database_access(names: Names, admin: str | None) -> list[tuple[str, str, str, bool]]:
+    """(on, grantee, privilege, wanted) for the database itself: ``CONNECT`` and ``TEMPORARY`` for
+    the four roles and not for ``PUBLIC`` (every role of the cluster, until revoked), and ``CONNECT``
+    for the administrator running this when it is no superuser (so it keeps reaching the database)."""
+    wanted = [
+        (DATABASE, names.of(kind), privilege, True)
+        for kind in KINDS
+        for privilege in ("CONNECT", "TEMPORARY")
+    ]
+    if admin is not None:
+        wanted.append((DATABASE, admin, "CONNECT", True))
+    wanted += [(DATABASE, "PUBLIC", "CONNECT", False), (DATABASE, "PUBLIC", "TEMPORARY", False)]
+    return wanted
+
+
 @dataclass(slots=True)
 class Outcome:
     """What a run changed, and what the database holds that the grants map does not name."""
@@ -225,19 +308,26 @@ def _objects(conn: Connection) -> list[tuple[str, str, str, str]]:
     return [(row[0], row[1], row[2], row[3]) for row in rows]
 
 
-def unclassified(conn: Connection) -> list[str]:
+def unclassified(conn: Connection, registry: Registry) -> list[str]:
     """Tables, views and functions of the public schema that the grants map does not name."""
     missing = []
+    known: dict[str, set[str]] = {
+        "table": set(TABLES),
+        "view": set(VIEWS),
+        "function": set(functions(registry)),
+    }
     for kind, name, _identity, _table in _objects(conn):
-        known: dict[str, set[str]] = {"table": set(TABLES), "view": set(VIEWS), "function": set(FUNCTIONS)}
         if kind in known and name not in known[kind]:
             missing.append(f"{kind} {name}")
     return sorted(set(missing))
 
 
-def _wanted(conn: Connection, names: Names, present_roles: set[str]) -> set[tuple[str, str, str, str]]:
+def _wanted(
+    conn: Connection, names: Names, present_roles: set[str], registry: Registry
+) -> set[tuple[str, str, str, str]]:
     """(kind, identity, grantee, privilege) the map asks for, for the roles that exist."""
     wanted: set[tuple[str, str, str, str]] = set()
+    executable = functions(registry)
     role = names.grantees()
     inserting: dict[str, set[str]] = {}
     for table, by_role in TABLES.items():
@@ -251,7 +341,7 @@ def _wanted(conn: Connection, names: Names, present_roles: set[str]) -> set[tupl
         elif kind == "view":
             grants = {k: ("SELECT",) for k in VIEWS.get(name, ())}
         elif kind == "function":
-            grants = {k: ("EXECUTE",) for k in FUNCTIONS.get(name, ())}
+            grants = {k: ("EXECUTE",) for k in executable.get(name, ())}
         elif kind == "sequence":  # an identity column's: whoever inserts into its table uses it
             grants = {k: ("USAGE",) for k in inserting.get(table, ())}
         for grantee_kind, allowed in grants.items():
@@ -260,16 +350,17 @@ def _wanted(conn: Connection, names: Names, present_roles: set[str]) -> set[tupl
     return wanted
 
 
-def grant(conn: Connection, names: Names) -> Outcome:
+def grant(conn: Connection, names: Names, registry: Registry) -> Outcome:
     """Make the privileges of the roles that exist (and of PUBLIC) on the public schema's objects
-    what the grants map says, in the caller's transaction; the caller owns the objects (``migrate``)
-    or is a superuser. Only differences are granted or revoked: a second run changes nothing."""
-    outcome = Outcome(unclassified=unclassified(conn))
+    what the grants map says (with the functions of ``registry``'s apps), in the caller's
+    transaction; the caller owns the objects (``migrate``) or is a superuser. Only differences are
+    granted or revoked: a second run changes nothing."""
+    outcome = Outcome(unclassified=unclassified(conn, registry))
     grantees = names.grantees()
     present_roles = existing(conn, grantees.values())
     if not present_roles:
         return outcome
-    wanted = _wanted(conn, names, present_roles)
+    wanted = _wanted(conn, names, present_roles, registry)
     rows = _q(conn).execute(_PRIVILEGES, {"roles": sorted(present_roles)}).fetchall()
     present = {(row[0], row[1], row[2], row[3]) for row in rows}
     for kind, identity, grantee, privilege in sorted(present - wanted):
@@ -346,6 +437,16 @@ def _plain(conn: Connection, name: str) -> bool:
     return bool(row and row[0])
 
 
+def _unprivileged(conn: Connection) -> str | None:
+    """The role running this when it is no superuser (None for a superuser)."""
+    row = (
+        _q(conn)
+        .execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user")
+        .fetchone()
+    )
+    return None if row is None or row[1] else str(row[0])
+
+
 def _database(conn: Connection) -> str:
     row = _q(conn).execute("SELECT current_database()").fetchone()
     assert row is not None
@@ -370,9 +471,11 @@ def _attempt(conn: Connection, outcome: Outcome, statement: sql.SQL | sql.Compos
 def ensure(
     conn: Connection,
     names: Names,
+    registry: Registry,
     passwords: Mapping[str, str | None] | None = None,
     *,
     create: bool = True,
+    limits: Mapping[str, Limits] | None = None,
 ) -> Outcome:
     """``python -m service roles``: create (``create``) or update the four roles — each may log in,
     none is a superuser or may create roles or databases; a password only when given — grant the
@@ -421,7 +524,7 @@ def ensure(
     owner = names.owner
     # (on, grantee, privilege, wanted): the database and the schema. Only the owner creates in the
     # schema (PUBLIC could before Postgres 15), so no other role can run DDL.
-    wanted: list[tuple[str, str, str, bool]] = [(DATABASE, names.of(kind), "CONNECT", True) for kind in KINDS]
+    wanted = database_access(names, _unprivileged(conn))
     wanted += [
         (SCHEMA, "PUBLIC", "CREATE", False),
         (SCHEMA, owner, "USAGE", True),
@@ -448,6 +551,7 @@ def ensure(
             outcome.changes.remove(done)
             outcome.warnings.append(f"{statement.as_string(conn)}: not in effect (run it as an admin)")
     conn.commit()
+    limit(conn, names, DEFAULT_LIMITS if limits is None else limits, outcome)
     # Objects an earlier migrate made as another role (a superuser, before these roles) go to the
     # owner, so that its migrate can alter them. Handing a table over locks it (ACCESS EXCLUSIVE)
     # until commit, while the previous release may be serving: each object goes in a transaction of
@@ -465,7 +569,7 @@ def ensure(
             f"{kind.lower()} {identity} now owned by {owner}",
         )
         conn.commit()
-    granted = grant(conn, names)  # GRANT and REVOKE lock no table
+    granted = grant(conn, names, registry)  # GRANT and REVOKE lock no table
     outcome.changes.extend(granted.changes)
     outcome.unclassified = granted.unclassified
     return outcome

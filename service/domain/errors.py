@@ -53,6 +53,12 @@ class NotFound(Refusal):
         return cls(f"no such {what.replace('_', ' ')}", code=f"unknown_{what}")
 
 
+class Misdirected(Refusal):
+    """The request names a ``Host`` this endpoint does not answer to (``service.host_names``)."""
+
+    code = "misdirected_request"
+
+
 class Conflict(Refusal):
     """The request is well formed but the state it meets refuses it."""
 
@@ -162,10 +168,12 @@ class AmbiguousToolCallId(Conflict):
 
     code = "ambiguous_tool_call_id"
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, conversation_ids: list[str] | None = None) -> None:
+        extra: dict[str, Any] = {} if conversation_ids is None else {"conversation_ids": conversation_ids}
         super().__init__(
             f"this tool_call_id names a {what} in more than one conversation: "
-            "say which with ?conversation_id="
+            "say which with ?conversation_id=",
+            **extra,
         )
 
 

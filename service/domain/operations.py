@@ -18,6 +18,8 @@ class State(StrEnum):
 class Reason(StrEnum):
     DEADLINE_REACHED = "deadline_reached"
     AGENT_INTERRUPT = "agent_interrupt"
+    # A person's interrupt (a person's token on /mcp: pomodoro.interrupt or a task cancel).
+    PERSON_INTERRUPT = "person_interrupt"
     USER_LEFT_WORKSPACE = "user_left_workspace"
     APP_CLOSED = "app_closed"
 
@@ -33,6 +35,7 @@ class Ending:
 
 DEADLINE = Ending(State.COMPLETED, Reason.DEADLINE_REACHED)
 AGENT_INTERRUPT = Ending(State.INTERRUPTED, Reason.AGENT_INTERRUPT)
+PERSON_INTERRUPT = Ending(State.INTERRUPTED, Reason.PERSON_INTERRUPT)
 USER_LEFT = Ending(State.INTERRUPTED, Reason.USER_LEFT_WORKSPACE)
 APP_CLOSED = Ending(State.CANCELLED, Reason.APP_CLOSED)
 

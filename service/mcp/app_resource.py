@@ -1,15 +1,20 @@
-"""The Pomodoro surface as an MCP App (``io.modelcontextprotocol/ui``, specification 2026-01-26).
+"""The MCP Apps (``io.modelcontextprotocol/ui``, specification 2026-01-26) the apps declare.
 
-``ui://pomodoro/timer`` is one self-contained ``text/html;profile=mcp-app`` document, built from the
-Web Host's own Pomodoro surface (its ``index.html``, ``pomodoro.css`` and ``pomodoro.js``, read
-through ``surface_file``) with the CSS and JS inline and, in place of the Web Host's SDK
-(``/sdk/lineup-sdk.js``), ``mcp_apps_sdk.js``: the same ``window.lineup`` API spoken as MCP Apps
-JSON-RPC over ``postMessage`` to the host, whose ``tools/call`` reaches this server's app-only tools
-(``service.mcp.app_tools``). So the two surfaces cannot drift: there is one timer.
+A ``workspace`` app may declare, in its manifest's ``surface.mcp_app``, that its page is also an MCP
+App: its ``ui://`` URI, its name, title and description, and the Tool whose calls a host renders it
+beside (``service.app_manifest.McpApp``). The MCP face serves whatever the registry's apps declare,
+and names none of them.
 
-The document is built once per process from files in the release, with nothing variable in it (no
-time, no random), so every replica serves the same bytes. It loads nothing and connects nowhere: its
-``_meta.ui.csp`` declares no domain at all, and the host's sandbox enforces that.
+Each is one self-contained ``text/html;profile=mcp-app`` document, built from the Web Host's own
+page of the app (its ``surface/index.html`` and the stylesheets and scripts of its folder it loads)
+with those inline and, in place of the Web Host's SDK (``/sdk/lineup-sdk.js``),
+``mcp_apps_sdk.js``: the same ``window.lineup`` API spoken as MCP Apps JSON-RPC over ``postMessage``
+to the host, whose ``tools/call`` reaches the View's app-only tools (``service.mcp.app_tools``),
+named after the app. So the two surfaces cannot drift: there is one page.
+
+A document is built once per process from files in the release, with nothing variable in it (no
+time, no random), so every replica serves the same bytes. It loads nothing and connects nowhere:
+its ``_meta.ui.csp`` declares no domain at all, and the host's sandbox enforces that.
 """
 
 from __future__ import annotations
@@ -23,22 +28,18 @@ import mcp_types as types
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPError
 
-from service.apps import APPS_DIR, SURFACE
+from service.app_manifest import AppManifest
+from service.manifests import Registry
 
 #: JSON-RPC error of an unknown resource URI (MCP, resources/read).
 RESOURCE_NOT_FOUND = -32002
 
-__all__ = ["APP_MIME_TYPE", "EXTENSION_ID", "POMODORO_URI", "list_resources", "read_resource"]
+__all__ = ["APP_MIME_TYPE", "EXTENSION_ID", "document", "list_resources", "read_resource", "tool_views"]
 
-POMODORO_URI = "ui://pomodoro/timer"
-#: The tool whose call the View renders beside (service/apps/pomodoro/).
-POMODORO_START = "pomodoro.start"
-#: The tools whose calls a host shows with an MCP App: the View of the operation the call opens.
-TOOL_VIEWS = {POMODORO_START: POMODORO_URI}
-#: Where the Pomodoro's surface lives (its app folder): the one place the MCP App reads it from.
-POMODORO_SURFACE_DIR = APPS_DIR / "pomodoro" / SURFACE
-#: The MCP Apps side of ``window.lineup`` (replaces the Web Host's SDK in the MCP App).
+#: The MCP Apps side of ``window.lineup`` (replaces the Web Host's SDK in the MCP App); its
+#: ``APP_SCOPE`` placeholder becomes the app's scope, which names the View's app-only tools.
 MCP_APPS_SDK = Path(__file__).resolve().parent / "mcp_apps_sdk.js"
+APP_SCOPE = "__APP_SCOPE__"
 
 #: No domain of any kind: the View loads nothing, connects nowhere, frames nothing.
 CSP: dict[str, list[str]] = {
@@ -49,14 +50,24 @@ CSP: dict[str, list[str]] = {
 }
 UI_META: dict[str, Any] = {"ui": {"csp": CSP, "prefersBorder": True}}
 
-_STYLESHEET = re.compile(r'<link rel="stylesheet" href="[^"]*/pomodoro\.css">\n?')
-_SDK = re.compile(r'<script src="/sdk/lineup-sdk\.js" defer></script>\n?')
-_APP = re.compile(r'<script src="[^"]*/pomodoro\.js" defer></script>\n?')
+_STYLESHEET = re.compile(r'<link rel="stylesheet" href="(?P<href>[^"]*)">\n?')
+_SCRIPT = re.compile(r'<script src="(?P<src>[^"]*)" defer></script>\n?')
+_SDK = "/sdk/lineup-sdk.js"
 
 
-def surface_file(name: str) -> str:
-    """A file of the Web Host's Pomodoro surface (``index.html``, ``pomodoro.css``, ``pomodoro.js``)."""
-    return (POMODORO_SURFACE_DIR / name).read_text(encoding="utf-8")
+def apps_with_views(registry: Registry) -> list[AppManifest]:
+    """The registry's apps that declare an MCP App, in scope order."""
+    return [app for _, app in sorted(registry.apps.items()) if app.mcp_app is not None]
+
+
+def tool_views(registry: Registry) -> dict[str, str]:
+    """Each Tool whose calls a host shows with an MCP App -> that App's ``ui://`` URI."""
+    return {app.mcp_app.tool: app.mcp_app.uri for app in apps_with_views(registry) if app.mcp_app is not None}
+
+
+def surface_file(surface: Path, name: str) -> str:
+    """A file of an app's page (its ``surface/``), by its name there."""
+    return (surface / name).read_text(encoding="utf-8")
 
 
 def _script(source: str) -> str:
@@ -65,47 +76,60 @@ def _script(source: str) -> str:
     return f"<script>\n{source}</script>\n"
 
 
-def _cut(pattern: re.Pattern[str], page: str) -> str:
-    page, count = pattern.subn("", page)
-    if count != 1:
-        raise ValueError(f"the Pomodoro surface's index.html no longer has {pattern.pattern!r}")
-    return page
+def _own(scope: str, surface: Path, href: str) -> str:
+    """The name of the app's own file that ``href`` loads (its page's address, or relative)."""
+    name = href.rsplit("/", 1)[-1]
+    if not name or not (surface / name).is_file():
+        raise ValueError(f"{scope}'s index.html loads {href!r}, which is not a file of its surface/")
+    return name
 
 
 @functools.cache
-def pomodoro_document() -> str:
-    """The MCP App's HTML: the surface's page with its stylesheet inline in the head and the two
-    scripts (the MCP Apps SDK, then the app) inline at the end of the body, in the page's order."""
-    page = surface_file("index.html")
-    for pattern in (_STYLESHEET, _SDK, _APP):
-        page = _cut(pattern, page)
-    style = f"<style>\n{surface_file('pomodoro.css')}</style>\n"
-    scripts = _script(MCP_APPS_SDK.read_text(encoding="utf-8")) + _script(surface_file("pomodoro.js"))
+def build(scope: str, surface: Path) -> str:
+    """The MCP App's HTML of the app ``scope`` whose page is in ``surface``: the page with its
+    stylesheets inline in the head and its scripts (the MCP Apps SDK first, then the app's own, in
+    the page's order) inline at the end of the body."""
+    page = surface_file(surface, "index.html")
+    styles = [_own(scope, surface, match["href"]) for match in _STYLESHEET.finditer(page)]
+    sources = [match["src"] for match in _SCRIPT.finditer(page)]
+    if sources.count(_SDK) != 1:
+        raise ValueError(f"{scope}'s index.html does not load {_SDK} once")
+    scripts = [_own(scope, surface, src) for src in sources if src != _SDK]
+    page = _SCRIPT.sub("", _STYLESHEET.sub("", page))
     if page.count("</head>") != 1 or page.count("</body>") != 1:
-        raise ValueError("the Pomodoro surface's index.html needs one </head> and one </body>")
-    return page.replace("</head>", style + "</head>").replace("</body>", scripts + "</body>")
+        raise ValueError(f"{scope}'s index.html needs one </head> and one </body>")
+    style = "".join(f"<style>\n{surface_file(surface, name)}</style>\n" for name in styles)
+    sdk = MCP_APPS_SDK.read_text(encoding="utf-8").replace(APP_SCOPE, scope)
+    inline = _script(sdk) + "".join(_script(surface_file(surface, name)) for name in scripts)
+    return page.replace("</head>", style + "</head>").replace("</body>", inline + "</body>")
 
 
-def list_resources() -> types.ListResourcesResult:
+def document(app: AppManifest) -> str:
+    """The MCP App's HTML of ``app`` (``build``)."""
+    assert app.surface is not None  # a workspace app's: the manifest's check
+    return build(app.app_scope, app.surface)
+
+
+def list_resources(registry: Registry) -> types.ListResourcesResult:
     return types.ListResourcesResult(
         resources=[
             types.Resource(
-                uri=POMODORO_URI,
-                name="pomodoro-timer",
-                title="Pomodoro timer",
-                description="The focus timer of a pomodoro.start call: its activity, the countdown to "
-                "its ends_at, and how it ended once the Runtime has ended it.",
+                uri=app.mcp_app.uri,
+                name=app.mcp_app.name,
+                title=app.mcp_app.title,
+                description=app.mcp_app.description,
                 mime_type=APP_MIME_TYPE,
                 meta=UI_META,
             )
+            for app in apps_with_views(registry)
+            if app.mcp_app is not None
         ]
     )
 
 
-def read_resource(uri: str) -> types.ReadResourceResult:
-    if uri != POMODORO_URI:
+def read_resource(registry: Registry, uri: str) -> types.ReadResourceResult:
+    app = next((app for app in apps_with_views(registry) if app.mcp_app and app.mcp_app.uri == uri), None)
+    if app is None:
         raise MCPError(RESOURCE_NOT_FOUND, f"Unknown resource: {uri}", data={"uri": uri})
-    contents = types.TextResourceContents(
-        uri=POMODORO_URI, mime_type=APP_MIME_TYPE, text=pomodoro_document(), meta=UI_META
-    )
+    contents = types.TextResourceContents(uri=uri, mime_type=APP_MIME_TYPE, text=document(app), meta=UI_META)
     return types.ReadResourceResult(contents=[contents])

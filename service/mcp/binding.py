@@ -3,7 +3,8 @@
 MCP's ``tools/call`` names only the tool and its arguments; the conversation and the idempotency
 key travel in ``_meta`` under ``io.lineup/…``. A person's token (``service.mcp.oauth``) binds every
 request to that person's own conversation (``person_conversation_id``): ``_meta`` may leave it out
-or name that one, any other is refused. A missing or malformed conversation is an invalid
+or name that one, any other is refused; its tool call ids live in a namespace the server gives
+them (``person_namespace``). A missing or malformed conversation is an invalid
 request (JSON-RPC ``-32602``), as is a malformed tool call id: both follow the id rule of
 ``service.domain.ids``, as over REST. Without a tool call id the server
 makes one (it is returned in the result's ``_meta``, so the caller can replay or trace the call).
@@ -22,7 +23,10 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from service.domain.ids import ID_RULE, is_valid_id
+from service.domain.ids import ID_RULE, MAX_ID_LENGTH, is_valid_id
+from service.use_cases import callers
+
+MAX_ID = MAX_ID_LENGTH
 
 CONVERSATION_ID = "io.lineup/conversation_id"
 TOOL_CALL_ID = "io.lineup/tool_call_id"
@@ -133,9 +137,44 @@ def bind(meta: Mapping[str, Any] | None) -> Binding:
             data={"field": f"_meta.{CONVERSATION_ID}"},
         )
     tool_call_id = _id(meta, TOOL_CALL_ID)
+    if own is not None:
+        return _persons_call(conversation_id, tool_call_id)
     if tool_call_id is None:
         return Binding(conversation_id, f"mcp-{uuid.uuid4()}", tool_call_id_made=True)
     return Binding(conversation_id, tool_call_id, tool_call_id_made=False)
+
+
+#: Every person's tool call id starts ``p~<22 characters>~`` (``person_namespace``).
+PERSON_PREFIX = "p~"
+
+
+def person_namespace(issuer: str, subject: str, client_id: str) -> str:
+    """Where a person's tool call ids live: ``p~``, the unpadded base64url of the first 16 bytes of
+    SHA-256(issuer, subject and client id, each followed by a line feed), and ``~``. The server
+    gives it: a person's id can never equal the Agent's (whose ids the Agent makes, never in this
+    namespace), nor another person's or another client's of the same person, so the webhook's
+    ``Idempotency-Key`` (the tool call id) is unique per result."""
+    digest = hashlib.sha256(f"{issuer}\n{subject}\n{client_id}\n".encode()).digest()[:16]
+    return PERSON_PREFIX + base64.urlsafe_b64encode(digest).rstrip(b"=").decode() + "~"
+
+
+def _persons_call(conversation_id: str, tool_call_id: str | None) -> Binding:
+    """A person's call: its id in the person's namespace (``person_namespace``); an id already in
+    it — one the server answered with — is taken as it is, so a replay by it finds the call."""
+    caller = callers.current.get()
+    namespace = person_namespace(caller.issuer or "", caller.subject or "", caller.client_id or "")
+    if tool_call_id is None:
+        return Binding(conversation_id, f"{namespace}mcp-{uuid.uuid4()}", tool_call_id_made=True)
+    if tool_call_id.startswith(namespace):
+        return Binding(conversation_id, tool_call_id, tool_call_id_made=False)
+    if len(namespace) + len(tool_call_id) > MAX_ID:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"_meta[{TOOL_CALL_ID!r}]: a person's tool call id is at most {MAX_ID - len(namespace)}"
+            f" characters (the server puts it in the person's namespace, {namespace}…)",
+            data={"field": f"_meta.{TOOL_CALL_ID}"},
+        )
+    return Binding(conversation_id, namespace + tool_call_id, tool_call_id_made=False)
 
 
 def bound_conversation(meta: Mapping[str, Any] | None) -> str | None:

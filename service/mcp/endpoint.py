@@ -36,7 +36,7 @@ from service.mcp.binding import CONVERSATION_HEADER, header_conversation, person
 from service.mcp.oauth import TOKEN_MAX_CHARS, Person, ResourceServer, TokenRefused, oversized
 from service.mcp.server import RuntimeMcpServer, translated
 from service.mcp.sessions import CappedSessionManager, Kind, SessionBook, SessionRefused, opening
-from service.use_cases import tasks
+from service.use_cases import callers, tasks
 
 log = structlog.get_logger("service.mcp")
 
@@ -226,12 +226,15 @@ async def as_person(ctx: ServerRequestContext[Any, Any], call_next: CallNext) ->
     bound = person_conversation.set(own)
     face: McpFace = request.scope["litestar_app"].state.mcp  # type: ignore[union-attr]
     expiring = person_ends_at.set(person.expires_at + face.leeway())
+    # Who calls: recorded with each call, and what its allowance is (service.use_cases.callers).
+    calling = callers.current.set(callers.person(person.issuer, person.subject, person.client_id, own))
     try:
         task_id = ctx.params.get("taskId") if isinstance(ctx.params, Mapping) else None
         if isinstance(task_id, str):
             await _own_task(ctx, task_id, own)
         return await call_next(ctx)
     finally:
+        callers.current.reset(calling)
         person_ends_at.reset(expiring)
         person_conversation.reset(bound)
 

@@ -23,10 +23,10 @@
   const REREAD_MS = 2000;
   // The names tools/list shows (provider-safe: pomodoro.app.read is listed as pomodoro_app_read).
   const TOOLS = {
-    context: "pomodoro_app_read",
-    stateGet: "pomodoro_app_snapshot",
-    stateSave: "pomodoro_app_save_snapshot",
-    close: "pomodoro_app_close",
+    context: "__APP_SCOPE___app_read",
+    stateGet: "__APP_SCOPE___app_snapshot",
+    stateSave: "__APP_SCOPE___app_save_snapshot",
+    close: "__APP_SCOPE___app_close",
   };
   const pending = new Map();
   let sequence = 0;
@@ -201,7 +201,7 @@
   };
 
   request("ui/initialize", {
-    appInfo: { name: "lineup-pomodoro", version: "1" },
+    appInfo: { name: "lineup-__APP_SCOPE__", version: "1" },
     appCapabilities: { availableDisplayModes: ["inline"] },
     protocolVersion: PROTOCOL_VERSION,
   })

@@ -45,12 +45,10 @@ log = structlog.get_logger("service.mcp")
 
 Ctx = ServerRequestContext[Any, Any]
 
-#: MCP Apps (``io.modelcontextprotocol/ui``): the Pomodoro View (``service.mcp.app_resource``).
+#: MCP Apps (``io.modelcontextprotocol/ui``): the Views the apps declare (``service.mcp.app_resource``).
 UI_EXTENSION: dict[str, dict[str, Any]] = {
     app_resource.EXTENSION_ID: {"mimeTypes": [app_resource.APP_MIME_TYPE]}
 }
-APP_TOOLS = app_tools.app_tools()
-APP_TOOL_SCHEMAS = {str(tool.title): tool.input_schema for tool in APP_TOOLS}  # by their own names
 
 
 def declares_headers(schema: Mapping[str, Any]) -> bool:
@@ -115,7 +113,13 @@ class RuntimeMcpServer(Server[Any]):
     def __init__(self, rt: Runtime, hub: ProjectionHub) -> None:
         # The tools whose schema declares Mcp-Param headers; for any other tool (all of ours today)
         # the SDK's check could find nothing to compare, so it is not given the schema to walk.
-        schemas = {name: spec.input_schema for name, spec in rt.registry.tools.items()} | APP_TOOL_SCHEMAS
+        # The Views' own tools, of the apps that declare an MCP App (service.mcp.app_tools), by
+        # their own (dotted) names: a call by the listed name is renamed first (_own_name).
+        self.app_tools = app_tools.app_tools(rt.registry)
+        self.app_tool_names = frozenset(str(tool.title) for tool in self.app_tools)
+        self.tool_views = app_resource.tool_views(rt.registry)
+        app_schemas = {str(tool.title): tool.input_schema for tool in self.app_tools}
+        schemas = {name: spec.input_schema for name, spec in rt.registry.tools.items()} | app_schemas
         # Every tool is listed under its provider-safe name (service.tool_names) and called by it
         # or by its own (dotted) name; refused here, at start, if two would be listed alike.
         self._named = {
@@ -181,18 +185,18 @@ class RuntimeMcpServer(Server[Any]):
         tools = [*listed.tools, status.TOOL]
         if renders_apps(ctx):
             # Only a client that renders MCP Apps lists the View's tools (and keeps them from its model).
-            tools += APP_TOOLS
+            tools += self.app_tools
         return listed.model_copy(update={"tools": tools})
 
     async def _list_resources(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return app_resource.list_resources()
+        return app_resource.list_resources(self.rt.registry)
 
     async def _read_resource(
         self, ctx: Ctx, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        return app_resource.read_resource(params.uri)
+        return app_resource.read_resource(self.rt.registry, params.uri)
 
     async def _run(self, ctx: Ctx, params: Mapping[str, Any], *, as_task: bool = False) -> Answer:
         binding = bind(params.get("_meta"))
@@ -208,7 +212,7 @@ class RuntimeMcpServer(Server[Any]):
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
         raw = ctx.params or {}
-        if raw.get("name") in app_tools.NAMES:  # the MCP App's own (visibility ["app"])
+        if raw.get("name") in self.app_tool_names:  # the MCP App's own (visibility ["app"])
             with translated():
                 viewed = await app_tools.call(
                     self.rt, self.view_tokens, raw["name"], raw.get("arguments"), raw.get("_meta")
@@ -292,7 +296,7 @@ class RuntimeMcpServer(Server[Any]):
         if (
             ctx.method != "tools/call"
             or not isinstance(params, Mapping)
-            or params.get("name") not in app_tools.NAMES
+            or params.get("name") not in self.app_tool_names
             or params.get("task") is not None
         ):
             return await call_next(ctx)
@@ -343,7 +347,7 @@ class RuntimeMcpServer(Server[Any]):
         calls a tool that has one and the answer names an operation (the one it opened, or the
         focusing one a refusal names): a token for that operation in the call's own conversation.
         Only the ``_meta`` grows; ``structuredContent`` stays the REST body."""
-        if answer.tool not in app_resource.TOOL_VIEWS or not renders_apps(ctx):
+        if answer.tool not in self.tool_views or not renders_apps(ctx):
             return result
         operation_id = answer.operation_id
         if operation_id is None and answer.body.get("error") == "operation_already_focusing":
@@ -370,7 +374,7 @@ class RuntimeMcpServer(Server[Any]):
         with translated():
             operation = await settled(self.rt, self._hub, params.task_id)
         result = task_result(operation)
-        # The task is pomodoro.start's: a host that renders its View with the final result binds it.
+        # The task is an operation: a host that renders its Tool's View with the final result binds it.
         token = self.view_tokens.mint(operation["conversation_id"], operation["operation_id"])
         if token is not None and renders_apps(ctx):
             result["_meta"][VIEW_TOKEN] = token

@@ -21,7 +21,7 @@ from service.domain.errors import Refusal
 from service.domain.outcomes import Accepted
 from service.http import status_of, status_of_kind
 from service.manifests import Registry
-from service.mcp.app_resource import TOOL_VIEWS
+from service.mcp.app_resource import tool_views
 from service.mcp.binding import HTTP_STATUS, TOOL_CALL_ID, TOOL_NAME, Binding
 from service.tool_names import listed_name
 from service.tools import Opens
@@ -43,11 +43,12 @@ def list_tools(registry: Registry) -> types.ListToolsResult:
     (``TOOL_NAME``); its description and input schema unchanged, with the annotations of its
     registration; a tool that has an MCP App names it (``_meta.ui.resourceUri``)."""
     tools = []
+    views = tool_views(registry)
     for name in sorted(registry.tools):
         spec, hints = registry.tools[name], registry.runner(name).hints
         meta: dict[str, Any] = {TOOL_NAME: spec.name}
-        if name in TOOL_VIEWS:
-            meta["ui"] = {"resourceUri": TOOL_VIEWS[name]}
+        if name in views:
+            meta["ui"] = {"resourceUri": views[name]}
         tools.append(
             types.Tool(
                 name=listed_name(spec.name),

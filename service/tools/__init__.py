@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from service.app_manifest import AppManifest
-    from service.settings import Settings
 
 Opens = Literal["operation", "interaction"]
 _SQL_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -38,7 +37,7 @@ class Hints:
     idempotent: bool = True  # per tool_call_id: a repeat replays the first answer
 
 
-def _no_settings(settings: Settings, app: AppManifest) -> Mapping[str, Any]:
+def _no_settings(settings: Any, app: AppManifest) -> Mapping[str, Any]:
     return {}
 
 
@@ -50,8 +49,10 @@ class Registration:
     hints: Hints
     sentence: Callable[[Mapping[str, Any]], str]  # an answer that is not a refusal, for a person
     opens: Opens | None = None
-    # What its decision reads (``p_context``), from the settings and its own app's manifest.
-    context: Callable[[Settings, AppManifest], Mapping[str, Any]] = _no_settings
+    # What its decision reads (``p_context``), from the settings (``service.settings.Settings``,
+    # typed loosely: the settings name the apps, so this declaration cannot import them) and its own
+    # app's manifest.
+    context: Callable[[Any, AppManifest], Mapping[str, Any]] = _no_settings
     # Each outcome word that is not a refusal -> the type of its answer, for the OpenAPI document (a
     # refusal's is the contract's error body). Words, not statuses: the faces name the status.
     answers: Mapping[str, Any] = field(default_factory=dict)
@@ -59,10 +60,3 @@ class Registration:
     def __post_init__(self) -> None:
         if not _SQL_NAME.match(self.decide):
             raise ValueError(f"{self.name}: {self.decide!r} is not the name of a SQL function")
-
-
-def builtin() -> tuple[Registration, ...]:
-    """The registrations of the Tools this service ships (``service/apps/*/registration.py``)."""
-    from service.apps import shipped
-
-    return shipped()

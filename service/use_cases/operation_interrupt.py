@@ -6,7 +6,8 @@ through the same compare-and-set, ``settle_focusing_v2`` with ``interrupted (age
 the conversation's workspace lock, in one statement (``operations.INTERRUPT_ONE``: one round trip,
 its own transaction). The database clock still decides: arriving at or after ``ends_at`` settles
 ``completed``, and an operation already final is left as it is. Exactly one caller wins; the
-others change nothing.
+others change nothing. A person's cancel (a person's token on ``/mcp``) ends it as
+``interrupted (person_interrupt)``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from uuid import UUID
 
 from service.db import operations as operations_db
 from service.domain.errors import not_found
-from service.domain.operations import State
+from service.domain.operations import AGENT_INTERRUPT, PERSON_INTERRUPT, State
+from service.use_cases import callers
 from service.use_cases.runtime import Runtime
 
 
@@ -34,8 +36,9 @@ async def interrupt_operation(
     rt: Runtime, operation_id: UUID, *, conversation_id: str | None = None
 ) -> InterruptOutcome:
     """``conversation_id``: when given, an operation of another conversation is not found."""
+    ending = PERSON_INTERRUPT if callers.current.get().is_person else AGENT_INTERRUPT
     async with rt.unit_of_work(transaction=False) as work:
-        row = await operations_db.interrupt_one(work.conn, operation_id, conversation_id)
+        row = await operations_db.interrupt_one(work.conn, operation_id, conversation_id, ending.reason)
         if row is None:
             raise not_found("operation")
         if row["event_id"] is not None:

@@ -120,7 +120,7 @@ def trace_view(tool_call_id: str, rows: Rows, statuses: Mapping[str, int]) -> Js
     parts = ("answer", "operations", "outbox")
     conversations = {row["conversation_id"] for part in parts for row in rows[part]}
     if len(conversations) > 1:
-        raise AmbiguousToolCallId("tool call")
+        raise AmbiguousToolCallId("tool call", sorted(conversations))
     attempts: dict[UUID, list[Json]] = {}
     for attempt in rows["attempts"]:
         attempts.setdefault(attempt["event_id"], []).append(

@@ -12,6 +12,7 @@ outcome word, its kind and its body; the faces name the status (``service.http``
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, NamedTuple
 
@@ -19,12 +20,13 @@ import msgspec
 from psycopg import OperationalError, errors
 
 from service.db import tool_calls as tc_db
-from service.domain.errors import InvalidArguments, InvalidRequest, UnknownTool
+from service.domain.errors import InvalidArguments, InvalidRequest, UnknownTool, WriteLimited
 from service.domain.idempotency import fingerprint
 from service.domain.outcomes import Accepted
 from service.domain.text import nul_paths
 from service.logging import Lines
 from service.metrics import TOOL_CALLS, count_tool_call
+from service.use_cases import callers
 from service.use_cases.runtime import Runtime
 from service.use_cases.unit_of_work import UnitOfWork
 
@@ -99,6 +101,15 @@ async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
     arguments = msgspec.json.encode(checked(rt, request)).decode()
     runner = rt.registry.runner(request.tool)
     digest = fingerprint(request.body())
+    decide, context = runner.decide, rt.context_of(request.tool)
+    caller = callers.current.get()
+    spend = callers.allowance(rt.settings, caller, request.conversation_id)
+    if caller.is_person or spend is not None:  # (the Agent's own context, caller included, is made once)
+        extra: dict[str, Any] = {"caller": caller.recorded()}
+        if spend is not None:
+            extra.update(decide=decide, allowance=spend)
+            decide = callers.LIMITED_DECIDE
+        context = rt.context_of(request.tool, **extra)
     for attempt in range(ATTEMPTS):
         try:
             async with rt.unit_of_work(transaction=False) as work:
@@ -109,16 +120,32 @@ async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
                     tool=request.tool,
                     fingerprint=digest,
                     arguments=arguments,
-                    decide=runner.decide,
-                    context=rt.context_of(request.tool),
+                    decide=decide,
+                    context=context,
                 )
                 answer = _noted(rt, work, request, result, began)
+        except errors.RaiseException as raised:
+            if raised.diag.message_primary != callers.LIMITED or spend is None:
+                raise
+            raise _limited(request, spend, raised) from None
         except _RETRYABLE:
             if attempt == ATTEMPTS - 1:
                 raise
             continue
         return answer
     raise AssertionError("unreachable")
+
+
+def _limited(request: ToolCallRequest, spend: dict[str, Any], raised: errors.RaiseException) -> WriteLimited:
+    """The 429 of a call past its allowance (counted; nothing recorded, so it may be made again)."""
+    TOOL_CALLS.labels(request.tool, "too_many_requests").inc()
+    retry_after = max(1, math.ceil(float(raised.diag.message_detail or 1)))
+    return WriteLimited(
+        f"at most {spend['max']} tool calls per {spend['window']} s per conversation and per person;"
+        f" try again in {retry_after} s",
+        retry_after=retry_after,
+        retry_after_seconds=retry_after,
+    )
 
 
 def _noted(

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -120,11 +121,8 @@ def readme_curl_block(port: int) -> str:
     section = (ROOT / "README.md").read_text().split("## A tool call, by hand", 1)[1]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
     assert block is not None
-    return (
-        block.group(1)
-        .replace("localhost:8000", f"127.0.0.1:{port}")
-        .replace(".venv/bin/python", sys.executable)
-    )
+    assert "8000" not in block.group(1)  # the address comes from the pasted line (LINEUP_URL)
+    return block.group(1).replace(".venv/bin/python", sys.executable)
 
 
 def run_here(dev: DevStack, *args: str) -> subprocess.CompletedProcess[str]:
@@ -178,6 +176,27 @@ def test_it_prints_sign_in_links_with_the_tokens_in_their_fragment(dev: DevStack
     base = f"http://127.0.0.1:{dev.port}"
     assert f"{base}/ops/#token={quote(secrets['OPERATOR_TOKEN'], safe='')}" in links, dev.output
     [host] = [link for link in links if link.startswith(f"{base}/host/?conversation_id=dev-test#token=")]
+    # The links end the banner, and `make links` prints them again from a file only its owner reads.
+    links_file = dev.cwd / ".dev" / "links"
+    assert stat.S_IMODE(links_file.stat().st_mode) == 0o600
+    again = links_file.read_text()
+    assert host in again and f"{base}/ops/#token=" in again and f"{base}/\n" in again
+    banner = dev.output.split("Lineup Runtime (dev) is ready", 1)[1].split("Ctrl-C stops everything.", 1)[0]
+    last = banner.rstrip().splitlines()
+    assert last[-1].startswith("`make links` prints these links again"), banner
+    assert last[-2].strip().startswith(f"{base}/ops/#token="), banner
+    assert banner.index(host) > banner.index("Connect an MCP client")
+    made = subprocess.run(
+        ["make", "-s", "-f", str(ROOT / "Makefile"), "links"],
+        cwd=dev.cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert made.returncode == 0 and made.stdout == again, made.stderr
+    # Not at a terminal: JSON lines for a collector (a terminal gets structlog's console lines).
+    assert "logs           JSON lines" in dev.output
     session = unquote(host.split("#token=", 1)[1])
     shown = httpx.get(
         f"{base}/v1/host/conversations/dev-test/workspace", headers={"Authorization": f"Bearer {session}"}
@@ -203,6 +222,7 @@ def test_the_demo_agent_starts_without_connection_errors_and_ctrl_c_leaves_nothi
     assert "Traceback" not in output, output
     assert code == 0
     assert not (tmp_path / ".dev" / "env").exists()
+    assert not (tmp_path / ".dev" / "links").exists()
     assert (tmp_path / ".dev" / "secrets.json").exists()
     assert stack.lines[-1].startswith("dev: stopped;"), output
 

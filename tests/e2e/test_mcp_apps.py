@@ -21,9 +21,10 @@ from psycopg.rows import dict_row
 from harness import processes
 from harness.database import DatabaseFactory
 from harness.mcp import modern_wire
-from service.mcp.app_resource import MCP_APPS_SDK, surface_file
+from service.manifests import Registry
+from service.mcp.app_resource import APP_SCOPE, MCP_APPS_SDK, surface_file
 from service.mcp.view_tokens import ViewTokens
-from tests.conftest import AGENT, HOST_SESSION_SECRET, ServiceProcess, service_on_own_database
+from tests.conftest import AGENT, HOST_SESSION_SECRET, ROOT, ServiceProcess, service_on_own_database
 from tests.support.mcp_apps import (
     APP_MIME_TYPE,
     CONVERSATION,
@@ -101,7 +102,7 @@ async def test_the_server_declares_the_ui_extension_and_resources(
 
 
 def test_pomodoro_start_names_its_view_and_only_an_apps_client_lists_the_app_only_tools(
-    service: ServiceProcess, host: AppsHost
+    service: ServiceProcess, host: AppsHost, registry: Registry
 ) -> None:
     tools = {tool["name"]: tool for tool in host.request("tools/list", {})["tools"]}
     assert tools["pomodoro_start"]["_meta"]["ui"]["resourceUri"] == POMODORO_URI
@@ -113,7 +114,8 @@ def test_pomodoro_start_names_its_view_and_only_an_apps_client_lists_the_app_onl
         assert "operation_id" not in tools[name]["inputSchema"]["properties"]
     with AppsHost(service.base_url, apps=False) as plain:
         listed = {tool["name"] for tool in plain.request("tools/list", {})["tools"]}
-    assert listed == {"interact_ask", "pomodoro_interrupt", "pomodoro_start", "operation_status"}
+    # The Agent's Tools (what the registry runs), listed provider-safe, then operation_status.
+    assert listed == {name.replace(".", "_") for name in registry.tools} | {"operation_status"}
 
 
 def test_the_resource_is_the_web_hosts_surface_in_one_document_with_no_network(host: AppsHost) -> None:
@@ -125,7 +127,9 @@ def test_the_resource_is_the_web_hosts_surface_in_one_document_with_no_network(h
     assert csp == {"connectDomains": [], "resourceDomains": [], "frameDomains": [], "baseUriDomains": []}
     html = content["text"]
     # The Web Host's own files, whole, inline: the two surfaces cannot drift.
-    for source in (surface_file("pomodoro.css"), surface_file("pomodoro.js"), MCP_APPS_SDK.read_text()):
+    surface = ROOT / "service" / "apps" / "pomodoro" / "surface"
+    sdk = MCP_APPS_SDK.read_text().replace(APP_SCOPE, "pomodoro")
+    for source in (surface_file(surface, "pomodoro.css"), surface_file(surface, "pomodoro.js"), sdk):
         assert source in html
     assert 'data-testid="countdown"' in html
     # Nothing to load: no src, no href, no URL of any kind.

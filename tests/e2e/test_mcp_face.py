@@ -23,6 +23,7 @@ from psycopg.rows import dict_row
 
 from harness.database import DatabaseFactory
 from harness.mcp import INITIALIZE, bound, mcp_session
+from service.manifests import Registry
 from service.version import __version__
 from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ROOT, ServiceProcess, service_on_own_database
 
@@ -381,16 +382,16 @@ async def test_without_a_tool_call_id_the_server_makes_one_and_rest_can_replay_i
     assert rest_call(service, body).json() == result.structured_content
 
 
-async def test_a_2026_client_calls_the_same_tools_without_a_session(service: ServiceProcess) -> None:
+async def test_a_2026_client_calls_the_same_tools_without_a_session(
+    service: ServiceProcess, registry: Registry
+) -> None:
     cid = conversation()
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {AGENT_TOKEN}"})
     transport = streamable_http_client(f"{service.base_url}/mcp", http_client=http)
     async with http, Client(transport) as client:
         assert client.protocol_version == "2026-07-28"
         assert [tool.name for tool in (await client.list_tools()).tools] == [
-            "interact_ask",
-            "pomodoro_interrupt",
-            "pomodoro_start",
+            *(name.replace(".", "_") for name in sorted(registry.tools)),
             "operation_status",
         ]
         started = await client.call_tool("pomodoro_start", start_arguments(), meta=bound(cid))
@@ -411,7 +412,7 @@ def test_the_readmes_python_client_calls_a_tool(service: ServiceProcess) -> None
     code = code.replace('"conv-3"', f'"{conversation()}"').replace('"call-3"', f'"readme-{uuid.uuid4()}"')
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "AGENT_TOKEN": AGENT_TOKEN},
+        env={**os.environ, "AGENT_TOKEN": AGENT_TOKEN, "LINEUP_URL": service.base_url},
         capture_output=True,
         text=True,
         timeout=60,

@@ -24,10 +24,15 @@ from psycopg.rows import dict_row
 
 from harness.database import DatabaseFactory
 from harness.mcp import ModernWire, TasksExtension, bound, mcp_session, modern_wire
-from harness.nginx import UPSTREAM_HEADER, Nginx, load_balancer
+from harness.nginx import UPSTREAM_HEADER, Nginx, available, load_balancer
 from tests.conftest import AGENT_TOKEN, ServiceProcess, services_on_own_database
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not available(), reason="nginx is not installed (scripts/system-deps.sh installs nginx-light)"
+    ),
+]
 
 
 @dataclass

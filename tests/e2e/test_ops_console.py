@@ -198,8 +198,13 @@ def test_a_trace_of_an_id_used_in_two_conversations_asks_for_one_and_the_list_li
     tab = browser.new_page()  # signed in: the page fixture's session
     problems.watch(tab)
     tab.goto(f"{stack.base_url}/ops/trace/twice-1")
-    tab.wait_for_selector('[data-testid="trace"] .notice')
-    assert "more than one conversation" in tab.locator('[data-testid="trace"] .notice').inner_text()
+    tab.wait_for_selector('[data-testid="trace-ambiguous"]')
+    assert "made in 2 conversations" in tab.locator('[data-testid="trace-ambiguous"]').inner_text()
+    links = tab.locator('[data-testid="trace-conversation"]')
+    assert links.all_inner_texts() == ["ops-twice-a", "ops-twice-b"]
+    links.nth(1).click()
+    tab.wait_for_selector('[data-testid="trace"][data-tool-call-id="twice-1"] [data-testid="trace-answer"]')
+    assert tab.url.endswith("/ops/trace/twice-1?conversation_id=ops-twice-b")
     tab.close()
     assert problems.found == []
 
@@ -291,6 +296,17 @@ def test_dead_rows_are_recovered_from_the_overview_after_a_dry_run(page: Any, st
     [dead] = outbox(stack.base_url, tool_call_id_prefix="gone-")
     recover = '[data-testid="recover-panel"]'
     page.fill(f'{recover} input[name="last_error_prefix"]', "HTTP 410")
+    # Dates are UTC, in the form every time of the console is shown; another form is refused.
+    page.fill(f'{recover} input[name="since"]', "yesterday")
+    page.click('[data-testid="recover-dry-run"]')
+    eventually(lambda: "is not a UTC time like 2026-12-01 14:03" in text(page, "recover-result"), 5)
+    created = dead["created_at"]  # RFC 3339 UTC: the row's minute, as the person would type it
+    page.fill(f'{recover} input[name="since"]', "")
+    page.fill(f'{recover} input[name="until"]', f"{created[:10]} {created[11:16]}")
+    page.click('[data-testid="recover-dry-run"]')
+    eventually(lambda: "0 dead row(s) match" in text(page, "recover-result"), 5)  # before its minute
+    page.fill(f'{recover} input[name="until"]', "")
+    page.fill(f'{recover} input[name="since"]', f"{created[:10]} {created[11:16]}")
     page.click('[data-testid="recover-dry-run"]')
     eventually(lambda: "1 dead row(s) match" in text(page, "recover-result"), 5)
     assert outbox(stack.base_url, tool_call_id_prefix="gone-")[0]["status"] == "dead"

@@ -20,9 +20,11 @@ from harness.calls import expire, start_body
 from harness.mcp import ModernWire
 from harness.receiver import Receiver, new_secret
 from service.app import create_app
-from service.manifests import Registry, load_registry
+from service.db import code
+from service.manifests import Registry
 from service.settings import Settings
-from tests.conftest import AGENT, AGENT_TOKEN, HOST
+from tests.conftest import AGENT, AGENT_TOKEN, HOST, registry_with
+from tests.support.mcp_apps import APP_MIME_TYPE, HEADERS, UI
 from tests.support.outbox import outbox_rows, relay_config, running_relay, wait_until
 
 KETTLE = Path(__file__).resolve().parents[1] / "fixtures" / "kettle_app"
@@ -32,7 +34,8 @@ Client = AsyncTestClient[Any]
 @pytest.fixture
 def kettle_registry(db: Any) -> Registry:
     db.execute((KETTLE / "decisions.sql").read_text())
-    return load_registry(also=[KETTLE])
+    code.declare_tools(db, code.declared_tools([KETTLE]), only_these=False)
+    return registry_with(KETTLE)
 
 
 @pytest.fixture
@@ -228,3 +231,47 @@ async def test_its_page_is_served_from_its_own_folder_sandboxed_like_a_shipped_o
     assert style.headers["content-type"] == "text/css; charset=utf-8"
     for elsewhere in ("/apps/kettle/decisions.sql", "/apps/kettle/manifest.json", "/apps/kettle/nothing.js"):
         assert (await kettle.get(elsewhere)).status_code == 404, elsewhere
+
+
+async def test_its_view_is_an_mcp_app_of_its_own(kettle: Client) -> None:
+    """The kettle declares its page an MCP App (its manifest's surface.mcp_app): the MCP face serves
+    it as ui://kettle/kettle to a host that renders MCP Apps, names it on kettle.boil and gives it
+    View tools of its own."""
+    headers = {**HEADERS, "Authorization": f"Bearer {AGENT_TOKEN}"}
+    ids = iter(range(1, 100))
+
+    async def request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        answer = await kettle.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params},
+            headers=headers,
+        )
+        assert answer.status_code == 200, answer.text
+        if "mcp-session-id" in answer.headers:
+            headers.update(
+                {"Mcp-Session-Id": answer.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+            )
+        result: dict[str, Any] = answer.json()["result"]
+        return result
+
+    await request(
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {UI: {"mimeTypes": [APP_MIME_TYPE]}}},
+            "clientInfo": {"name": "apps-host", "version": "0"},
+        },
+    )
+    await kettle.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    uri = "ui://kettle/kettle"
+    listed = {resource["uri"] for resource in (await request("resources/list", {}))["resources"]}
+    assert {uri, "ui://pomodoro/timer"} <= listed
+    (content,) = (await request("resources/read", {"uri": uri}))["contents"]
+    assert (content["uri"], content["mimeType"]) == (uri, APP_MIME_TYPE)
+    assert 'data-testid="kettle"' in content["text"]
+    assert (KETTLE / "surface" / "kettle.css").read_text().strip() in content["text"]
+    assert '"kettle.app.read"' in content["text"]
+    tools = {tool["name"]: tool for tool in (await request("tools/list", {}))["tools"]}
+    assert tools["kettle.boil"]["_meta"]["ui"]["resourceUri"] == uri
+    assert "_meta" not in tools["kettle.stop"]
+    assert tools["kettle.app.read"]["_meta"]["ui"]["visibility"] == ["app"]

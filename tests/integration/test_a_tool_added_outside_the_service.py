@@ -13,9 +13,8 @@ from litestar.testing import AsyncTestClient
 
 from harness.mcp import ModernWire
 from service.app import create_app
-from service.manifests import load_registry
 from service.settings import Settings
-from tests.conftest import AGENT, AGENT_TOKEN
+from tests.conftest import AGENT, AGENT_TOKEN, registry_with
 from tests.support.echo_app import FOLDER, decision_sql
 
 Client = AsyncTestClient[Any]
@@ -24,7 +23,7 @@ Client = AsyncTestClient[Any]
 @pytest.fixture
 async def echo_client(settings: Settings, db: Any) -> AsyncIterator[Client]:
     db.execute(decision_sql())
-    registry = load_registry(also=[FOLDER])
+    registry = registry_with(FOLDER)
     assert registry.unregistered() == []
     async with AsyncTestClient(app=create_app(settings, registry, sweeper=False)) as client:
         yield client

@@ -27,6 +27,8 @@ from service.db import tool_calls as tc_db
 from service.db.distribute import distribute
 from service.db.migrate import upgrade
 from service.db.pool import RecoveringPool, open_pool
+from service.manifests import registry_of
+from service.settings import Settings
 
 pytestmark = pytest.mark.skipif(
     not installed(), reason="no citus extension installed (make citus builds one)"
@@ -43,7 +45,7 @@ CONTEXT = json.dumps({"late_window_seconds": 5, "statuses": {"no_active_focusing
 def citus_url() -> Iterator[str]:
     with citus_cluster(workers=1, parent=memory_dir()) as cluster:
         url = cluster.url()
-        upgrade(url)
+        upgrade(url, registry_of(Settings()))
         with psycopg.connect(url, autocommit=True) as conn:
             distribute(conn)
         yield url
@@ -111,11 +113,11 @@ def test_migrate_on_a_distributed_database_makes_its_triggers_again(citus_url: s
     """Citus refuses a trigger on a distributed table unless told it is safe; migrate says so."""
     with psycopg.connect(citus_url, autocommit=True) as conn:
         conn.execute("SET citus.enable_unsafe_triggers = on")
-        conn.execute("DROP TRIGGER tool_calls_guard ON tool_calls")
-        conn.execute("DELETE FROM database_code WHERE name = 'tool_calls.tool_calls_guard'")
-    upgrade(citus_url)
+        conn.execute("DROP TRIGGER workspaces_guard ON workspaces")
+        conn.execute("DELETE FROM database_code WHERE name = 'workspaces.workspaces_guard'")
+    upgrade(citus_url, registry_of(Settings()))
     with psycopg.connect(citus_url, autocommit=True) as conn:
         found = conn.execute(
-            "SELECT count(*) FROM pg_trigger WHERE tgname = 'tool_calls_guard' AND tgrelid = 'tool_calls'::regclass"
+            "SELECT count(*) FROM pg_trigger WHERE tgname = 'workspaces_guard' AND tgrelid = 'workspaces'::regclass"
         ).fetchone()
     assert found == (1,)

@@ -23,6 +23,8 @@ from harness.postgres import memory_dir
 from harness.receiver import Receiver, always, new_secret
 from service.db.distribute import distribute
 from service.db.migrate import upgrade
+from service.manifests import registry_of
+from service.settings import Settings
 from tests.support.outbox import outbox_rows, queue_across, relay_config, running_relay, wait_until
 
 pytestmark = pytest.mark.skipif(
@@ -37,7 +39,7 @@ PROBE_SECONDS = 0.5
 def cluster_urls() -> Iterator[tuple[str, list[str]]]:
     with citus_cluster(workers=2, parent=memory_dir()) as cluster:
         url = cluster.url()
-        upgrade(url)
+        upgrade(url, registry_of(Settings()))
         with psycopg.connect(url, autocommit=True) as conn:
             distribute(conn)
         yield url, [cluster.url(worker) for worker in cluster.workers]

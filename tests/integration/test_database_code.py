@@ -19,8 +19,12 @@ from sqlalchemy import Column, MetaData, Text, create_engine, pool
 from harness.database import DatabaseFactory, with_database
 from service.db import code
 from service.db.tables import metadata
-from service.tools import builtin
+from service.manifests import registry_of
+from service.settings import Settings
 from tests.support.catalog import catalog, differences
+
+# The default settings' app folders: the database code of the template every test database is made from.
+APPS = registry_of(Settings()).folders
 
 
 def _build_from_source(url: str, source: Path = code.SOURCE, tables: Any = metadata) -> None:
@@ -30,7 +34,7 @@ def _build_from_source(url: str, source: Path = code.SOURCE, tables: Any = metad
     finally:
         engine.dispose()
     with psycopg.connect(url) as conn:
-        code.apply(conn, source)
+        code.apply(conn, APPS, source)
 
 
 @pytest.fixture
@@ -66,7 +70,7 @@ def _names(lines: list[str]) -> list[str]:
 
 
 def _code_of(name: str) -> str:
-    return next(d.sql for d in code.definitions() if d.name == name)
+    return next(d.sql for d in code.definitions(code.SOURCE, APPS) if d.name == name)
 
 
 def _edit(source: Path, file: str, old: str, new: str) -> None:
@@ -116,18 +120,18 @@ def test_a_source_file_changed_without_migrate_is_a_difference(
 
 def test_migrate_replaces_what_changed_and_nothing_else(database_url: str, source_copy: Path) -> None:
     with psycopg.connect(database_url) as conn:
-        assert code.apply(conn) == []
+        assert code.apply(conn, APPS) == []
     _edit(source_copy, "70_settle.sql", "ORDER BY o.ends_at", "ORDER BY o.ends_at DESC")
     with psycopg.connect(database_url) as conn:
-        assert code.apply(conn, source_copy) == ["replaced function settle_due"]
-        assert code.apply(conn, source_copy) == []
+        assert code.apply(conn, APPS, source_copy) == ["replaced function settle_due"]
+        assert code.apply(conn, APPS, source_copy) == []
 
 
 def test_migrate_drops_what_left_the_source(database_url: str, db: Any) -> None:
     db.execute("CREATE FUNCTION stray() RETURNS integer LANGUAGE sql RETURN 1")
     db.execute("CREATE VIEW stray_view AS SELECT 1 AS one")
     with psycopg.connect(database_url) as conn:
-        assert sorted(code.apply(conn)) == ["dropped function stray", "dropped view stray_view"]
+        assert sorted(code.apply(conn, APPS)) == ["dropped function stray", "dropped view stray_view"]
     assert "function stray()" not in catalog(database_url)
 
 
@@ -135,7 +139,7 @@ def test_migrate_leaves_what_an_extension_owns_in_the_schema_alone(database_url:
     # pg_buffercache puts a view and a function into public, as Citus does (citus_tables, …).
     db.execute("CREATE EXTENSION pg_buffercache SCHEMA public")
     with psycopg.connect(database_url) as conn:
-        assert code.apply(conn) == []
+        assert code.apply(conn, APPS) == []
     assert db.execute("SELECT to_regclass('public.pg_buffercache') IS NOT NULL AS kept").fetchone()["kept"]
 
 
@@ -149,7 +153,7 @@ def test_a_function_whose_result_changes_is_replaced_and_its_old_overload_droppe
         "lock_workspace(p_conversation_id text, p_create boolean, p_extra integer DEFAULT 0) RETURNS boolean",
     )
     with psycopg.connect(database_url) as conn:
-        assert code.apply(conn, source_copy) == ["replaced function lock_workspace"]
+        assert code.apply(conn, APPS, source_copy) == ["replaced function lock_workspace"]
     assert [n for n in catalog(database_url) if n.startswith("function lock_workspace")] == [
         "function lock_workspace(text,boolean,integer)"
     ]
@@ -158,12 +162,14 @@ def test_a_function_whose_result_changes_is_replaced_and_its_old_overload_droppe
 def test_a_type_never_changes_in_place(database_url: str, source_copy: Path) -> None:
     _edit(source_copy, "60_outbox.sql", "    result jsonb\n", "    result jsonb,\n    note text\n")
     with psycopg.connect(database_url) as conn, pytest.raises(RuntimeError, match="never changes in place"):
-        code.apply(conn, source_copy)
+        code.apply(conn, APPS, source_copy)
 
 
 def test_every_definition_in_the_source_says_what_it_is_for() -> None:
     undocumented = [
-        d.name for d in code.definitions() if d.kind != "trigger" and not d.sql.lstrip().startswith("--")
+        d.name
+        for d in code.definitions(code.SOURCE, APPS)
+        if d.kind != "trigger" and not d.sql.lstrip().startswith("--")
     ]
     assert undocumented == []
 
@@ -187,7 +193,7 @@ def test_every_registered_decision_is_in_the_migrated_database_in_the_one_decisi
         "p_tool_call_id text, p_conversation_id text, p_arguments jsonb, p_context jsonb,"
         " OUT outcome text, OUT response jsonb, OUT effects decision_effects"
     )
-    for registration in builtin():
+    for registration in registry_of(Settings()).runners.values():
         row = db.execute(
             "SELECT pg_get_function_arguments(to_regproc(%s)) AS arguments", (registration.decide,)
         ).fetchone()

@@ -15,9 +15,8 @@ from litestar.testing import AsyncTestClient
 from harness.calls import expire, interrupt_body
 from service.app import create_app
 from service.db import states as states_db
-from service.manifests import load_registry
 from service.settings import Settings
-from tests.conftest import AGENT, HOST
+from tests.conftest import AGENT, HOST, registry_with
 from tests.support.sdk import (
     Call,
     Client,
@@ -68,7 +67,7 @@ async def sketch_client(settings: Settings, tmp_path: Path) -> AsyncIterator[Cli
     (tmp_path / "sketch" / "surface").mkdir(parents=True)
     (tmp_path / "sketch" / "manifest.json").write_text(json.dumps(SKETCH))
     (tmp_path / "sketch" / "surface" / "index.html").write_text("<!doctype html><title>Sketch</title>")
-    app = create_app(settings, load_registry(also=[tmp_path / "sketch"]), sweeper=False)
+    app = create_app(settings, registry_with(tmp_path / "sketch"), sweeper=False)
     async with AsyncTestClient(app=app) as test_client:
         yield test_client
 

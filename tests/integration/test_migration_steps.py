@@ -12,6 +12,8 @@ import psycopg
 import pytest
 
 from service.db import code, migration_steps
+from service.manifests import registry_of
+from service.settings import Settings
 
 
 def test_a_lock_held_for_a_moment_is_waited_for_and_lock_timeout_is_reset(database_url: str) -> None:
@@ -55,14 +57,16 @@ def test_a_lock_never_given_fails_after_the_tries_holding_nothing(
 
 
 def test_code_made_ahead_is_recorded_as_migrate_records_it(database_url: str, db: Any) -> None:
-    key = ("trigger", "tool_calls.tool_calls_guard")
-    definition = {d.key: d for d in code.definitions()}[key]
+    key = ("trigger", "workspaces.workspaces_guard")
+    definition = {d.key: d for d in code.definitions(code.SOURCE, ())}[key]
     db.execute("DELETE FROM database_code WHERE kind = %s AND name = %s", key)
-    db.execute("DROP TRIGGER tool_calls_guard ON tool_calls")
+    db.execute("DROP TRIGGER workspaces_guard ON workspaces")
     with psycopg.connect(database_url) as conn:
         with conn.transaction():
             migration_steps.make_code(conn, (key,))
-        assert code.apply(conn) == []  # in place, recorded: migrate changes nothing
+        assert (
+            code.apply(conn, registry_of(Settings()).folders) == []
+        )  # in place, recorded: migrate changes nothing
         conn.rollback()
     row = db.execute("SELECT checksum FROM database_code WHERE kind = %s AND name = %s", key).fetchone()
     assert row["checksum"] == definition.checksum

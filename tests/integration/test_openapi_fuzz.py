@@ -3,9 +3,13 @@
 The service's own document (``/schema/openapi.json``) drives the run, and every response is checked
 against it: no server error, a documented status, the documented content type, headers and body.
 Cases come from three strategies per operation: valid and invalid requests from the document as
-served, and valid requests from a copy narrowed to what exists — the shipped tools with their
-argument schemas, Pomodoro's state schema, seeded conversations, instances and interactions — so
-that the fuzzer reaches the decisions and not only the 404s.
+served, and valid requests from a copy narrowed to what exists — the tools with their argument
+schemas, Pomodoro's state schema, seeded conversations, instances and interactions — so that the
+fuzzer reaches the decisions and not only the 404s.
+
+The service runs a test-only app besides the shipped ones (APP_FOLDERS: tests/fixtures/
+lookalike_app/), whose answers have exactly the Pomodoro's words and shapes: the document holds, and
+tells their answers apart, by Tool (service/api/document.py).
 
 Seeded (``derandomize``) and bounded for CI. To hunt for bugs locally, raise the budget and let
 every run draw new cases:
@@ -19,9 +23,11 @@ import copy
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -41,7 +47,7 @@ from schemathesis.specs.openapi.checks import (
 
 from harness.database import DatabaseFactory
 from service.app import create_app
-from service.manifests import Registry, load_registry
+from service.manifests import Registry
 from tests.conftest import (
     AGENT,
     AGENT_TOKEN,
@@ -51,6 +57,7 @@ from tests.conftest import (
     OPERATOR_TOKEN,
     ServiceProcess,
     make_settings,
+    registry_with,
     service_on_own_database,
 )
 
@@ -69,9 +76,14 @@ CHECKS = [
 ]
 
 
+#: A test-only app whose answers look exactly like the Pomodoro's.
+LOOKALIKE = Path(__file__).resolve().parents[1] / "fixtures" / "lookalike_app"
+REGISTRY = registry_with(LOOKALIKE)
+
+
 def _documented_operations() -> list[str]:
     """Every operation of the document the service generates (no database needed to make it)."""
-    registry = load_registry()
+    registry = REGISTRY
     app = create_app(make_settings("postgresql://nobody@127.0.0.1:1/none"), registry, sweeper=False)
     paths = app.openapi_schema.to_schema()["paths"]
     # The event stream never ends: it is documented, not fuzzed.
@@ -172,21 +184,13 @@ def narrow(document: Json, seed: Seed, registry: Registry) -> Json:
                 if values:
                     parameter["schema"] = {"enum": values}
     schemas = narrowed["components"]["schemas"]
-    calls = schemas["ToolCallBody"]
-    schemas["ToolCallBody"] = {
-        "oneOf": [
-            {
-                **calls,
-                "properties": {
-                    "tool_call_id": FUZZ_CALL_ID,
-                    "conversation_id": {"enum": CONVERSATIONS},
-                    "tool": {"const": tool.name},
-                    "arguments": tool.input_schema,
-                },
-            }
-            for tool in registry.tools.values()
-        ]
-    }
+    for tool in registry.tools.values():  # each Tool's call (service/api/document.py)
+        schemas[f"ToolCall.{tool.name}"]["properties"] = {
+            "tool_call_id": FUZZ_CALL_ID,
+            "conversation_id": {"enum": CONVERSATIONS},
+            "tool": {"const": tool.name},
+            "arguments": tool.input_schema,
+        }
     pomodoro = registry.app("pomodoro")
     assert pomodoro is not None and pomodoro.instance_state is not None
     state = schemas["StateWrite"]["properties"]
@@ -207,7 +211,9 @@ def service(
     database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
     """One service and one database for every operation: the state they build up is fuzzed too."""
-    with service_on_own_database(database_factory, tmp_path_factory.mktemp("fuzz")) as process:
+    with service_on_own_database(
+        database_factory, tmp_path_factory.mktemp("fuzz"), APP_FOLDERS=str(LOOKALIKE)
+    ) as process:
         yield process
 
 
@@ -226,7 +232,7 @@ def seeded(service: ServiceProcess) -> Seed:
 
 
 @pytest.fixture(scope="module")
-def schemas(service: ServiceProcess, seeded: Seed, registry: Registry) -> tuple[BaseSchema, BaseSchema]:
+def schemas(service: ServiceProcess, seeded: Seed) -> tuple[BaseSchema, BaseSchema]:
     """The served document and its narrowed copy, each with the token of every audience."""
     document = httpx.get(f"{service.base_url}/schema/openapi.json", timeout=10).json()
     config = schemathesis.Config.from_dict(
@@ -249,7 +255,7 @@ def schemas(service: ServiceProcess, seeded: Seed, registry: Registry) -> tuple[
         }
     )
     served = schemathesis.openapi.from_dict(document, config=config)
-    narrowed = schemathesis.openapi.from_dict(narrow(document, seeded, registry), config=config)
+    narrowed = schemathesis.openapi.from_dict(narrow(document, seeded, REGISTRY), config=config)
     return served, narrowed
 
 
@@ -283,6 +289,55 @@ def test_operation_answers_as_documented(
         case.call_and_validate(headers=headers, checks=CHECKS)
 
     answers_as_documented()
+
+
+TWINS = {
+    "pomodoro.start": "lookalike.start",
+    "lookalike.start": "pomodoro.start",
+    "pomodoro.interrupt": "lookalike.interrupt",
+    "lookalike.interrupt": "pomodoro.interrupt",
+}
+
+
+def _valid(document: Json, ref: str, body: Json) -> bool:
+    schema = {**document, "$ref": ref}  # its refs resolve against the whole document
+    return jsonschema.Draft202012Validator(schema).is_valid(body)
+
+
+def test_each_tools_answers_are_told_apart_by_the_tool(service: ServiceProcess, seeded: Seed) -> None:
+    """The lookalike's answers fit the Pomodoro's types as well as its own (which is why a ``oneOf``
+    of every app's answers cannot hold); the document selects each answer's schema by the Tool
+    called, and names exactly the Tools the service runs."""
+    document = httpx.get(f"{service.base_url}/schema/openapi.json", timeout=10).json()
+    operation = document["paths"]["/v1/tool-calls"]["post"]
+    by_tool = operation["x-answers-by-tool"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert sorted(by_tool) == sorted(body["discriminator"]["mapping"]) == sorted(REGISTRY.tools)
+    with httpx.Client(base_url=service.base_url, timeout=10) as client:
+        listed = _call(client, "GET", "/v1/tools", AGENT)["tools"]
+        assert sorted(tool["name"] for tool in listed) == sorted(REGISTRY.tools)
+        answers = {
+            ("pomodoro.start", "202"): _start(client, "told-apart"),
+            ("lookalike.start", "202"): _tool(
+                client, "told-apart-look", "told-apart", "lookalike.start", {"duration_seconds": 60}
+            ),
+            ("pomodoro.interrupt", "200"): _tool(
+                client, "told-apart-stop", "told-apart", "pomodoro.interrupt", {}
+            ),
+            ("lookalike.interrupt", "200"): _tool(
+                client, "told-apart-look-stop", "told-apart-final", "lookalike.interrupt", {}
+            ),
+        }
+    for (tool, status), answer in answers.items():
+        own = by_tool[tool][status]
+        twin = by_tool[TWINS[tool]][status]
+        assert _valid(document, own, answer), (tool, answer)
+        assert _valid(document, twin, answer), (tool, "looks like its twin's", answer)
+        assert _valid(
+            document,
+            f"#/paths/~1v1~1tool-calls/post/responses/{status}/content/application~1json/schema",
+            answer,
+        )
 
 
 # Inputs schemathesis does not generate (it never puts U+0000 or "/" in a path parameter, nor a

@@ -305,6 +305,7 @@ async def test_trace_of_an_id_used_in_two_conversations_is_409_unless_one_is_nam
 
     refused = await get(client, "/v1/ops/tool-calls/start-1", 409)
     assert refused["error"] == "ambiguous_tool_call_id"
+    assert refused["conversation_ids"] == ["conv-1", "conv-2"]  # the console links each
     for conversation, started in (("conv-1", first), ("conv-2", second)):
         trace = await get(client, "/v1/ops/tool-calls/start-1", conversation_id=conversation)
         assert trace["tool_call"]["conversation_id"] == conversation

@@ -29,7 +29,8 @@ from harness.receiver import Receiver, new_secret
 from service.app import create_app
 from service.db import code, roles
 from service.db.migrate import upgrade
-from service.manifests import Registry
+from service.manifests import Registry, registry_of
+from service.settings import Settings
 from tests.conftest import AGENT, HOST, OPERATOR, ServiceProcess, make_settings
 from tests.integration.test_history_retention import counts, finished_and_closed, pruned
 from tests.integration.test_ops_api import add_attempt, add_outbox_row
@@ -38,6 +39,9 @@ from tests.support.outbox import outbox_rows, queue_results, relay_config, runni
 
 ROOT = Path(__file__).resolve().parents[2]
 Db = psycopg.Connection[dict[str, Any]]
+
+# The apps of the default settings: those the template's database code and grants are of.
+REGISTRY = registry_of(Settings())
 
 
 def as_role(url: str, role: str) -> str:
@@ -76,7 +80,7 @@ def names(database_url: str) -> Iterator[roles.Names]:
     made = unique_names()
     try:
         with psycopg.connect(database_url) as conn:
-            roles.ensure(conn, made)
+            roles.ensure(conn, made, REGISTRY)
         yield made
     finally:
         drop_roles(database_url, made)
@@ -97,7 +101,7 @@ def refused(conn: Db, statement: str) -> str:
 
 
 def test_the_grants_map_names_every_table_view_and_function(db: Db) -> None:
-    assert roles.unclassified(db) == []
+    assert roles.unclassified(db, REGISTRY) == []
 
 
 def test_everything_the_grants_map_names_exists(db: Db) -> None:
@@ -109,10 +113,10 @@ def test_everything_the_grants_map_names_exists(db: Db) -> None:
         )
     }
     views = {r["viewname"] for r in db.execute("SELECT viewname FROM pg_views WHERE schemaname = 'public'")}
-    functions = {d.name for d in code.definitions() if d.kind == "function"}
+    functions = {d.name for d in code.definitions(code.SOURCE, REGISTRY.folders) if d.kind == "function"}
     assert set(roles.TABLES) - tables == set()
     assert set(roles.VIEWS) - views == set()
-    assert set(roles.FUNCTIONS) - functions == set()
+    assert set(roles.functions(REGISTRY)) - functions == set()
 
 
 def test_a_table_the_grants_map_does_not_name_is_reported_and_granted_to_no_one(
@@ -122,7 +126,7 @@ def test_a_table_the_grants_map_does_not_name_is_reported_and_granted_to_no_one(
         owner.execute("CREATE TABLE added_later (id int)")
         owner.execute("CREATE FUNCTION added_later_fn() RETURNS int LANGUAGE sql RETURN 1")
     with psycopg.connect(as_role(database_url, names.owner)) as owner_tx:
-        outcome = roles.grant(owner_tx, names)
+        outcome = roles.grant(owner_tx, names, REGISTRY)
     assert outcome.unclassified == ["function added_later_fn", "table added_later"]
     with connect(database_url, names.runtime) as runtime:
         refused(runtime, "SELECT * FROM added_later")
@@ -131,13 +135,13 @@ def test_a_table_the_grants_map_does_not_name_is_reported_and_granted_to_no_one(
 
 def test_roles_run_twice_changes_nothing_the_second_time(names: roles.Names, database_url: str) -> None:
     with psycopg.connect(database_url) as conn:
-        assert roles.ensure(conn, names).changes == []
+        assert roles.ensure(conn, names, REGISTRY).changes == []
 
 
 def test_existing_mode_never_creates_a_role(database_url: str) -> None:
     made = unique_names()
     with psycopg.connect(database_url) as conn, pytest.raises(LookupError, match=made.owner):
-        roles.ensure(conn, made, create=False)
+        roles.ensure(conn, made, REGISTRY, create=False)
     with psycopg.connect(database_url) as conn:
         assert roles.existing(conn, [made.of(kind) for kind in roles.KINDS]) == set()
 
@@ -148,7 +152,7 @@ def test_existing_mode_grants_roles_an_admin_made(database_url: str, db: Db) -> 
         for kind in roles.KINDS:  # what a managed Postgres user runs first (docs/operations.md)
             db.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN").format(psycopg.sql.Identifier(made.of(kind))))
         with psycopg.connect(database_url) as conn:
-            outcome = roles.ensure(conn, made, create=False)
+            outcome = roles.ensure(conn, made, REGISTRY, create=False)
         assert not any(change.startswith(("created role", "updated role")) for change in outcome.changes)
         with connect(database_url, made.relay) as relay:
             relay.execute("SELECT count(*) FROM outbox")
@@ -273,12 +277,12 @@ def test_migrate_as_the_owner_keeps_grants_and_a_replaced_function_keeps_its_sea
         " LANGUAGE plpgsql AS $$ BEGIN RETURN; END $$"
     )  # no search_path now; re-made by migrate
     db.execute("DELETE FROM database_code WHERE name = 'settle_due'")
-    outcome = upgrade(as_role(database_url, names.owner), names)
+    outcome = upgrade(as_role(database_url, names.owner), REGISTRY, names)
     assert f"granted SELECT on table outbox to {names.reader}" in outcome.changes
     assert f"revoked TRUNCATE on table outbox from {names.relay}" in outcome.changes
     config = db.execute("SELECT proconfig FROM pg_proc WHERE proname = 'settle_due'").fetchone()
     assert config == {"proconfig": [f"search_path={code.SEARCH_PATH}"]}
-    assert upgrade(as_role(database_url, names.owner), names).changes == []
+    assert upgrade(as_role(database_url, names.owner), REGISTRY, names).changes == []
 
 
 # -- each role does its job -------------------------------------------------------------------------
@@ -416,9 +420,9 @@ def test_on_managed_postgres_the_documented_sql_then_existing_and_migrate_as_the
                 admin.execute(statement.encode())
         owner_url = as_role(url, made.owner)
         with psycopg.connect(owner_url) as owner:
-            outcome = roles.ensure(owner, made, create=False)
+            outcome = roles.ensure(owner, made, REGISTRY, create=False)
         assert outcome.warnings == []
-        upgrade(owner_url, made)
+        upgrade(owner_url, REGISTRY, made)
         with connect(url, made.runtime) as runtime:
             runtime.execute("SELECT lock_workspace('conv-managed', true)")
             refused(runtime, "TRUNCATE outbox")
@@ -438,7 +442,7 @@ def test_a_role_name_that_is_a_superuser_is_refused_never_demoted(database_url: 
     db.execute(psycopg.sql.SQL("CREATE ROLE {} SUPERUSER").format(psycopg.sql.Identifier(made.runtime)))
     try:
         with psycopg.connect(database_url) as conn, pytest.raises(ValueError, match="is a superuser"):
-            roles.ensure(conn, made)
+            roles.ensure(conn, made, REGISTRY)
         row = db.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (made.runtime,)).fetchone()
         assert row == {"rolsuper": True}
     finally:

@@ -124,6 +124,29 @@ def test_roles_works_on_a_sql_ascii_database(database_url: str) -> None:
         drop_roles(database_url, made)
 
 
+def test_migrate_works_on_a_sql_ascii_database(database_url: str) -> None:
+    """The same server encoding for ``migrate``: SQLAlchemy's version parsing failed on bytes."""
+    name = f"sqlascii_{uuid.uuid4().hex[:10]}"
+    admin_execute(
+        database_url,
+        sql.SQL(
+            "CREATE DATABASE {} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+        ).format(sql.Identifier(name)),
+    )
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "service", "migrate"],
+            env={"PATH": "/usr/bin:/bin", "DATABASE_URL": with_database(database_url, name)},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    finally:
+        drop_database(database_url, name)
+
+
 # A TCP forwarder in a process of its own (the roles child blocks in connect, not in this loop).
 FORWARD = """
 import asyncio, sys

@@ -11,6 +11,8 @@ import psycopg
 import pytest
 
 from service.db import roles
+from service.manifests import registry_of
+from service.settings import Settings
 from tests.integration.test_roles import drop_roles, unique_names
 
 Db = psycopg.Connection[dict[str, Any]]
@@ -30,12 +32,12 @@ def test_handing_a_table_to_the_owner_never_queues_behind_a_long_transaction(
         with psycopg.connect(database_url) as long_one, psycopg.connect(database_url) as admin:
             long_one.execute("SELECT count(*) FROM outbox")  # its transaction stays open, holding a lock
             with pytest.raises(psycopg.errors.LockNotAvailable):
-                roles.ensure(admin, made)
+                roles.ensure(admin, made, registry_of(Settings()))
             admin.rollback()
             assert owner_of(db, "outbox") != made.owner
             long_one.rollback()
             # Once the long transaction is gone, running it again finishes the work.
-            roles.ensure(admin, made)
+            roles.ensure(admin, made, registry_of(Settings()))
             admin.commit()
         assert owner_of(db, "outbox") == made.owner
     finally:
@@ -61,7 +63,7 @@ def test_a_request_holding_one_table_and_reading_another_never_deadlocks_with_th
     def handover() -> None:
         try:
             with psycopg.connect(database_url) as admin:
-                roles.ensure(admin, made)
+                roles.ensure(admin, made, registry_of(Settings()))
         except BaseException as error:  # reported by the test below
             failures.append(error)
 

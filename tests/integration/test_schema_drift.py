@@ -46,12 +46,16 @@ def test_database_is_at_the_migration_head(db: Any) -> None:
     assert db.execute("SELECT version_num FROM alembic_version").fetchone()["version_num"] == head_revision()
 
 
-def test_partial_unique_index_allows_one_focusing_pomodoro_per_conversation(db: Any) -> None:
+def test_one_running_operation_per_tool_is_a_unique_index_that_names_no_tool(db: Any) -> None:
     indexes = {
         row["indexname"]: row["indexdef"]
         for row in db.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'operations'"
         ).fetchall()
     }
-    definition = indexes["uq_operations_one_focusing_per_conversation"]
-    assert "UNIQUE" in definition and "focusing" in definition
+    definition = indexes["uq_operations_one_running_per_tool"]
+    assert "UNIQUE" in definition and "(conversation_id, tool)" in definition
+    assert "focusing" in definition and "one_running" in definition
+    assert not [
+        name for name, text in indexes.items() if " WHERE " in text and "." in text.split(" WHERE ")[1]
+    ]

@@ -174,8 +174,9 @@ async def test_metrics_answer_private_network_peers_without_a_token_until_one_is
 ) -> None:
     # The contract's probe: GET /metrics, as a Prometheus beside the service scrapes it with no
     # credentials. A peer on the public internet needs a token even by default (the third security
-    # review: the page shows the backlog, dead rows, pause and circuit state).
-    app = create_app(make_settings(database_url), registry, sweeper=False)
+    # review: the page shows the backlog, dead rows, pause and circuit state). The scraper asks for
+    # http://service/metrics, as Compose's Prometheus does (its Host named in ALLOWED_HOSTS).
+    app = create_app(make_settings(database_url, allowed_hosts="service"), registry, sweeper=False)
     asgi: Any = app  # httpx types its ASGI app more narrowly than Litestar's __call__
     async with AsyncTestClient(app=app):  # runs the lifespan; the requests below name their peer
         for peer in (

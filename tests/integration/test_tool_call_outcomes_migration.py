@@ -15,7 +15,8 @@ from psycopg.rows import dict_row
 from harness.database import DatabaseFactory, with_database
 from service.db import migrate
 from service.http import status_of_kind
-from service.manifests import Registry
+from service.manifests import Registry, registry_of
+from service.settings import Settings
 
 # Answers as the release before recorded them: (tool_call_id, tool, status_code, response text).
 RECORDED = (
@@ -50,7 +51,7 @@ def test_answers_recorded_before_0019_replay_byte_for_byte_with_their_status(
                 " VALUES (%s, 'conv-old', %s, 'fp', %s, %s)",
                 (tool_call_id, tool, status, response),
             )
-        migrate.upgrade(at_0018)
+        migrate.upgrade(at_0018, registry_of(Settings()))
         recorded = {
             row["tool_call_id"]: row["outcome"]
             for row in db.execute("SELECT tool_call_id, outcome FROM tool_calls").fetchall()

@@ -17,13 +17,15 @@ from psycopg import pq
 
 from harness.calls import expire
 from service.db.pool import Pool, open_pool
-from service.domain.errors import NotFound
-from service.http import status_of_kind
+from service.domain.errors import NotFound, WriteLimited
+from service.http import status_of, status_of_kind
 from service.manifests import Registry
 from service.settings import Settings
+from service.use_cases import callers
 from service.use_cases.operation_interrupt import interrupt_operation
 from service.use_cases.runtime import Runtime
 from service.use_cases.tool_calls import ToolCallRequest, call_tool
+from tests.conftest import make_settings
 
 
 @pytest.fixture
@@ -169,3 +171,35 @@ def test_no_statement_of_the_service_sends_a_notify_while_deciding() -> None:
         if isinstance(value, str) and name.isupper() and "notify" in value.lower()
     ]
     assert statements == []
+
+
+async def test_a_persons_call_spends_its_allowance_in_the_same_one_round_trip(
+    pool: Pool, database_url: str, registry: Registry, tmp_path: Path
+) -> None:
+    settings = make_settings(database_url, write_limit_tool_calls=2)
+    runtime = Runtime(pool=pool, settings=settings, registry=registry)
+    for n in range(6):
+        await _run(runtime, _call("pomodoro.interrupt", f"warm-{n}", {}))
+    own = "person-rt"
+    calling = callers.current.set(callers.person("https://id.example", "alice", "client", own))
+    try:
+        async with pool.connection() as conn:
+            pass
+        start = _call("pomodoro.start", own, {"duration_seconds": 60})
+        statuses = []
+        for call in (
+            start,
+            _call("pomodoro.interrupt", own, {}),
+            start,
+            _call("pomodoro.start", own, {"duration_seconds": 60}),
+        ):
+            with traced(conn, tmp_path / "trace") as messages:
+                try:
+                    statuses.append(await _run(runtime, call))
+                except WriteLimited as limited:
+                    statuses.append(status_of(limited))
+            assert round_trips(messages) == 1, messages
+            assert "Query" not in messages
+    finally:
+        callers.current.reset(calling)
+    assert statuses == [202, 200, 202, 429]  # the replay spent nothing; the third new call is over

@@ -215,3 +215,42 @@ async def test_maintenance_removes_allowances_whose_window_ended(
     assert removed >= 1
     kept = db.execute("SELECT principal FROM write_allowances").fetchall()
     assert len(kept) == 1 and "conv-now" in kept[0]["principal"]
+
+
+async def test_the_agents_own_budget_answers_429_with_retry_after_and_records_nothing(
+    database_url: str, registry: Registry, db: Any
+) -> None:
+    # Unlimited by default; AGENT_TOOL_CALL_LIMIT sets a budget per conversation and window.
+    settings = make_settings(database_url, agent_tool_call_limit=2, write_limit_window_seconds=86400)
+    app = create_app(settings, registry, sweeper=False)
+    conversation = f"conv-budget-{uuid.uuid4().hex[:8]}"
+
+    def call(tool_call_id: str, tool: str) -> dict[str, Any]:
+        arguments = {"duration_seconds": 60} if tool == "pomodoro.start" else {}
+        return {
+            "tool_call_id": tool_call_id,
+            "conversation_id": conversation,
+            "tool": tool,
+            "arguments": arguments,
+        }
+
+    async with AsyncTestClient(app=app) as client:
+        answers = [
+            await client.post("/v1/tool-calls", json=call("b-1", "pomodoro.start"), headers=AGENT),
+            await client.post("/v1/tool-calls", json=call("b-2", "pomodoro.interrupt"), headers=AGENT),
+            await client.post("/v1/tool-calls", json=call("b-1", "pomodoro.start"), headers=AGENT),  # replay
+            await client.post("/v1/tool-calls", json=call("b-3", "pomodoro.start"), headers=AGENT),
+        ]
+    assert [a.status_code for a in answers] == [202, 200, 202, 429]
+    assert answers[2].content == answers[0].content
+    over = answers[3]
+    assert over.json()["error"] == "too_many_requests" and over.json()["retry_after_seconds"] >= 1
+    assert int(over.headers["retry-after"]) == over.json()["retry_after_seconds"]
+    recorded = db.execute(
+        "SELECT tool_call_id, caller FROM tool_calls WHERE conversation_id = %s ORDER BY tool_call_id",
+        (conversation,),
+    ).fetchall()
+    assert [(r["tool_call_id"], r["caller"]) for r in recorded] == [
+        ("b-1", {"kind": "agent"}),
+        ("b-2", {"kind": "agent"}),
+    ]

@@ -105,7 +105,7 @@ def chromium(user_data_dir: Path | None = None, **options: Any) -> Iterator[Any]
         with _persistent_chromium(user_data_dir, **options) as context:
             yield context
         return
-    context = _MODULE_CHROMIUM.get().new_context(viewport=VIEWPORT, **options)
+    context = _MODULE_CHROMIUM.get().new_context(**{"viewport": VIEWPORT, **options})
     context.set_default_timeout(10_000)
     try:
         yield context

@@ -3,6 +3,7 @@ the registry loads (so ``serve`` refuses to start, and this test fails, before a
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pytest
 
 from service import apps
 from service.domain.outcomes import SHARED_OUTCOMES
-from service.manifests import ManifestError, load_registry
+from service.manifests import ManifestError, registry_of
+from service.settings import Settings
+from tests.conftest import registry_with
 from tests.support.echo_app import FOLDER as ECHO
 
 KETTLE = Path(__file__).resolve().parents[1] / "fixtures" / "kettle_app"
@@ -30,30 +33,44 @@ def kettle(tmp_path: Path) -> Path:
 
 def _problem(folder: Path) -> str:
     with pytest.raises(ManifestError) as caught:
-        load_registry(also=[folder])
+        registry_with(folder)
     assert caught.value.file == str(folder)
     return caught.value.reason
 
 
 def _surface_problem(folder: Path) -> str:
     with pytest.raises(ManifestError) as caught:
-        load_registry(also=[folder])
+        registry_with(folder)
     assert (caught.value.file, caught.value.path) == (str(folder / "manifest.json"), "$.surface")
     return caught.value.reason
 
 
 def test_the_shipped_apps_are_the_folders_and_agree_with_their_sql() -> None:
-    folders = apps.folders()
+    folders = apps.folders(apps.APPS_DIR)
     assert {"interact", "pomodoro", "whiteboard"} <= {folder.name for folder in folders}
     assert folders == sorted(path.parent for path in apps.APPS_DIR.glob("*/manifest.json"))
-    for folder in apps.folders():
+    for folder in folders:
         assert apps.problems(folder, apps.registrations(folder), SHARED_OUTCOMES) == []
-    registry = load_registry()
+    registry = registry_of(Settings())
+    assert registry.folders == tuple(folders)  # the default settings run the shipped apps
     assert sorted(registry.runners) == sorted(registry.tools)
 
 
+def test_the_registry_is_manifests_dirs_folders_then_app_folders(echo: Path, kettle: Path) -> None:
+    settings = Settings(app_folders=f"{echo},{kettle}")
+    assert settings.apps == (*apps.folders(apps.APPS_DIR), echo, kettle)
+    registry = registry_of(settings)
+    assert registry.folders == settings.apps
+    assert {"echo", "kettle"} <= set(registry.apps)
+
+
+def test_an_app_folder_that_is_no_app_is_refused_by_the_settings(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="is not an app folder"):
+        Settings(app_folders=str(tmp_path))
+
+
 def test_an_app_folder_elsewhere_brings_its_tool_and_registration(echo: Path) -> None:
-    registry = load_registry(also=[echo])
+    registry = registry_with(echo)
     assert registry.runner("echo.say").decide == "echo_say"
     assert registry.unregistered() == []
 
@@ -138,12 +155,12 @@ def test_a_registration_of_a_tool_the_manifest_does_not_declare_is_refused(echo:
     registration = echo / "registration.py"
     registration.write_text(registration.read_text().replace('name="echo.say"', 'name="echo.yell"'))
     with pytest.raises(ManifestError) as caught:
-        load_registry(also=[echo])
+        registry_with(echo)
     assert "echo.yell is registered but not declared here" in caught.value.reason
 
 
 def test_a_workspace_apps_page_is_its_folders_surface(kettle: Path) -> None:
-    registry = load_registry(also=[kettle])
+    registry = registry_with(kettle)
     assert registry.apps["kettle"].surface == kettle / "surface"
     assert registry.apps["pomodoro"].surface == apps.APPS_DIR / "pomodoro" / "surface"
     assert registry.apps["interact"].surface is None  # builtin: the host draws it
@@ -164,6 +181,42 @@ def test_a_builtin_app_with_a_page_of_its_own_is_refused(echo: Path) -> None:
     (echo / "surface").mkdir()
     (echo / "surface" / "index.html").write_text("<!doctype html>")
     with pytest.raises(ManifestError) as caught:
-        load_registry(also=[echo])
+        registry_with(echo)
     assert caught.value.path == "$.surface"
     assert "a builtin app has no page of its own" in caught.value.reason
+
+
+def _declare_view(kettle: Path, **view: str) -> None:
+    manifest = kettle / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["surface"]["mcp_app"] = {
+        "uri": "ui://kettle/view",
+        "name": "kettle-view",
+        "title": "Kettle",
+        "description": "The kettle.",
+        "tool": doc["tools"][0]["name"],
+        **view,
+    }
+    manifest.write_text(json.dumps(doc))
+
+
+def test_a_workspace_app_may_declare_its_page_an_mcp_app(kettle: Path) -> None:
+    _declare_view(kettle)
+    view = registry_with(kettle).apps["kettle"].mcp_app
+    assert view is not None and (view.uri, view.operation) == ("ui://kettle/view", "operation")
+
+
+@pytest.mark.parametrize(
+    ("view", "reason"),
+    [
+        ({"uri": "ui://pomodoro/view"}, "an app's MCP App is under ui://kettle/"),
+        ({"tool": "pomodoro.start"}, "'pomodoro.start' is not a Tool of this app"),
+    ],
+)
+def test_an_mcp_app_of_another_apps_address_or_tool_is_refused(
+    kettle: Path, view: dict[str, str], reason: str
+) -> None:
+    _declare_view(kettle, **view)
+    with pytest.raises(ManifestError) as caught:
+        registry_with(kettle)
+    assert reason in caught.value.reason

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from service.json_errors import _check_of, _compile, validate
-from service.manifests import load_registry
+from service.manifests import registry_of
+from service.settings import Settings
 
 json_values = st.recursive(
     st.none()
@@ -26,7 +27,7 @@ json_values = st.recursive(
 
 
 def _shipped_schemas() -> list[dict[str, Any]]:
-    registry = load_registry()
+    registry = registry_of(Settings())
     schemas = [spec.input_schema for spec in registry.tools.values()]
     assert schemas, "no tool schemas in the shipped manifests"
     return schemas

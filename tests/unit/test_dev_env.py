@@ -35,9 +35,10 @@ def test_the_env_file_round_trips_every_value_and_only_its_owner_reads_it(tmp_pa
 
 
 def test_the_printed_export_line_is_one_line_a_shell_takes_as_it_is() -> None:
-    line = dev_env.export_line(VALUES)
+    values = {**VALUES, "LINEUP_URL": "http://127.0.0.1:8001"}
+    line = dev_env.export_line(values)
     assert "\n" not in line and line.startswith("export DATABASE_URL=")
-    assert shell_values(line, dev_env.SHELL_NAMES) == [VALUES[name] for name in dev_env.SHELL_NAMES]
+    assert shell_values(line, dev_env.SHELL_NAMES) == [values[name] for name in dev_env.SHELL_NAMES]
 
 
 def test_with_no_database_url_a_command_takes_the_dev_settings_it_lacks(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ from tests.support.manifests import SHIPPED, minimal, write
 
 
 def test_every_tool_mcp_lists_has_a_provider_safe_name_and_its_own_as_title() -> None:
-    listed = [*list_tools(load_registry(SHIPPED)).tools, *app_tools.app_tools()]
+    registry = load_registry(SHIPPED)
+    listed = [*list_tools(registry).tools, *app_tools.app_tools(registry)]
     names = {tool.name: tool.title for tool in listed}
     assert {"pomodoro_start", "pomodoro_interrupt", "interact_ask", "pomodoro_app_read"} <= set(names)
     assert names["pomodoro_app_save_snapshot"] == "pomodoro.app.save_snapshot"

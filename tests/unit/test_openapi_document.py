@@ -29,16 +29,16 @@ def app(registry: Registry) -> Litestar:
 
 @pytest.fixture(scope="module")
 def document(app: Litestar) -> Json:
-    return app.openapi_schema.to_schema()
+    return document_module.served_document(app)
 
 
 def test_the_document_every_app_shares_is_the_one_an_app_of_other_settings_builds(
     app: Litestar, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shared = app.openapi_schema.to_schema()
-    monkeypatch.setattr(document_module, "_DOCUMENT", None)  # build anew
+    shared = document_module.served_document(app)
+    monkeypatch.setattr(document_module, "_DOCUMENTS", {})  # build anew
     settings = make_settings("postgresql://other@127.0.0.1:1/other", api_docs_ui=True)
-    assert create_app(settings, registry, sweeper=False).openapi_schema.to_schema() == shared
+    assert document_module.served_document(create_app(settings, registry, sweeper=False)) == shared
 
 
 def v1_handlers(app: Litestar) -> list[tuple[str, str, HTTPRouteHandler]]:
@@ -105,13 +105,16 @@ def test_a_route_documents_a_request_body_exactly_when_its_handler_takes_one(
         model = data.annotation
         assert isinstance(model, type) and issubclass(model, BaseModel)
         assert body is not None and body["required"] is True, (method, path)
-        assert body["content"]["application/json"]["schema"] == {
-            "$ref": f"#/components/schemas/{model.__name__}"
-        }
-        documented = document["components"]["schemas"][model.__name__]
-        assert set(documented["properties"]) == set(model.model_fields), (method, path)
-        required = {name for name, field in model.model_fields.items() if field.is_required()}
-        assert set(documented.get("required", [])) == required, (method, path)
+        schema = body["content"]["application/json"]["schema"]
+        # A tool call's body is one per Tool, each the body model's with its tool (document.py).
+        refs = [each["$ref"] for each in schema["oneOf"]] if "oneOf" in schema else [schema["$ref"]]
+        if "oneOf" not in schema:
+            assert refs == [f"#/components/schemas/{model.__name__}"], (method, path)
+        for ref in refs:
+            documented = document["components"]["schemas"][ref.rsplit("/", 1)[1]]
+            assert set(documented["properties"]) == set(model.model_fields), (method, path)
+            required = {name for name, field in model.model_fields.items() if field.is_required()}
+            assert set(documented.get("required", [])) == required, (method, path)
 
 
 def test_a_handler_with_a_fixed_status_documents_it(app: Litestar, document: Json) -> None:
@@ -175,9 +178,23 @@ def test_no_operation_documents_litestars_own_validation_answer(document: Json) 
 
 
 def test_the_contract_statuses_of_the_tool_call(document: Json) -> None:
-    responses = operation(document, "POST", "/v1/tool-calls")["responses"]
-    accepted = responses["202"]["content"]["application/json"]["schema"]["oneOf"]
+    tool_call = operation(document, "POST", "/v1/tool-calls")
+    responses = tool_call["responses"]
+    # Told apart by Tool: each status lists each Tool's own component (service/api/document.py).
+    by_tool = tool_call["x-answers-by-tool"]
+    accepted = responses["202"]["content"]["application/json"]["schema"]["anyOf"]
+    assert accepted == [{"$ref": by_tool[tool]["202"]} for tool in ("interact.ask", "pomodoro.start")]
     assert [resolve(document, s)["properties"]["status"]["const"] for s in accepted] == ["accepted"] * 2
+    direct = responses["200"]["content"]["application/json"]["schema"]["anyOf"]
+    assert direct == [{"$ref": by_tool["pomodoro.interrupt"]["200"]}]
+    words = [
+        resolve(document, s)["properties"]["status"]["const"] for s in resolve(document, direct[0])["oneOf"]
+    ]
+    assert words == ["interrupted", "operation_already_final", "no_active_focusing_operation"]
+    body = tool_call["requestBody"]["content"]["application/json"]["schema"]
+    assert body["discriminator"]["propertyName"] == "tool"
+    for tool, ref in body["discriminator"]["mapping"].items():
+        assert resolve(document, {"$ref": ref})["properties"]["tool"]["const"] == tool
     assert error_codes(document, responses["404"]) == ["unknown_tool"]
     assert error_codes(document, responses["409"]) == ["operation_already_focusing", "idempotency_key_reused"]
     assert error_codes(document, responses["422"]) == ["invalid_request", "invalid_arguments"]

@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from service.http import status_of_kind
-from service.manifests import load_registry
+from service.manifests import registry_of
+from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def tools_table() -> str:
-    registry = load_registry()
+    registry = registry_of(Settings())
     lines = [
         "| tool | kind | outcomes (HTTP status) | an accepted call opens | MCP annotations |",
         "| --- | --- | --- | --- | --- |",

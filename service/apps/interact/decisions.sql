@@ -86,10 +86,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    SELECT q.event_id INTO queued_event
-    FROM queue_outbox(ARRAY[ROW(
-        answered.conversation_id, 'interact.ask', answered.tool_call_id, NULL,
-        interaction_result(answered.answer, answered.answered_at))::outbox_entry]) q;
+    queued_event := app_queue_result(answered.conversation_id, 'interact.ask', answered.tool_call_id,
+                                     interaction_result(answered.answer, answered.answered_at));
     INSERT INTO messages (message_id, conversation_id, sub_session_id, role, text, created_at)
     VALUES (posted_message, answered.conversation_id, NULL, 'user', answered.answer, answered.answered_at);
     RETURN QUERY SELECT answered.tool_call_id, answered.conversation_id, answered.prompt, answered.choices,

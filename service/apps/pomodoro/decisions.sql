@@ -47,19 +47,15 @@ BEGIN
         END IF;
         -- Its deadline has passed: that fact is settled before the new period opens.
         SELECT array_agg(s) INTO overdue
-        FROM settle_focusing_v2(p_conversation_id, ARRAY[focusing.operation_id], 'completed',
-                                'deadline_reached', true) s;
+        FROM app_settle_operation(p_conversation_id, focusing.operation_id, 'completed') s;
     END IF;
+    -- Through the Runtime's API (service/db/sql/75_app_api.sql): the instance, the focusing period
+    -- (one per conversation, as the manifest declares), then the foreground.
     SELECT * INTO opened
-    FROM open_instance(p_conversation_id, 'pomodoro', (p_context ->> 'state_schema_version')::integer);
-    INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
-                            duration_seconds, activity, started_at, ends_at)
-    VALUES (uuid_v7(), 'pomodoro.start', p_tool_call_id, p_conversation_id, 'pomodoro',
-            opened.instance_id, duration, p_arguments ->> 'activity', statement_timestamp(),
-            statement_timestamp() + make_interval(secs => duration))
-    RETURNING * INTO started;
-    UPDATE workspaces SET foreground_instance_id = opened.instance_id, updated_at = statement_timestamp()
-    WHERE conversation_id = p_conversation_id;
+    FROM app_open_instance(p_conversation_id, (p_context ->> 'state_schema_version')::integer);
+    started := app_open_operation(p_conversation_id, p_tool_call_id, 'pomodoro.start', opened.instance_id,
+                                  duration, p_arguments ->> 'activity');
+    PERFORM app_hand_over(p_conversation_id, opened.instance_id);
     outcome := 'accepted';
     effects := ROW(overdue, started.ends_at, ARRAY[opened.instance_id], NULL, NULL)::decision_effects;
     response := jsonb_build_object(
@@ -72,7 +68,9 @@ END $$;
 
 -- pomodoro_interrupt: the Agent's interrupt, bound to the conversation's one focusing Pomodoro
 -- (the caller never names a target): `interrupted` when it wins the compare-and-set; otherwise the
--- late-interrupt rule answers. p_context: {"late_window_seconds": number}.
+-- late-interrupt rule answers. p_context: {"late_window_seconds": number, "caller"?: {"kind"}}: a
+-- person's call (a person's token on /mcp) ends it as `person_interrupt`, the Agent's as
+-- `agent_interrupt`.
 CREATE OR REPLACE FUNCTION pomodoro_interrupt(
     p_tool_call_id text, p_conversation_id text, p_arguments jsonb, p_context jsonb,
     OUT outcome text, OUT response jsonb, OUT effects decision_effects)
@@ -87,8 +85,10 @@ BEGIN
         WHERE o.conversation_id = p_conversation_id AND o.state = 'focusing'
           AND o.tool = 'pomodoro.start';
         IF FOUND THEN
-            SELECT * INTO settled
-            FROM settle_focusing_v2(p_conversation_id, ARRAY[focusing], 'interrupted', 'agent_interrupt');
+            SELECT * INTO settled FROM app_settle_operation(
+                p_conversation_id, focusing,
+                CASE WHEN p_context -> 'caller' ->> 'kind' = 'person' THEN 'person_interrupted'
+                     ELSE 'interrupted' END);
             IF settled.state IS NOT NULL THEN
                 effects := ROW(ARRAY[settled], NULL, NULL, NULL, NULL)::decision_effects;
             END IF;

@@ -7,6 +7,7 @@ export class ApiError extends Error {
     this.name = "ApiError";
     this.status = status;
     this.code = body && typeof body.error === "string" ? body.error : "http_error";
+    this.body = body;
   }
 }
 

@@ -3,7 +3,7 @@ import { clock, h, s, when } from "./dom.js";
 
 const W = 600;
 const H = 140;
-const PAD = { top: 8, right: 8, bottom: 18, left: 34 };
+const PAD = { top: 10, right: 8, bottom: 20, left: 40 };
 
 function niceMax(value) {
   if (value <= 4) return 4;
@@ -12,16 +12,26 @@ function niceMax(value) {
   return value;
 }
 
-function frame(max, labelFirst, labelLast) {
+// The value axis: 0, the maximum and the round steps between (quarters when they are whole
+// numbers, else halves), each with a grid line; the time axis: its two ends and its middle.
+function valueTicks(max) {
+  const parts = max % 4 === 0 ? 4 : max % 2 === 0 ? 2 : 1;
+  return Array.from({ length: parts + 1 }, (_, i) => (max * i) / parts);
+}
+
+function frame(max, labelFirst, labelLast, labelMiddle) {
   const y = (v) => PAD.top + (H - PAD.top - PAD.bottom) * (1 - v / max);
+  const ticks = valueTicks(max).flatMap((v) => [
+    v ? s("line", { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v), class: "grid" }) : null,
+    s("text", { x: PAD.left - 4, y: y(v) + (v ? 4 : 0), class: "tick end", "data-testid": "value-tick" }, String(v)),
+  ]).filter(Boolean);
   return [
     s("line", { x1: PAD.left, x2: W - PAD.right, y1: y(0), y2: y(0), class: "axis" }),
-    s("line", { x1: PAD.left, x2: W - PAD.right, y1: y(max), y2: y(max), class: "grid" }),
-    s("text", { x: PAD.left - 4, y: y(max) + 4, class: "tick end" }, String(max)),
-    s("text", { x: PAD.left - 4, y: y(0), class: "tick end" }, "0"),
-    s("text", { x: PAD.left, y: H - 4, class: "tick" }, labelFirst),
-    s("text", { x: W - PAD.right, y: H - 4, class: "tick end" }, labelLast),
-  ];
+    ...ticks,
+    s("text", { x: PAD.left, y: H - 4, class: "tick", "data-testid": "time-tick" }, labelFirst),
+    labelMiddle ? s("text", { x: PAD.left + (W - PAD.left - PAD.right) / 2, y: H - 4, class: "tick middle", "data-testid": "time-tick" }, labelMiddle) : null,
+    s("text", { x: W - PAD.right, y: H - 4, class: "tick end", "data-testid": "time-tick" }, labelLast),
+  ].filter(Boolean);
 }
 
 function chart(label, testid, children) {
@@ -30,7 +40,7 @@ function chart(label, testid, children) {
 }
 
 /** Stacked bars per minute: ``series`` = [{key, label, cls}], ``rows`` = [{at, [key]: n}]. */
-export function stackedBars(rows, series, { label, testid, first, last }) {
+export function stackedBars(rows, series, { label, testid, first, last, middle }) {
   const totals = rows.map((row) => series.reduce((sum, { key }) => sum + (row[key] || 0), 0));
   const max = niceMax(Math.max(0, ...totals));
   const plotW = W - PAD.left - PAD.right;
@@ -49,7 +59,7 @@ export function stackedBars(rows, series, { label, testid, first, last }) {
       base += value;
     }
   });
-  return chart(label, testid, [...frame(max, first, last), ...bars]);
+  return chart(label, testid, [...frame(max, first, last, middle), ...bars]);
 }
 
 /** Lines over time: ``series`` = [{key, cls}], ``rows`` = [{at, [key]: n}] oldest first. */
@@ -66,7 +76,8 @@ export function lines(rows, series, { label, testid, empty }) {
     s("polyline", { class: `series ${cls}`, points: rows.map((row) => `${x(row.at).toFixed(1)},${y(row[key] || 0).toFixed(1)}`).join(" ") }));
   const firstLabel = `${clock(rows[0].at)} UTC`;
   const lastLabel = `${clock(rows[rows.length - 1].at)} UTC`;
-  return chart(label, testid, [...frame(max, firstLabel, lastLabel), ...paths]);
+  const middleLabel = `${clock(new Date((t0 + t1) / 2).toISOString())} UTC`;
+  return chart(label, testid, [...frame(max, firstLabel, lastLabel, middleLabel), ...paths]);
 }
 
 /** Horizontal bars for named values (deadline lateness percentiles), in ms, over a scale from 0

@@ -112,18 +112,35 @@ export function retentionPanel() {
   return { element, update };
 }
 
-function isoOrNothing(local) {
-  // <input type="datetime-local"> is the browser's local time; the API wants an instant.
-  return local ? new Date(local).toISOString() : undefined;
+// Dates are entered in UTC, as every time in the console is shown: `2026-12-01 14:03` (seconds
+// optional; a "T" works too). Anything else is refused before the request, saying the form.
+const UTC_INPUT = /^(\d{4})-(\d\d)-(\d\d)(?:[ T](\d\d):(\d\d)(?::(\d\d))?)?$/;
+
+export function utcInstant(text) {
+  const value = text.trim().replace(/\s*UTC$/i, "").replace(/Z$/, "");
+  if (!value) return undefined;
+  const found = UTC_INPUT.exec(value);
+  if (!found) throw new RangeError(`"${text}" is not a UTC time like 2026-12-01 14:03`);
+  const [, y, mo, d, hh = "00", mm = "00", ss = "00"] = found;
+  const at = new Date(Date.UTC(+y, +mo - 1, +d, +hh, +mm, +ss));
+  if (at.getUTCMonth() !== +mo - 1 || at.getUTCDate() !== +d || +hh > 23 || +mm > 59 || +ss > 59) {
+    throw new RangeError(`"${text}" is not a UTC time like 2026-12-01 14:03`);
+  }
+  return at.toISOString();
 }
 
 /** Dead rows back to the queue by filter: a dry run first, then the requeue, confirmed. */
 export function recoverPanel(onChange) {
   const field = (label, input) => h("label", {}, label, input);
-  const since = h("input", { type: "datetime-local", name: "since", step: 1 });
-  const until = h("input", { type: "datetime-local", name: "until", step: 1 });
+  const utcField = (name) => h("input", {
+    name, inputmode: "numeric", autocomplete: "off", placeholder: "YYYY-MM-DD HH:MM", maxlength: 25,
+    pattern: "\\d{4}-\\d\\d-\\d\\d([ T]\\d\\d:\\d\\d(:\\d\\d)?)?( ?UTC|Z)?",
+    title: "A time in UTC, like 2026-12-01 14:03",
+  });
+  const since = utcField("since");
+  const until = utcField("until");
   const conversation = h("input", { name: "conversation_id", maxlength: 255, placeholder: "conversation_id" });
-  const tool = h("input", { name: "tool", maxlength: 255, placeholder: "e.g. pomodoro.start" });
+  const tool = h("input", { name: "tool", maxlength: 255, placeholder: "a tool name" });
   const lastError = h("input", { name: "last_error_prefix", maxlength: 500, placeholder: "e.g. HTTP 503" });
   const dryRun = h("button", { type: "button", "data-testid": "recover-dry-run" }, "Dry run");
   const requeue = h("button", { type: "button", class: "danger", "data-testid": "recover" }, "Requeue matching dead rows");
@@ -132,19 +149,26 @@ export function recoverPanel(onChange) {
     h("h2", {}, "Recover dead rows"),
     h("p", { class: "muted small" }, "Dead rows matching every filter given (none: all of them) go back to pending as a requeue puts them: the same event_id, attempts 0, due now, in each conversation's order."),
     h("div", { class: "filters" },
-      field("Created since", since), field("Created before", until), field("Conversation", conversation),
+      field("Created since (UTC)", since), field("Created before (UTC)", until), field("Conversation", conversation),
       field("Tool", tool), field("Last error begins with", lastError), dryRun, requeue),
     result);
 
   function filters() {
     const trimmed = (input) => input.value.trim() || undefined;
     return {
-      since: isoOrNothing(since.value), until: isoOrNothing(until.value), conversation_id: trimmed(conversation),
+      since: utcInstant(since.value), until: utcInstant(until.value), conversation_id: trimmed(conversation),
       tool: trimmed(tool), last_error_prefix: trimmed(lastError),
     };
   }
 
-  async function run(button, body) {
+  async function run(button, makeBody) {
+    let body;
+    try {
+      body = makeBody();
+    } catch (error) {
+      replace(result, notice(`Could not recover: ${error.message}.`));
+      return null;
+    }
     button.disabled = true;
     try {
       return await ops.recover(body);
@@ -157,18 +181,18 @@ export function recoverPanel(onChange) {
   }
 
   dryRun.addEventListener("click", async () => {
-    const answer = await run(dryRun, { ...filters(), dry_run: true });
+    const answer = await run(dryRun, () => ({ ...filters(), dry_run: true }));
     if (answer) replace(result, notice(`${count(answer.matched)} dead row(s) match. Nothing was changed (dry run).`, "info"));
   });
   requeue.addEventListener("click", async () => {
-    const counted = await run(requeue, { ...filters(), dry_run: true });
+    const counted = await run(requeue, () => ({ ...filters(), dry_run: true }));
     if (!counted) return;
     if (!counted.matched) {
       replace(result, notice("No dead row matches: nothing to requeue.", "info"));
       return;
     }
     if (!window.confirm(`Requeue ${counted.matched} dead row(s)?\n\nEach goes back to pending with 0 attempts and the same event_id; the relays deliver them again.`)) return;
-    const answer = await run(requeue, filters());
+    const answer = await run(requeue, filters);
     if (answer) {
       replace(result, notice(`Requeued ${count(answer.requeued)} of ${count(answer.matched)} matching dead row(s).`, "ok"));
       onChange();

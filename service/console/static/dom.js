@@ -68,6 +68,21 @@ export function ms(value) {
 
 export const shortId = (id) => (id ? id.slice(0, 8) : "–");
 
+/** Each of `ids` cut to one length, the shortest (at least 8 characters) at which no two of them
+ * read the same, as `ops … list` cuts them: the ids are time-ordered, so rows of the same minute
+ * share their first 8 hex digits. A cut never ends on a hyphen. Returns id → what to show. */
+export function shortIds(ids, least = 8) {
+  const distinct = [...new Set(ids.filter(Boolean))];
+  const longest = Math.max(0, ...distinct.map((id) => id.length));
+  let length = least;
+  while (length < longest && new Set(distinct.map((id) => id.slice(0, length))).size < distinct.length) length += 1;
+  const cut = new Map(distinct.map((id) => {
+    const short = id.slice(0, length);
+    return [id, short.endsWith("-") ? short.slice(0, -1) : short];
+  }));
+  return (id) => (id ? cut.get(id) || shortId(id) : "–");
+}
+
 export const count = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
 
 /** The trace page of a tool call, in its conversation when the link knows it (a tool_call_id is

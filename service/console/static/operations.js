@@ -1,6 +1,6 @@
 // Operations, newest first, with a state filter; each links to the trace of the call that started it.
 import { ops } from "./api.js";
-import { badge, h, ms, replace, shortId, timeEl, traceHref } from "./dom.js";
+import { badge, h, ms, replace, shortIds, timeEl, traceHref } from "./dom.js";
 
 const STATES = ["focusing", "completed", "interrupted", "cancelled"];
 
@@ -28,10 +28,11 @@ export function operationsView({ search, navigate }) {
       h("thead", {}, h("tr", {}, ["State", "Operation", "Reason", "Conversation", "Tool call", "Started", "Ends", "Finalized", "Late"].map((t) => h("th", {}, t)))),
       body)));
 
+  let cut = shortIds([]);
   function rowEl(op) {
     return h("tr", { "data-testid": "operation-row", "data-state": op.state, "data-operation-id": op.operation_id },
       h("td", { "data-label": "State" }, badge(op.state)),
-      h("td", { "data-label": "Operation", class: "mono", title: op.operation_id }, shortId(op.operation_id)),
+      h("td", { "data-label": "Operation", class: "mono", title: op.operation_id }, cut(op.operation_id)),
       h("td", { "data-label": "Reason" }, op.reason || "–"),
       h("td", { "data-label": "Conversation", class: "wrap" }, op.conversation_id),
       h("td", { "data-label": "Tool call", class: "mono wrap" }, h("a", { href: traceHref(op.tool_call_id, op.conversation_id), "data-nav": true }, op.tool_call_id)),
@@ -46,8 +47,12 @@ export function operationsView({ search, navigate }) {
     title: "Operations",
     async refresh() {
       const listed = await ops.operations({ state, conversation_id: conversation, limit: 100 });
+      cut = shortIds(listed.operations.map((op) => op.operation_id));
+      const empty = state || conversation
+        ? "No operation matches these filters. Each pomodoro.start the Agent makes is an operation: focusing, then completed, interrupted or cancelled."
+        : "No operations yet. One appears when the Agent calls pomodoro.start (a focus period), and shows how it ended.";
       replace(body, listed.operations.length ? listed.operations.map(rowEl)
-        : h("tr", {}, h("td", { colspan: 9, class: "muted empty" }, "No operations.")));
+        : h("tr", {}, h("td", { colspan: 9, class: "muted empty", "data-testid": "operations-empty" }, empty)));
     },
   };
 }

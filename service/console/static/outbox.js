@@ -1,7 +1,7 @@
 // The outbox, newest first: filters, paging by cursor, a link to each row's trace, and a requeue
 // button on dead rows (the CLI's rule; the new status is shown at once, without a reload).
 import { ApiError, ops } from "./api.js";
-import { badge, h, notice, replace, shortId, timeEl, traceHref } from "./dom.js";
+import { badge, h, notice, replace, shortIds, timeEl, traceHref } from "./dom.js";
 
 const STATUSES = ["pending", "delivered", "dead"];
 
@@ -70,7 +70,7 @@ export function outboxView({ search, navigate }) {
     message,
     h("div", { class: "table-wrap" },
       h("table", { class: "rows", "data-testid": "outbox-table" },
-        h("thead", {}, h("tr", {}, ["Status", "Event", "Tool call", "Conversation · result", "Tool", "Attempts", "Created", "Next / delivered", "Last error", ""].map((t) => h("th", {}, t)))),
+        h("thead", {}, h("tr", {}, ["Status", "Event", "Tool call", "Conversation · result", "Tool", "Attempts", "Created", "Next / delivered", "Last error"].map((t) => h("th", {}, t)), h("th", {}, h("span", { class: "visually-hidden" }, "Actions")))),
         body)),
     pager);
 
@@ -78,7 +78,7 @@ export function outboxView({ search, navigate }) {
     const shown = overrides.get(row.event_id) || row;
     const cells = [
       h("td", { "data-label": "Status" }, badge(shown.status)),
-      h("td", { "data-label": "Event", class: "mono", title: shown.event_id }, shortId(shown.event_id)),
+      h("td", { "data-label": "Event", class: "mono", title: shown.event_id }, cut(shown.event_id)),
       h("td", { "data-label": "Tool call", class: "mono wrap" },
         h("a", { href: traceHref(shown.tool_call_id, shown.conversation_id), "data-nav": true, "data-testid": "trace-link" }, shown.tool_call_id)),
       h("td", { "data-label": "Conversation", class: "wrap" }, shown.conversation_id,
@@ -104,10 +104,16 @@ export function outboxView({ search, navigate }) {
   }
 
   const current = { rows: [], next: null };
+  let cut = shortIds([]);
+  const filtered = filters.status || filters.conversation || filters.tool_call || filters.cursor;
+  const emptyText = filtered
+    ? "No outbox row matches these filters. Each result the Runtime owes the Agent is a row here: pending until the relay delivers it, then delivered, or dead after its last attempt."
+    : "No outbox rows yet. When a tool call's operation ends (a Pomodoro completes or is stopped), its one result lands here for the relay to deliver to the Agent.";
 
   function draw() {
+    cut = shortIds(current.rows.map((r) => r.event_id));
     if (!current.rows.length) {
-      replace(body, h("tr", {}, h("td", { colspan: 10, class: "muted empty", "data-testid": "outbox-empty" }, "No rows.")));
+      replace(body, h("tr", {}, h("td", { colspan: 10, class: "muted empty", "data-testid": "outbox-empty" }, emptyText)));
     } else {
       replace(body, current.rows.map(rowEl));
     }

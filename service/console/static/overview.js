@@ -59,7 +59,7 @@ export function overviewView() {
           stackedBars(minutes, [
             { key: "delivered", label: "delivered", cls: "ok" },
             { key: "failed", label: "failed attempts", cls: "bad" },
-          ], { label: "Deliveries and failed attempts per minute", testid: "chart-deliveries", first: "−60 min", last: "now" }),
+          ], { label: "Deliveries and failed attempts per minute", testid: "chart-deliveries", first: "−60 min", middle: "−30 min", last: "now" }),
           h("p", { class: "legend" }, h("span", { class: "key ok" }), "delivered ", h("span", { class: "key bad" }), "failed (retried or dead)")),
         panel("Outbox depth, sampled every 15 s",
           // Dead is drawn dashed over pending, so that both show where they are equal (at 0, say).
@@ -70,7 +70,7 @@ export function overviewView() {
           h("p", { class: "legend" }, h("span", { class: "key pending" }), "pending ", h("span", { class: "key dead" }), "dead (dashed)")),
         panel("Results created per minute, last hour",
           stackedBars(minutes, [{ key: "created", label: "results created", cls: "created" }],
-            { label: "Outbox rows created per minute", testid: "chart-created", first: "−60 min", last: "now" })),
+            { label: "Outbox rows created per minute", testid: "chart-created", first: "−60 min", middle: "−30 min", last: "now" })),
         panel("Deadline lateness, completed in the last hour",
           hbars([
             { name: "p50", value: late.p50 }, { name: "p90", value: late.p90 },

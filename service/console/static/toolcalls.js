@@ -1,9 +1,10 @@
 // The tool calls the Agent made in the last hour, newest first — every recorded answer, also those
-// that start nothing (pomodoro.interrupt, refusals) — each linking to its trace.
+// that start nothing (an answered call, refusals) — each linking to its trace.
 import { ops } from "./api.js";
 import { h, replace, timeEl, traceHref } from "./dom.js";
 
-const TOOLS = ["pomodoro.start", "pomodoro.interrupt", "interact.ask"];
+// The Tools of the apps this service runs: the page shell names them (service/console/pages.py).
+const TOOLS = (document.querySelector('meta[name="lineup-tools"]')?.content || "").split(",").filter(Boolean);
 
 export function toolCallsView({ search, navigate }) {
   const params = new URLSearchParams(search);
@@ -25,7 +26,7 @@ export function toolCallsView({ search, navigate }) {
     navigate(`/ops/tool-calls${next.toString() ? `?${next}` : ""}`);
   });
   const element = h("div", { class: "tool-calls" }, h("h1", {}, "Tool calls, last hour"),
-    h("p", { class: "muted small" }, "Every answer the Agent got, newest first: also the calls that start nothing, such as pomodoro.interrupt and refusals (401, 404 and 422 are never recorded)."),
+    h("p", { class: "muted small" }, "Every answer the Agent got, newest first: also the calls that start nothing, such as direct tools' answers and refusals (401, 404 and 422 are never recorded)."),
     form,
     h("div", { class: "table-wrap" }, h("table", { class: "rows", "data-testid": "tool-calls-table" },
       h("thead", {}, h("tr", {}, ["Answered", "Tool call", "Tool", "Conversation", "HTTP", "Outcome"].map((t) => h("th", {}, t)))),
@@ -47,7 +48,7 @@ export function toolCallsView({ search, navigate }) {
     async refresh() {
       const listed = await ops.toolCalls({ tool, conversation_id: conversation, limit: 100 });
       replace(body, listed.tool_calls.length ? listed.tool_calls.map(rowEl)
-        : h("tr", {}, h("td", { colspan: 6, class: "muted empty" }, "No tool calls in the last hour.")));
+        : h("tr", {}, h("td", { colspan: 6, class: "muted empty" }, "No tool calls in the last hour. Each call the Agent makes, over REST or MCP, shows here with its answer and a link to its trace.")));
     },
   };
 }

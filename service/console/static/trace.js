@@ -104,7 +104,11 @@ export function traceView({ params, search }) {
         return;
       }
       if (error instanceof ApiError && error.status === 409) {
-        replace(content, notice(`Tool call ${toolCallId} was made in more than one conversation: open it from the tool calls list, which names its conversation.`, "info"));
+        const conversations = Array.isArray(error.body?.conversation_ids) ? error.body.conversation_ids : [];
+        replace(content, h("section", { class: "panel", "data-testid": "trace-ambiguous" },
+          h("p", {}, `Tool call ${toolCallId} was made in ${conversations.length || "more than one"} conversations (an id is unique within its conversation). Open it in one:`),
+          h("ul", {}, conversations.map((cid) => h("li", {},
+            h("a", { href: traceHref(toolCallId, cid), "data-nav": true, "data-testid": "trace-conversation" }, cid))))));
         return;
       }
       throw error;

@@ -1,14 +1,18 @@
 -- Guards: the database itself refuses what the invariants forbid, whatever the code does.
 
--- operations_guard: an operation's row rules, checked on every INSERT and UPDATE of the table, and
--- its lateness_ms kept.
--- A terminal state never changes: neither its state, its reason nor its result. And the rules a
--- CHECK constraint held until migration 0020, each refused under its constraint's name with
--- check_violation in the order Postgres tried them (by name), and passing (as a CHECK does) when
--- its expression is NULL: one trigger with the
--- rules compiled once per session costs a cycle less than eight CHECKs, whose expressions Postgres
--- reads back from the catalog and prepares again at every statement (bench/README.md, "The
--- database's instructions per cycle"). The rules that pass together are tried in one expression.
+-- operations_guard: a new operation is held to what its Tool declares in its manifest (app_tools,
+-- 75_app_api.sql): one_running marked from the declaration, for the unique index
+-- uq_operations_one_running_per_tool, and a deadline at most max_seconds away. A terminal state
+-- never changes (neither its state, its reason nor its result), and lateness_ms is kept.
+-- And the operation's row rules, the one exception to "a row's rules are its CHECK constraints"
+-- (every other table's are, again, since migration 0024): each is refused under the name of the
+-- CHECK that held it until migration 0020, with check_violation, in the order Postgres tried them
+-- (by name), and passing (as a CHECK does) when its expression is NULL. Eight CHECKs, whose
+-- expressions Postgres reads back from the catalog and prepares again at every statement (here an
+-- INSERT and an UPDATE a cycle), cost a start+interrupt cycle 0.82 M database instructions, 18 % of
+-- it, against this trigger's rules compiled once per session (bench/README.md, "The database's
+-- instructions per cycle"; migration 0024). The rules that pass together are tried in one
+-- expression; service/db/tables/workspaces.py lists them beside the table.
 CREATE OR REPLACE FUNCTION operations_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -16,16 +20,21 @@ DECLARE
     holds boolean;
     changed operations;
     last_seq bigint;
+    max_seconds integer;
 BEGIN
-    -- Each expression below is prepared at its first use in a transaction, so the rules are tried
-    -- in branches: a transaction prepares the ones its row's state reaches, not all of them (about
-    -- 45 k instructions a cycle less, bench/README.md).
-    IF TG_OP = 'UPDATE' THEN
-        IF OLD.state <> 'focusing' THEN
-            IF (NEW.state, NEW.reason, NEW.result::text) IS DISTINCT FROM (OLD.state, OLD.reason, OLD.result::text) THEN
-                RAISE EXCEPTION 'operation % is already %', OLD.operation_id, OLD.state
-                    USING ERRCODE = 'check_violation', CONSTRAINT = 'operation_final_is_final';
-            END IF;
+    IF TG_OP = 'INSERT' THEN
+        SELECT t.one_running, t.max_seconds INTO NEW.one_running, max_seconds
+        FROM app_tools t WHERE t.tool = NEW.tool;
+        -- (A duration no operation may have is ck_operations_duration's to refuse, under its name.)
+        IF NEW.duration_seconds > max_seconds AND NEW.duration_seconds <= 14400 THEN
+            RAISE EXCEPTION 'tool % declares deadlines at most % seconds away, not %', NEW.tool, max_seconds,
+                NEW.duration_seconds
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'operation_declared_max_seconds';
+        END IF;
+    ELSIF OLD.state <> 'focusing' THEN
+        IF (NEW.state, NEW.reason, NEW.result::text) IS DISTINCT FROM (OLD.state, OLD.reason, OLD.result::text) THEN
+            RAISE EXCEPTION 'operation % is already %', OLD.operation_id, OLD.state
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'operation_final_is_final';
         END IF;
     END IF;
     -- How late a deadline was decided: a stored generated column until migration 0020, whose
@@ -39,7 +48,7 @@ BEGIN
     IF NEW.state = 'focusing' THEN
         holds := NEW.reason IS NULL AND NEW.finalized_at IS NULL AND NEW.result IS NULL;
     ELSIF NEW.state = 'interrupted' THEN
-        holds := NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+        holds := NEW.reason IN ('agent_interrupt', 'person_interrupt', 'user_left_workspace')
                  AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL;
     ELSE
         holds := NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
@@ -66,7 +75,8 @@ BEGIN
             WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
                 THEN 'ck_operations_final_has_result'
             WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
-                                                           'user_left_workspace', 'app_closed'))
+                                                           'person_interrupt', 'user_left_workspace',
+                                                           'app_closed'))
                 THEN 'ck_operations_reason'
             WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
                 THEN 'ck_operations_state'
@@ -74,7 +84,8 @@ BEGIN
                                   AND NEW.result IS NULL
                               OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
                               OR NEW.state = 'interrupted'
-                                 AND NEW.reason IN ('agent_interrupt', 'user_left_workspace')
+                                 AND NEW.reason IN ('agent_interrupt', 'person_interrupt',
+                                                    'user_left_workspace')
                               OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
                 THEN 'ck_operations_state_matches_reason'
         END;
@@ -113,26 +124,13 @@ END $$;
 CREATE OR REPLACE TRIGGER operations_guard BEFORE INSERT OR UPDATE ON operations
 FOR EACH ROW EXECUTE FUNCTION operations_guard();
 
--- workspaces_guard: a workspace's row rules, as its CHECKs held them until migration 0020 (the
--- same names, check_violation, NULL passing); its row is written two or three times per tool call.
+-- workspaces_guard: the Host's event stream when the foreground changes; the row's own rules are its
+-- CHECK constraints (service/db/tables/workspaces.py; imitated here between migrations 0020 and 0024).
 CREATE OR REPLACE FUNCTION workspaces_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     last_seq bigint;
 BEGIN
-    IF char_length(NEW.conversation_id) BETWEEN 1 AND 255 AND NEW.outbox_sequence >= 0 THEN
-        NULL;  -- both rules hold
-    ELSIF NOT (char_length(NEW.conversation_id) BETWEEN 1 AND 255) THEN
-        RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
-            'ck_workspaces_conversation_id_length'
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_conversation_id_length',
-                  TABLE = 'workspaces';
-    ELSIF NOT (NEW.outbox_sequence >= 0) THEN
-        RAISE EXCEPTION 'new row for relation "workspaces" violates check constraint "%"',
-            'ck_workspaces_outbox_sequence_nonnegative'
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_workspaces_outbox_sequence_nonnegative',
-                  TABLE = 'workspaces';
-    END IF;
     -- The Host's event stream: the foreground changed (30_projections.sql), whoever changed it (a
     -- decision, close_instances_v2, the Host's switch, the previous release's). Written here, by
     -- the trigger every writer of the row fires anyway, not by an AFTER trigger of its own
@@ -158,92 +156,8 @@ END $$;
 CREATE OR REPLACE TRIGGER workspaces_guard BEFORE INSERT OR UPDATE ON workspaces
 FOR EACH ROW EXECUTE FUNCTION workspaces_guard();
 
--- tool_calls_guard: a recorded tool call's row rules, as its CHECKs held them until migration 0021
--- (the same names, check_violation, tried in the order Postgres tried them — by name — and NULL
--- passing): every tool call inserts one row, and three CHECKs read back from the catalog and
--- prepared again at each INSERT cost more than a trigger compiled once per session (the third,
--- ck_tool_calls_status_code, went with its column in migration 0023).
--- The outcome word's rule, ^[a-z][a-z0-9_]{0,62}$, is tried on the way through as a length and
--- ^[a-z][a-z0-9_]*$, the same rule: the bounded repetition {0,62} builds a 62-state automaton at
--- every match, about 30 k instructions a tool call (bench/README.md); the refusal below keeps it.
-CREATE OR REPLACE FUNCTION tool_calls_guard() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    broken text;
-BEGIN
-    IF char_length(NEW.tool_call_id) BETWEEN 1 AND 255
-       AND char_length(NEW.outcome) <= 63 AND NEW.outcome ~ '^[a-z][a-z0-9_]*$' THEN
-        RETURN NEW;
-    END IF;
-    broken := CASE
-        WHEN NOT (NEW.outcome ~ '^[a-z][a-z0-9_]{0,62}$') THEN 'ck_tool_calls_outcome_word'
-        WHEN NOT (char_length(NEW.tool_call_id) BETWEEN 1 AND 255) THEN 'ck_tool_calls_tool_call_id_length'
-    END;
-    IF broken IS NOT NULL THEN
-        RAISE EXCEPTION 'new row for relation "tool_calls" violates check constraint "%"', broken
-            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'tool_calls';
-    END IF;
-    RETURN NEW;
-END $$;
-
-CREATE OR REPLACE TRIGGER tool_calls_guard BEFORE INSERT OR UPDATE ON tool_calls
-FOR EACH ROW EXECUTE FUNCTION tool_calls_guard();
-
--- app_instances_guard: an instance's row rules, as its CHECKs held them until migration 0022 (the
--- same names, check_violation, tried in the order Postgres tried them — by name — and NULL
--- passing): a cycle inserts an instance and closes it, and two CHECKs read back from the catalog
--- and prepared again at each statement cost more than this trigger (bench/README.md).
-CREATE OR REPLACE FUNCTION app_instances_guard() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.status = 'open' AND NEW.closed_at IS NULL OR NEW.status = 'closed' AND NEW.closed_at IS NOT NULL THEN
-        RETURN NEW;  -- both rules hold
-    ELSIF NOT ((NEW.status = 'closed') = (NEW.closed_at IS NOT NULL)) THEN
-        RAISE EXCEPTION 'new row for relation "app_instances" violates check constraint "%"',
-            'ck_app_instances_closed_at_iff_closed'
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_app_instances_closed_at_iff_closed',
-                  TABLE = 'app_instances';
-    ELSIF NOT (NEW.status = ANY ('{open,closed}'::text[])) THEN
-        RAISE EXCEPTION 'new row for relation "app_instances" violates check constraint "%"',
-            'ck_app_instances_status'
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_app_instances_status',
-                  TABLE = 'app_instances';
-    END IF;
-    RETURN NEW;
-END $$;
-
-CREATE OR REPLACE TRIGGER app_instances_guard BEFORE INSERT OR UPDATE ON app_instances
-FOR EACH ROW EXECUTE FUNCTION app_instances_guard();
-
--- sub_sessions_guard: a sub-session's row rules, as its CHECKs held them until migration 0022, the
--- same way (a cycle starts a sub-session and ends it).
-CREATE OR REPLACE FUNCTION sub_sessions_guard() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.status = 'open' AND NEW.ended_at IS NULL OR NEW.status = 'ended' AND NEW.ended_at IS NOT NULL THEN
-        RETURN NEW;  -- both rules hold
-    ELSIF NOT ((NEW.status = 'ended') = (NEW.ended_at IS NOT NULL)) THEN
-        RAISE EXCEPTION 'new row for relation "sub_sessions" violates check constraint "%"',
-            'ck_sub_sessions_ended_at_iff_ended'
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_sub_sessions_ended_at_iff_ended',
-                  TABLE = 'sub_sessions';
-    ELSIF NOT (NEW.status = ANY ('{open,ended}'::text[])) THEN
-        RAISE EXCEPTION 'new row for relation "sub_sessions" violates check constraint "%"',
-            'ck_sub_sessions_status'
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_sub_sessions_status',
-                  TABLE = 'sub_sessions';
-    END IF;
-    RETURN NEW;
-END $$;
-
-CREATE OR REPLACE TRIGGER sub_sessions_guard BEFORE INSERT OR UPDATE ON sub_sessions
-FOR EACH ROW EXECUTE FUNCTION sub_sessions_guard();
-
 -- instance_states_readonly_is_final: a read-only snapshot never changes and never becomes writable
--- again; and a snapshot's row rules, as its CHECKs held them until migration 0022 (the same names,
--- check_violation, tried in the order Postgres tried them — by name — and NULL passing): a cycle
--- inserts and updates one snapshot, and two CHECKs read back from the catalog and prepared again
--- at each statement cost more than the rules in this trigger, which an UPDATE fired anyway.
+-- again (the row's own rules are its CHECK constraints, service/db/tables/workspaces.py).
 CREATE OR REPLACE FUNCTION instance_states_readonly_is_final() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -254,19 +168,6 @@ BEGIN
                     USING ERRCODE = 'check_violation', CONSTRAINT = 'instance_state_readonly';
             END IF;
         END IF;
-    END IF;
-    IF jsonb_typeof(NEW.data) = 'object' AND NEW.revision >= 0 THEN
-        RETURN NEW;  -- both rules hold
-    ELSIF NOT (jsonb_typeof(NEW.data) = 'object') THEN
-        RAISE EXCEPTION 'new row for relation "instance_states" violates check constraint "%"',
-            'ck_instance_states_data_is_object'
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_instance_states_data_is_object',
-                  TABLE = 'instance_states';
-    ELSIF NOT (NEW.revision >= 0) THEN
-        RAISE EXCEPTION 'new row for relation "instance_states" violates check constraint "%"',
-            'ck_instance_states_revision_nonnegative'
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ck_instance_states_revision_nonnegative',
-                  TABLE = 'instance_states';
     END IF;
     RETURN NEW;
 END $$;

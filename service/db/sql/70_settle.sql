@@ -90,6 +90,11 @@ BEGIN
             decided.state := 'completed';
             decided.reason := 'deadline_reached';
         ELSE
+            -- The caller's own ending: an app's decision ends only its own app's operations
+            -- (75_app_api.sql); the deadline above is a fact, whoever finds it.
+            IF decided.app_scope <> coalesce(acting_app(), decided.app_scope) THEN
+                PERFORM refuse_other_app(decided.app_scope, format('operation %s', decided.operation_id));
+            END IF;
             decided.state := p_state;
             decided.reason := p_reason;
         END IF;

@@ -17,7 +17,8 @@
 -- (70_settle.sql). What the service needs of the effects comes back flat: the earliest deadline
 -- opened, the settled operations (as JSON, none mostly), whether the conversation changed and
 -- whether outbox rows were queued.
--- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them.
+-- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them,
+-- and who calls ("caller", recorded in tool_calls.caller; service/use_cases/callers.py).
 CREATE OR REPLACE FUNCTION call_tool_v3(
     p_tool_call_id text, p_conversation_id text, p_tool text, p_fingerprint text,
     p_arguments jsonb, p_decide regproc, p_context jsonb)
@@ -51,12 +52,26 @@ BEGIN
         END IF;
         RETURN;
     END IF;
+    -- The decision runs as its Tool's app (the name's prefix, "<app_scope>.<name>"): what it asks of
+    -- the engine is held to that app's own (acting_app, 75_app_api.sql).
+    PERFORM set_config('lineup.acting_app', split_part(p_tool, '.', 1), true);
     EXECUTE format('SELECT d.outcome, d.response, d.effects FROM %s($1, $2, $3, $4) d', p_decide)
         INTO decided
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
+    PERFORM set_config('lineup.acting_app', '', true);
     body := decided.response::text;
-    INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response)
-    VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome, body::json);
+    -- Who called (tool_calls.caller, migration 0025) when the service says: the release before it
+    -- says nothing, and migration 0023 makes this function from this file before 0025 adds the
+    -- column, while only that release serves.
+    IF p_context ? 'caller' THEN
+        INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response,
+                                caller)
+        VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome, body::json,
+                p_context -> 'caller');
+    ELSE
+        INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response)
+        VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome, body::json);
+    END IF;
     RETURN QUERY SELECT decided.outcome, body, false, e.deadline,
         CASE WHEN e.settled IS NOT NULL THEN to_jsonb(e.settled) END,
         e.settled IS NOT NULL OR e.opened IS NOT NULL OR e.closed IS NOT NULL OR e.queued IS NOT NULL,

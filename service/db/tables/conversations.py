@@ -40,13 +40,18 @@ tool_calls = Table(
     # its HTTP status (service.http). (Until migration 0023 the row also kept an HTTP status,
     # status_code, for the releases before migration 0019.)
     Column("outcome", Text, nullable=False),
+    # Who made the call (migration 0025): {"kind": "agent"}, or {"kind": "person", "issuer",
+    # "subject", "client_id"} for a person's token on /mcp; NULL when recorded before, or by the
+    # release before (service.use_cases.callers).
+    Column("caller", JSONB, nullable=True),
     # Unique per conversation (the contract's "Past one primary"): the same id in another
     # conversation is another call.
     PrimaryKeyConstraint("tool_call_id", "conversation_id"),
-    # The tool_call_id's length (1 to 255) and an outcome word
-    # (^[a-z][a-z0-9_]{0,62}$) are the tool_calls_guard trigger's (service/db/sql/20_guards.sql),
-    # under their CHECK names of before migration 0021: a CHECK is read back from the catalog and
-    # prepared again at every statement, and every tool call inserts a row.
+    CheckConstraint("char_length(tool_call_id) BETWEEN 1 AND 255", name="tool_call_id_length"),
+    # An outcome word, ^[a-z][a-z0-9_]{0,62}$, stated as a length and ^[a-z][a-z0-9_]*$: the same
+    # rule, where the bounded repetition builds a 62-state automaton at every match (about 30 k
+    # instructions a tool call, bench/README.md).
+    CheckConstraint("char_length(outcome) <= 63 AND outcome ~ '^[a-z][a-z0-9_]*$'", name="outcome_word"),
     # BRIN: the operators' list of recent calls, at next to no cost per tool call.
     Index("ix_tool_calls_created_at", "created_at", postgresql_using="brin"),
     # The answers history retention has yet to expire, oldest first (migrations 0015, 0019); an

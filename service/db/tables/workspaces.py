@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     Column,
     ForeignKey,
     ForeignKeyConstraint,
@@ -20,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from service.db.tables.conventions import (
+    any_of,
     metadata,
     timestamp,
 )
@@ -34,10 +36,8 @@ workspaces = Table(
     Column("outbox_sequence", BigInteger, nullable=False, server_default=text("0")),
     timestamp("created_at", default=True),
     timestamp("updated_at", default=True),
-    # The conversation_id's length (1 to 255) and a non-negative outbox_sequence are the
-    # workspaces_guard trigger's (service/db/sql/20_guards.sql), under their CHECK names of before
-    # migration 0020: a tool call updates this row two or three times, and a CHECK is read back from
-    # the catalog and prepared again at every statement.
+    CheckConstraint("char_length(conversation_id) BETWEEN 1 AND 255", name="conversation_id_length"),
+    CheckConstraint("outbox_sequence >= 0", name="outbox_sequence_nonnegative"),
     # Every key between tables of conversation data includes conversation_id (its last column):
     # what Citus needs of them (docs/scaling.md, migration 0018).
     ForeignKeyConstraint(
@@ -66,9 +66,8 @@ app_instances = Table(
     timestamp("opened_at", default=True),
     timestamp("closed_at", nullable=True),
     PrimaryKeyConstraint("instance_id", "conversation_id"),
-    # Its status (open or closed) and closed_at set exactly when closed are the app_instances_guard
-    # trigger's (service/db/sql/20_guards.sql), under their CHECK names of before migration 0022: a
-    # CHECK is read back from the catalog and prepared again at every statement.
+    CheckConstraint(any_of("status", ("open", "closed")), name="status"),
+    CheckConstraint("(status = 'closed') = (closed_at IS NOT NULL)", name="closed_at_iff_closed"),
     # An app has at most one open instance per conversation: resuming reuses it.
     Index(
         "uq_app_instances_one_open_per_scope",
@@ -94,8 +93,8 @@ sub_sessions = Table(
     Column("status", Text, nullable=False, server_default=text("'open'")),
     timestamp("started_at", default=True),
     timestamp("ended_at", nullable=True),
-    # Its status (open or ended) and ended_at set exactly when ended are the sub_sessions_guard
-    # trigger's (service/db/sql/20_guards.sql), under their CHECK names of before migration 0022.
+    CheckConstraint(any_of("status", ("open", "ended")), name="status"),
+    CheckConstraint("(status = 'ended') = (ended_at IS NOT NULL)", name="ended_at_iff_ended"),
 )
 
 # app.instance-state.v1: one snapshot per instance, display data only.
@@ -114,9 +113,8 @@ instance_states = Table(
     ForeignKeyConstraint(
         ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
     ),
-    # A non-negative revision and an object as data are the instance_states_readonly_is_final
-    # trigger's (service/db/sql/20_guards.sql), under their CHECK names of before migration 0022: a
-    # CHECK is read back from the catalog and prepared again at every statement.
+    CheckConstraint("revision >= 0", name="revision_nonnegative"),
+    CheckConstraint("jsonb_typeof(data) = 'object'", name="data_is_object"),
 )
 
 operations = Table(
@@ -125,10 +123,7 @@ operations = Table(
     Column("operation_id", UUID(as_uuid=True), nullable=False),
     Column("tool", Text, nullable=False),
     Column("tool_call_id", Text, nullable=False),
-    # Its workspace exists through its instance's key below (instance_id is never NULL, and an
-    # instance's conversation_id references workspaces): the key of its own to workspaces checked the
-    # same thing again at every INSERT and went in migration 0022.
-    Column("conversation_id", Text, nullable=False),
+    Column("conversation_id", Text, ForeignKey("workspaces.conversation_id"), nullable=False),
     Column("app_scope", Text, nullable=False),
     Column("instance_id", UUID(as_uuid=True), nullable=False),
     Column("state", Text, nullable=False, server_default=text("'focusing'")),
@@ -142,21 +137,42 @@ operations = Table(
     # How late the deadline was decided: kept for every deadline decision, by the operations_guard
     # trigger (service/db/sql/20_guards.sql; a stored generated column until migration 0020).
     Column("lateness_ms", Integer, nullable=True),
+    # Whether its Tool declares at most one running per conversation (its manifest's
+    # "operation": {"one_running_per_conversation": true}, app_tools), marked when it opens by the
+    # operations_guard trigger: what the unique index below holds, for every Tool alike. NULL for the
+    # operations opened before migration 0024 (a column with a default could not be added:
+    # operation_json takes the table's row type).
+    Column("one_running", Boolean, nullable=True),
     PrimaryKeyConstraint("operation_id", "conversation_id"),
     UniqueConstraint("tool_call_id", "conversation_id"),
     ForeignKeyConstraint(
         ["instance_id", "conversation_id"], ["app_instances.instance_id", "app_instances.conversation_id"]
     ),
-    # The row's rules (a state with its reason, a final state with its result, the duration, the
-    # deadline, the activity's length, a terminal state never changing) are the operations_guard
-    # trigger's (service/db/sql/20_guards.sql), under their CHECK names of before migration 0020:
-    # a CHECK is read back from the catalog and prepared again at every statement.
-    # At most one focusing Pomodoro per conversation (another app's own rule is its decision's).
+    # The row's rules are the operations_guard trigger's (service/db/sql/20_guards.sql), each under
+    # the name of the CHECK that held it until migration 0020 — the one table whose rules are not
+    # CHECK constraints: its eight, read back from the catalog and prepared again at a cycle's INSERT
+    # and UPDATE, cost 0.82 M database instructions, 18 % of a start+interrupt cycle (migration
+    # 0024, bench/README.md). They are:
+    #   ck_operations_state: state is focusing, completed, interrupted or cancelled;
+    #   ck_operations_reason: reason is NULL or deadline_reached, agent_interrupt,
+    #     user_left_workspace or app_closed;
+    #   ck_operations_state_matches_reason: focusing without reason, finalized_at or result;
+    #     completed for deadline_reached; interrupted for agent_interrupt or user_left_workspace;
+    #     cancelled for app_closed;
+    #   ck_operations_final_has_result: a final state has finalized_at and result;
+    #   ck_operations_completed_not_early: completed no earlier than ends_at;
+    #   ck_operations_duration: duration_seconds from 1 to 14400;
+    #   ck_operations_ends_at: ends_at = started_at + duration_seconds;
+    #   ck_operations_activity_length: activity NULL or at most 200 characters.
+    # A terminal state never changing is a rule about a change, not a row: the trigger's as well.
+    # At most one running operation per conversation of each Tool that declares it (one_running),
+    # whichever app's: no Tool is named here.
     Index(
-        "uq_operations_one_focusing_per_conversation",
+        "uq_operations_one_running_per_tool",
         "conversation_id",
+        "tool",
         unique=True,
-        postgresql_where=text("state = 'focusing' AND tool = 'pomodoro.start'"),
+        postgresql_where=text("state = 'focusing' AND one_running"),
     ),
     # A conversation's focusing operations, of every app (the deadline rule of any request).
     Index(
@@ -168,4 +184,17 @@ operations = Table(
     Index("ix_operations_focusing_ends_at", "ends_at", postgresql_where=text("state = 'focusing'")),
     Index("ix_operations_conversation_started", "conversation_id", "started_at"),
     Index("ix_operations_instance", "instance_id"),
+)
+
+# What each Tool that opens operations declares of them in its app's manifest ("operation"), as
+# migrate copies it from the app folders it applies (service.db.code.declare_tools): the engine holds
+# every Tool's operations to these, the same way (service/db/sql/75_app_api.sql, app_open_operation).
+app_tools = Table(
+    "app_tools",
+    metadata,
+    Column("tool", Text, primary_key=True),
+    Column("app_scope", Text, nullable=False),
+    Column("one_running", Boolean, nullable=False),
+    Column("max_seconds", Integer, nullable=False),
+    CheckConstraint("max_seconds BETWEEN 1 AND 14400", name="max_seconds"),
 )

@@ -9,6 +9,7 @@
 const ENDINGS = {
   completed: "completed",
   "interrupted:agent_interrupt": "stopped by the Agent",
+  "interrupted:person_interrupt": "stopped by you",
   "interrupted:user_left_workspace": "interrupted, you switched away",
   "cancelled:app_closed": "cancelled, you closed it",
   interrupted: "interrupted",

@@ -3,6 +3,7 @@
 
 import { hostApi } from "./api.js";
 import { Bridge } from "./bridge.js";
+import { PeriodWatch } from "./ending.js";
 import { InteractPanel, millis } from "./interact.js";
 import { watchSurface } from "./surface.js";
 import { WorkspaceView } from "./workspace.js";
@@ -45,6 +46,12 @@ function main() {
   const interact = new InteractPanel(byTestId("interact"), {
     onAnswer: (toolCallId, answer) => act(api.answer(toolCallId, answer)),
   });
+  const watch = new PeriodWatch({
+    announcer: byTestId("announcer"),
+    toggle: byTestId("notify-toggle"),
+    onNotice: (text) => interact.showNotice(text),
+  });
+  document.addEventListener("visibilitychange", () => watch.seen());
   const connection = byTestId("connection");
   let firstLoad = true;
 
@@ -80,6 +87,7 @@ function main() {
 
   async function load() {
     const state = await api.workspace();
+    watch.follow(state, Date.now());
     interact.renderPending(state.pending_interactions);
     interact.setForeground(state.foreground === "interact");
     await workspace.show(state);
@@ -153,7 +161,10 @@ function main() {
     source.addEventListener("operation", (event) => {
       const operation = parse(event.data);
       const seq = seqOf(event);
-      if (operation) interact.addOperation(operation, seq);
+      if (operation) {
+        interact.addOperation(operation, seq);
+        watch.operation(operation);
+      }
       refresh();
     });
     source.addEventListener("workspace", (event) => {

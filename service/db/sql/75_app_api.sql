@@ -1,0 +1,186 @@
+-- The Runtime's API for MiniApps: what an app's decision (service/apps/<app>/*.sql) may ask of the
+-- engine. An app writes none of the engine's tables (operations, workspaces, app_instances, outbox,
+-- tool_calls) itself: it calls these, besides lock_workspace (40_workspaces.sql), the deadline rule
+-- settle_if_overdue (70_settle.sql) and operation_json (its 'answer' view). A test reads every app
+-- folder's SQL and fails on any such write (tests/unit/test_app_sql_uses_the_runtime_api.py).
+--
+-- Which app asks is the engine's to know, not the app's to say: call_tool_v3 names the app of the
+-- Tool it runs (the tool's name is "<app_scope>.<name>") for the length of the decision
+-- (acting_app). An app acting touches only its own operations and instances, and opens operations
+-- only for its own Tools; anything else is refused (insufficient_privilege). Outside a Tool call —
+-- the Runtime's own Python calling an app's function, such as the person's answer to interact.ask —
+-- no app is acting, and the Runtime's caller is trusted.
+--
+-- What a Tool's operations are held to is declared in its app's manifest ("operation":
+-- one_running_per_conversation, max_seconds) and copied by migrate into app_tools (service.db.code,
+-- declare_tools); the table enforces it the same way for every Tool, whoever writes the row
+-- (operations_guard marks a new operation one_running from its Tool's declaration, and the unique
+-- index uq_operations_one_running_per_tool holds the marked ones; no index or branch names a Tool).
+
+-- acting_app: the app whose decision is running (set by call_tool_v3 for the decision's length),
+-- NULL outside a Tool call.
+CREATE OR REPLACE FUNCTION acting_app() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN nullif(current_setting('lineup.acting_app', true), '');
+
+-- refuse_other_app: raises insufficient_privilege when an app is acting and p_app_scope, the owner of
+-- what it is about to touch (p_what), is another app.
+CREATE OR REPLACE FUNCTION refuse_other_app(p_app_scope text, p_what text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    acting text := acting_app();
+BEGIN
+    IF acting IS NOT NULL AND p_app_scope IS DISTINCT FROM acting THEN
+        RAISE EXCEPTION 'app % may not touch %, which is app %''s', acting, p_what, coalesce(p_app_scope, 'no')
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+END $$;
+
+-- app_open_instance: an instance of the acting app in the conversation, with its sub-session and —
+-- p_schema_version not null — its empty snapshot (open_instance). It is not in front yet: the app
+-- hands the foreground over (app_hand_over) once what it opened it for exists.
+CREATE OR REPLACE FUNCTION app_open_instance(
+    p_conversation_id text, p_schema_version integer, OUT instance_id uuid, OUT sub_session_id uuid)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    acting text := acting_app();
+BEGIN
+    IF acting IS NULL THEN
+        RAISE EXCEPTION 'an instance is opened by an app''s decision' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT o.instance_id, o.sub_session_id INTO instance_id, sub_session_id
+    FROM open_instance(p_conversation_id, acting, p_schema_version) o;
+END $$;
+
+-- app_close_instance: closes an instance of the acting app: its focusing operations are cancelled
+-- (app_closed) through the one compare-and-set, which closes it; one without any is closed as it is
+-- (close_instances_v2). Answers the operations it ended.
+CREATE OR REPLACE FUNCTION app_close_instance(p_conversation_id text, p_instance_id uuid)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+DECLARE
+    owner text;
+    focusing uuid[];
+BEGIN
+    SELECT i.app_scope INTO owner FROM app_instances i
+    WHERE i.conversation_id = p_conversation_id AND i.instance_id = p_instance_id;
+    PERFORM refuse_other_app(owner, format('instance %s', p_instance_id));
+    SELECT array_agg(o.operation_id) INTO focusing FROM operations o
+    WHERE o.conversation_id = p_conversation_id AND o.instance_id = p_instance_id AND o.state = 'focusing';
+    IF focusing IS NOT NULL THEN
+        RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, focusing, 'cancelled', 'app_closed');
+    END IF;
+    PERFORM close_instances_v2(p_conversation_id, ARRAY[p_instance_id], statement_timestamp());
+END $$;
+
+-- app_hand_over: brings the acting app's open instance p_instance_id to the foreground.
+CREATE OR REPLACE FUNCTION app_hand_over(p_conversation_id text, p_instance_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE workspaces w SET foreground_instance_id = p_instance_id, updated_at = statement_timestamp()
+    WHERE w.conversation_id = p_conversation_id
+      AND EXISTS (SELECT 1 FROM app_instances i
+                  WHERE i.conversation_id = p_conversation_id AND i.instance_id = p_instance_id
+                    AND i.status = 'open' AND i.app_scope = coalesce(acting_app(), i.app_scope));
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'instance % is not an open instance of app % in conversation %', p_instance_id,
+            coalesce(acting_app(), 'any'), p_conversation_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+END $$;
+
+-- app_hand_back: gives the foreground back to Interact when an instance of the acting app holds it
+-- (another app's instance in front stays there). Answers whether it did.
+CREATE OR REPLACE FUNCTION app_hand_back(p_conversation_id text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE workspaces w SET foreground_instance_id = NULL, updated_at = statement_timestamp()
+    WHERE w.conversation_id = p_conversation_id
+      AND EXISTS (SELECT 1 FROM app_instances i
+                  WHERE i.conversation_id = p_conversation_id AND i.instance_id = w.foreground_instance_id
+                    AND i.app_scope = coalesce(acting_app(), i.app_scope));
+    RETURN FOUND;
+END $$;
+
+-- app_open_operation: a focusing operation of the acting app's Tool p_tool (the call p_tool_call_id),
+-- in its instance p_instance_id, ending p_duration_seconds from now (its deadline: the sweeper, or
+-- any request after it, settles it `completed`). What the Tool declared in its manifest (app_tools)
+-- is held by the table itself, whoever writes it (operations_guard, 20_guards.sql): its deadline at
+-- most max_seconds away and — one_running_per_conversation — the unique index
+-- uq_operations_one_running_per_tool (the app answers its own refusal first, under the lock; the
+-- index is what makes it a rule). Answers the row.
+CREATE OR REPLACE FUNCTION app_open_operation(
+    p_conversation_id text, p_tool_call_id text, p_tool text, p_instance_id uuid,
+    p_duration_seconds integer, p_activity text)
+RETURNS operations
+LANGUAGE plpgsql AS $$
+DECLARE
+    acting text := acting_app();
+    opened operations;
+BEGIN
+    IF acting IS NULL OR split_part(p_tool, '.', 1) <> acting THEN
+        RAISE EXCEPTION 'an operation of tool % is opened by its own app''s decision, not by %', p_tool,
+            coalesce(acting, 'a caller outside a Tool call') USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM 1 FROM app_instances i
+    WHERE i.conversation_id = p_conversation_id AND i.instance_id = p_instance_id
+      AND i.app_scope = acting AND i.status = 'open';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'instance % is not an open instance of app % in conversation %', p_instance_id,
+            acting, p_conversation_id USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
+                            duration_seconds, activity, started_at, ends_at)
+    VALUES (uuid_v7(), p_tool, p_tool_call_id, p_conversation_id, acting, p_instance_id,
+            p_duration_seconds, p_activity, statement_timestamp(),
+            statement_timestamp() + make_interval(secs => p_duration_seconds))
+    RETURNING * INTO opened;
+    RETURN opened;
+END $$;
+
+-- app_settle_operation: ends an operation of the acting app with an outcome word, through the one
+-- compare-and-set (settle_focusing_v2): `interrupted` (agent_interrupt), `person_interrupted`
+-- (interrupted, person_interrupt: the Tool call's caller is a person, p_context's "caller"),
+-- `cancelled` (app_closed) or `completed` (deadline_reached, only once its deadline has passed). An operation whose deadline has
+-- passed is `completed` whatever the word; one no longer focusing is left as it is (no row back).
+-- Another app's operation is refused.
+CREATE OR REPLACE FUNCTION app_settle_operation(
+    p_conversation_id text, p_operation_id uuid, p_outcome text)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_outcome = 'interrupted' THEN
+        RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, ARRAY[p_operation_id],
+                                                      'interrupted', 'agent_interrupt');
+    ELSIF p_outcome = 'person_interrupted' THEN
+        RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, ARRAY[p_operation_id],
+                                                      'interrupted', 'person_interrupt');
+    ELSIF p_outcome = 'cancelled' THEN
+        RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, ARRAY[p_operation_id],
+                                                      'cancelled', 'app_closed');
+    ELSIF p_outcome = 'completed' THEN
+        RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, ARRAY[p_operation_id],
+                                                      'completed', 'deadline_reached', true);
+    ELSE
+        RAISE EXCEPTION 'an app settles an operation interrupted, person_interrupted, cancelled or completed, not %', p_outcome
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END $$;
+
+-- app_queue_result: queues the one result of the acting app's Tool call p_tool_call_id (a call that
+-- opened no operation, such as interact.ask, answered later): one outbox row under the
+-- conversation's next sequence number (queue_outbox). The caller holds the conversation's lock.
+-- Answers its event id.
+CREATE OR REPLACE FUNCTION app_queue_result(
+    p_conversation_id text, p_tool text, p_tool_call_id text, p_result jsonb)
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    queued uuid;
+BEGIN
+    PERFORM refuse_other_app(split_part(p_tool, '.', 1), format('tool %s', p_tool));
+    SELECT q.event_id INTO queued
+    FROM queue_outbox(ARRAY[ROW(p_conversation_id, p_tool, p_tool_call_id, NULL, p_result)::outbox_entry]) q;
+    RETURN queued;
+END $$;
