@@ -59,16 +59,19 @@ def stack(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFa
     url = with_database(database_factory.server, name)
     secret = new_secret()
     service = ServiceProcess(url, logs)
-    relay = RelayProcess(url, "", secret, logs / "relay.log", {"RELAY_METRICS_PORT": str(free_port())})
+    started: list[ServiceProcess | RelayProcess] = []
     try:
         with Receiver([secret]) as receiver:
-            relay.env["AGENT_WEBHOOK_URL"] = receiver.url
-            relay.start()
+            relay = RelayProcess(
+                url, receiver.url, secret, logs / "relay.log", {"RELAY_METRICS_PORT": str(free_port())}
+            )
+            started.append(relay.start())
             relay.wait_ready(120)
+            started.append(service)
             service.start()
             yield Stack(service, receiver, url)
     finally:
-        for process in (service, relay):
+        for process in started:
             if process.process is not None and process.process.poll() is None:
                 process.stop()
         database_factory.drop(name)
