@@ -14,6 +14,7 @@ QUIET_FAIL = if [ -t 2 ]; then exit 0; else exit $${code:-1}; fi
 .DEFAULT_GOAL := help
 .PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model full-disk netfaults
 .PHONY: kube-validate kube-rules kube
+.PHONY: frameworks
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -154,3 +155,19 @@ kube: install ## the dev overlay played with podman kube play against a Postgres
 	@test -x /usr/lib/postgresql/15/bin/initdb || { \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
 	$(PY) -u -m rigs.kube $(KUBE_ARGS)
+
+# The agent frameworks' tier (tests/frameworks/): each framework in a virtual environment of its own
+# under .cache/frameworks/<name>/, from its pinned requirements (LangChain's MCP adapters pin mcp<2,
+# the service runs mcp 2.x; none of them is a dependency of the service). FastMCP's client is in
+# the project's test extra.
+FRAMEWORKS := pydantic_ai openai_agents langchain
+FRAMEWORKS_DIR := .cache/frameworks
+
+$(FRAMEWORKS_DIR)/%/.installed: tests/frameworks/requirements/%.txt
+	rm -rf $(FRAMEWORKS_DIR)/$*
+	python3 -m venv $(FRAMEWORKS_DIR)/$*
+	$(FRAMEWORKS_DIR)/$*/bin/python -m pip install -q -r $<
+	touch $@
+
+frameworks: install $(FRAMEWORKS:%=$(FRAMEWORKS_DIR)/%/.installed) ## the loop with PydanticAI, the OpenAI Agents SDK, LangChain+LangGraph and FastMCP's client, each with a test model
+	$(PY) -m pytest tests/frameworks -m frameworks $(PYTEST_ARGS)
