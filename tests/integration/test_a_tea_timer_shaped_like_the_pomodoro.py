@@ -109,7 +109,8 @@ async def test_mcp_runs_it_as_a_task(tea: Client) -> None:
     wire = ModernWire(tea, "/mcp")
     wire.http.headers["Authorization"] = f"Bearer {AGENT_TOKEN}"
     tools = {tool["name"] for tool in (await wire.post("tools/list", {})).json()["result"]["tools"]}
-    assert {"tea.start", "tea.interrupt", "pomodoro.start"} <= tools
+    # Listed under their provider-safe names; called below by the manifest's, which still answer.
+    assert {"tea_start", "tea_interrupt", "pomodoro_start"} <= tools
 
     async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         meta = {
@@ -270,8 +271,8 @@ async def test_its_view_is_an_mcp_app_beside_the_pomodoros(tea: Client) -> None:
     listed = {resource["uri"] for resource in (await request("resources/list", {}))["resources"]}
     assert {"ui://tea/timer", "ui://pomodoro/timer"} <= listed
     (content,) = (await request("resources/read", {"uri": "ui://tea/timer"}))["contents"]
-    assert 'data-testid="tea"' in content["text"] and '"tea.app.read"' in content["text"]
+    assert 'data-testid="tea"' in content["text"] and "tea_app_read" in content["text"]
     tools = {tool["name"]: tool for tool in (await request("tools/list", {}))["tools"]}
-    assert tools["tea.start"]["_meta"]["ui"]["resourceUri"] == "ui://tea/timer"
-    assert tools["pomodoro.start"]["_meta"]["ui"]["resourceUri"] == "ui://pomodoro/timer"
-    assert tools["tea.app.read"]["_meta"]["ui"]["visibility"] == ["app"]
+    assert tools["tea_start"]["_meta"]["ui"]["resourceUri"] == "ui://tea/timer"
+    assert tools["pomodoro_start"]["_meta"]["ui"]["resourceUri"] == "ui://pomodoro/timer"
+    assert tools["tea_app_read"]["_meta"]["ui"]["visibility"] == ["app"]

@@ -106,7 +106,7 @@ async def test_mcp_boils_and_stops_with_the_same_record_as_rest(kettle: Client) 
     wire = ModernWire(kettle, "/mcp")
     wire.http.headers["Authorization"] = f"Bearer {AGENT_TOKEN}"
     tools = {tool["name"]: tool for tool in (await wire.post("tools/list", {})).json()["result"]["tools"]}
-    assert tools["kettle.stop"]["annotations"]["destructiveHint"] is True
+    assert tools["kettle_stop"]["annotations"]["destructiveHint"] is True
 
     async def call(name: str, arguments: dict[str, Any], tool_call_id: str) -> dict[str, Any]:
         meta = {"io.lineup/conversation_id": "conv-mcp-kettle", "io.lineup/tool_call_id": tool_call_id}
@@ -270,8 +270,8 @@ async def test_its_view_is_an_mcp_app_of_its_own(kettle: Client) -> None:
     assert (content["uri"], content["mimeType"]) == (uri, APP_MIME_TYPE)
     assert 'data-testid="kettle"' in content["text"]
     assert (KETTLE / "surface" / "kettle.css").read_text().strip() in content["text"]
-    assert '"kettle.app.read"' in content["text"]
+    assert "kettle_app_read" in content["text"]
     tools = {tool["name"]: tool for tool in (await request("tools/list", {}))["tools"]}
-    assert tools["kettle.boil"]["_meta"]["ui"]["resourceUri"] == uri
-    assert "_meta" not in tools["kettle.stop"]
-    assert tools["kettle.app.read"]["_meta"]["ui"]["visibility"] == ["app"]
+    assert tools["kettle_boil"]["_meta"]["ui"]["resourceUri"] == uri
+    assert "ui" not in tools["kettle_stop"].get("_meta", {})
+    assert tools["kettle_app_read"]["_meta"]["ui"]["visibility"] == ["app"]

@@ -44,7 +44,7 @@ async def test_the_tool_is_listed_by_both_faces(echo_client: Client) -> None:
     wire = ModernWire(echo_client, "/mcp")
     wire.http.headers["Authorization"] = f"Bearer {AGENT_TOKEN}"
     tools = (await wire.post("tools/list", {})).json()["result"]["tools"]
-    echo = next(tool for tool in tools if tool["name"] == "echo.say")
+    echo = next(tool for tool in tools if tool["name"] == "echo_say")
     assert echo["annotations"]["title"] == "Say it back"
     assert echo["annotations"]["readOnlyHint"] is True
     assert "execution" not in echo  # it opens nothing a client could await
