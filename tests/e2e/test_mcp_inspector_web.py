@@ -112,4 +112,7 @@ def test_a_person_signs_in_from_the_inspectors_web_ui_and_starts_and_interrupts_
         page.get_by_text(interrupted).wait_for()
     stopped = operation(service, own)
     # A person's interrupt has its own reason word.
-    assert stopped is not None and (stopped["state"], stopped["reason"]) == ("interrupted", "person_interrupt")
+    assert stopped is not None and (stopped["state"], stopped["reason"]) == (
+        "interrupted",
+        "person_interrupt",
+    )
