@@ -34,9 +34,14 @@ def service(
 
 
 def _model_tools(listed: list[dict[str, Any]]) -> list[str]:
-    """The Tools of ``tools/list`` a model sees (not a View's own, ``visibility: ["app"]``)."""
+    """The apps' Tools of ``tools/list`` a model sees (not a View's own, ``visibility: ["app"]``,
+    nor the engine's own ``operation_status``), by the manifest's name each carries in ``_meta``
+    (the listed name is its provider-safe form)."""
     return sorted(
-        tool["name"] for tool in listed if tool.get("_meta", {}).get("ui", {}).get("visibility") != ["app"]
+        tool["_meta"]["io.lineup/tool"]
+        for tool in listed
+        if tool.get("_meta", {}).get("ui", {}).get("visibility") != ["app"]
+        and tool["name"] != "operation_status"
     )
 
 
