@@ -17,13 +17,12 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from harness import processes
-from harness.database import DatabaseFactory, with_database
+from harness.database import DatabaseFactory
 from service.mcp.binding import person_conversation_id
 from tests.conftest import ServiceProcess
-from tests.e2e.test_mcp_oauth import SCOPE
 from tests.support.browser import chromium, eventually, requires_chromium, screenshot
 from tests.support.inspector import inspector_web, sign_in
+from tests.support.oauth_service import service_for_issuer
 from tests.support.oidc import AuthorizationServer, authorization_server
 
 pytestmark = [
@@ -48,21 +47,12 @@ def idp(logs: Path) -> Iterator[AuthorizationServer]:
 def service(
     database_factory: DatabaseFactory, logs: Path, idp: AuthorizationServer
 ) -> Iterator[ServiceProcess]:
-    name = database_factory.create()
-    process = ServiceProcess(
-        with_database(database_factory.server, name),
+    with service_for_issuer(
+        database_factory,
         logs,
-        MCP_OAUTH_ISSUER=idp.issuer,
-        MCP_OAUTH_SCOPES=SCOPE,
-    )
-    try:
-        processes.ServiceProcess.start(process)
-        process.wait_http(f"{process.base_url}/healthz", 90.0)
+        idp.issuer,
+    ) as process:
         yield process
-    finally:
-        if process.process is not None:
-            process.stop()
-        database_factory.drop(name)
 
 
 @pytest.fixture(scope="module")

@@ -13,16 +13,15 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from harness import processes
-from harness.database import DatabaseFactory, with_database
+from harness.database import DatabaseFactory
 from harness.mcp import bound, mcp_session
 from service.mcp.binding import person_conversation_id
 from tests.conftest import ServiceProcess
+from tests.support.oauth_service import SCOPE, service_for_issuer
 from tests.support.oidc import MACHINE_CLIENT, AuthorizationServer, authorization_server
 
 pytestmark = pytest.mark.e2e
 
-SCOPE = "mcp:tools"
 LIMIT = 6
 START = {"duration_seconds": 1500, "activity": "write report"}
 
@@ -42,23 +41,14 @@ def idp(logs: Path) -> Iterator[AuthorizationServer]:
 def service(
     database_factory: DatabaseFactory, logs: Path, idp: AuthorizationServer
 ) -> Iterator[ServiceProcess]:
-    name = database_factory.create()
-    process = ServiceProcess(
-        with_database(database_factory.server, name),
+    with service_for_issuer(
+        database_factory,
         logs,
-        MCP_OAUTH_ISSUER=idp.issuer,
-        MCP_OAUTH_SCOPES=SCOPE,
+        idp.issuer,
         WRITE_LIMIT_TOOL_CALLS=str(LIMIT),
         WRITE_LIMIT_WINDOW_SECONDS="86400",  # one window for the whole test
-    )
-    try:
-        processes.ServiceProcess.start(process)
-        process.wait_http(f"{process.base_url}/healthz", 90.0)
+    ) as process:
         yield process
-    finally:
-        if process.process is not None:
-            process.stop()
-        database_factory.drop(name)
 
 
 def _count(service: ServiceProcess, table: str, conversation_id: str) -> int:
