@@ -1,0 +1,110 @@
+"""Traces: the OpenTelemetry SDK, configured only by the standard ``OTEL_*`` variables.
+
+Every process (``serve``, ``relay``, ``migrate`` has none) calls :func:`configure_tracing` once at
+start. Nothing is exported, and nothing measurable is spent, unless the operator asks for traces:
+
+- ``OTEL_SDK_DISABLED=true`` turns all of it off;
+- otherwise traces are on when ``OTEL_TRACES_EXPORTER`` names an exporter (``otlp`` or
+  ``console``; ``none`` is off) or an OTLP endpoint is set (``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+  ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``);
+- the exporter reads its own variables (endpoint, headers, timeout, compression); the resource
+  reads ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``; the sampler reads
+  ``OTEL_TRACES_SAMPLER`` and ``OTEL_TRACES_SAMPLER_ARG``; the batch processor reads
+  ``OTEL_BSP_*`` — all by the SDK itself, not re-implemented here;
+- a TracerProvider someone already set (an embedding program, ``opentelemetry-instrument``) is
+  respected: we add nothing to it.
+
+The OTLP exporter speaks ``http/protobuf``; ``OTEL_EXPORTER_OTLP_PROTOCOL=grpc`` is refused with a
+clear error at start (the gRPC exporter is not installed), never silently ignored.
+
+Instrumented code uses only the API (``opentelemetry.trace.get_tracer``): with no provider set,
+its spans are the API's non-recording spans.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from opentelemetry import trace
+
+#: The instrumentation scope every tracer of the project is named by.
+TRACER_NAME = "lineup"
+
+_OFF = {"", "none"}
+
+
+class TracingConfigError(ValueError):
+    """The ``OTEL_*`` variables ask for something this build cannot do."""
+
+
+def tracing_requested(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the ``OTEL_*`` variables ask for traces (see the module's rules)."""
+    env = os.environ if env is None else env
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporters = env.get("OTEL_TRACES_EXPORTER")
+    if exporters is not None:
+        return any(name.strip().lower() not in _OFF for name in exporters.split(","))
+    return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+
+
+def configure_tracing(default_service_name: str, env: Mapping[str, str] | None = None) -> bool:
+    """Install the SDK's TracerProvider when the variables ask for traces; True when installed.
+
+    ``default_service_name`` names the process (``lineup-serve``, ``lineup-relay``) when
+    ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` give no ``service.name``.
+    """
+    env = os.environ if env is None else env
+    if not tracing_requested(env):
+        return False
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return False  # someone set a provider before us: theirs stands
+
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SpanExporter,
+    )
+
+    names = [n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")]
+    exporters: list[SpanExporter] = []
+    for name in names:
+        if name in _OFF:
+            continue
+        if name == "console":
+            exporters.append(ConsoleSpanExporter())
+        elif name == "otlp":
+            protocol = (
+                env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+                or "http/protobuf"
+            ).strip()
+            if protocol != "http/protobuf":
+                raise TracingConfigError(
+                    f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: this build exports OTLP over "
+                    "http/protobuf only; set it to http/protobuf (the collector's port 4318)"
+                )
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporters.append(OTLPSpanExporter())
+        else:
+            raise TracingConfigError(
+                f"OTEL_TRACES_EXPORTER names {name!r}: this build knows otlp, console and none"
+            )
+
+    resource = Resource.create()  # reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES itself
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: default_service_name}))
+    provider = TracerProvider(resource=resource)
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return True
+
+
+def tracer() -> trace.Tracer:
+    """The project's tracer (the API's no-op one until a provider is installed)."""
+    return trace.get_tracer(TRACER_NAME)
