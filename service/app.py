@@ -49,6 +49,7 @@ from service.domain.errors import Refusal
 from service.host_names import HostAllowList
 from service.host_streams import HostStreams
 from service.http import TokenBook
+from service.http_tracing import http_middleware
 from service.loop_lag import LoopLag, default_lag_histogram
 from service.manifests import Registry
 from service.mcp.endpoint import mcp_endpoint, mcp_lifespan, protected_resource_metadata
@@ -231,6 +232,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             }
         ),
         lifespan=[lifespan, mcp_lifespan],
+        # The HTTP server span of each request, when this process traces (none otherwise).
+        middleware=http_middleware(),
         request_max_body_size=settings.request_max_body_bytes,
         openapi_config=openapi_config(ui=settings.api_docs_ui),
         # Every answer is fresh and typed as it says, unless a handler says otherwise (pages, assets).
