@@ -105,7 +105,9 @@ async def test_a_statement_the_database_refused_carries_its_sqlstate(
     settings = make_settings(database_url, agent_tool_call_limit=1)
     conversation = f"limited-{uuid.uuid4()}"
     async with AsyncTestClient(app=create_app(settings, registry, sweeper=False)) as client:
-        assert (await client.post("/v1/tool-calls", json=start_body(conversation), headers=AGENT)).status_code == 202
+        assert (
+            await client.post("/v1/tool-calls", json=start_body(conversation), headers=AGENT)
+        ).status_code == 202
         refused = await client.post("/v1/tool-calls", json=start_body(conversation), headers=AGENT)
     assert refused.status_code == 429
     statements = by_name(exporter.get_finished_spans(), "SELECT call_tool_v3")
@@ -115,7 +117,11 @@ async def test_a_statement_the_database_refused_carries_its_sqlstate(
     assert attributes["db.response.status_code"] == "P0001"
     assert attributes["error.type"] == "P0001"
     assert "lineup.outcome" not in attributes
-    (http,) = [s for s in exporter.get_finished_spans() if s.name == "POST /v1/tool-calls" and s.context.span_id == failed.parent.span_id]  # type: ignore[union-attr]
+    (http,) = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.name == "POST /v1/tool-calls" and s.context.span_id == failed.parent.span_id
+    ]  # type: ignore[union-attr]
     assert dict(http.attributes or {})["http.response.status_code"] == 429
 
 
@@ -127,7 +133,9 @@ async def test_log_lines_inside_the_call_carry_its_trace_and_span_ids(
     body = start_body(f"logged-{uuid.uuid4()}")
     assert (await traced_client.post("/v1/tool-calls", json=body, headers=AGENT)).status_code == 202
     stderr.flush()
-    lines = [json.loads(line) for line in stderr.buffer.getvalue().decode().splitlines() if line.startswith("{")]  # type: ignore[attr-defined]
+    lines = [
+        json.loads(line) for line in stderr.buffer.getvalue().decode().splitlines() if line.startswith("{")
+    ]  # type: ignore[attr-defined]
     (logged,) = [line for line in lines if line.get("event") == "tool_call"]
     (http,) = by_name(exporter.get_finished_spans(), "POST /v1/tool-calls")
     assert logged["trace_id"] == format_trace_id(http.context.trace_id)
@@ -147,6 +155,8 @@ async def test_without_traces_nothing_is_instrumented_and_no_line_carries_ids(
     )
     assert answer.status_code == 202
     stderr.flush()
-    lines = [json.loads(line) for line in stderr.buffer.getvalue().decode().splitlines() if line.startswith("{")]  # type: ignore[attr-defined]
+    lines = [
+        json.loads(line) for line in stderr.buffer.getvalue().decode().splitlines() if line.startswith("{")
+    ]  # type: ignore[attr-defined]
     (logged,) = [line for line in lines if line.get("event") == "tool_call"]
     assert "trace_id" not in logged and "span_id" not in logged
