@@ -52,6 +52,14 @@ def start_body(conversation: str, call: str | None = None) -> dict[str, Any]:
     }
 
 
+def written_lines(stream: io.TextIOWrapper) -> list[dict[str, Any]]:
+    """The JSON lines written to ``stream`` (the process's stderr, swapped by the test)."""
+    stream.flush()
+    raw = stream.buffer
+    assert isinstance(raw, io.BytesIO)
+    return [json.loads(line) for line in raw.getvalue().decode().splitlines() if line.startswith("{")]
+
+
 def by_name(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
     return [span for span in spans if span.name == name]
 
@@ -117,11 +125,13 @@ async def test_a_statement_the_database_refused_carries_its_sqlstate(
     assert attributes["db.response.status_code"] == "P0001"
     assert attributes["error.type"] == "P0001"
     assert "lineup.outcome" not in attributes
+    assert failed.parent is not None
+    parent = failed.parent.span_id
     (http,) = [
         s
         for s in exporter.get_finished_spans()
-        if s.name == "POST /v1/tool-calls" and s.context.span_id == failed.parent.span_id
-    ]  # type: ignore[union-attr]
+        if s.name == "POST /v1/tool-calls" and s.context.span_id == parent
+    ]
     assert dict(http.attributes or {})["http.response.status_code"] == 429
 
 
@@ -132,10 +142,7 @@ async def test_log_lines_inside_the_call_carry_its_trace_and_span_ids(
     monkeypatch.setattr(sys, "stderr", stderr)
     body = start_body(f"logged-{uuid.uuid4()}")
     assert (await traced_client.post("/v1/tool-calls", json=body, headers=AGENT)).status_code == 202
-    stderr.flush()
-    lines = [
-        json.loads(line) for line in stderr.buffer.getvalue().decode().splitlines() if line.startswith("{")
-    ]  # type: ignore[attr-defined]
+    lines = written_lines(stderr)
     (logged,) = [line for line in lines if line.get("event") == "tool_call"]
     (http,) = by_name(exporter.get_finished_spans(), "POST /v1/tool-calls")
     assert logged["trace_id"] == format_trace_id(http.context.trace_id)
@@ -154,9 +161,6 @@ async def test_without_traces_nothing_is_instrumented_and_no_line_carries_ids(
         "/v1/tool-calls", json=body, headers={**AGENT, "traceparent": traceparent(CLIENT_TRACE, CLIENT_SPAN)}
     )
     assert answer.status_code == 202
-    stderr.flush()
-    lines = [
-        json.loads(line) for line in stderr.buffer.getvalue().decode().splitlines() if line.startswith("{")
-    ]  # type: ignore[attr-defined]
+    lines = written_lines(stderr)
     (logged,) = [line for line in lines if line.get("event") == "tool_call"]
     assert "trace_id" not in logged and "span_id" not in logged

@@ -1,0 +1,184 @@
+"""A real ``serve`` exporting its spans over OTLP/HTTP to a receiver the test runs (decoding the
+protobuf with ``opentelemetry-proto``), configured by the standard variables only: a REST tool call
+is an HTTP server span under the client's ``traceparent`` with the statement's client span under
+it; an MCP ``tools/call`` is the MCP server span the conventions name, parented to
+``params._meta.traceparent`` and linked to the HTTP request that carried it; with traces asked off,
+nothing is sent."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from harness.database import DatabaseFactory
+from tests.conftest import AGENT, ServiceProcess, service_on_own_database
+from tests.support.tracing import OtlpReceiver, Span, traceparent
+
+pytestmark = pytest.mark.e2e
+
+MCP_HEADERS = {
+    **AGENT,
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+}
+# Every attribute a span of ours carries, by the conventions each follows (the test lists them).
+HTTP_SERVER = {"http.request.method", "url.path", "url.scheme", "http.route", "http.response.status_code"}
+DB_CLIENT = {"db.system.name", "db.query.summary", "db.namespace", "server.address", "server.port"}
+MCP_SERVER = {
+    "mcp.method.name",
+    "gen_ai.tool.name",
+    "gen_ai.operation.name",
+    "mcp.protocol.version",
+    "mcp.session.id",
+    "jsonrpc.request.id",
+    "network.transport",
+}
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def service(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver
+) -> Iterator[ServiceProcess]:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_SERVICE_NAME": "lineup-under-test",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    with service_on_own_database(database_factory, tmp_path_factory.mktemp("traced"), **env) as process:
+        yield process
+
+
+def in_trace(spans: list[Span], trace_id: str) -> list[Span]:
+    return [span for span in spans if span.trace_id == trace_id]
+
+
+def test_a_rest_call_is_one_trace_under_the_agents_traceparent(
+    service: ServiceProcess, receiver: OtlpReceiver
+) -> None:
+    trace_id, parent = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    body = {
+        "tool_call_id": f"start-{uuid.uuid4()}",
+        "conversation_id": f"traced-{uuid.uuid4()}",
+        "tool": "pomodoro.start",
+        "arguments": {"duration_seconds": 1500, "activity": "traces"},
+    }
+    answer = httpx.post(
+        f"{service.base_url}/v1/tool-calls",
+        json=body,
+        headers={**AGENT, "traceparent": traceparent(trace_id, parent)},
+        timeout=10,
+    )
+    assert answer.status_code == 202
+
+    spans = in_trace(receiver.wait_for(lambda got: len(in_trace(got, trace_id)) >= 2), trace_id)
+    (http,) = [s for s in spans if s.kind == "SERVER"]
+    assert http.name == "POST /v1/tool-calls" and http.parent_span_id == parent
+    assert http.service_name == "lineup-under-test"
+    assert set(http.attributes) >= HTTP_SERVER
+    assert http.attributes["http.response.status_code"] == 202
+    (statement,) = [s for s in spans if s.kind == "CLIENT"]
+    assert statement.name == "SELECT call_tool_v3" and statement.parent_span_id == http.span_id
+    assert set(statement.attributes) >= DB_CLIENT
+    assert statement.attributes["db.system.name"] == "postgresql"
+    assert statement.attributes["lineup.outcome"] == "accepted"
+
+
+def test_an_mcp_tools_call_is_the_conventions_server_span_under_its_meta_traceparent(
+    service: ServiceProcess, receiver: OtlpReceiver
+) -> None:
+    url = f"{service.base_url}/mcp"
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    opened = httpx.post(url, json=initialize, headers=MCP_HEADERS, timeout=10)
+    assert opened.status_code == 200
+    session = opened.headers["mcp-session-id"]
+    headers = {**MCP_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(url, json=initialized, headers=headers, timeout=10).status_code == 202
+
+    meta_trace, meta_span = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    http_trace, http_parent = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "pomodoro_start",
+            "arguments": {"duration_seconds": 1500, "activity": "traced over MCP"},
+            "_meta": {
+                "io.lineup/conversation_id": f"mcp-traced-{uuid.uuid4()}",
+                "io.lineup/tool_call_id": f"start-{uuid.uuid4()}",
+                "traceparent": traceparent(meta_trace, meta_span),
+                "tracestate": "vendor=value",
+            },
+        },
+    }
+    answered = httpx.post(
+        url, json=call, headers={**headers, "traceparent": traceparent(http_trace, http_parent)}, timeout=10
+    )
+    assert answered.status_code == 200 and "error" not in answered.json(), answered.text
+
+    got = receiver.wait_for(lambda got: len(in_trace(got, meta_trace)) >= 2 and in_trace(got, http_trace))
+    (carrier,) = in_trace(got, http_trace)
+    assert carrier.kind == "SERVER" and carrier.name == "POST /mcp" and carrier.parent_span_id == http_parent
+    assert carrier.attributes["http.route"] == "/mcp"
+
+    spans = in_trace(got, meta_trace)
+    (mcp,) = [s for s in spans if s.kind == "SERVER"]
+    assert mcp.name == "tools/call pomodoro_start"
+    assert mcp.parent_span_id == meta_span
+    assert set(mcp.attributes) >= MCP_SERVER
+    assert mcp.attributes["mcp.method.name"] == "tools/call"
+    assert mcp.attributes["gen_ai.tool.name"] == "pomodoro_start"
+    assert mcp.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert mcp.attributes["mcp.protocol.version"] == "2025-11-25"
+    assert mcp.attributes["mcp.session.id"] == session
+    assert mcp.attributes["jsonrpc.request.id"] == "7"
+    # Parented from _meta: linked to the HTTP request that carried the message.
+    assert [(link.trace_id, link.span_id) for link in mcp.links] == [(carrier.trace_id, carrier.span_id)]
+    (statement,) = [s for s in spans if s.kind == "CLIENT"]
+    assert statement.parent_span_id == mcp.span_id
+    assert statement.attributes["lineup.outcome"] == "accepted"
+
+
+def test_with_traces_asked_off_nothing_is_sent(
+    database_factory: DatabaseFactory, tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_TRACES_EXPORTER": "none",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    trace_id = uuid.uuid4().hex
+    with service_on_own_database(database_factory, tmp_path, **env) as untraced:
+        body: dict[str, Any] = {
+            "tool_call_id": f"start-{uuid.uuid4()}",
+            "conversation_id": f"untraced-{uuid.uuid4()}",
+            "tool": "pomodoro.start",
+            "arguments": {"duration_seconds": 1500, "activity": "no traces"},
+        }
+        headers = {**AGENT, "traceparent": traceparent(trace_id, uuid.uuid4().hex[:16])}
+        answer = httpx.post(f"{untraced.base_url}/v1/tool-calls", json=body, headers=headers, timeout=10)
+        assert answer.status_code == 202
+        time.sleep(1.0)  # ten export intervals: a span would have been sent by now
+    assert in_trace(receiver.received(), trace_id) == []
