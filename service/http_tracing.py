@@ -7,9 +7,10 @@ attributes after the HTTP semantic conventions (``http.request.method``, ``url.p
 ``url.scheme``, ``http.route``, ``http.response.status_code``, ``server.address``,
 ``client.address``, ``user_agent.original``, ``network.protocol.version``; ``error.type`` for a
 5xx), and ends it with the answer. What we add: the span's name and ``http.route`` from the
-route's template (``POST /v1/tool-calls``, ``GET /v1/ops/tool-calls/{tool_call_id:path}``; the
-Litestar default would put the request's own path there), no ``send``/``receive`` child spans, and
-the span's context kept in the ASGI scope, where the MCP face links its span to it.
+route's template once Litestar routed the request (``POST /v1/tool-calls``,
+``GET /v1/ops/tool-calls/{tool_call_id}``; Litestar's default would put the request's own path
+there), no ``send``/``receive`` child spans, and the span's context kept in the ASGI scope, where
+the MCP face links its span to it.
 
 Nothing of it is installed when the process does not trace (``service.telemetry.TRACING``): the
 middleware costs about a fifth of a tool call's Python even when its spans record nothing. With
@@ -24,8 +25,8 @@ import os
 from typing import Any
 
 from litestar.enums import ScopeType
-from litestar.middleware.base import DefineMiddleware
-from litestar.types import Scope
+from litestar.types import ASGIApp, Middleware, Receive, Scope, Send
+from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext
 
 from service.telemetry import TRACING
@@ -40,12 +41,32 @@ _STABILITY = "OTEL_SEMCONV_STABILITY_OPT_IN"
 
 
 def route_details(scope: Scope) -> tuple[str, dict[str, Any]]:
-    """The span's name and ``http.route``: the route's template (Litestar routed the request
-    before its middleware runs), never the request's own path (unbounded)."""
-    route = scope.get("path_template") or scope.get("path", "")
-    method = scope.get("method")
-    name = f"{method} {route}" if method else str(route)
-    return name, {"http.route": route}
+    """The span's name when it starts: the method alone (the conventions' name while the route is
+    unknown: Litestar runs this middleware before routing, so that a refused route is traced too;
+    ``name_by_route`` names it once routed). Never the request's own path (unbounded)."""
+    return str(scope.get("method") or "HTTP"), {}
+
+
+def name_by_route(app: ASGIApp) -> ASGIApp:
+    """Once Litestar routed the request: the HTTP span named ``{method} {route}`` with ``http.route``,
+    the route's template (``/v1/ops/tool-calls/{tool_call_id}``; a mount's path, ``/mcp``)."""
+
+    async def named(scope: Scope, receive: Receive, send: Send) -> None:
+        span = trace.get_current_span()
+        if span.is_recording():
+            route = scope.get("path_template") or _mount_path(scope)
+            if route:
+                span.update_name(f"{scope.get('method') or 'HTTP'} {route}")
+                span.set_attribute("http.route", route)
+        await app(scope, receive, send)
+
+    return named
+
+
+def _mount_path(scope: Scope) -> str | None:
+    handler = scope.get("route_handler")
+    paths = getattr(handler, "paths", None) if getattr(handler, "is_mount", False) else None
+    return next(iter(paths)) if paths and len(paths) == 1 else None
 
 
 def _keep_span(span: Span, scope: dict[str, Any]) -> None:
@@ -58,7 +79,7 @@ def http_span_of(scope: Any) -> SpanContext | None:
     return found if isinstance(found, SpanContext) else None
 
 
-def http_middleware() -> list[DefineMiddleware]:
+def http_middleware() -> list[Middleware]:
     """The application's middleware for HTTP server spans: none when this process does not trace."""
     if not TRACING.on:
         return []
@@ -72,4 +93,6 @@ def http_middleware() -> list[DefineMiddleware]:
         exclude_spans=["receive", "send"],
         scopes={ScopeType.HTTP},
     )
-    return [config.middleware]
+    # Litestar runs its OpenTelemetry middleware first of all, before routing; name_by_route runs
+    # in each route's own stack, after it.
+    return [config.middleware, name_by_route]

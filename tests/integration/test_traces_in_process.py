@@ -22,7 +22,7 @@ from service.app import create_app
 from service.manifests import Registry
 from service.settings import Settings
 from service.telemetry import TRACING
-from tests.conftest import AGENT, make_settings
+from tests.conftest import AGENT, OPERATOR, make_settings
 from tests.support.tracing import traced, traceparent
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -97,6 +97,19 @@ async def test_a_rest_tool_call_is_an_http_server_span_under_the_callers_trace_w
     assert "db.response.status_code" not in db
     # One statement, one span: nothing of what the function runs inside is a span of its own.
     assert [s.name for s in spans if s.kind is SpanKind.CLIENT] == ["SELECT call_tool_v3"]
+
+    # A route with a parameter is named by its template, never by the request's own path; a path
+    # no route takes by its method alone.
+    read = await traced_client.get(f"/v1/ops/tool-calls/{body['tool_call_id']}", headers=OPERATOR)
+    assert read.status_code == 200
+    assert (await traced_client.get("/no/such/route", headers=AGENT)).status_code == 404
+    (ops,) = [s for s in exporter.get_finished_spans() if s.name.startswith("GET")][:1]
+    assert ops.name == "GET /v1/ops/tool-calls/{tool_call_id}"
+    assert dict(ops.attributes or {})["http.route"] == "/v1/ops/tool-calls/{tool_call_id}"
+    (unrouted,) = [s for s in exporter.get_finished_spans() if s.name == "GET"]
+    assert dict(unrouted.attributes or {})["http.response.status_code"] == 404
+    assert "http.route" not in dict(unrouted.attributes or {})
+    assert not [s for s in exporter.get_finished_spans() if body["tool_call_id"] in s.name]
 
     again = await traced_client.post("/v1/tool-calls", json=body, headers=AGENT)
     assert again.status_code == 202
