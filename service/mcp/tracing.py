@@ -12,17 +12,27 @@ keys) when there is one, else the current one, the HTTP server span (``service.h
 ``span_details``, the middleware right inside it, adds what the SDK does not: ``mcp.session.id``
 when the request belongs to a session, ``network.transport``/``network.protocol.name``, and — when
 the span's parent came from ``_meta`` — a link to the HTTP server span that carried the message.
+
+``pushed`` is the span of a task's ending pushed to the client that waits for it (the 2025-11-25
+``notifications/tasks/status`` on the session's stream, the 2026-07-28 ``notifications/tasks`` on a
+``subscriptions/listen`` stream): a CLIENT span named by the notification's method, as the MCP
+conventions name what the server initiates, under the span of the request that asked for the
+pushes (the ``tools/call`` that started the task, the ``subscriptions/listen``), so the ending
+joins the call's trace.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
 from service.http_tracing import http_span_of
-from service.telemetry import TRACING
+from service.telemetry import TRACING, tracer
 
 _SESSION_HEADER = b"mcp-session-id"
 
@@ -59,3 +69,20 @@ async def span_details(ctx: ServerRequestContext[Any, Any], call_next: CallNext)
             # Parented from _meta: the HTTP request that carried the message is linked.
             span.add_link(http, {"lineup.link": "http.request"})
     return await call_next(ctx)
+
+
+@contextlib.contextmanager
+def pushed(method: str, operation: Mapping[str, Any]) -> Iterator[None]:
+    """The span of one pushed task ending: ``operation`` as the runtime reads it (its id, state and
+    reason are the span's); nothing when the process does not trace."""
+    if not TRACING.on:
+        yield
+        return
+    attributes = {
+        "mcp.method.name": method,
+        "lineup.operation_id": str(operation.get("operation_id", "")),
+        "lineup.operation.state": str(operation.get("state", "")),
+        "lineup.operation.reason": str(operation.get("reason") or ""),
+    }
+    with tracer().start_as_current_span(method, kind=SpanKind.CLIENT, attributes=attributes):
+        yield

@@ -7,6 +7,7 @@ nothing is sent."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,8 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.calls import interrupt_body
 from harness.database import DatabaseFactory
-from tests.conftest import AGENT, ServiceProcess, service_on_own_database
+from harness.mcp import bound, mcp_session
+from tests.conftest import AGENT, HOST, ServiceProcess, service_on_own_database
 from tests.support.tracing import OtlpReceiver, Span, traceparent
 
 pytestmark = pytest.mark.e2e
@@ -182,3 +185,80 @@ def test_with_traces_asked_off_nothing_is_sent(
         assert answer.status_code == 202
         time.sleep(1.0)  # ten export intervals: a span would have been sent by now
     assert in_trace(receiver.received(), trace_id) == []
+
+
+async def test_a_tasks_pushed_ending_joins_the_trace_of_the_call_that_started_it(
+    service: ServiceProcess, receiver: OtlpReceiver
+) -> None:
+    trace_id, parent = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    cid = f"pushed-{uuid.uuid4()}"
+    meta = {**bound(cid), "traceparent": traceparent(trace_id, parent)}
+    async with mcp_session(service.base_url) as mcp:
+        params = {
+            "name": "pomodoro.start",
+            "arguments": {"duration_seconds": 1500, "activity": "pushed"},
+            "task": {"ttl": 60_000},
+            "_meta": meta,
+        }
+        task_id = (await mcp.request("tools/call", params))["task"]["taskId"]
+        async with httpx.AsyncClient(timeout=10) as http:
+            answer = await http.post(
+                f"{service.base_url}/v1/tool-calls", json=interrupt_body(cid), headers=AGENT
+            )
+        assert answer.json()["status"] == "interrupted"
+        pushed = await asyncio.wait_for(mcp.statuses.get(), 10)
+    assert pushed.task_id == task_id
+
+    def arrived(spans: list[Span]) -> bool:
+        return any(s.name == "notifications/tasks/status" for s in in_trace(spans, trace_id))
+
+    spans = in_trace(receiver.wait_for(arrived), trace_id)
+    (call,) = [s for s in spans if s.name == "tools/call pomodoro.start"]
+    assert call.parent_span_id == parent
+    (push,) = [s for s in spans if s.name == "notifications/tasks/status"]
+    assert push.kind == "CLIENT" and push.parent_span_id == call.span_id
+    assert push.attributes["mcp.method.name"] == "notifications/tasks/status"
+    assert push.attributes["lineup.operation_id"] == task_id
+    assert (push.attributes["lineup.operation.state"], push.attributes["lineup.operation.reason"]) == (
+        "interrupted",
+        "agent_interrupt",
+    )
+
+
+async def test_an_ending_pushed_on_the_event_stream_is_a_span_of_the_stream(
+    service: ServiceProcess, receiver: OtlpReceiver
+) -> None:
+    trace_id, parent = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    cid = f"streamed-{uuid.uuid4()}"
+    url = f"{service.base_url}/v1/host/conversations/{cid}/events"
+    headers = {**HOST, "traceparent": traceparent(trace_id, parent)}
+    async with httpx.AsyncClient(timeout=10) as http, http.stream("GET", url, headers=headers) as stream:
+        assert stream.status_code == 200
+        lines = stream.aiter_lines()
+        assert (await anext(lines)).startswith(":")  # the stream is open: what follows is pushed
+        started = await http.post(
+            f"{service.base_url}/v1/tool-calls",
+            json={
+                "tool_call_id": f"start-{uuid.uuid4()}",
+                "conversation_id": cid,
+                "tool": "pomodoro.start",
+                "arguments": {"duration_seconds": 1500, "activity": "streamed"},
+            },
+            headers=AGENT,
+        )
+        operation_id = started.json()["operation"]["operation_id"]
+        await http.post(f"{service.base_url}/v1/tool-calls", json=interrupt_body(cid), headers=AGENT)
+        async with asyncio.timeout(10):
+            async for line in lines:
+                if line.startswith("data:") and '"finalized_at":"' in line.replace(" ", ""):
+                    break
+
+    def arrived(spans: list[Span]) -> bool:
+        return any(s.name == "push operation" for s in in_trace(spans, trace_id))
+
+    spans = in_trace(receiver.wait_for(arrived), trace_id)
+    (push,) = [s for s in spans if s.name == "push operation"]
+    assert push.kind == "PRODUCER"
+    assert push.attributes["lineup.operation_id"] == operation_id
+    assert push.attributes["lineup.conversation_id"] == cid
+    assert push.attributes["lineup.operation.state"] == "interrupted"
