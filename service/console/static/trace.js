@@ -18,7 +18,7 @@ function traceIdField(answer) {
   if (!answer.trace_url) {
     return id;
   }
-  return h("a", { href: answer.trace_url, rel: "noopener noreferrer", target: "_blank", "data-testid": "trace-link" }, id);
+  return h("a", { href: answer.trace_url, rel: "noopener noreferrer", target: "_blank", "data-testid": "trace-url" }, id);
 }
 
 function answerSection(answer) {
