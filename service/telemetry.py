@@ -134,9 +134,22 @@ def tracing_on() -> bool:
     return TRACING.on
 
 
+class _Made:
+    """The tracer ``tracer()`` made, and the provider it came from."""
+
+    provider: trace.TracerProvider | None = None
+    tracer: trace.Tracer | None = None
+
+
 def tracer() -> trace.Tracer:
-    """The project's tracer (the API's no-op one until a provider is installed)."""
-    return trace.get_tracer(TRACER_NAME)
+    """The project's tracer (the API's no-op one until a provider is installed), made once per
+    provider: a provider's ``get_tracer`` builds and compares its instrumentation scope each time."""
+    provider = trace.get_tracer_provider()
+    made = _Made.tracer
+    if made is None or _Made.provider is not provider:
+        made = _Made.tracer = provider.get_tracer(TRACER_NAME)
+        _Made.provider = provider
+    return made
 
 
 def trace_id_of(traceparent: str | None) -> str | None:

@@ -105,36 +105,42 @@ async def call(
 
 
 async def _traced(conn: Conn, params: tuple[str, ...], tool: str) -> CallResult:
-    """``call`` inside its database client span."""
-    info = conn.info
-    attributes: dict[str, Any] = {
-        **_SPAN_ATTRIBUTES,
-        "db.namespace": info.dbname,
-        "server.address": info.host,
-        "server.port": info.port,
-        "lineup.tool": tool,
-        "lineup.tool_call_id": params[0],
-    }
+    """``call`` inside its database client span (what only a recorded span shows is read only
+    when it records: most calls are not sampled at a low sampling ratio)."""
     with tracer().start_as_current_span(
         SUMMARY,
         kind=SpanKind.CLIENT,
-        attributes=attributes,
+        attributes=_SPAN_ATTRIBUTES,
         record_exception=False,  # its message may carry the call's data; the SQLSTATE is the error
         set_status_on_exception=False,
     ) as span:
+        recording = span.is_recording()
+        if recording:
+            info = conn.info
+            span.set_attributes(
+                {
+                    "db.namespace": info.dbname,
+                    "server.address": info.host,
+                    "server.port": info.port,
+                    "lineup.tool": tool,
+                    "lineup.tool_call_id": params[0],
+                }
+            )
         try:
             cursor = _cursor(conn)
             await cursor.execute(CALL_TOOL, params, prepare=True)
             row: Any = await cursor.fetchone()
         except Error as failed:
-            code = failed.sqlstate or type(failed).__name__
-            if failed.sqlstate:
-                span.set_attribute("db.response.status_code", failed.sqlstate)
-            span.set_attribute("error.type", code)
-            span.set_status(StatusCode.ERROR, code)
+            if recording:
+                code = failed.sqlstate or type(failed).__name__
+                if failed.sqlstate:
+                    span.set_attribute("db.response.status_code", failed.sqlstate)
+                span.set_attribute("error.type", code)
+                span.set_status(StatusCode.ERROR, code)
             raise
         assert row is not None
         result = CallResult._make(row)
-        span.set_attribute("lineup.outcome", result.outcome)
-        span.set_attribute("lineup.replayed", result.replayed)
+        if recording:
+            span.set_attribute("lineup.outcome", result.outcome)
+            span.set_attribute("lineup.replayed", result.replayed)
         return result
