@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from harness.calls import interrupt_body
 from harness.database import DatabaseFactory
 from harness.mcp import bound, mcp_session
-from tests.conftest import AGENT, HOST, ServiceProcess, service_on_own_database
+from tests.conftest import AGENT, HOST, OPERATOR, ServiceProcess, service_on_own_database
 from tests.support.tracing import OtlpReceiver, Span, traceparent
 
 pytestmark = pytest.mark.e2e
@@ -262,3 +263,29 @@ async def test_an_ending_pushed_on_the_event_stream_is_a_span_of_the_stream(
     assert push.attributes["lineup.operation_id"] == operation_id
     assert push.attributes["lineup.conversation_id"] == cid
     assert push.attributes["lineup.operation.state"] == "interrupted"
+
+
+def test_the_operators_trace_of_a_traced_call_names_its_trace(
+    service: ServiceProcess, receiver: OtlpReceiver
+) -> None:
+    with psycopg.connect(service.database_url) as db:
+        stored = db.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'tool_calls' AND column_name = 'traceparent'"
+        ).fetchone()
+    if stored is None:
+        pytest.skip("this schema stores no trace context with the calls (tool_calls.traceparent)")
+    trace_id = uuid.uuid4().hex
+    call_id = f"start-{uuid.uuid4()}"
+    body = {
+        "tool_call_id": call_id,
+        "conversation_id": f"found-{uuid.uuid4()}",
+        "tool": "pomodoro.start",
+        "arguments": {"duration_seconds": 1500, "activity": "found again"},
+    }
+    headers = {**AGENT, "traceparent": traceparent(trace_id, uuid.uuid4().hex[:16])}
+    assert (
+        httpx.post(f"{service.base_url}/v1/tool-calls", json=body, headers=headers, timeout=10).status_code
+        == 202
+    )
+    read = httpx.get(f"{service.base_url}/v1/ops/tool-calls/{call_id}", headers=OPERATOR, timeout=10)
+    assert read.json()["tool_call"]["trace_id"] == trace_id
