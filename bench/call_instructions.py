@@ -289,7 +289,8 @@ def main() -> int:
         "--tracing",
         default="",
         help="also count this checkout with traces on, exported over OTLP/HTTP to a local sink that "
-        "answers 200: comma-separated sampling ratios, e.g. 1,0.01 (1 = every call)",
+        "answers 200: comma-separated sampling ratios, e.g. 1,0.01,0 (1 = every call; 0 = none: "
+        "what the instrumentation costs a call it does not sample, no export at all)",
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="figures counted at once (each is one process at a time)"
@@ -304,8 +305,8 @@ def main() -> int:
         print("needs valgrind (Debian: valgrind)")
         return 2
     ratios = [float(ratio) for ratio in args.tracing.split(",") if ratio]
-    if not all(0 < ratio <= 1 for ratio in ratios):
-        parser.error("--tracing: sampling ratios in (0, 1]")
+    if not all(0 <= ratio <= 1 for ratio in ratios):
+        parser.error("--tracing: sampling ratios in [0, 1]")
     work = Path(tempfile.mkdtemp(prefix="lineup-call-instructions-"))
     server = named_server()
     sink = OtlpSink() if ratios else None
