@@ -13,7 +13,8 @@ When the process traces (``service.telemetry.TRACING``), the statement is one da
 ``db.query.text`` (placeholders only), ``db.namespace``, ``server.address``/``server.port``, and on
 a failed statement ``db.response.status_code`` and ``error.type`` (its SQLSTATE) — with what the
 decision answered (``lineup.outcome``, ``lineup.replayed``). What the function does inside is one
-statement to the service: no span per query of it. Without traces, one attribute test.
+statement to the service: no span per query of it. Without traces, one attribute test; under a
+span its sampler dropped, no span either (``_sampled``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import msgspec
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode, get_current_span
 from psycopg import AsyncConnection, AsyncRawCursor, Error
 from psycopg.rows import DictRow, tuple_row
 from psycopg.types.json import set_json_loads
@@ -89,7 +90,7 @@ async def call(
     context: str,
 ) -> CallResult:
     """Run one tool call on an autocommit connection: the statement is its own transaction."""
-    if TRACING.on:
+    if TRACING.on and _sampled(get_current_span().get_span_context()):
         return await _traced(
             conn, (tool_call_id, conversation_id, tool, fingerprint, arguments, decide, context), tool
         )
@@ -102,6 +103,13 @@ async def call(
     row: Any = await cursor.fetchone()
     assert row is not None
     return CallResult._make(row)
+
+
+def _sampled(parent: SpanContext) -> bool:
+    """Whether the statement's span may be sampled: not under a span its sampler dropped (every
+    sampler the SDK ships decides a child as its parent was decided — by the parent's flag, or by
+    the trace id they share — so such a span would be dropped too, at the cost of making it)."""
+    return not parent.is_valid or parent.trace_flags.sampled
 
 
 async def _traced(conn: Conn, params: tuple[str, ...], tool: str) -> CallResult:

@@ -177,3 +177,23 @@ async def test_without_traces_nothing_is_instrumented_and_no_line_carries_ids(
     lines = written_lines(stderr)
     (logged,) = [line for line in lines if line.get("event") == "tool_call"]
     assert "trace_id" not in logged and "span_id" not in logged
+
+
+async def test_a_call_the_agent_did_not_sample_records_no_span(
+    traced_client: AsyncTestClient[Any], exporter: InMemorySpanExporter
+) -> None:
+    unsampled = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-00"  # the Agent's sampler dropped its trace
+    body = start_body(f"unsampled-{uuid.uuid4()}")
+    answer = await traced_client.post(
+        "/v1/tool-calls", json=body, headers={**AGENT, "traceparent": unsampled}
+    )
+    assert answer.status_code == 202
+    assert exporter.get_finished_spans() == ()
+    sampled = await traced_client.post(
+        "/v1/tool-calls", json=start_body(f"sampled-{uuid.uuid4()}"), headers=AGENT
+    )
+    assert sampled.status_code == 202
+    assert sorted(s.name for s in exporter.get_finished_spans()) == [
+        "POST /v1/tool-calls",
+        "SELECT call_tool_v3",
+    ]
