@@ -136,7 +136,13 @@ class Relay:
         resources.callback(self.metrics.pools.forget, self._pool)
         cfg = self.config = await self._placed(cfg)
         if cfg.metrics_port:
-            probes = ProbeServer(self.metrics, self._pool, host=cfg.metrics_host, port=cfg.metrics_port)
+            probes = ProbeServer(
+                self.metrics,
+                self._pool,
+                host=cfg.metrics_host,
+                port=cfg.metrics_port,
+                ready_timeout=cfg.ready_timeout,
+            )
             await probes.start()
             resources.push_async_callback(probes.close)
             self.probe_port = probes.port
