@@ -463,10 +463,7 @@ async def replica_partition(stack: Stack, seconds: float, run_id: str) -> None:
         stack.figures.acknowledged[tool_call_id] = await caller("POST", "/v1/tool-calls", payload)
     finally:
         await caller.http.close()
-    try:
-        cut_error = json.loads(cut_body).get("error") if cut_body else None
-    except ValueError:
-        cut_error = None
+    cut_error = _error_code(cut_body)
     stack.checks.add(
         f"a call to the partitioned replica answered 503 database_unavailable within {call_bound:.0f} s",
         cut_status == 503 and cut_error == "database_unavailable" and cut_took <= call_bound,
@@ -585,10 +582,14 @@ async def mid_commit(stack: Stack, run_id: str, calls: int = 8) -> None:
 
 async def lost_answer(stack: Stack, run_id: str) -> None:
     """Scenario 5: a start's answer lost between Postgres and replica 1; the Agent sends it again
-    with the same tool_call_id to replica 2."""
+    with the same tool_call_id to replica 2. Replica 1 answers the first send once the link heals
+    (the recorded answer), or — when its connection was given up meanwhile
+    (DB_TCP_USER_TIMEOUT_SECONDS) — 503 database_unavailable, and then the recorded answer to the
+    Agent's next send, as the contract says."""
     first, second = stack.services
     tool_call_id = f"lost-{run_id}-start"
-    body = json.dumps(start_body(f"lost-{run_id}", 1, "netfaults", tool_call_id=tool_call_id)).encode()
+    payload = start_body(f"lost-{run_id}", 1, "netfaults", tool_call_id=tool_call_id)
+    body = json.dumps(payload).encode()
     cut = from_postgres("svc1", both_ways=False)
     stack.say("Postgres' packets to replica 1 dropped; a start sent to replica 1")
     cut.apply()
@@ -614,6 +615,14 @@ async def lost_answer(stack: Stack, run_id: str) -> None:
             cut.heal()
         await one.close()
         await two.close()
+    late_error = _error_code(late.body) if late.status == 503 else None
+    replica_one = (late.status, late.body)
+    if late_error == "database_unavailable":  # sent again to replica 1, as the Agent would
+        caller = Caller(first.base_url, first.agent_token, stack.figures)
+        try:
+            replica_one = await caller("POST", "/v1/tool-calls", payload)
+        finally:
+            await caller.http.close()
     with psycopg.connect(stack.admin_url, autocommit=True, row_factory=dict_row) as conn:
         recorded = conn.execute(
             "SELECT response::text AS response FROM tool_calls WHERE tool_call_id = %s", (tool_call_id,)
@@ -622,20 +631,37 @@ async def lost_answer(stack: Stack, run_id: str) -> None:
             "SELECT count(*) AS n FROM operations WHERE tool_call_id = %s", (tool_call_id,)
         ).fetchone()
     stack.figures.acknowledged[tool_call_id] = (again.status, again.body)
-    same = recorded is not None and again.body.decode() == recorded["response"] == late.body.decode()
+    same = recorded is not None and again.body.decode() == recorded["response"] == replica_one[1].decode()
+    late_said = str(late.status)
+    if late_error:
+        late_said += f" {late_error}, then {replica_one[0]} when sent again"
     stack.checks.add(
         "an answer lost in a partition: the same tool_call_id sent again got the recorded answer",
-        unanswered and again.status == 202 and late.status == 202 and same and operations == {"n": 1},
+        unanswered
+        and again.status == 202
+        and (late.status == 202 or late_error == "database_unavailable")
+        and replica_one[0] == 202
+        and same
+        and operations == {"n": 1},
         f"unanswered after 4 s {unanswered}; committed before it was sent again {committed};"
-        f" answers {again.status} / {late.status} (late), identical {same}; operations {operations}",
+        f" answers {again.status} / {late_said} (replica 1), identical {same}; operations {operations}",
     )
     stack.note(
         f"lost answer: the first send unanswered after 4 s"
         f" ({'committed' if committed else 'not yet committed'});"
-        f" sent again to replica 2: {again.status}; replica 1's late answer {late.status};"
-        f" both byte for byte the recorded answer: {same}"
+        f" sent again to replica 2: {again.status}; replica 1's late answer {late_said};"
+        f" both byte for byte the recorded answer: {same}; operations {operations['n'] if operations else 0}"
     )
     stack.note(f"  the answer: {again.body.decode()}")
+
+
+def _error_code(body: bytes) -> str | None:
+    """The contract's error code of an answer's body, if it has one."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return parsed.get("error") if isinstance(parsed, dict) else None
 
 
 async def faults(stack: Stack, args: argparse.Namespace, run_id: str) -> None:
