@@ -18,7 +18,7 @@ import dataclasses
 import structlog
 
 from relay.claimer import Claimer
-from relay.clock import ClockSkew
+from relay.clock import relay_skew
 from relay.config import RelayConfig, redacted
 from relay.database import RelayPool, relay_pool
 from relay.delivery import Deliverer
@@ -153,7 +153,7 @@ class Relay:
             timeout=cfg.timeout,
             concurrency=cfg.concurrency,
             lease_seconds=cfg.lease_seconds,
-            skew=ClockSkew(self.metrics.clock_offset),
+            skew=relay_skew(self.metrics.clock_offset),
         )
         resources.push_async_callback(deliverer.aclose)
         self._circuit = EndpointCircuit(cfg, self._pool, self.metrics, self.wake)
