@@ -103,6 +103,9 @@ QUEUE = 1  # the NFQUEUE of the slow links
 SERVICE_PORT = 8000
 PROBE_TIMEOUT = 3.0  # a /readyz without an answer this long fails (deploy/kubernetes: timeoutSeconds)
 MARGIN = 2.0  # what a machine of 2 shared cores and 100-300 ms round trips add to a bound, seconds
+# The longest a live transaction holds a conversation's lock on the slow link: the Host's foreground
+# switch, about ten statements of a round trip each (up to 300 ms), a lost packet or two among them.
+SLOW_TRANSACTION = 4.0
 
 
 def _seconds(value: str) -> float:
@@ -123,14 +126,17 @@ def bounds(settings: Settings) -> tuple[float, float]:
     after DB_TCP_USER_TIMEOUT_SECONDS unacknowledged (or, if the statement was acknowledged, one
     keepalive interval later), the caller waits at most SWEEP_WAIT for the test of the idle ones, and
     no retry follows once DB_UNAVAILABLE_AFTER_SECONDS have passed (a checkout waits at most the
-    rest): a 503 within the larger of the two, plus the margin. A deadline is late only while a
-    conversation's lock is held by the cut replica's open transaction, which Postgres ends after the
-    runtime role's idle_in_transaction_session_timeout; another replica's sweeper then settles it
-    within SWEEPER_POLL_SECONDS, plus the margin."""
+    rest): a 503 within the larger of the two, plus the margin. A deadline is late while a
+    conversation's lock is held past its ends_at: by a live transaction on the slow link (the Host's
+    leave or foreground switch, SLOW_TRANSACTION) and then, if the cut caught it, by that open
+    transaction, which Postgres ends after the runtime role's idle_in_transaction_session_timeout;
+    another replica's sweeper then settles it within SWEEPER_POLL_SECONDS; plus the margin. (Before
+    the role had that bound the cut replica held the lock until its connection came back: 30 s and
+    more after a 20 s partition.)"""
     statement = settings.db_tcp_user_timeout_seconds + settings.db_keepalives_interval_seconds + SWEEP_WAIT
     call = max(settings.db_unavailable_after_seconds, statement) + MARGIN
     idle = _seconds(roles.DEFAULT_LIMITS[roles.RUNTIME].idle_in_transaction_session_timeout)
-    return call, idle + settings.sweeper_poll_seconds + MARGIN
+    return call, SLOW_TRANSACTION + idle + settings.sweeper_poll_seconds + MARGIN
 
 
 WORKDIR_PREFIX = "lineup-netfaults-"

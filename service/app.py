@@ -12,8 +12,7 @@ import structlog
 from litestar import Litestar
 from litestar.datastructures import ResponseHeader, State
 from litestar.exceptions import HTTPException, ValidationException
-from psycopg import OperationalError
-from psycopg.errors import InternalError_
+from psycopg import InternalError, OperationalError
 
 from service.api import probes
 from service.api.bodies import ContractRequest
@@ -223,7 +222,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             ValidationException: validation_failed,
             HTTPException: http_error,
             OperationalError: database_unavailable,
-            InternalError_: internal_database_error,
+            # Class XX (Citus' failed node among them) and the sessions the server ended (25P0x).
+            InternalError: internal_database_error,
             Exception: unexpected_error,
         },
         state=State(

@@ -70,7 +70,7 @@ def database_unavailable(request: Request[Any, Any, Any], exc: psycopg.Error) ->
 
 
 def internal_database_error(
-    request: Request[Any, Any, Any], exc: psycopg.errors.InternalError_
+    request: Request[Any, Any, Any], exc: psycopg.InternalError
 ) -> Response[dict[str, Any]]:
     """On Citus, a node the request needed failed (a worker restarting), or the server ended a
     transaction left idle past its role's bound (``session_ended``): answered as a lost connection,
