@@ -29,10 +29,11 @@ scenario) and streams the answers back. The product has no switch that turns its
 Every server scenario of each version runs (``--suite all``), one process per scenario; a scenario
 passes when none of its checks is a ``FAILURE``. A failing scenario must be listed, with its
 reason, in ``rigs/mcp_conformance_not_applicable.json`` — under ``not_applicable`` (it needs what
-this server deliberately lacks: the suite's fixture tools, prompts and resources, capabilities it
-does not declare) or under ``pending`` (a defect of ours being fixed elsewhere, named by its
-issue). Exits 1 when a scenario fails that neither list names, and names the listed ones that now
-pass (the list must then shrink).
+this server deliberately lacks — prompts, resource templates, capabilities it does not declare — or
+what the engine cannot do by design, such as a tool result that is not one text item, a task that
+fails, or SEP-2322's ephemeral input rounds; the reason says which) or under ``pending`` (a defect
+of ours being fixed elsewhere, named by its issue). Exits 1 when a scenario fails that neither list
+names, and names the listed ones that now pass (the list must then shrink).
 """
 
 from __future__ import annotations
