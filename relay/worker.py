@@ -33,6 +33,7 @@ from service.background import Background, Loop
 from service.db import citus
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 from service.loop_lag import LoopLag
+from service.trace_context import recording_tracer
 
 log = structlog.get_logger("relay")
 
@@ -148,6 +149,8 @@ class Relay:
             concurrency=cfg.concurrency,
             lease_seconds=cfg.lease_seconds,
             skew=ClockSkew(self.metrics.clock_offset),
+            tracer=recording_tracer(),
+            destination=cfg.endpoint,
         )
         resources.push_async_callback(deliverer.aclose)
         self._circuit = EndpointCircuit(cfg, self._pool, self.metrics, self.wake)
