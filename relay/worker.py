@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 
 import structlog
+from opentelemetry.trace import TracerProvider
 
 from relay.claimer import Claimer
 from relay.clock import ClockSkew
@@ -41,9 +42,17 @@ WRITERS = 2
 
 
 class Relay:
-    def __init__(self, config: RelayConfig, metrics: RelayMetrics | None = None) -> None:
+    def __init__(
+        self,
+        config: RelayConfig,
+        metrics: RelayMetrics | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
         self.config = config
         self.metrics = metrics or RelayMetrics()
+        # Where the delivery spans go (relay.delivery): None, the global provider, if one is installed.
+        self._tracer_provider = tracer_provider
         self.probe_port: int | None = None
         self._pool: RelayPool
         self._circuit: EndpointCircuit
@@ -149,7 +158,7 @@ class Relay:
             concurrency=cfg.concurrency,
             lease_seconds=cfg.lease_seconds,
             skew=ClockSkew(self.metrics.clock_offset),
-            tracer=recording_tracer(),
+            tracer=recording_tracer(self._tracer_provider),
             destination=cfg.endpoint,
         )
         resources.push_async_callback(deliverer.aclose)
