@@ -33,7 +33,7 @@ from service.db.pool import Pool, open_pool
 from service.trace_context import carrier
 from service.use_cases.deadlines import SETTLE_SPAN, DeadlineSweeper
 from service.wakeups import Wakeups
-from tests.conftest import AGENT
+from tests.conftest import AGENT, HOST
 from tests.support.outbox import queue_results, relay_config, running_relay, wait_until
 
 Client = AsyncTestClient[Any]
@@ -129,6 +129,28 @@ async def test_a_call_made_without_a_span_keeps_no_context(client: Client, db: D
         assert rows and all(r == {"traceparent": None, "tracestate": None} for r in rows), table
 
 
+async def test_an_answered_question_s_result_carries_the_asking_calls_context(
+    client: Client, db: Db, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    # The person's answer is no Tool call (its request says no context to the database): the
+    # result of interact.ask carries the context of the call that asked.
+    provider, _ = spans
+    body = {
+        "tool_call_id": "ask-traced",
+        "conversation_id": "conv-ask",
+        "tool": "interact.ask",
+        "arguments": {"prompt": "Another round?", "choices": ["yes", "no"]},
+    }
+    with _agent_span(provider) as asking:
+        assert (await client.post("/v1/tool-calls", json=body, headers=AGENT)).status_code == 202
+    answered = await client.post(
+        "/v1/host/interactions/ask-traced/answer", json={"answer": "yes"}, headers=HOST
+    )
+    assert answered.status_code == 200, answered.text
+    row = _row(db, "SELECT traceparent, tracestate FROM outbox WHERE tool_call_id = 'ask-traced'")
+    assert row == _context(asking)
+
+
 async def test_the_sweepers_settle_is_a_span_linked_to_each_start_and_its_rows_carry_it(
     client: Client, db: Db, pool: Pool, spans: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
@@ -199,8 +221,8 @@ async def test_on_citus_each_due_conversation_is_a_span_of_its_own(
     for span in settles:
         (link,) = span.links
         assert link.attributes is not None
-        conversation_id = link.attributes["lineup.conversation_id"]
-        assert link.context.span_id == starts[str(conversation_id)].span_id
+        conversation_id = str(link.attributes["lineup.conversation_id"])
+        assert link.context.span_id == starts[conversation_id].span_id
         row = _row(db, "SELECT traceparent FROM outbox WHERE conversation_id = %s", conversation_id)
         assert row["traceparent"] == _traceparent(span.context)
 
