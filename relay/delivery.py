@@ -8,7 +8,7 @@ failures are recorded under a small vocabulary of their own: ``Timeout``, ``Conn
 ``RemoteProtocolError``, ``ReadError`` (and ``RelayShutdown`` when the relay stops during an
 attempt).
 
-Traces (docs/operations.md, "Traces"). When the relay traces (``python -m relay`` installs the
+Traces (docs/tracing-outbox.md). When the relay traces (``python -m relay`` installs the
 OpenTelemetry SDK when the ``OTEL_*`` variables ask: ``service.telemetry``), each attempt is two
 spans after the semantic conventions: the message's ``send`` span (PRODUCER, ``send agent``: the
 messaging conventions' ``{operation} {destination}``) with a link to the context stored with the

@@ -1,5 +1,5 @@
 """The W3C trace context across the outbox: how a trace goes from a tool call, through Postgres, the
-deadline sweeper and the relay, to the Agent's webhook (docs/operations.md, "Traces").
+deadline sweeper and the relay, to the Agent's webhook (docs/tracing-outbox.md).
 
 - A tool call made inside a span (the service traces: ``service.telemetry``) passes that span's
   context to ``call_tool_v3`` in its context document (``"traceparent"``, and ``"tracestate"``

@@ -5,7 +5,7 @@ Revises: 0025
 Create Date: 2026-12-08 10:00:00+00:00
 
 ``traceparent`` and ``tracestate`` (text, nullable) on three tables, so that a trace crosses the
-outbox (docs/operations.md, "Traces"):
+outbox (docs/tracing-outbox.md):
 
 - ``tool_calls``: the context of the call as the service received it (its span, when it traces);
 - ``operations``: the start call's, which the deadline sweeper's settle links to;
