@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 
 from opentelemetry import trace
+from opentelemetry.context import get_current
 from opentelemetry.trace import Link, NonRecordingSpan, ProxyTracerProvider, Span, Tracer, TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import Attributes
@@ -42,7 +43,10 @@ def carrier(span: Span | None = None) -> dict[str, str] | None:
     """``span``'s W3C context (the current span's when None) as ``{"traceparent", "tracestate"?}``;
     None when it has no valid context (no span, or the API's no-op one)."""
     if span is None:
-        span = trace.get_current_span()
+        current = get_current()
+        if not current:  # nothing in the context at all (an untraced process's every call): no span
+            return None
+        span = trace.get_current_span(current)
     if not span.get_span_context().is_valid:
         return None
     found: dict[str, str] = {}
