@@ -44,6 +44,11 @@ tool_calls = Table(
     # "subject", "client_id"} for a person's token on /mcp; NULL when recorded before, or by the
     # release before (service.use_cases.callers).
     Column("caller", JSONB, nullable=True),
+    # The W3C trace context of the call as the service received it (migration 0026): what its span
+    # was when it traces, so the console and a trace backend find each other; NULL when it does
+    # not, or for the release before (service.trace_context).
+    Column("traceparent", Text, nullable=True),
+    Column("tracestate", Text, nullable=True),
     # Unique per conversation (the contract's "Past one primary"): the same id in another
     # conversation is another call.
     PrimaryKeyConstraint("tool_call_id", "conversation_id"),
