@@ -1,8 +1,8 @@
 """A conversation's questions in the order they were asked
 
-Revision ID: 0026
-Revises: 0025
-Create Date: 2026-12-08 10:00:00+00:00
+Revision ID: 0027
+Revises: 0026
+Create Date: 2026-12-08 11:00:00+00:00
 
 ``operation_status`` answers a conversation's latest long-running call, a question (``interact.ask``)
 as well as an operation, in one statement; ``ix_interactions_conversation_created`` finds the
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0026"
-down_revision: str | None = "0025"
+revision: str = "0027"
+down_revision: str | None = "0026"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
