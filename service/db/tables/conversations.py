@@ -136,6 +136,8 @@ interactions = Table(
         "created_at",
         postgresql_where=text("status = 'pending'"),
     ),
+    # A conversation's latest question, answered or not: operation_status (migration 0027).
+    Index("ix_interactions_conversation_created", "conversation_id", "created_at"),
     # History retention's order, and the interactions of a sub-session it removes (migration 0015).
     Index("ix_interactions_created_at", "created_at"),
     Index(
