@@ -16,9 +16,10 @@ import contextlib
 import dataclasses
 
 import structlog
+from opentelemetry.trace import TracerProvider
 
 from relay.claimer import Claimer
-from relay.clock import ClockSkew
+from relay.clock import relay_skew
 from relay.config import RelayConfig, redacted
 from relay.database import RelayPool, relay_pool
 from relay.delivery import Deliverer
@@ -33,6 +34,7 @@ from service.background import Background, Loop
 from service.db import citus
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 from service.loop_lag import LoopLag
+from service.trace_context import recording_tracer
 
 log = structlog.get_logger("relay")
 
@@ -40,9 +42,17 @@ WRITERS = 2
 
 
 class Relay:
-    def __init__(self, config: RelayConfig, metrics: RelayMetrics | None = None) -> None:
+    def __init__(
+        self,
+        config: RelayConfig,
+        metrics: RelayMetrics | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
         self.config = config
         self.metrics = metrics or RelayMetrics()
+        # Where the delivery spans go (relay.delivery): None, the global provider, if one is installed.
+        self._tracer_provider = tracer_provider
         self.probe_port: int | None = None
         self._pool: RelayPool
         self._circuit: EndpointCircuit
@@ -136,7 +146,13 @@ class Relay:
         resources.callback(self.metrics.pools.forget, self._pool)
         cfg = self.config = await self._placed(cfg)
         if cfg.metrics_port:
-            probes = ProbeServer(self.metrics, self._pool, host=cfg.metrics_host, port=cfg.metrics_port)
+            probes = ProbeServer(
+                self.metrics,
+                self._pool,
+                host=cfg.metrics_host,
+                port=cfg.metrics_port,
+                ready_timeout=cfg.ready_timeout,
+            )
             await probes.start()
             resources.push_async_callback(probes.close)
             self.probe_port = probes.port
@@ -147,7 +163,9 @@ class Relay:
             timeout=cfg.timeout,
             concurrency=cfg.concurrency,
             lease_seconds=cfg.lease_seconds,
-            skew=ClockSkew(self.metrics.clock_offset),
+            skew=relay_skew(self.metrics.clock_offset),
+            tracer=recording_tracer(self._tracer_provider),
+            destination=cfg.endpoint,
         )
         resources.push_async_callback(deliverer.aclose)
         self._circuit = EndpointCircuit(cfg, self._pool, self.metrics, self.wake)

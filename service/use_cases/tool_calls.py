@@ -26,6 +26,7 @@ from service.domain.outcomes import Accepted
 from service.domain.text import nul_paths
 from service.logging import Lines
 from service.metrics import TOOL_CALLS, count_tool_call
+from service.trace_context import carrier
 from service.use_cases import callers
 from service.use_cases.runtime import Runtime
 from service.use_cases.unit_of_work import UnitOfWork
@@ -35,13 +36,11 @@ log = Lines("service.tool_calls")
 # Transient outcomes of concurrency that a retry resolves: a same-id call that committed first
 # (its answer is then replayed) or a deadlock the database broke.
 # A broken connection is retried too: even if it broke during the commit, the retry finds the
-# recorded answer and replays it, so nothing is decided twice.
-_RETRYABLE = (
-    errors.UniqueViolation,
-    errors.DeadlockDetected,
-    errors.SerializationFailure,
-    OperationalError,
-)
+# recorded answer and replays it, so nothing is decided twice. Retries end once the call has
+# waited DB_UNAVAILABLE_AFTER_SECONDS (a checkout that found no connection has waited that long
+# itself): its last error is then the caller's 503 database_unavailable, never a longer hang.
+_CONCURRENCY = (errors.UniqueViolation, errors.DeadlockDetected, errors.SerializationFailure)
+_RETRYABLE = (*_CONCURRENCY, OperationalError)
 ATTEMPTS = 5
 
 
@@ -104,15 +103,20 @@ async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
     decide, context = runner.decide, rt.context_of(request.tool)
     caller = callers.current.get()
     spend = callers.allowance(rt.settings, caller, request.conversation_id)
-    if caller.is_person or spend is not None:  # (the Agent's own context, caller included, is made once)
+    traced = carrier()  # the span the call is made in (service.trace_context); None: untraced
+    # (The Agent's own context, caller included, is made once.)
+    if caller.is_person or spend is not None or traced is not None:
         extra: dict[str, Any] = {"caller": caller.recorded()}
         if spend is not None:
             extra.update(decide=decide, allowance=spend)
             decide = callers.LIMITED_DECIDE
+        if traced is not None:
+            extra.update(traced)
         context = rt.context_of(request.tool, **extra)
+    wait: float | None = None  # the first attempt waits for a connection as long as the pool says
     for attempt in range(ATTEMPTS):
         try:
-            async with rt.unit_of_work(transaction=False) as work:
+            async with rt.unit_of_work(transaction=False, timeout=wait) as work:
                 result = await tc_db.call(
                     work.conn,
                     tool_call_id=request.tool_call_id,
@@ -128,9 +132,13 @@ async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
             if raised.diag.message_primary != callers.LIMITED or spend is None:
                 raise
             raise _limited(request, spend, raised) from None
-        except _RETRYABLE:
+        except _RETRYABLE as error:
             if attempt == ATTEMPTS - 1:
                 raise
+            if isinstance(error, OperationalError) and not isinstance(error, _CONCURRENCY):
+                wait = rt.settings.db_unavailable_after_seconds - (time.perf_counter() - began)
+                if wait <= 0:
+                    raise
             continue
         return answer
     raise AssertionError("unreachable")

@@ -62,8 +62,10 @@ END;
 -- settles only those). Only rows still focusing are touched, so of several concurrent callers
 -- exactly one gets a row back. In the same transaction the winner closes the instance
 -- (close_instances_v2: its sub-session ends, its snapshot freezes, Interact is back in front) and
--- queues the one outbox row of the Tool call (queue_outbox). The caller holds the conversation's
--- lock. Every statement stays on the conversation's rows, and the UPDATE's SET holds only values
+-- queues the one outbox row of the Tool call (queue_outbox), with the trace context of the
+-- transaction's producer (trace_producer, 60_outbox.sql: the call or the sweeper's settle that ends
+-- it) or, when none said one, of the call that opened the operation. The caller holds the
+-- conversation's lock. Every statement stays on the conversation's rows, and the UPDATE's SET holds only values
 -- computed before it (Citus refuses a STABLE function over the row's columns, or any CASE over a
 -- non-immutable one, in an UPDATE on a distributed table).
 CREATE OR REPLACE FUNCTION settle_focusing_v2(
@@ -77,8 +79,10 @@ DECLARE
     decided operations;
     decided_at timestamptz := statement_timestamp();
     closing uuid[];
-    entries outbox_entry[];
+    entries outbox_entry_v2[];
     closed integer;
+    producer text;
+    producer_state text;
 BEGIN
     FOR decided IN
         SELECT o.* FROM operations o
@@ -109,13 +113,19 @@ BEGIN
           AND state = 'focusing'
         RETURNING * INTO one;
         IF FOUND THEN
+            IF settled IS NULL THEN  -- read once, when there is something to queue
+                producer := producer_traceparent();
+                producer_state := CASE WHEN producer IS NOT NULL THEN producer_tracestate() END;
+            END IF;
             -- What the closing and the outbox take, gathered here: assignments the function
             -- evaluates itself, where a subquery over unnest(settled) each was a plan of its own to
             -- start (about 50 k instructions a settling, bench/README.md).
             settled := settled || one;
             closing := closing || one.instance_id;
             entries := entries || ROW(one.conversation_id, one.tool, one.tool_call_id, one.operation_id,
-                                      one.result)::outbox_entry;
+                                      one.result, coalesce(producer, one.traceparent),
+                                      CASE WHEN producer IS NULL THEN one.tracestate ELSE producer_state END
+                                      )::outbox_entry_v2;
         END IF;
     END LOOP;
     IF settled IS NULL THEN
@@ -130,29 +140,62 @@ BEGIN
     FROM ROWS FROM (unnest(settled), queue_outbox(entries)) z;
 END $$;
 
--- settle_due: the sweeper's batch on one PostgreSQL — due operations whose conversation nobody else
--- is changing right now. It locks their workspaces rows (the lock every use case takes first), so
--- it never deadlocks with a request, and SKIP LOCKED lets several claimers, in one replica or many,
--- settle side by side without ever taking the same row; then settles them conversation by
--- conversation. (On Citus a lock with SKIP LOCKED must stay in one shard: the sweeper finds the due
--- conversations first and settles each with settle_due_in, service/use_cases/deadlines.py.)
+-- claim_due: the sweeper's claim on one PostgreSQL — up to p_limit due operations, the most overdue
+-- first, whose conversation nobody else is changing right now: it locks their workspaces rows (the
+-- lock every use case takes first) for the caller's transaction, so it never deadlocks with a
+-- request, and SKIP LOCKED lets several claimers, in one replica or many, claim side by side without
+-- ever taking the same row. Each with the trace context of the call that opened it. (On Citus a lock
+-- with SKIP LOCKED must stay in one shard: the sweeper finds the due conversations first and settles
+-- each with settle_due_in, service/use_cases/deadlines.py.)
+CREATE OR REPLACE FUNCTION claim_due(p_limit integer)
+RETURNS TABLE (conversation_id text, operation_id uuid, traceparent text, tracestate text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY
+    SELECT o.conversation_id, o.operation_id, o.traceparent, o.tracestate
+    FROM operations o
+    JOIN workspaces w ON w.conversation_id = o.conversation_id
+    WHERE o.state = 'focusing' AND o.ends_at <= statement_timestamp()
+    ORDER BY o.ends_at
+    LIMIT p_limit
+    FOR UPDATE OF w SKIP LOCKED;
+END $$;
+
+-- settle_due: the sweeper's batch in one statement — what claim_due claims, settled conversation by
+-- conversation (settle_claimed with no trace context of its own: each outbox row carries its start
+-- call's).
 CREATE OR REPLACE FUNCTION settle_due(p_limit integer)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+DECLARE
+    claimed record;
+BEGIN
+    SELECT array_agg(c.conversation_id) AS conversation_ids, array_agg(c.operation_id) AS operation_ids
+    INTO claimed FROM claim_due(p_limit) c;
+    IF claimed.conversation_ids IS NOT NULL THEN
+        RETURN QUERY SELECT * FROM settle_claimed(claimed.conversation_ids, claimed.operation_ids,
+                                                  NULL, NULL);
+    END IF;
+END $$;
+
+-- settle_claimed: the deadline rule for the operations the caller claimed (claim_due, in its own
+-- transaction: it holds their conversations' locks), p_operation_ids[i] being p_conversation_ids[i]'s,
+-- conversation by conversation; an operation no longer focusing is left as it is. p_traceparent and
+-- p_tracestate: the trace context of the sweeper's settle (its span), which the outbox rows it queues
+-- carry (trace_producer); NULL: none, each carries its start call's.
+CREATE OR REPLACE FUNCTION settle_claimed(
+    p_conversation_ids text[], p_operation_ids uuid[], p_traceparent text, p_tracestate text)
 RETURNS SETOF settled_operation
 LANGUAGE plpgsql AS $$
 DECLARE
     due record;
 BEGIN
+    IF p_traceparent IS NOT NULL THEN
+        PERFORM trace_producer(p_traceparent, p_tracestate);
+    END IF;
     FOR due IN
         SELECT c.conversation_id, array_agg(c.operation_id) AS operation_ids
-        FROM (
-            SELECT o.conversation_id, o.operation_id
-            FROM operations o
-            JOIN workspaces w ON w.conversation_id = o.conversation_id
-            WHERE o.state = 'focusing' AND o.ends_at <= statement_timestamp()
-            ORDER BY o.ends_at
-            LIMIT p_limit
-            FOR UPDATE OF w SKIP LOCKED
-        ) c
+        FROM unnest(p_conversation_ids, p_operation_ids) AS c(conversation_id, operation_id)
         GROUP BY c.conversation_id
     LOOP
         RETURN QUERY SELECT * FROM settle_focusing_v2(
@@ -172,6 +215,20 @@ BEGIN
     IF FOUND THEN
         RETURN QUERY SELECT * FROM settle_if_overdue(p_conversation_id);
     END IF;
+END $$;
+
+-- settle_due_in_traced: settle_due_in with the trace context of the sweeper's settle (its span), which
+-- the outbox rows it queues carry (trace_producer); on Citus, delegated whole to the worker holding
+-- the conversation, as settle_due_in is.
+CREATE OR REPLACE FUNCTION settle_due_in_traced(
+    p_conversation_id text, p_traceparent text, p_tracestate text)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_traceparent IS NOT NULL THEN
+        PERFORM trace_producer(p_traceparent, p_tracestate);
+    END IF;
+    RETURN QUERY SELECT * FROM settle_due_in(p_conversation_id);
 END $$;
 
 -- settle_if_overdue: the deadline rule for any request that touches a conversation: each of its
