@@ -145,9 +145,8 @@ def test_a_trace_shows_the_calls_trace_id_linked_to_the_tracing_ui(page: Any, st
     page.goto(f"{stack.base_url}/ops/trace/focus-1?conversation_id=ops-focus")
     page.wait_for_selector('[data-testid="trace"][data-tool-call-id="focus-1"] [data-testid="trace-answer"]')
     assert text(page, "trace-id") == "not traced"
-    # The W3C traceparent stored with the call (the column the migration that stores it adds).
+    # The W3C traceparent stored with the call, as a traced serve stores it.
     with psycopg.connect(stack.service.database_url, autocommit=True) as db:
-        db.execute("ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS traceparent text")
         db.execute(
             "UPDATE tool_calls SET traceparent = %s WHERE tool_call_id = 'focus-1'",
             [f"00-{trace_id}-00f067aa0ba902b7-01"],

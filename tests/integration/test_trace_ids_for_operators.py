@@ -1,9 +1,9 @@
 """The trace id of a recorded call where operators look: the ops API's trace (the console's trace
 page reads it) and ``ops trace``, linked through ``TRACE_URL_TEMPLATE``.
 
-The id comes from the W3C ``traceparent`` stored with the call (``tool_calls.traceparent``); a
-schema without that column, or a call recorded without one, reads as "not traced", never an error.
-The column is added here by hand, as the migration that stores it does."""
+The id comes from the W3C ``traceparent`` stored with the call (``tool_calls.traceparent``,
+written by the call itself when serve traces: tests/e2e/test_traces_exported.py); a call recorded
+without one reads as "not traced". Here it is written by hand."""
 
 from __future__ import annotations
 
@@ -65,11 +65,10 @@ async def test_the_ops_trace_shows_the_calls_trace_id_and_link_and_not_traced_wi
                 "/v1/tool-calls", json=start_body(conversation, tool_call_id=call), headers=AGENT
             )
             assert answer.status_code == 202
-        # Before the column exists (the release that stores none): not traced, no error.
+        # Made while the service did not trace: nothing stored.
         before = (await client.get("/v1/ops/tool-calls/start-traced", headers=OPERATOR)).json()
         assert before["tool_call"]["trace_id"] is None and before["tool_call"]["trace_url"] is None
 
-        db.execute("ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS traceparent text")
         db.execute(
             "UPDATE tool_calls SET traceparent = %s WHERE tool_call_id = 'start-traced'", [TRACEPARENT]
         )
