@@ -61,7 +61,9 @@ SELECT x.event_id::text AS event_id, x.conversation_id, x.sequence,
        EXTRACT(EPOCH FROM o.finalized_at) AS finalized, o.state, o.reason,
        (SELECT EXTRACT(EPOCH FROM min(a.started_at)) FROM outbox_attempts a
         WHERE a.event_id = x.event_id) AS posted,
-       (SELECT count(*) FROM outbox_attempts a WHERE a.event_id = x.event_id) AS attempts
+       (SELECT count(*) FROM outbox_attempts a WHERE a.event_id = x.event_id) AS attempts,
+       CASE WHEN current_setting('track_commit_timestamp')::boolean
+            THEN EXTRACT(EPOCH FROM pg_xact_commit_timestamp(o.xmin)) END AS committed
 FROM outbox x JOIN operations o USING (operation_id, conversation_id)
 WHERE x.conversation_id LIKE %(prefix)s || '%%'
 ORDER BY x.conversation_id, x.sequence
@@ -76,6 +78,9 @@ class Run:
     settle: list[float]
     to_post: list[float]
     post: list[float]
+    #: With ``track_commit_timestamp = on``: outbox -> POST split at the settling commit.
+    to_commit: list[float]
+    commit_to_post: list[float]
     problems: list[str]
     load: str
 
@@ -167,6 +172,8 @@ def one_run(
         settle=[(float(r["finalized"]) - float(r["ends_at"])) * 1000 for r in settled],
         to_post=[(float(r["posted"]) - float(r["queued"])) * 1000 for r in heard],
         post=[(arrivals[r["event_id"]] - float(r["posted"])) * 1000 for r in heard],
+        to_commit=[(float(r["committed"]) - float(r["queued"])) * 1000 for r in heard if r["committed"]],
+        commit_to_post=[(float(r["posted"]) - float(r["committed"])) * 1000 for r in heard if r["committed"]],
         problems=problems,
         load=load,
     )
@@ -226,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    ends_at -> 2xx   {run.stage(run.total)}")
                 print(f"    settle           {run.stage(run.settle)}")
                 print(f"    outbox -> POST   {run.stage(run.to_post)}")
+                if run.to_commit:
+                    print(f"      settling xact  {run.stage(run.to_commit)}")
+                    print(f"      commit -> POST {run.stage(run.commit_to_post)}")
                 print(f"    POST -> 2xx      {run.stage(run.post)}")
                 print(
                     "    checks: "
