@@ -3,6 +3,7 @@ each one's ``ends_at`` to the Agent's 2xx, through the real service and relays.
 
     .venv/bin/python -m bench.ending_latency [--due 1000,5000] [--focusing 100000] [--relays 1,2]
                                              [--lead 3] [--window 1] [--pg-setting NAME=VALUE]
+                                             [--relay-env NAME=VALUE] [--service-env NAME=VALUE]
                                              [--smoke]
 
 A throwaway database gets ``--focusing`` conversations whose Pomodoro ends hours later, started
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -51,7 +53,7 @@ from psycopg.rows import dict_row
 from bench import seeds
 from bench.common import Relays, add_pg_settings, bench_server
 from harness.database import throwaway_database
-from harness.measure import load_line, percentile
+from harness.measure import load_line, machine_busy, percentile, process_cpu
 from harness.processes import running_service
 from harness.receiver import ReceiverProcess
 
@@ -70,6 +72,46 @@ ORDER BY x.conversation_id, x.sequence
 """
 
 
+def backends_cpu(database: str) -> float:
+    """CPU seconds used so far by the server's processes serving ``database`` (its backends: the
+    service's, the relays', the bench's own)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith("postgres:") and f" {database} " in title:
+            total += process_cpu(int(entry.name))
+    return total
+
+
+class Cpu:
+    """CPU seconds over a window: the service, the relays, the receiver, the database's backends,
+    and the whole machine (every process, other work included)."""
+
+    def __init__(self, database: str, service: int, receiver: int, relays: Relays) -> None:
+        self._database, self._service, self._receiver, self._relays = database, service, receiver, relays
+        self._start = self._sample()
+        self.seconds: dict[str, float] = {}
+
+    def _sample(self) -> dict[str, float]:
+        return {
+            "service": process_cpu(self._service),
+            "relays": self._relays.cpu(),
+            "receiver": process_cpu(self._receiver),
+            "Postgres": backends_cpu(self._database),
+            "machine": machine_busy(),
+            "wall": time.monotonic(),
+        }
+
+    def stop(self) -> None:
+        end = self._sample()
+        self.seconds = {name: end[name] - self._start[name] for name in end}
+
+
 @dataclass
 class Run:
     due: int
@@ -83,6 +125,17 @@ class Run:
     commit_to_post: list[float]
     problems: list[str]
     load: str
+    cpu: dict[str, float]
+
+    def cpu_line(self) -> str:
+        """CPU per ending over the window (from the move to the last arrival), and how busy the
+        machine's cores were."""
+        if not self.cpu:
+            return "n/a"
+        names = ("service", "relays", "Postgres", "receiver")
+        parts = [f"{name} {self.cpu[name] / self.due * 1e6:,.0f}" for name in names]
+        busy = self.cpu["machine"] / max(self.cpu["wall"], 1e-9) / (os.cpu_count() or 1)
+        return f"{', '.join(parts)} µs; the machine's cores {busy:.0%} busy over {self.cpu['wall']:.1f} s"
 
     def stage(self, values: list[float]) -> str:
         return (
@@ -109,8 +162,15 @@ def queued_events(url: str, prefix: str) -> set[str]:
     return {r[0] for r in rows}
 
 
-def one_run(
-    url: str, receiver: ReceiverProcess, logs: Path, index: int, due: int, relays: int, args: Any
+def one_run(  # noqa: PLR0913 - one run's every input
+    url: str,
+    service: int,
+    receiver: ReceiverProcess,
+    logs: Path,
+    index: int,
+    due: int,
+    relays: int,
+    args: Any,
 ) -> Run:
     prefix = f"r{index}-"
     problems: list[str] = []
@@ -123,6 +183,7 @@ def one_run(
         if not earlier <= before.keys():
             problems.append(f"{len(earlier - before.keys())} earlier results never arrived")
         requests_before = receiver.stats()["requests"]
+        cpu = Cpu(psycopg.conninfo.conninfo_to_dict(url)["dbname"], service, receiver.pid, processes)
         with psycopg.connect(url, autocommit=True) as conn:
             moved = seeds.move_deadlines(conn, prefix, args.lead, args.window)
         load = load_line()
@@ -133,6 +194,7 @@ def one_run(
         while len(queued_events(url, prefix)) < 2 * due and time.monotonic() < deadline:
             time.sleep(0.1)
         arrivals = wait_for(receiver, queued_events(url, prefix), max(1.0, deadline - time.monotonic()))
+        cpu.stop()
         time.sleep(0.5)  # the relays record their attempts after the 2xx
         repeats = receiver.stats()["requests"] - requests_before - due
     finally:
@@ -176,6 +238,7 @@ def one_run(
         commit_to_post=[(float(r["posted"]) - float(r["committed"])) * 1000 for r in heard if r["committed"]],
         problems=problems,
         load=load,
+        cpu=cpu.seconds,
     )
 
 
@@ -197,6 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="a setting for the relays, e.g. RELAY_CONCURRENCY=256; repeatable",
     )
+    parser.add_argument(
+        "--service-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the service, e.g. SWEEPER_BATCH_SIZE=50; repeatable",
+    )
     add_pg_settings(parser)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -210,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    server settings: {', '.join(args.pg_setting)}", flush=True)
     if args.relay_env:
         print(f"    relay settings: {', '.join(args.relay_env)}", flush=True)
+    if args.service_env:
+        print(f"    service settings: {', '.join(args.service_env)}", flush=True)
     runs: list[Run] = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(bench_server(args.pg_setting))
@@ -221,10 +293,11 @@ def main(argv: list[str] | None = None) -> int:
             conn.execute("VACUUM ANALYZE")
         print(f"    seeded {args.focusing} focusing in {time.monotonic() - began:.1f} s", flush=True)
         receiver = stack.enter_context(contextlib.closing(ReceiverProcess(logs)))
-        stack.enter_context(running_service(url, logs))
+        service_env = dict(e.split("=", 1) for e in args.service_env)
+        service = stack.enter_context(running_service(url, logs, env=service_env))
         for due in dues:
             for relays in relay_counts:
-                run = one_run(url, receiver, logs, len(runs), due, relays, args)
+                run = one_run(url, service.pid, receiver, logs, len(runs), due, relays, args)
                 runs.append(run)
                 print(
                     f"\n{due} due in {args.window:g} s among {args.focusing} focusing, {relays} relay(s) "
@@ -237,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"      settling xact  {run.stage(run.to_commit)}")
                     print(f"      commit -> POST {run.stage(run.commit_to_post)}")
                 print(f"    POST -> 2xx      {run.stage(run.post)}")
+                print(f"    CPU per ending   {run.cpu_line()}")
                 print(
                     "    checks: "
                     + ("; ".join(run.problems) or "every result once, in order per conversation"),

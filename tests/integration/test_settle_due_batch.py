@@ -115,9 +115,7 @@ def test_the_batch_leaves_what_settling_one_conversation_at_a_time_leaves(db: An
         _focusing_overdue(db, batched, foreground_away=away)
     # A conversation whose period is not due yet: the batch leaves it alone.
     assert _call(db, "later-1", "later", "pomodoro.start", START) == "accepted"
-    alone_rows = {
-        alone: _returned(db, "SELECT * FROM settle_if_overdue(%s)", alone) for alone, _, _ in pairs
-    }
+    alone_rows = {alone: _returned(db, "SELECT * FROM settle_if_overdue(%s)", alone) for alone, _, _ in pairs}
     batch_rows = _returned(db, "SELECT * FROM settle_due(10)")
     assert sorted(r["conversation_id"] for r in batch_rows) == ["batch-a", "batch-b"]
     assert _returned(db, "SELECT * FROM settle_due(10)") == []
@@ -139,7 +137,10 @@ def test_the_batch_leaves_what_settling_one_conversation_at_a_time_leaves(db: An
     assert later["state"] == "focusing"
     # The foreground changed after the ending's own event when it was the closed instance; not at
     # all when the Host had already handed it to Interact (its switch is the event before).
-    for conversation, last in (("batch-a", ["workspace", "operation"]), ("batch-b", ["operation", "workspace"])):
+    for conversation, last in (
+        ("batch-a", ["workspace", "operation"]),
+        ("batch-b", ["operation", "workspace"]),
+    ):
         kinds = db.execute(
             "SELECT kind FROM projection_events WHERE conversation_id = %s ORDER BY event_seq DESC LIMIT 2",
             (conversation,),
