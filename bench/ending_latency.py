@@ -162,7 +162,7 @@ def queued_events(url: str, prefix: str) -> set[str]:
     return {r[0] for r in rows}
 
 
-def one_run(  # noqa: PLR0913 - one run's every input
+def one_run(
     url: str,
     service: int,
     receiver: ReceiverProcess,
