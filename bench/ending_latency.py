@@ -183,7 +183,7 @@ def one_run(
         if not earlier <= before.keys():
             problems.append(f"{len(earlier - before.keys())} earlier results never arrived")
         requests_before = receiver.stats()["requests"]
-        cpu = Cpu(psycopg.conninfo.conninfo_to_dict(url)["dbname"], service, receiver.pid, processes)
+        cpu = Cpu(str(psycopg.conninfo.conninfo_to_dict(url)["dbname"]), service, receiver.pid, processes)
         with psycopg.connect(url, autocommit=True) as conn:
             moved = seeds.move_deadlines(conn, prefix, args.lead, args.window)
         load = load_line()
