@@ -28,7 +28,17 @@ Per result, from the database and the receiver (one clock: the same machine):
     POST -> 2xx           the first arrival at the receiver - the attempt's started_at
     ends_at -> 2xx        the first arrival - ends_at: what the Agent waits
 
-p50/p99/max of each, and the checks: every result arrived, none twice (the receiver's requests per
+(The attempt's ``started_at`` is the database's clock as the relay derives it from the claim's
+lease, ``relay/clock.py``: late by up to the claim's round trip, so outbox -> POST reads that much
+long and POST -> 2xx that much short, its p50 often negative; ends_at -> 2xx is exact.) With
+``--pg-setting track_commit_timestamp=on``, outbox -> POST is split at the settling commit:
+
+    settling xact         the commit - the outbox row's created_at (the settling statement)
+    commit -> POST        the attempt's started_at - the commit (the wake-up, the claim)
+
+p50/p99/max of each; the CPU per ending of the service, the relays, the database's backends and the
+receiver over the run, and how busy the machine's cores were (all its work, others' included); and
+the checks: every result arrived, none twice (the receiver's requests per
 unique webhook-id), each conversation's earlier result arrived before its ending (per-conversation
 order), every due period completed by its deadline and no far one touched. Exits non-zero when a
 check fails, not when a figure misses its aim (p99 ends_at -> 2xx: 50 ms at 1,000 due per second,

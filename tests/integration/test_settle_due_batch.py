@@ -101,7 +101,8 @@ def _picture(db: Any, conversation: str) -> dict[str, Any]:
         table: [dict(r) for r in db.execute(query, (conversation,)).fetchall()]
         for table, query in PICTURED.items()
     }
-    return picture.of(rows)
+    pictured: dict[str, Any] = picture.of(rows)
+    return pictured
 
 
 def _returned(db: Any, query: str, *args: Any) -> list[dict[str, Any]]:
