@@ -20,6 +20,7 @@ from service import dev_env
 from service.db.pooler import PoolerRefusalError
 from service.logging import configure_logging
 from service.settings import Settings, SettingsError, load_settings
+from service.telemetry import TracingConfigError, configure_tracing
 
 # Each variable with its default, read from the one settings object.
 _NOTES = {
@@ -42,7 +43,12 @@ def _environment() -> str:
         default = Settings.model_fields[name].default
         note = _NOTES.get(name) or (None if default is None else str(default).lower())
         parts.append(name.upper() + (f" ({note})" if note else ""))
-    return "environment:\n  " + textwrap.fill(", ".join(parts), width=96, subsequent_indent="  ") + "\n"
+    return (
+        "environment:\n  "
+        + textwrap.fill(", ".join(parts), width=96, subsequent_indent="  ")
+        + "\ntraces: the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER, ...;"
+        + " unset: none)\n"
+    )
 
 
 ENVIRONMENT = _environment()
@@ -80,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     configure_logging()
+    try:
+        # Traces only when the OTEL_* variables ask (relay.delivery: a span per delivery attempt).
+        configure_tracing("lineup-relay")
+    except TracingConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     # alembic (read for /readyz) logs its plugin set-up at INFO.
     logging.getLogger("alembic").setLevel(logging.WARNING)
     gc.freeze()  # what start-up built lives as long as the process: the collector skips it

@@ -168,7 +168,7 @@ SELECT next_due_in, paused, circuit, probe_in, probing FROM relay_look_local(%(e
 """
 TAKE_PROBE_ON_NODE = """
 SELECT won, event_id, tool_call_id, conversation_id, sequence, attempts, created_at,
-       lease_expires_at, payload
+       lease_expires_at, payload, traceparent, tracestate
 FROM relay_take_probe_local(%(relay_id)s, %(lease_seconds)s, %(endpoint)s)
 """
 CLOSE_ON_NODE = """

@@ -30,7 +30,10 @@ _encode = msgspec.json.Encoder().encode
 def claim_columns(alias: str) -> str:
     """What a claim answers per row, in ``Claim``'s order."""
     names = "event_id, tool_call_id, conversation_id, sequence, attempts, created_at, lease_expires_at"
-    return ", ".join(f"{alias}.{name}" for name in names.split(", ")) + f", {alias}.payload::text"
+    return (
+        ", ".join(f"{alias}.{name}" for name in names.split(", "))
+        + f", {alias}.payload::text, {alias}.traceparent, {alias}.tracestate"
+    )
 
 
 # A pending row under no live lease that heads its conversation's queue (its lowest sequence):
@@ -180,7 +183,7 @@ RETURNING event_id
 # LOCKED stays within one shard there.
 CLAIM_ON_NODE = """
 SELECT event_id, tool_call_id, conversation_id, sequence, attempts, created_at, lease_expires_at,
-       payload, circuit_since
+       payload, traceparent, tracestate, circuit_since
 FROM relay_claim_local(%(relay_id)s, %(limit)s, %(lease_seconds)s, %(busy)s::uuid[], %(endpoint)s)
 """
 RECORD_ON_NODE = """
@@ -208,11 +211,16 @@ class Claim:
     #: ``time.monotonic()`` just before the claim was made: its lease lasts at least
     #: ``lease_seconds`` from then.
     claimed_at: float = 0.0
+    #: The W3C trace context of what produced the row (``outbox.traceparent``, ``.tracestate``;
+    #: ``service.trace_context``): each attempt's span links to it.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 def claim_from_row(row: Sequence[Any], claimed_at: float, *, probe: bool = False) -> Claim:
     """A ``Claim`` from the first columns of a row in ``claim_columns``' order."""
     event_id, tool_call_id, conversation_id, sequence, attempts, created_at, lease, payload = row[:8]
+    traceparent, tracestate = row[8:10]
     return Claim(
         event_id,
         tool_call_id,
@@ -224,6 +232,8 @@ def claim_from_row(row: Sequence[Any], claimed_at: float, *, probe: bool = False
         payload.encode(),
         probe,
         claimed_at,
+        traceparent,
+        tracestate,
     )
 
 

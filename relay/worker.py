@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 
 import structlog
+from opentelemetry.trace import TracerProvider
 
 from relay.claimer import Claimer
 from relay.clock import ClockSkew
@@ -33,6 +34,7 @@ from service.background import Background, Loop
 from service.db import citus
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 from service.loop_lag import LoopLag
+from service.trace_context import recording_tracer
 
 log = structlog.get_logger("relay")
 
@@ -40,9 +42,17 @@ WRITERS = 2
 
 
 class Relay:
-    def __init__(self, config: RelayConfig, metrics: RelayMetrics | None = None) -> None:
+    def __init__(
+        self,
+        config: RelayConfig,
+        metrics: RelayMetrics | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
         self.config = config
         self.metrics = metrics or RelayMetrics()
+        # Where the delivery spans go (relay.delivery): None, the global provider, if one is installed.
+        self._tracer_provider = tracer_provider
         self.probe_port: int | None = None
         self._pool: RelayPool
         self._circuit: EndpointCircuit
@@ -148,6 +158,8 @@ class Relay:
             concurrency=cfg.concurrency,
             lease_seconds=cfg.lease_seconds,
             skew=ClockSkew(self.metrics.clock_offset),
+            tracer=recording_tracer(self._tracer_provider),
+            destination=cfg.endpoint,
         )
         resources.push_async_callback(deliverer.aclose)
         self._circuit = EndpointCircuit(cfg, self._pool, self.metrics, self.wake)

@@ -11,20 +11,29 @@ npm package ``node@22`` beside it, into ``.cache/mcp-conformance/<version>/`` (g
 between runs, installed again only when the pin changes), and run with that ``node``.
 
 The stack: a fresh database of the server ``DATABASE_URL`` names (default the local one),
-``migrate``, one ``python -m service serve``. The suite cannot send credentials, so a loopback proxy
-in front of ``/mcp`` (``CredentialsProxy``) adds what our own Agent sends: its bearer token on every
-request, and on ``tools/call`` the conversation, ``params._meta["io.lineup/conversation_id"]``. It
-forwards everything else as it came (the ``Host`` and ``Origin`` headers included, for the DNS
-rebinding scenario) and streams the answers back. The product has no switch that turns its checks
-off.
+``migrate``, one ``python -m service serve``, both with the shipped apps and one test-only app,
+``tests/fixtures/conformance_app/`` (``APP_FOLDERS``; no other process loads it): the suite's
+fixture tools that the engine can truly serve, built on the Runtime API like any app —
+``slow_compute`` an operation with its deadline in Postgres (so a task), ``test_simple_text`` and
+``json_schema_2020_12_tool`` direct answers, ``test_error_handling`` a refusal. The suite cannot
+send credentials, so a loopback proxy in front of ``/mcp`` (``CredentialsProxy``) adds what our own
+Agent sends: its bearer token on every request, and on ``tools/call`` the conversation,
+``params._meta["io.lineup/conversation_id"]``. Every tool of an app is named under its app's scope
+(``conformance.slow-compute``, listed ``conformance_slow-compute``), which the suite's bare names
+(``slow_compute``) can never be; so the proxy also translates the fixture app's names, and only
+them: the suite's name to the listed one in a ``tools/call`` (its body and its ``Mcp-Name``
+header), the listed one to the suite's in a ``tools/list`` answer (``fixture_names``). It forwards
+everything else as it came (the ``Host`` and ``Origin`` headers included, for the DNS rebinding
+scenario) and streams the answers back. The product has no switch that turns its checks off.
 
 Every server scenario of each version runs (``--suite all``), one process per scenario; a scenario
 passes when none of its checks is a ``FAILURE``. A failing scenario must be listed, with its
 reason, in ``rigs/mcp_conformance_not_applicable.json`` — under ``not_applicable`` (it needs what
-this server deliberately lacks: the suite's fixture tools, prompts and resources, capabilities it
-does not declare) or under ``pending`` (a defect of ours being fixed elsewhere, named by its
-issue). Exits 1 when a scenario fails that neither list names, and names the listed ones that now
-pass (the list must then shrink).
+this server deliberately lacks — prompts, resource templates, capabilities it does not declare — or
+what the engine cannot do by design, such as a tool result that is not one text item, a task that
+fails, or SEP-2322's ephemeral input rounds; the reason says which) or under ``pending`` (a defect
+of ours being fixed elsewhere, named by its issue). Exits 1 when a scenario fails that neither list
+names, and names the listed ones that now pass (the list must then shrink).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from aiohttp import web
 
 from harness.database import named_server, throwaway_database
 from harness.processes import ROOT, free_port, running_service
+from service.tool_names import listed_name
 
 #: The suite's versions, each with the Node it runs on (from npm: Debian's Node is 20).
 SUITES = ("0.1.16", "0.2.0-alpha.12")
@@ -58,6 +68,9 @@ PACKAGE = "@modelcontextprotocol/conformance"
 CACHE = ROOT / ".cache" / "mcp-conformance"
 LISTS = Path(__file__).with_name("mcp_conformance_not_applicable.json")
 CONVERSATION_ID = "io.lineup/conversation_id"
+#: The test-only app of the suite's fixture tools (served by this rig only, through APP_FOLDERS).
+FIXTURE_APP = ROOT / "tests" / "fixtures" / "conformance_app"
+MCP_NAME = "mcp-name"
 #: One scenario's limit (the suite's own per-scenario timeout is 30 s where it has one).
 SCENARIO_SECONDS = 120
 
@@ -113,14 +126,32 @@ def server_scenarios(folder: Path) -> list[str]:
     ]
 
 
+def fixture_names(folder: Path = FIXTURE_APP) -> dict[str, str]:
+    """The fixture app's tools: the suite's name (``slow_compute``) -> the listed one
+    (``conformance_slow-compute``). A tool ``<scope>.<name>`` of the app serves the suite's tool
+    ``<name>`` with each ``-`` an ``_`` (a manifest's names take no ``_``)."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    names = {}
+    for tool in manifest["tools"]:
+        scope, name = tool["name"].split(".", 1)
+        assert scope == manifest["app_scope"], tool["name"]
+        names[name.replace("-", "_")] = listed_name(tool["name"])
+    return names
+
+
 class CredentialsProxy:
     """A loopback HTTP proxy in front of the service: the Agent's bearer token on every request, the
-    conversation in ``params._meta`` of every ``tools/call``; the rest forwarded as it came."""
+    conversation in ``params._meta`` of every ``tools/call``, and the fixture app's tools under the
+    suite's names (``names``: the suite's -> the listed one); the rest forwarded as it came."""
 
-    def __init__(self, upstream: str, token: str, conversation_id: str) -> None:
+    def __init__(
+        self, upstream: str, token: str, conversation_id: str, names: dict[str, str] | None = None
+    ) -> None:
         self.upstream = upstream.rstrip("/")
         self.token = token
         self.conversation_id = conversation_id
+        self.names = dict(names or {})
+        self.suite_names = {listed: suite for suite, listed in self.names.items()}
         self.port = free_port()
         self._session: aiohttp.ClientSession | None = None
 
@@ -135,7 +166,32 @@ class CredentialsProxy:
                 meta = params.setdefault("_meta", {})
                 if isinstance(meta, dict):
                     meta.setdefault(CONVERSATION_ID, self.conversation_id)
+                name = params.get("name")
+                if isinstance(name, str) and name in self.names:
+                    params["name"] = self.names[name]
         return message
+
+    def header(self, name: str, value: str) -> str:
+        """A request header as forwarded: ``Mcp-Name`` (a tool call's tool name) translated as the
+        body's name is; every other header as it came."""
+        if name.lower() == MCP_NAME:
+            return self.names.get(value, value)
+        return value
+
+    def listing(self, body: bytes) -> bytes:
+        """A ``tools/list`` answer (one JSON body) with the fixture app's tools under the suite's
+        names; anything else as it came."""
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return body
+        tools = message.get("result", {}).get("tools") if isinstance(message, dict) else None
+        if not isinstance(tools, list):
+            return body
+        for tool in tools:
+            if isinstance(tool, dict) and tool.get("name") in self.suite_names:
+                tool["name"] = self.suite_names[tool["name"]]
+        return json.dumps(message).encode()
 
     def rewritten(self, body: bytes) -> bytes:
         try:
@@ -149,9 +205,11 @@ class CredentialsProxy:
     async def forward(self, request: web.Request) -> web.StreamResponse:
         assert self._session is not None
         body = await request.read()
+        lists_tools = False
         if request.method == "POST" and body:
+            lists_tools = _method(body) == "tools/list"
             body = self.rewritten(body)
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        headers = {k: self.header(k, v) for k, v in request.headers.items() if k.lower() not in _HOP}
         headers["Authorization"] = f"Bearer {self.token}"
         async with self._session.request(
             request.method,
@@ -160,6 +218,10 @@ class CredentialsProxy:
             data=body if body else None,
             allow_redirects=False,
         ) as answer:
+            if lists_tools and answer.content_type == "application/json":
+                listing = self.listing(await answer.read())
+                replaced = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
+                return web.Response(status=answer.status, body=listing, headers=replaced)
             response = web.StreamResponse(status=answer.status, reason=answer.reason)
             for name, value in answer.headers.items():
                 if name.lower() not in _HOP:
@@ -187,6 +249,14 @@ class CredentialsProxy:
         finally:
             await runner.cleanup()
             await self._session.close()
+
+
+def _method(body: bytes) -> str | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    return message.get("method") if isinstance(message, dict) else None
 
 
 @dataclass
@@ -311,15 +381,24 @@ def main(argv: list[str] | None = None) -> int:
     # A proxy and a conversation per suite version: the suite's calls never meet another run's.
     # Their ports are known before the service starts, so that it allows their origins: the
     # suite's DNS-rebinding scenario wants its own origin served and any other refused.
+    names = fixture_names()
     proxies = {
-        version: CredentialsProxy("", token, f"conformance-{secrets.token_hex(6)}") for version in suites
+        version: CredentialsProxy("", token, f"conformance-{secrets.token_hex(6)}", names)
+        for version in suites
     }
     origins = " ".join(f"{proxy.url},http://localhost:{proxy.port}" for proxy in proxies.values())
     print(f"database server: {named_server()}")
+    print(f"fixture tools ({FIXTURE_APP.relative_to(ROOT)}): {', '.join(sorted(names))}")
+    # migrate (Settings from the environment) and serve, both with the fixture app.
+    os.environ["APP_FOLDERS"] = str(FIXTURE_APP)
     with (
         results_dir(args.keep) as out,
         throwaway_database("mcp_conformance") as url,
-        running_service(url, out, env={"AGENT_TOKEN": token, "MCP_ALLOWED_ORIGINS": origins}) as service,
+        running_service(
+            url,
+            out,
+            env={"AGENT_TOKEN": token, "MCP_ALLOWED_ORIGINS": origins, "APP_FOLDERS": str(FIXTURE_APP)},
+        ) as service,
     ):
         for proxy in proxies.values():
             proxy.upstream = service.base_url

@@ -71,6 +71,7 @@ COORDINATOR = ("database_code",)
 BY_CONVERSATION_FUNCTIONS = (
     ("call_tool_v3(text, text, text, text, jsonb, regproc, jsonb)", "p_conversation_id"),
     ("settle_due_in(text)", "p_conversation_id"),
+    ("settle_due_in_traced(text, text, text)", "p_conversation_id"),
     ("prune_conversation(text, timestamp with time zone)", "p_conversation_id"),
 )
 

@@ -31,6 +31,16 @@ SETTLE_IF_OVERDUE = "SELECT * FROM settle_if_overdue(%(conversation_id)s)"
 # settled in the same statement (one round trip, one implicit transaction).
 SETTLE_DUE = "SELECT * FROM settle_due(%(limit)s)"
 
+# The same batch when the sweeper traces, in two statements of one transaction: the claim (the due
+# operations with their start calls' trace contexts, their conversations locked), then — once the
+# settle's span exists, linked to those contexts — their settling, whose outbox rows carry that
+# span's context.
+CLAIM_DUE = "SELECT conversation_id, operation_id, traceparent, tracestate FROM claim_due(%(limit)s)"
+SETTLE_CLAIMED = """
+SELECT * FROM settle_claimed(%(conversation_ids)s::text[], %(operation_ids)s::uuid[],
+                             %(traceparent)s, %(tracestate)s)
+"""
+
 # On Citus (``FOR UPDATE … SKIP LOCKED`` stays in one shard): the conversations with a due operation,
 # read on every shard without a lock, then each settled by ``settle_due_in`` on the worker that
 # holds it (a distributed function: the call is delegated whole), under its lock if nobody holds it.
@@ -42,6 +52,18 @@ ORDER BY min(ends_at)
 LIMIT %(limit)s
 """
 SETTLE_DUE_IN = "SELECT * FROM settle_due_in(%s)"
+# The same two when the sweeper traces: each due conversation with its due operations' start calls'
+# trace contexts, and the settling of one with the settle's span's context.
+DUE_CONVERSATIONS_TRACED = """
+SELECT conversation_id, array_agg(traceparent) AS traceparents, array_agg(tracestate) AS tracestates,
+       array_agg(operation_id) AS operation_ids
+FROM operations
+WHERE state = 'focusing' AND ends_at <= statement_timestamp()
+GROUP BY conversation_id
+ORDER BY min(ends_at)
+LIMIT %(limit)s
+"""
+SETTLE_DUE_IN_TRACED = "SELECT * FROM settle_due_in_traced(%s, %s, %s)"
 
 FOCUSING_IN_CONVERSATION = """
 SELECT operation_id, app_scope, ends_at, ends_at <= statement_timestamp() AS overdue
@@ -146,6 +168,45 @@ async def settle_if_overdue(conn: Conn, conversation_id: str) -> list[DictRow]:
 
 async def settle_due(conn: Conn, limit: int) -> list[DictRow]:
     cursor = await conn.execute(SETTLE_DUE, {"limit": limit})
+    return await cursor.fetchall()
+
+
+async def claim_due(conn: Conn, limit: int) -> list[DictRow]:
+    """Claim up to ``limit`` due operations for the caller's transaction (their conversations
+    locked): ``conversation_id``, ``operation_id`` and the start call's ``traceparent`` and
+    ``tracestate``."""
+    cursor = await conn.execute(CLAIM_DUE, {"limit": limit})
+    return await cursor.fetchall()
+
+
+async def settle_claimed(
+    conn: Conn, claimed: list[DictRow], traceparent: str | None, tracestate: str | None
+) -> list[DictRow]:
+    """Settle what :func:`claim_due` claimed in this transaction; the outbox rows carry the trace
+    context given (None: each its start call's)."""
+    params = {
+        "conversation_ids": [row["conversation_id"] for row in claimed],
+        "operation_ids": [row["operation_id"] for row in claimed],
+        "traceparent": traceparent,
+        "tracestate": tracestate,
+    }
+    cursor = await conn.execute(SETTLE_CLAIMED, params)
+    return await cursor.fetchall()
+
+
+async def due_conversations_traced(conn: Conn, limit: int) -> list[DictRow]:
+    """:func:`due_conversations` with each one's due operations (``operation_ids``) and their start
+    calls' trace contexts (``traceparents``, ``tracestates``, in the same order)."""
+    cursor = await conn.execute(DUE_CONVERSATIONS_TRACED, {"limit": limit})
+    return await cursor.fetchall()
+
+
+async def settle_due_in_traced(
+    conn: Conn, conversation_id: str, traceparent: str | None, tracestate: str | None
+) -> list[DictRow]:
+    """:func:`settle_due_in`, its outbox rows carrying the trace context given."""
+    params = (conversation_id, traceparent, tracestate)
+    cursor = await conn.execute(SETTLE_DUE_IN_TRACED, params, prepare=True)
     return await cursor.fetchall()
 
 

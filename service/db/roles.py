@@ -125,9 +125,16 @@ ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "open_instance": (RUNTIME,),
     "close_instances_v2": (RUNTIME,),
     "queue_outbox": (RUNTIME,),
+    # The trace context of what produces rows in a transaction (60_outbox.sql).
+    "trace_producer": (RUNTIME,),
+    "producer_traceparent": (RUNTIME,),
+    "producer_tracestate": (RUNTIME,),
     "settle_focusing_v2": (RUNTIME,),
+    "claim_due": (RUNTIME,),
+    "settle_claimed": (RUNTIME,),
     "settle_due": (RUNTIME,),
     "settle_due_in": (RUNTIME,),
+    "settle_due_in_traced": (RUNTIME,),
     "settle_if_overdue": (RUNTIME,),
     # The Runtime's API for MiniApps' decisions (75_app_api.sql): run by the decisions, as the runtime role.
     "acting_app": (RUNTIME,),

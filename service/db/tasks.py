@@ -61,16 +61,52 @@ async def interaction_task_for(conn: Conn, tool_call_id: str, conversation_id: s
     return await cursor.fetchone()
 
 
-# The conversation's latest operation (``operation_status``, the ending for MCP clients without
-# tasks): by ix_operations_conversation_started, whatever app's it is.
-LATEST_OPERATION = """
+# A long-running call of the conversation (``operation_status``, the ending for MCP clients
+# without tasks), either kind, in the same columns: an operation (``pomodoro.start``) or an
+# interaction (``interact.ask``, which waits for the person: ``pending``, then ``answered`` with the
+# result its outbox row carries; no ``operation_id``, ``reason`` or ``ends_at``). ``overdue`` as in
+# ``TASK``. One statement either way.
+_OPERATION_CALL = """
 SELECT operation_id, tool, tool_call_id, conversation_id, state, reason, started_at, ends_at,
        finalized_at, result, ends_at <= statement_timestamp() AND state = 'focusing' AS overdue
 FROM operations WHERE conversation_id = %(conversation_id)s
-ORDER BY started_at DESC, operation_id DESC LIMIT 1
+"""
+_INTERACTION_CALL = """
+SELECT NULL::uuid AS operation_id, 'interact.ask' AS tool, tool_call_id, conversation_id, status AS state,
+       NULL::text AS reason, created_at AS started_at, NULL::timestamptz AS ends_at,
+       answered_at AS finalized_at,
+       CASE WHEN status = 'answered' THEN interaction_result(answer, answered_at) END AS result,
+       false AS overdue
+FROM interactions WHERE conversation_id = %(conversation_id)s
+"""
+
+# The conversation's latest long-running call, whatever app's: its latest operation (by
+# ix_operations_conversation_started) or its latest question (by
+# ix_interactions_conversation_created), whichever began last.
+LATEST_CALL = f"""
+({_OPERATION_CALL} ORDER BY started_at DESC, operation_id DESC LIMIT 1)
+UNION ALL
+({_INTERACTION_CALL} ORDER BY created_at DESC, tool_call_id DESC LIMIT 1)
+ORDER BY started_at DESC, operation_id NULLS LAST LIMIT 1
+"""
+
+# The conversation's long-running call named by its tool call id (unique per conversation: an
+# operation or a question, never both).
+CALL = f"""
+{_OPERATION_CALL} AND tool_call_id = %(tool_call_id)s
+UNION ALL
+{_INTERACTION_CALL} AND tool_call_id = %(tool_call_id)s
+LIMIT 1
 """
 
 
-async def latest_operation(conn: Conn, conversation_id: str) -> DictRow | None:
-    cursor = await conn.execute(LATEST_OPERATION, {"conversation_id": conversation_id}, prepare=True)
+async def latest_call(conn: Conn, conversation_id: str) -> DictRow | None:
+    cursor = await conn.execute(LATEST_CALL, {"conversation_id": conversation_id}, prepare=True)
+    return await cursor.fetchone()
+
+
+async def call(conn: Conn, conversation_id: str, tool_call_id: str) -> DictRow | None:
+    cursor = await conn.execute(
+        CALL, {"conversation_id": conversation_id, "tool_call_id": tool_call_id}, prepare=True
+    )
     return await cursor.fetchone()

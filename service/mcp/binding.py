@@ -177,6 +177,28 @@ def _persons_call(conversation_id: str, tool_call_id: str | None) -> Binding:
     return Binding(conversation_id, namespace + tool_call_id, tool_call_id_made=False)
 
 
+def named_call_id(tool_call_id: str, field: str) -> str:
+    """A tool call id a request names as an argument (``operation_status``'s ``tool_call_id``), under
+    the id rule: the Agent's as it is; a person's in that person's namespace, as ``_meta``'s is — an
+    id already in it taken as it is, so the id a call answered with names that call."""
+    if not is_valid_id(tool_call_id):
+        raise MCPError(INVALID_PARAMS, f"{field} must be a string of {ID_RULE}", data={"field": field})
+    if person_conversation.get() is None:
+        return tool_call_id
+    caller = callers.current.get()
+    namespace = person_namespace(caller.issuer or "", caller.subject or "", caller.client_id or "")
+    if tool_call_id.startswith(namespace):
+        return tool_call_id
+    if len(namespace) + len(tool_call_id) > MAX_ID:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"{field}: a person's tool call id is at most {MAX_ID - len(namespace)} characters (the "
+            f"server puts it in the person's namespace, {namespace}…)",
+            data={"field": field},
+        )
+    return namespace + tool_call_id
+
+
 def bound_conversation(meta: Mapping[str, Any] | None) -> str | None:
     """The conversation a task request names, if it names one (a task of another is unknown); for
     a person always theirs."""

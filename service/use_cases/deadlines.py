@@ -15,6 +15,17 @@ conversation: the coordinator hands the call to the worker holding that conversa
 takes the conversation's lock with ``SKIP LOCKED`` (a request holding it settles what is due
 itself) and applies the deadline rule. The same decision, exactly once, one conversation at a time.
 
+When the process traces (``service.trace_context.recording_tracer``), a batch that settles
+something is one span, ``settle deadlines`` (INTERNAL: the service's own timer, no remote party),
+with a link — not a parent: each start call's trace is its own, and one batch settles many — to the
+trace context each settled operation kept of the call that started it, and the outbox rows it
+queues carry the span's context (the relay's delivery spans link to it). The span needs the links
+before it starts (a sampler sees them) and the rows need the span's context, so a traced batch is
+two statements in one transaction: the claim (``claim_due``: the due operations with their
+contexts, their conversations locked), then their settling (``settle_claimed``) inside the span. A
+claim that finds nothing makes no span. Without traces, the batch is the one statement above. On
+Citus, one span per due conversation, around its ``settle_due_in_traced``.
+
 A claimer whose statement fails — any error: the database gone (``OperationalError``), or one it
 refuses (``ProgrammingError`` and the like, e.g. a pooler that loses a prepared statement) — logs
 one ``sweeper_failed`` line per failure and tries again after a pause that doubles from 50 ms to
@@ -27,20 +38,30 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextvars import Token
 from datetime import datetime
 from typing import Any
 
 import structlog
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode, Tracer, TracerProvider
+from psycopg.rows import DictRow
 
 from service.background import sleep_until
 from service.db import operations as operations_db
 from service.db.pool import Pool
 from service.db.reconnect import Backoff
 from service.metrics import SWEEPS
+from service.trace_context import carrier, link, recording_tracer
 from service.use_cases.unit_of_work import unit_of_work
 from service.wakeups import Wakeups
 
 log = structlog.get_logger("service.sweeper")
+
+#: The span of one traced batch (or, on Citus, of one conversation's settling).
+SETTLE_SPAN = "settle deadlines"
 
 
 class DeadlineSweeper:
@@ -59,8 +80,11 @@ class DeadlineSweeper:
         max_sleep: float = 1.0,
         busy_backoff: float = 0.02,
         distributed: bool = False,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self._pool = pool
+        # None: the global provider, looked up at each batch (the process may install it later).
+        self._tracer_provider = tracer_provider
         self._wakeups = wakeups
         self._claimers = claimers
         self._batch_size = batch_size
@@ -92,9 +116,13 @@ class DeadlineSweeper:
             self.wake()
 
     async def sweep_once(self) -> list[dict[str, Any]]:
-        """Settle one batch of due operations (one statement); returns the settled rows."""
+        """Settle one batch of due operations (one statement; two in a span when tracing); returns
+        the settled rows."""
+        tracer = recording_tracer(self._tracer_provider)
         if self._distributed:
-            return await self._sweep_by_conversation()
+            return await self._sweep_by_conversation(tracer)
+        if tracer is not None:
+            return await self._sweep_traced(tracer)
         async with unit_of_work(self._pool, self._wakeups, transaction=False) as work:
             rows = await operations_db.settle_due(work.conn, self._batch_size)
             if rows:
@@ -104,8 +132,30 @@ class DeadlineSweeper:
         self._full = len(rows) >= self._batch_size
         return rows
 
-    async def _sweep_by_conversation(self) -> list[dict[str, Any]]:
+    async def _sweep_traced(self, tracer: Tracer) -> list[dict[str, Any]]:
+        """The batch as a span: claimed, then settled inside ``settle deadlines``."""
+        rows: list[DictRow] = []
+        claimed: list[DictRow] = []
+        with _SettleSpan(tracer) as span:
+            async with unit_of_work(self._pool, self._wakeups) as work:
+                claimed = await operations_db.claim_due(work.conn, self._batch_size)
+                if claimed:
+                    found = span.start(claimed)
+                    rows = await operations_db.settle_claimed(
+                        work.conn, claimed, found.get("traceparent"), found.get("tracestate")
+                    )
+                    span.settled = len(rows)
+                    if rows:
+                        work.observed(rows)
+                        work.then(SWEEPS.inc)
+        self.settled_total += len(rows)
+        self._full = len(claimed) >= self._batch_size
+        return list(rows)
+
+    async def _sweep_by_conversation(self, tracer: Tracer | None) -> list[dict[str, Any]]:
         """On Citus: the due conversations (read on every shard), each settled on its own worker."""
+        if tracer is not None:
+            return await self._sweep_by_conversation_traced(tracer)
         async with self._pool.connection() as conn:
             due = await operations_db.due_conversations(conn, self._batch_size)
         rows: list[dict[str, Any]] = []
@@ -115,6 +165,41 @@ class DeadlineSweeper:
                 if settled:
                     work.observed(settled)
                     work.then(SWEEPS.inc)
+            rows += settled
+        self.settled_total += len(rows)
+        self._full = len(due) >= self._batch_size
+        return rows
+
+    async def _sweep_by_conversation_traced(self, tracer: Tracer) -> list[dict[str, Any]]:
+        """On Citus, traced: a span per due conversation, linked to its due operations' starts."""
+        async with self._pool.connection() as conn:
+            due = await operations_db.due_conversations_traced(conn, self._batch_size)
+        rows: list[dict[str, Any]] = []
+        for found in due:
+            claimed = [
+                {
+                    "conversation_id": found["conversation_id"],
+                    "operation_id": operation_id,
+                    "traceparent": traceparent,
+                    "tracestate": tracestate,
+                }
+                for operation_id, traceparent, tracestate in zip(
+                    found["operation_ids"], found["traceparents"], found["tracestates"], strict=True
+                )
+            ]
+            with _SettleSpan(tracer) as span:
+                context = span.start(claimed)
+                async with unit_of_work(self._pool, self._wakeups, transaction=False) as work:
+                    settled = await operations_db.settle_due_in_traced(
+                        work.conn,
+                        found["conversation_id"],
+                        context.get("traceparent"),
+                        context.get("tracestate"),
+                    )
+                    span.settled = len(settled)
+                    if settled:
+                        work.observed(settled)
+                        work.then(SWEEPS.inc)
             rows += settled
         self.settled_total += len(rows)
         self._full = len(due) >= self._batch_size
@@ -168,3 +253,58 @@ class DeadlineSweeper:
                 # again shortly rather than spin.
                 wait = 0 if settled else self._busy_backoff
             await sleep_until(min(wait, self._max_sleep), wake, stop)
+
+
+class _SettleSpan:
+    """The span of a settling, started only once what it settles is known (``start``), current
+    until the unit of work has committed and released what it made known, then ended: its status
+    an error when the settling failed (the error's type; no message, which may carry data)."""
+
+    __slots__ = ("_span", "_token", "_tracer", "settled")
+
+    def __init__(self, tracer: Tracer) -> None:
+        self._tracer = tracer
+        self._span: Span | None = None
+        self._token: Token[Context] | None = None
+        self.settled = 0
+
+    def start(self, claimed: list[Any]) -> dict[str, str]:
+        """Start the span, linked to each claimed operation's start call; answers its context (as
+        ``service.trace_context.carrier``), for the rows it will queue."""
+        links: list[Link] = []
+        for row in claimed:
+            found = link(
+                row["traceparent"],
+                row["tracestate"],
+                {
+                    "lineup.operation_id": str(row["operation_id"]),
+                    "lineup.conversation_id": row["conversation_id"],
+                },
+            )
+            if found is not None:
+                links.append(found)
+        span = self._span = self._tracer.start_span(
+            SETTLE_SPAN,
+            kind=SpanKind.INTERNAL,
+            links=links,
+            attributes={"lineup.operations.due": len(claimed)},
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        self._token = otel_context.attach(trace.set_span_in_context(span))
+        return carrier(span) or {}
+
+    def __enter__(self) -> _SettleSpan:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _: object) -> None:
+        span = self._span
+        if span is None:
+            return
+        if self._token is not None:
+            otel_context.detach(self._token)
+        span.set_attribute("lineup.operations.settled", self.settled)
+        if error is not None:
+            span.set_attribute("error.type", type(error).__qualname__)
+            span.set_status(StatusCode.ERROR, type(error).__qualname__)
+        span.end()

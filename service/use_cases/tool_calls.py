@@ -26,6 +26,7 @@ from service.domain.outcomes import Accepted
 from service.domain.text import nul_paths
 from service.logging import Lines
 from service.metrics import TOOL_CALLS, count_tool_call
+from service.trace_context import carrier
 from service.use_cases import callers
 from service.use_cases.runtime import Runtime
 from service.use_cases.unit_of_work import UnitOfWork
@@ -104,11 +105,15 @@ async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
     decide, context = runner.decide, rt.context_of(request.tool)
     caller = callers.current.get()
     spend = callers.allowance(rt.settings, caller, request.conversation_id)
-    if caller.is_person or spend is not None:  # (the Agent's own context, caller included, is made once)
+    traced = carrier()  # the span the call is made in (service.trace_context); None: untraced
+    # (The Agent's own context, caller included, is made once.)
+    if caller.is_person or spend is not None or traced is not None:
         extra: dict[str, Any] = {"caller": caller.recorded()}
         if spend is not None:
             extra.update(decide=decide, allowance=spend)
             decide = callers.LIMITED_DECIDE
+        if traced is not None:
+            extra.update(traced)
         context = rt.context_of(request.tool, **extra)
     for attempt in range(ATTEMPTS):
         try:

@@ -124,3 +124,14 @@ async def test_each_call_names_its_caller_and_a_persons_ids_never_meet_the_agent
         (f"{namespace}same-id", "person_interrupt"),
         ("same-id", "agent_interrupt"),
     ]
+    # operation_status reads a call a person names by their own id, in their namespace: the
+    # person's "same-id" is theirs, never the Agent's call under the same id.
+    async with mcp_session(service.base_url, token) as mcp:
+        theirs = await mcp.session.call_tool("operation_status", {"tool_call_id": "same-id"})
+        by_answer = await mcp.session.call_tool("operation_status", {"tool_call_id": f"{namespace}same-id"})
+    assert theirs.structured_content is not None
+    assert (theirs.structured_content["tool_call_id"], theirs.structured_content["reason"]) == (
+        f"{namespace}same-id",
+        "person_interrupt",
+    )
+    assert by_answer.structured_content == theirs.structured_content

@@ -3,6 +3,7 @@ the token check, tools/list, and tools/call sharing one answer per tool_call_id 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -25,7 +26,7 @@ from harness.database import DatabaseFactory
 from harness.mcp import INITIALIZE, bound, mcp_session
 from service.manifests import Registry
 from service.version import __version__
-from tests.conftest import AGENT, AGENT_TOKEN, HOST_TOKEN, ROOT, ServiceProcess, service_on_own_database
+from tests.conftest import AGENT, AGENT_TOKEN, HOST, HOST_TOKEN, ROOT, ServiceProcess, service_on_own_database
 
 pytestmark = pytest.mark.e2e
 
@@ -471,6 +472,72 @@ async def test_operation_status_answers_the_latest_operation_and_once_ended_the_
         ended.structured_content["operation_id"] == str(row["operation_id"]) == row["payload"]["operation_id"]
     )
     assert "count this result once" in ended.content[0].text  # type: ignore[union-attr]
+
+
+async def test_operation_status_answers_a_question_with_the_persons_answer_and_any_call_by_its_id(
+    service: ServiceProcess, db: psycopg.Connection[dict[str, Any]]
+) -> None:
+    """interact.ask, for a client without tasks or elicitation: the question is the conversation's
+    latest call, pending until the person answers at the Host, then answered with the result the
+    relay delivers, under its tool_call_id; an earlier call is read by its own id."""
+    cid, start_id, ask_id = conversation(), f"start-{uuid.uuid4()}", f"ask-{uuid.uuid4()}"
+    async with mcp_session(service.base_url) as mcp:
+        await mcp.call("pomodoro_start", start_arguments(), conversation_id=cid, tool_call_id=start_id)
+        asked = await mcp.call(
+            "interact_ask",
+            {"prompt": "Tea or coffee?", "choices": ["tea", "coffee"]},
+            conversation_id=cid,
+            tool_call_id=ask_id,
+        )
+        assert asked.structured_content is not None and asked.structured_content["status"] == "accepted"
+        waiting = (await mcp.call("operation_status", {}, conversation_id=cid)).structured_content
+        assert waiting is not None
+        assert (waiting["tool"], waiting["tool_call_id"], waiting["state"]) == (
+            "interact.ask",
+            ask_id,
+            "pending",
+        )
+        assert (waiting["operation_id"], waiting["ends_at"], waiting["result"]) == (None, None, None)
+        named = (
+            await mcp.call("operation_status", {"tool_call_id": start_id}, conversation_id=cid)
+        ).structured_content
+        assert named is not None
+        assert (named["tool"], named["tool_call_id"], named["state"]) == (
+            "pomodoro.start",
+            start_id,
+            "focusing",
+        )
+        unknown = (
+            await mcp.call("operation_status", {"tool_call_id": "never-made"}, conversation_id=cid)
+        ).structured_content
+        assert unknown is not None and unknown["tool_call_id"] is None and unknown["result"] is None
+        with pytest.raises(MCPError, match="tool_call_id"):
+            await mcp.session.call_tool("operation_status", {"tool_call_id": "has space"}, meta=bound(cid))
+        with pytest.raises(MCPError, match="tool_call_id"):
+            await mcp.session.call_tool("operation_status", {"tool_call_id": 7}, meta=bound(cid))
+
+        # The person answers at the Host while the call waits for it.
+        waited = asyncio.create_task(
+            mcp.call("operation_status", {"tool_call_id": ask_id, "wait_seconds": 4}, conversation_id=cid)
+        )
+        async with httpx.AsyncClient(base_url=service.base_url, headers=HOST, timeout=10) as host:
+            answered = await host.post(
+                f"/v1/host/interactions/{ask_id}/answer",
+                params={"conversation_id": cid},
+                json={"answer": "tea"},
+            )
+        assert answered.status_code == 200, answered.text
+        ended = await waited
+        again = await mcp.call("operation_status", {}, conversation_id=cid)
+    answer = ended.structured_content
+    assert answer is not None and again.structured_content == answer
+    assert (answer["state"], answer["tool_call_id"], answer["operation_id"]) == ("answered", ask_id, None)
+    (row,) = db.execute(
+        "SELECT payload FROM outbox WHERE conversation_id = %s AND tool_call_id = %s", [cid, ask_id]
+    ).fetchall()
+    assert answer["result"] == row["payload"]["result"] and answer["result"]["answer"] == "tea"
+    assert answer["finalized_at"] == answer["result"]["answered_at"]
+    assert "the person answered 'tea'; count this result once" in ended.content[0].text  # type: ignore[union-attr]
 
 
 async def test_operation_status_waits_for_the_ending_woken_not_polling(service: ServiceProcess) -> None:

@@ -102,25 +102,12 @@ def test_the_framework_runs_the_whole_loop(stack: Stack, framework: Framework) -
     assert len(delivered) == 3
 
 
-@pytest.mark.parametrize(
-    "framework",
-    [
-        pytest.param(
-            framework,
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason="service/mcp: operation_status answers operations only; an interact.ask "
-                "answered by the person has no operation, so a client without tasks or elicitation "
-                "cannot learn the answer over MCP (only the Agent's webhook carries it)",
-            ),
-        )
-        for framework in FRAMEWORKS
-        if not framework.tasks
-    ],
-    ids=lambda f: f.name,
-)
+@pytest.mark.parametrize("framework", [f for f in FRAMEWORKS if not f.tasks], ids=lambda f: f.name)
 def test_the_agent_without_tasks_sees_the_persons_answer(stack: Stack, framework: Framework) -> None:
+    """Through operation_status: the result the Agent's backend is delivered, under its tool_call_id
+    (the OpenAI Agents SDK names the question by it; LangChain reads the latest call)."""
     conversation_id, steps = loop(stack, framework)
-    answers = [d["result"] for d in stack.wait_delivered(conversation_id, 3) if d["tool"] == "interact.ask"]
-    assert steps["ask_ending"]["result"] == answers[0]
+    (answer,) = [d for d in stack.wait_delivered(conversation_id, 3) if d["tool"] == "interact.ask"]
+    ask_ending = steps["ask_ending"]
+    assert ask_ending["result"] == answer["result"]
+    assert ask_ending["tool_call_id"] == answer["tool_call_id"] == steps["ask"]["answer"]["tool_call_id"]

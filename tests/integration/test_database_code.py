@@ -82,8 +82,8 @@ def _edit(source: Path, file: str, old: str, new: str) -> None:
 
 def test_a_function_changed_outside_the_source_is_a_difference(database_url: str, db: Any) -> None:
     before = catalog(database_url)
-    db.execute(_code_of("settle_due").replace("ORDER BY o.ends_at", "ORDER BY o.ends_at DESC", 1))
-    assert _names(differences(before, catalog(database_url))) == ["differs: function settle_due(integer)"]
+    db.execute(_code_of("claim_due").replace("ORDER BY o.ends_at", "ORDER BY o.ends_at DESC", 1))
+    assert _names(differences(before, catalog(database_url))) == ["differs: function claim_due(integer)"]
 
 
 def test_an_index_predicate_changed_outside_the_tables_is_a_difference(database_url: str, db: Any) -> None:
@@ -114,7 +114,7 @@ def test_a_source_file_changed_without_migrate_is_a_difference(
     _edit(source_copy, "70_settle.sql", "ORDER BY o.ends_at", "ORDER BY o.ends_at DESC")
     _build_from_source(empty_url, source_copy)
     assert _names(differences(catalog(database_url), catalog(empty_url))) == [
-        "differs: function settle_due(integer)"
+        "differs: function claim_due(integer)"
     ]
 
 
@@ -123,7 +123,7 @@ def test_migrate_replaces_what_changed_and_nothing_else(database_url: str, sourc
         assert code.apply(conn, APPS) == []
     _edit(source_copy, "70_settle.sql", "ORDER BY o.ends_at", "ORDER BY o.ends_at DESC")
     with psycopg.connect(database_url) as conn:
-        assert code.apply(conn, APPS, source_copy) == ["replaced function settle_due"]
+        assert code.apply(conn, APPS, source_copy) == ["replaced function claim_due"]
         assert code.apply(conn, APPS, source_copy) == []
 
 
@@ -160,7 +160,7 @@ def test_a_function_whose_result_changes_is_replaced_and_its_old_overload_droppe
 
 
 def test_a_type_never_changes_in_place(database_url: str, source_copy: Path) -> None:
-    _edit(source_copy, "60_outbox.sql", "    result jsonb\n", "    result jsonb,\n    note text\n")
+    _edit(source_copy, "60_outbox.sql", "    tracestate text\n", "    tracestate text,\n    note text\n")
     with psycopg.connect(database_url) as conn, pytest.raises(RuntimeError, match="never changes in place"):
         code.apply(conn, APPS, source_copy)
 

@@ -240,7 +240,7 @@ def test_the_runtime_role_cannot_drop_truncate_or_run_programs(names: roles.Name
 
 
 # Settings a function's source declares besides the search_path (its own SET clause).
-DECLARED_SETTINGS = {"settle_due": ["plan_cache_mode=force_generic_plan"]}
+DECLARED_SETTINGS = {"settle_claimed": ["plan_cache_mode=force_generic_plan"]}
 
 
 def test_every_function_looked_up_when_it_runs_has_a_fixed_search_path(db: Db) -> None:
@@ -286,7 +286,7 @@ def test_migrate_as_the_owner_keeps_grants_and_a_replaced_function_keeps_its_sea
     assert f"granted SELECT on table outbox to {names.reader}" in outcome.changes
     assert f"revoked TRUNCATE on table outbox from {names.relay}" in outcome.changes
     config = db.execute("SELECT proconfig FROM pg_proc WHERE proname = 'settle_due'").fetchone()
-    assert config == {"proconfig": [*DECLARED_SETTINGS["settle_due"], f"search_path={code.SEARCH_PATH}"]}
+    assert config == {"proconfig": [f"search_path={code.SEARCH_PATH}"]}
     assert upgrade(as_role(database_url, names.owner), REGISTRY, names).changes == []
 
 

@@ -18,6 +18,7 @@ from service.db.workspaces import SET_FOREGROUND
 CONTEXT = '{"late_window_seconds": 300, "state_schema_version": 1}'
 CALL = "SELECT outcome FROM call_tool_v3(%s, %s, %s, 'fp', %s, %s, %s)"
 START = '{"duration_seconds": 60, "activity": "batch"}'
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 # Each conversation's rows that an ending touches, in the order they were made.
 PICTURED = {
@@ -29,7 +30,8 @@ PICTURED = {
     # (Its created_at and next_attempt_at are the column defaults, now(): the transaction's start,
     # which the extended protocol may set a little before the statement's.)
     "outbox": "SELECT event_id, operation_id, tool, tool_call_id, conversation_id, sequence, payload,"
-    " status, attempts, lease_owner, lease_expires_at, delivered_at, last_error FROM outbox"
+    " status, attempts, lease_owner, lease_expires_at, delivered_at, last_error, traceparent, tracestate"
+    " FROM outbox"
     " WHERE conversation_id = %s ORDER BY sequence",
     "projection_events": "SELECT kind, payload FROM projection_events WHERE conversation_id = %s"
     " ORDER BY event_seq",
@@ -44,12 +46,18 @@ def _call(db: Any, tool_call_id: str, conversation: str, tool: str, arguments: s
     return str(row["outcome"])
 
 
-def _focusing_overdue(db: Any, conversation: str, *, foreground_away: bool = False) -> None:
+def _focusing_overdue(
+    db: Any, conversation: str, *, foreground_away: bool = False, traced: bool = False
+) -> None:
     """An earlier Pomodoro interrupted (a result already queued), then one focusing whose deadline
-    passed; with ``foreground_away``, the Host has switched the foreground to Interact meanwhile."""
+    passed; with ``foreground_away``, the Host has switched the foreground to Interact meanwhile;
+    with ``traced``, the start was made in a trace (its context kept with the operation)."""
     assert _call(db, f"{conversation}-1", conversation, "pomodoro.start", START) == "accepted"
     assert _call(db, f"{conversation}-2", conversation, "pomodoro.interrupt") == "interrupted"
-    assert _call(db, f"{conversation}-3", conversation, "pomodoro.start", START) == "accepted"
+    with db.transaction():
+        if traced:
+            db.execute("SELECT trace_producer(%s, %s)", (TRACEPARENT, "vendor=1"))
+        assert _call(db, f"{conversation}-3", conversation, "pomodoro.start", START) == "accepted"
     if foreground_away:
         db.execute(SET_FOREGROUND, {"conversation_id": conversation, "instance_id": None})
     db.execute(
@@ -110,15 +118,16 @@ def _returned(db: Any, query: str, *args: Any) -> list[dict[str, Any]]:
 
 
 def test_the_batch_leaves_what_settling_one_conversation_at_a_time_leaves(db: Any) -> None:
-    pairs = [("one-a", "batch-a", False), ("one-b", "batch-b", True)]
+    pairs = [("one-a", "batch-a", False), ("one-b", "batch-b", True), ("one-c", "batch-c", False)]
     for alone, batched, away in pairs:
-        _focusing_overdue(db, alone, foreground_away=away)
-        _focusing_overdue(db, batched, foreground_away=away)
+        traced = alone == "one-c"
+        _focusing_overdue(db, alone, foreground_away=away, traced=traced)
+        _focusing_overdue(db, batched, foreground_away=away, traced=traced)
     # A conversation whose period is not due yet: the batch leaves it alone.
     assert _call(db, "later-1", "later", "pomodoro.start", START) == "accepted"
     alone_rows = {alone: _returned(db, "SELECT * FROM settle_if_overdue(%s)", alone) for alone, _, _ in pairs}
     batch_rows = _returned(db, "SELECT * FROM settle_due(10)")
-    assert sorted(r["conversation_id"] for r in batch_rows) == ["batch-a", "batch-b"]
+    assert sorted(r["conversation_id"] for r in batch_rows) == ["batch-a", "batch-b", "batch-c"]
     assert _returned(db, "SELECT * FROM settle_due(10)") == []
     for alone, batched, _ in pairs:
         assert _picture(db, batched) == _picture(db, alone)
@@ -134,6 +143,12 @@ def test_the_batch_leaves_what_settling_one_conversation_at_a_time_leaves(db: An
         assert [r["sequence"] for r in outbox] == [1, 2]
         assert outbox[-1]["event_id"] == returned["event_id"]
         assert outbox[-1]["payload"]["event_id"] == str(returned["event_id"])
+    # The traced start's context went with its result, both ways (the sweeper said none of its own).
+    traces = db.execute(
+        "SELECT conversation_id, traceparent, tracestate FROM outbox WHERE sequence = 2"
+        " AND conversation_id IN ('one-c', 'batch-c') ORDER BY conversation_id"
+    ).fetchall()
+    assert [(r["traceparent"], r["tracestate"]) for r in traces] == [(TRACEPARENT, "vendor=1")] * 2
     later = db.execute("SELECT state FROM operations WHERE conversation_id = 'later'").fetchone()
     assert later["state"] == "focusing"
     # The foreground changed after the ending's own event when it was the closed instance; not at

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
+from opentelemetry.trace import TracerProvider
 from psycopg.types.json import Jsonb
 
 from relay.config import RelayConfig
@@ -145,9 +146,12 @@ class RunningRelay:
 
 
 @contextlib.contextmanager
-def running_relay(config: RelayConfig) -> Iterator[RunningRelay]:
-    """The relay on its own event loop in a thread; leaving the block stops it as SIGTERM would."""
-    relay = Relay(config)
+def running_relay(
+    config: RelayConfig, *, tracer_provider: TracerProvider | None = None
+) -> Iterator[RunningRelay]:
+    """The relay on its own event loop in a thread; leaving the block stops it as SIGTERM would.
+    ``tracer_provider``: where its delivery spans go (None: the process's, if any)."""
+    relay = Relay(config, tracer_provider=tracer_provider)
     loop = asyncio.new_event_loop()
     stop_event = asyncio.Event()
     failures: list[BaseException] = []

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
-from rigs.mcp_conformance import SUITES, CredentialsProxy, Outcome, judge, listed
+from rigs.mcp_conformance import FIXTURE_APP, SUITES, CredentialsProxy, Outcome, fixture_names, judge, listed
+from service.manifests import registry_of
+from service.settings import Settings
+from service.tool_names import listed_names
 
 PASS = [{"id": "a", "status": "SUCCESS"}]
 FAIL = [{"id": "a", "status": "FAILURE", "errorMessage": "no"}]
@@ -26,6 +29,38 @@ def test_the_proxy_binds_every_tools_call_and_nothing_else() -> None:
     assert bound[1]["params"]["_meta"] == {"io.lineup/conversation_id": "c"}
     assert bound[2] == listing
     assert proxy.rewritten(b"not json") == b"not json"
+
+
+def test_the_fixture_app_serves_the_suites_names_under_its_own() -> None:
+    names = fixture_names()
+    assert names == {
+        "greet": "conformance_greet",
+        "test_simple_text": "conformance_test-simple-text",
+        "test_error_handling": "conformance_test-error-handling",
+        "slow_compute": "conformance_slow-compute",
+        "json_schema_2020_12_tool": "conformance_json-schema-2020-12-tool",
+    }
+    # Every one is a tool the service lists when it runs the fixture app (and only then).
+    registry = registry_of(Settings(app_folders=str(FIXTURE_APP)))
+    assert set(names.values()) <= set(listed_names(registry.tools))
+    assert not set(names.values()) & set(listed_names(registry_of(Settings()).tools))
+
+
+def test_the_proxy_translates_the_fixture_apps_names_and_no_other() -> None:
+    proxy = CredentialsProxy("http://127.0.0.1:1", "token", "conv-1", fixture_names())
+    calls = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow_compute"}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "pomodoro_start"}},
+    ]
+    bound = json.loads(proxy.rewritten(json.dumps(calls).encode()))
+    assert [call["params"]["name"] for call in bound] == ["conformance_slow-compute", "pomodoro_start"]
+    assert proxy.header("Mcp-Name", "slow_compute") == "conformance_slow-compute"
+    assert proxy.header("Mcp-Name", "0190-task") == "0190-task"
+    assert proxy.header("Mcp-Method", "greet") == "greet"
+    listing = {"jsonrpc": "2.0", "id": 3, "result": {"tools": [{"name": "conformance_greet"}, {"name": "x"}]}}
+    listed = json.loads(proxy.listing(json.dumps(listing).encode()))
+    assert [tool["name"] for tool in listed["result"]["tools"]] == ["greet", "x"]
+    assert proxy.listing(b"not json") == b"not json"
 
 
 def test_every_listed_scenario_has_a_reason() -> None:

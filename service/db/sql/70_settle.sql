@@ -62,8 +62,10 @@ END;
 -- settles only those). Only rows still focusing are touched, so of several concurrent callers
 -- exactly one gets a row back. In the same transaction the winner closes the instance
 -- (close_instances_v2: its sub-session ends, its snapshot freezes, Interact is back in front) and
--- queues the one outbox row of the Tool call (queue_outbox). The caller holds the conversation's
--- lock. Every statement stays on the conversation's rows, and the UPDATE's SET holds only values
+-- queues the one outbox row of the Tool call (queue_outbox), with the trace context of the
+-- transaction's producer (trace_producer, 60_outbox.sql: the call or the sweeper's settle that ends
+-- it) or, when none said one, of the call that opened the operation. The caller holds the
+-- conversation's lock. Every statement stays on the conversation's rows, and the UPDATE's SET holds only values
 -- computed before it (Citus refuses a STABLE function over the row's columns, or any CASE over a
 -- non-immutable one, in an UPDATE on a distributed table).
 CREATE OR REPLACE FUNCTION settle_focusing_v2(
@@ -77,8 +79,10 @@ DECLARE
     decided operations;
     decided_at timestamptz := statement_timestamp();
     closing uuid[];
-    entries outbox_entry[];
+    entries outbox_entry_v2[];
     closed integer;
+    producer text;
+    producer_state text;
 BEGIN
     FOR decided IN
         SELECT o.* FROM operations o
@@ -109,13 +113,19 @@ BEGIN
           AND state = 'focusing'
         RETURNING * INTO one;
         IF FOUND THEN
+            IF settled IS NULL THEN  -- read once, when there is something to queue
+                producer := producer_traceparent();
+                producer_state := CASE WHEN producer IS NOT NULL THEN producer_tracestate() END;
+            END IF;
             -- What the closing and the outbox take, gathered here: assignments the function
             -- evaluates itself, where a subquery over unnest(settled) each was a plan of its own to
             -- start (about 50 k instructions a settling, bench/README.md).
             settled := settled || one;
             closing := closing || one.instance_id;
             entries := entries || ROW(one.conversation_id, one.tool, one.tool_call_id, one.operation_id,
-                                      one.result)::outbox_entry;
+                                      one.result, coalesce(producer, one.traceparent),
+                                      CASE WHEN producer IS NULL THEN one.tracestate ELSE producer_state END
+                                      )::outbox_entry_v2;
         END IF;
     END LOOP;
     IF settled IS NULL THEN
@@ -130,58 +140,88 @@ BEGIN
     FROM ROWS FROM (unnest(settled), queue_outbox(entries)) z;
 END $$;
 
--- settle_due: the sweeper's batch on one PostgreSQL — due operations whose conversation nobody else
--- is changing right now. It locks their workspaces rows (the lock every use case takes first), so
--- it never deadlocks with a request, and SKIP LOCKED lets several claimers, in one replica or many,
--- settle side by side without ever taking the same row. (On Citus a lock with SKIP LOCKED must stay
--- in one shard: the sweeper finds the due conversations first and settles each with settle_due_in,
--- service/use_cases/deadlines.py.)
+-- claim_due: the sweeper's claim on one PostgreSQL — up to p_limit due operations, the most overdue
+-- first, whose conversation nobody else is changing right now: it locks their workspaces rows (the
+-- lock every use case takes first) for the caller's transaction, so it never deadlocks with a
+-- request, and SKIP LOCKED lets several claimers, in one replica or many, claim side by side without
+-- ever taking the same row. Each with the trace context of the call that opened it. (On Citus a lock
+-- with SKIP LOCKED must stay in one shard: the sweeper finds the due conversations first and settles
+-- each with settle_due_in, service/use_cases/deadlines.py.)
+CREATE OR REPLACE FUNCTION claim_due(p_limit integer)
+RETURNS TABLE (conversation_id text, operation_id uuid, traceparent text, tracestate text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY
+    SELECT o.conversation_id, o.operation_id, o.traceparent, o.tracestate
+    FROM operations o
+    JOIN workspaces w ON w.conversation_id = o.conversation_id
+    WHERE o.state = 'focusing' AND o.ends_at <= statement_timestamp()
+    ORDER BY o.ends_at
+    LIMIT p_limit
+    FOR UPDATE OF w SKIP LOCKED;
+END $$;
+
+-- settle_due: the sweeper's batch in one statement — what claim_due claims, settled by
+-- settle_claimed with no trace context of its own (each outbox row carries its start call's).
+CREATE OR REPLACE FUNCTION settle_due(p_limit integer)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+DECLARE
+    claimed record;
+BEGIN
+    SELECT array_agg(c.conversation_id) AS conversation_ids, array_agg(c.operation_id) AS operation_ids
+    INTO claimed FROM claim_due(p_limit) c;
+    IF claimed.conversation_ids IS NOT NULL THEN
+        RETURN QUERY SELECT * FROM settle_claimed(claimed.conversation_ids, claimed.operation_ids,
+                                                  NULL, NULL);
+    END IF;
+END $$;
+
+-- settle_claimed: the deadline rule for the operations the caller claimed (claim_due, in its own
+-- transaction: it holds their conversations' locks), p_operation_ids[i] being p_conversation_ids[i]'s;
+-- an operation no longer focusing is left as it is. p_traceparent and p_tracestate: the trace
+-- context of the sweeper's settle (its span), which the outbox rows it queues carry
+-- (trace_producer); NULL: none, each carries its start call's.
 -- It decides as settle_focusing_v2 does and does what that function, close_instances_v2 and
 -- queue_outbox do after the decision, with each statement over the whole batch instead of once per
 -- conversation: the rows are read again under the locks, the one compare-and-set (UPDATE ... WHERE
 -- state = 'focusing' RETURNING) decides, and only the rows it returned close their instance (its
 -- sub-session ends, its snapshot freezes, Interact is back in front) and get their outbox row under
--- their conversation's next sequence number, in this transaction. Settling conversation by
+-- their conversation's next sequence number, in the caller's transaction. Settling conversation by
 -- conversation cost each row about 2.0 M instructions, most of them the statements' start-up and
 -- their CHECK constraints prepared again; over the batch about 1.1 M (`python -m
 -- bench.db_instructions --settle`, bench/README.md). Data-modifying CTEs are fine here: Citus never
--- runs this function.
+-- runs this function (settle_due_in settles there, conversation by conversation).
 -- Each statement is planned once, generically (plan_cache_mode): a custom plan knows the length of
 -- the batch's arrays, so it always looked cheaper than the generic one and was made again at every
 -- call, which cost a batch of one row about 5 M instructions more (measured with an earlier form of
 -- these statements). The generic plans join each array to its table's key, row by row.
-CREATE OR REPLACE FUNCTION settle_due(p_limit integer)
+CREATE OR REPLACE FUNCTION settle_claimed(
+    p_conversation_ids text[], p_operation_ids uuid[], p_traceparent text, p_tracestate text)
 RETURNS SETOF settled_operation
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     decided_at timestamptz := statement_timestamp();
-    conversations text[];
-    operation_ids uuid[];
     decided operations;
     decideds operations[];
     settled operations[];
     closed_conversations text[];
     closed_ids uuid[];
+    producer text;
+    producer_state text;
 BEGIN
-    SELECT array_agg(c.conversation_id), array_agg(c.operation_id) INTO conversations, operation_ids
-    FROM (
-        SELECT o.conversation_id, o.operation_id
-        FROM operations o
-        JOIN workspaces w ON w.conversation_id = o.conversation_id
-        WHERE o.state = 'focusing' AND o.ends_at <= decided_at
-        ORDER BY o.ends_at
-        LIMIT p_limit
-        FOR UPDATE OF w SKIP LOCKED
-    ) c;
-    IF conversations IS NULL THEN
+    IF p_conversation_ids IS NULL THEN
         RETURN;
+    END IF;
+    IF p_traceparent IS NOT NULL THEN
+        PERFORM trace_producer(p_traceparent, p_tracestate);
     END IF;
     -- Each row as it is decided, read under the lock, and its result (the outbox's payload) from it.
     FOR decided IN
         SELECT o.* FROM operations o
-        JOIN unnest(conversations, operation_ids) AS d(conversation_id, operation_id)
+        JOIN unnest(p_conversation_ids, p_operation_ids) AS d(conversation_id, operation_id)
           ON o.conversation_id = d.conversation_id AND o.operation_id = d.operation_id
         WHERE o.state = 'focusing' AND o.ends_at <= decided_at
     LOOP
@@ -191,6 +231,9 @@ BEGIN
         decided.result := operation_json(decided, 'result');
         decideds := decideds || decided;
     END LOOP;
+    IF decideds IS NULL THEN
+        RETURN;
+    END IF;
     -- The decision: only rows still focusing are touched.
     WITH won AS (
         UPDATE operations o
@@ -204,6 +247,8 @@ BEGIN
     IF settled IS NULL THEN
         RETURN;
     END IF;
+    producer := producer_traceparent();
+    producer_state := CASE WHEN producer IS NOT NULL THEN producer_tracestate() END;
     -- close_instances_v2's work, after the decision (its events come first in each stream).
     WITH closed AS (
         UPDATE app_instances i SET status = 'closed', closed_at = decided_at
@@ -225,7 +270,8 @@ BEGIN
           AND NOT x.readonly;
     END IF;
     -- The foreground handed back and queue_outbox's work in one write of each workspace: its
-    -- sequence moves past the results it queues, numbered in the order of their deadlines.
+    -- sequence moves past the results it queues, numbered in the order of their deadlines; each
+    -- row with the producer's trace context, or its start call's when none was said.
     RETURN QUERY
     WITH per_conversation AS (
         SELECT s.conversation_id, count(*) AS results,
@@ -248,18 +294,20 @@ BEGIN
         SELECT uuid_v7() AS event_id, s.operation_id, s.tool, s.tool_call_id, s.conversation_id,
                n.last_sequence + row_number() OVER (PARTITION BY s.conversation_id
                                                     ORDER BY s.ends_at, s.operation_id) AS sequence,
-               s.result
+               s.result, coalesce(producer, s.traceparent) AS traceparent,
+               CASE WHEN producer IS NULL THEN s.tracestate ELSE producer_state END AS tracestate
         FROM unnest(settled) s JOIN numbered n USING (conversation_id)
     ),
     queued AS (
         INSERT INTO outbox AS o (event_id, operation_id, tool, tool_call_id, conversation_id, sequence,
-                                 payload)
+                                 payload, traceparent, tracestate)
         SELECT e.event_id, e.operation_id, e.tool, e.tool_call_id, e.conversation_id, e.sequence,
                jsonb_build_object(
                    'event_id', e.event_id, 'type', 'tool.result', 'tool', e.tool,
                    'tool_call_id', e.tool_call_id, 'conversation_id', e.conversation_id,
                    'operation_id', e.operation_id, 'sequence', e.sequence,
-                   'result', e.result)
+                   'result', e.result),
+               e.traceparent, e.tracestate
         FROM entries e
         RETURNING o.operation_id, o.event_id
     )
@@ -280,6 +328,20 @@ BEGIN
     IF FOUND THEN
         RETURN QUERY SELECT * FROM settle_if_overdue(p_conversation_id);
     END IF;
+END $$;
+
+-- settle_due_in_traced: settle_due_in with the trace context of the sweeper's settle (its span), which
+-- the outbox rows it queues carry (trace_producer); on Citus, delegated whole to the worker holding
+-- the conversation, as settle_due_in is.
+CREATE OR REPLACE FUNCTION settle_due_in_traced(
+    p_conversation_id text, p_traceparent text, p_tracestate text)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_traceparent IS NOT NULL THEN
+        PERFORM trace_producer(p_traceparent, p_tracestate);
+    END IF;
+    RETURN QUERY SELECT * FROM settle_due_in(p_conversation_id);
 END $$;
 
 -- settle_if_overdue: the deadline rule for any request that touches a conversation: each of its

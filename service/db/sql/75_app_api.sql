@@ -109,7 +109,9 @@ END $$;
 -- is held by the table itself, whoever writes it (operations_guard, 20_guards.sql): its deadline at
 -- most max_seconds away and — one_running_per_conversation — the unique index
 -- uq_operations_one_running_per_tool (the app answers its own refusal first, under the lock; the
--- index is what makes it a rule). Answers the row.
+-- index is what makes it a rule). It keeps the trace context of the call that opens it
+-- (producer_traceparent, 60_outbox.sql), which the deadline sweeper's settle links to. Answers the
+-- row.
 CREATE OR REPLACE FUNCTION app_open_operation(
     p_conversation_id text, p_tool_call_id text, p_tool text, p_instance_id uuid,
     p_duration_seconds integer, p_activity text)
@@ -131,10 +133,11 @@ BEGIN
             acting, p_conversation_id USING ERRCODE = 'insufficient_privilege';
     END IF;
     INSERT INTO operations (operation_id, tool, tool_call_id, conversation_id, app_scope, instance_id,
-                            duration_seconds, activity, started_at, ends_at)
+                            duration_seconds, activity, started_at, ends_at, traceparent, tracestate)
     VALUES (uuid_v7(), p_tool, p_tool_call_id, p_conversation_id, acting, p_instance_id,
             p_duration_seconds, p_activity, statement_timestamp(),
-            statement_timestamp() + make_interval(secs => p_duration_seconds))
+            statement_timestamp() + make_interval(secs => p_duration_seconds),
+            producer_traceparent(), producer_tracestate())
     RETURNING * INTO opened;
     RETURN opened;
 END $$;
@@ -170,7 +173,9 @@ END $$;
 
 -- app_queue_result: queues the one result of the acting app's Tool call p_tool_call_id (a call that
 -- opened no operation, such as interact.ask, answered later): one outbox row under the
--- conversation's next sequence number (queue_outbox). The caller holds the conversation's lock.
+-- conversation's next sequence number (queue_outbox), with the trace context of the transaction's
+-- producer (producer_traceparent, 60_outbox.sql) or, when none said one (the person's answer to
+-- interact.ask), of the call p_tool_call_id itself. The caller holds the conversation's lock.
 -- Answers its event id.
 CREATE OR REPLACE FUNCTION app_queue_result(
     p_conversation_id text, p_tool text, p_tool_call_id text, p_result jsonb)
@@ -178,9 +183,16 @@ RETURNS uuid
 LANGUAGE plpgsql AS $$
 DECLARE
     queued uuid;
+    traced record;
 BEGIN
     PERFORM refuse_other_app(split_part(p_tool, '.', 1), format('tool %s', p_tool));
+    SELECT producer_traceparent() AS traceparent, producer_tracestate() AS tracestate INTO traced;
+    IF traced.traceparent IS NULL THEN
+        SELECT t.traceparent, t.tracestate INTO traced FROM tool_calls t
+        WHERE t.tool_call_id = p_tool_call_id AND t.conversation_id = p_conversation_id;
+    END IF;
     SELECT q.event_id INTO queued
-    FROM queue_outbox(ARRAY[ROW(p_conversation_id, p_tool, p_tool_call_id, NULL, p_result)::outbox_entry]) q;
+    FROM queue_outbox(ARRAY[ROW(p_conversation_id, p_tool, p_tool_call_id, NULL, p_result,
+                                traced.traceparent, traced.tracestate)::outbox_entry_v2]) q;
     RETURN queued;
 END $$;

@@ -58,12 +58,14 @@ END $$;
 -- holds, up to p_limit rows in all, starting at a shard of its own (p_relay_id's) so that relays of
 -- one node spread over its shards: the head of each conversation's pending queue, due, under no
 -- live lease, not among p_busy; nothing while the endpoint is paused or its circuit not closed. One
--- lease for the whole claim, taken before the statements (the SET holds no volatile function).
+-- lease for the whole claim, taken before the statements (the SET holds no volatile function). Each
+-- row with its trace context (migration 0026; a column added to the result breaks no caller: each
+-- selects its columns by name).
 CREATE OR REPLACE FUNCTION relay_claim_local(
     p_relay_id text, p_limit integer, p_lease_seconds double precision, p_busy uuid[], p_endpoint text)
 RETURNS TABLE (event_id uuid, tool_call_id text, conversation_id text, sequence bigint,
                attempts integer, created_at timestamptz, lease_expires_at timestamptz, payload text,
-               circuit_since timestamptz)
+               traceparent text, tracestate text, circuit_since timestamptz)
 LANGUAGE plpgsql AS $$
 DECLARE
     gate record;
@@ -110,7 +112,8 @@ BEGIN
              FROM due
              WHERE o.event_id = due.event_id
              RETURNING o.event_id, o.tool_call_id, o.conversation_id, o.sequence, o.attempts,
-                       o.created_at, o.lease_expires_at, o.payload::text, $5',
+                       o.created_at, o.lease_expires_at, o.payload::text, o.traceparent,
+                       o.tracestate, $5',
             shard)
             USING p_relay_id, left_to_claim, coalesce(p_busy, ARRAY[]::uuid[]), lease,
                   gate.circuit_since;
@@ -328,11 +331,12 @@ END $$;
 -- waiting longest on this node's shards, then the one waiting longest, under the usual lease (one
 -- value, taken before the statements, for the probe and its row). Answers won = 0 and no row when
 -- it lost, won = 1 and no row when another relay took the row meanwhile (the caller hands the probe
--- back).
+-- back). The row comes with its trace context, as relay_claim_local's.
 CREATE OR REPLACE FUNCTION relay_take_probe_local(
     p_relay_id text, p_lease_seconds double precision, p_endpoint text)
 RETURNS TABLE (won integer, event_id uuid, tool_call_id text, conversation_id text, sequence bigint,
-               attempts integer, created_at timestamptz, lease_expires_at timestamptz, payload text)
+               attempts integer, created_at timestamptz, lease_expires_at timestamptz, payload text,
+               traceparent text, tracestate text)
 LANGUAGE plpgsql AS $$
 DECLARE
     lease timestamptz := clock_timestamp() + make_interval(secs => p_lease_seconds);
@@ -353,7 +357,7 @@ BEGIN
     END LOOP;
     IF NOT waiting THEN
         RETURN QUERY SELECT 0, NULL::uuid, NULL::text, NULL::text, NULL::bigint, NULL::integer,
-                            NULL::timestamptz, NULL::timestamptz, NULL::text;
+                            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text;
         RETURN;
     END IF;
     UPDATE delivery_endpoints e
@@ -367,7 +371,7 @@ BEGIN
     GET DIAGNOSTICS changed = ROW_COUNT;
     IF changed = 0 THEN
         RETURN QUERY SELECT 0, NULL::uuid, NULL::text, NULL::text, NULL::bigint, NULL::integer,
-                            NULL::timestamptz, NULL::timestamptz, NULL::text;
+                            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text;
         RETURN;
     END IF;
     SELECT string_agg(format(
@@ -398,7 +402,7 @@ BEGIN
              FROM probe
              WHERE o.event_id = probe.event_id
              RETURNING 1, o.event_id, o.tool_call_id, o.conversation_id, o.sequence, o.attempts,
-                       o.created_at, o.lease_expires_at, o.payload::text',
+                       o.created_at, o.lease_expires_at, o.payload::text, o.traceparent, o.tracestate',
             candidate.shard)
             USING candidate.event_id, p_relay_id, lease;
         GET DIAGNOSTICS changed = ROW_COUNT;
@@ -407,7 +411,7 @@ BEGIN
         END IF;
     END LOOP;
     RETURN QUERY SELECT 1, NULL::uuid, NULL::text, NULL::text, NULL::bigint, NULL::integer,
-                        NULL::timestamptz, NULL::timestamptz, NULL::text;
+                        NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text;
 END $$;
 
 -- relay_close_local: CLOSE on this node: the probe this relay holds was answered, so the circuit

@@ -18,7 +18,10 @@
 -- opened, the settled operations (as JSON, none mostly), whether the conversation changed and
 -- whether outbox rows were queued.
 -- p_context carries the Tool's settings (e.g. the late-interrupt window) as the service passes them,
--- and who calls ("caller", recorded in tool_calls.caller; service/use_cases/callers.py).
+-- who calls ("caller", recorded in tool_calls.caller; service/use_cases/callers.py) and, when the
+-- service traces, the call's W3C trace context ("traceparent", "tracestate"; service/trace_context.py):
+-- recorded in tool_calls.traceparent and .tracestate, and the producer of every row the decision
+-- writes (trace_producer, 60_outbox.sql: the operation it opens, the outbox rows it queues).
 CREATE OR REPLACE FUNCTION call_tool_v3(
     p_tool_call_id text, p_conversation_id text, p_tool text, p_fingerprint text,
     p_arguments jsonb, p_decide regproc, p_context jsonb)
@@ -52,6 +55,9 @@ BEGIN
         END IF;
         RETURN;
     END IF;
+    IF p_context ? 'traceparent' THEN
+        PERFORM trace_producer(p_context ->> 'traceparent', p_context ->> 'tracestate');
+    END IF;
     -- The decision runs as its Tool's app (the name's prefix, "<app_scope>.<name>"): what it asks of
     -- the engine is held to that app's own (acting_app, 75_app_api.sql).
     PERFORM set_config('lineup.acting_app', split_part(p_tool, '.', 1), true);
@@ -60,14 +66,14 @@ BEGIN
         USING p_tool_call_id, p_conversation_id, p_arguments, p_context;
     PERFORM set_config('lineup.acting_app', '', true);
     body := decided.response::text;
-    -- Who called (tool_calls.caller, migration 0025) when the service says: the release before it
-    -- says nothing, and migration 0023 makes this function from this file before 0025 adds the
-    -- column, while only that release serves.
+    -- Who called (tool_calls.caller, migration 0025) and the call's trace context (migration 0026)
+    -- when the service says: the release before them says neither, and migration 0023 makes this
+    -- function from this file before 0025 and 0026 add the columns, while only that release serves.
     IF p_context ? 'caller' THEN
         INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response,
-                                caller)
+                                caller, traceparent, tracestate)
         VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome, body::json,
-                p_context -> 'caller');
+                p_context -> 'caller', p_context ->> 'traceparent', p_context ->> 'tracestate');
     ELSE
         INSERT INTO tool_calls (tool_call_id, conversation_id, tool, fingerprint, outcome, response)
         VALUES (p_tool_call_id, p_conversation_id, p_tool, p_fingerprint, decided.outcome, body::json);

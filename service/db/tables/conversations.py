@@ -44,6 +44,11 @@ tool_calls = Table(
     # "subject", "client_id"} for a person's token on /mcp; NULL when recorded before, or by the
     # release before (service.use_cases.callers).
     Column("caller", JSONB, nullable=True),
+    # The W3C trace context of the call as the service received it (migration 0026): what its span
+    # was when it traces, so the console and a trace backend find each other; NULL when it does
+    # not, or for the release before (service.trace_context).
+    Column("traceparent", Text, nullable=True),
+    Column("tracestate", Text, nullable=True),
     # Unique per conversation (the contract's "Past one primary"): the same id in another
     # conversation is another call.
     PrimaryKeyConstraint("tool_call_id", "conversation_id"),
@@ -131,6 +136,8 @@ interactions = Table(
         "created_at",
         postgresql_where=text("status = 'pending'"),
     ),
+    # A conversation's latest question, answered or not: operation_status (migration 0027).
+    Index("ix_interactions_conversation_created", "conversation_id", "created_at"),
     # History retention's order, and the interactions of a sub-session it removes (migration 0015).
     Index("ix_interactions_created_at", "created_at"),
     Index(

@@ -49,6 +49,11 @@ outbox = Table(
     Column("payload", JSONB, nullable=False),
     Column("lease_owner", Text, nullable=True),
     timestamp("lease_expires_at", nullable=True),
+    # The W3C trace context of what produced the row (migration 0026): the call or the deadline
+    # sweeper's settle in whose transaction it was queued, else the call that opened its operation.
+    # Each delivery attempt's span links to it; a relay that does not trace forwards it to the Agent.
+    Column("traceparent", Text, nullable=True),
+    Column("tracestate", Text, nullable=True),
     PrimaryKeyConstraint("event_id", "conversation_id"),
     # At most one outbox row per tool call (of its conversation).
     UniqueConstraint("tool_call_id", "conversation_id"),

@@ -143,6 +143,10 @@ operations = Table(
     # operations opened before migration 0024 (a column with a default could not be added:
     # operation_json takes the table's row type).
     Column("one_running", Boolean, nullable=True),
+    # The W3C trace context of the call that opened it (migration 0026), which the deadline
+    # sweeper's settle links to, and which its outbox row carries when whatever ends it says none.
+    Column("traceparent", Text, nullable=True),
+    Column("tracestate", Text, nullable=True),
     PrimaryKeyConstraint("operation_id", "conversation_id"),
     UniqueConstraint("tool_call_id", "conversation_id"),
     ForeignKeyConstraint(

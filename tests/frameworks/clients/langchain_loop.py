@@ -72,9 +72,9 @@ async def main() -> None:
         state = await agent.ainvoke({"messages": [("user", f"call {tool}")]})
         return answer_of(state["messages"][-1].content)
 
-    async def ending() -> dict[str, Any]:
+    async def ending(**call: str) -> dict[str, Any]:
         for _ in range(10):
-            status = await step("operation_status", WAIT)
+            status = await step("operation_status", {**call, **WAIT})
             if status["result"] is not None:
                 return status
         raise AssertionError(f"no ending: {status}")
@@ -92,10 +92,11 @@ async def main() -> None:
     )
     report("late_interrupt", answer=await step("pomodoro_interrupt", {}))
 
-    report("ask", answer=await step("interact_ask", ASK))
-    await asyncio.sleep(2)  # the person answers at the Host meanwhile
-    status = await step("operation_status", {})
-    report("ask_ending", via="operation_status", result=status["result"])
+    asked = await step("interact_ask", ASK)
+    report("ask", answer=asked)
+    # The person answers at the Host meanwhile; the question is the conversation's latest call.
+    status = await ending()
+    report("ask_ending", via="operation_status", tool_call_id=status["tool_call_id"], result=status["result"])
 
 
 asyncio.run(main())

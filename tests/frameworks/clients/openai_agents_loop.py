@@ -85,9 +85,9 @@ async def main() -> None:
         run = await Runner.run(agent, f"call {tool}")
         return answer_of(run.final_output)
 
-    async def ending() -> dict[str, Any]:
+    async def ending(**call: str) -> dict[str, Any]:
         for _ in range(10):
-            status = await step("operation_status", WAIT)
+            status = await step("operation_status", {**call, **WAIT})
             if status["result"] is not None:
                 return status
         raise AssertionError(f"no ending: {status}")
@@ -109,10 +109,13 @@ async def main() -> None:
         )
         report("late_interrupt", answer=await step("pomodoro_interrupt", {}))
 
-        report("ask", answer=await step("interact_ask", ASK))
-        await asyncio.sleep(2)  # the person answers at the Host meanwhile
-        status = await step("operation_status", {})
-        report("ask_ending", via="operation_status", result=status["result"])
+        asked = await step("interact_ask", ASK)
+        report("ask", answer=asked)
+        # The person answers at the Host meanwhile; the call is named by the id it answered with.
+        status = await ending(tool_call_id=asked["tool_call_id"])
+        report(
+            "ask_ending", via="operation_status", tool_call_id=status["tool_call_id"], result=status["result"]
+        )
 
 
 asyncio.run(main())
