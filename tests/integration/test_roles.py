@@ -240,7 +240,10 @@ def test_the_runtime_role_cannot_drop_truncate_or_run_programs(names: roles.Name
 
 
 # Settings a function's source declares besides the search_path (its own SET clause).
-DECLARED_SETTINGS = {"settle_claimed": ["plan_cache_mode=force_generic_plan"]}
+DECLARED_SETTINGS = {
+    "claim_due": ["plan_cache_mode=force_generic_plan"],
+    "settle_claimed": ["plan_cache_mode=force_generic_plan"],
+}
 
 
 def test_every_function_looked_up_when_it_runs_has_a_fixed_search_path(db: Db) -> None:

@@ -146,10 +146,15 @@ END $$;
 -- request, and SKIP LOCKED lets several claimers, in one replica or many, claim side by side without
 -- ever taking the same row. Each with the trace context of the call that opened it. (On Citus a lock
 -- with SKIP LOCKED must stay in one shard: the sweeper finds the due conversations first and settles
--- each with settle_due_in, service/use_cases/deadlines.py.)
+-- each with settle_due_in, service/use_cases/deadlines.py.) Planned once, generically
+-- (plan_cache_mode), as settle_claimed is: a custom plan for each p_limit always looked cheaper and
+-- was made again at every call, about 1 M instructions a batch; the generic plan is the same walk of
+-- ix_operations_focusing_ends_at, whatever the statistics say is due.
 CREATE OR REPLACE FUNCTION claim_due(p_limit integer)
 RETURNS TABLE (conversation_id text, operation_id uuid, traceparent text, tracestate text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
 BEGIN
     RETURN QUERY
     SELECT o.conversation_id, o.operation_id, o.traceparent, o.tracestate
