@@ -12,7 +12,7 @@ ARGS ?= --help
 QUIET_FAIL = if [ -t 2 ]; then exit 0; else exit $${code:-1}; fi
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model full-disk netfaults
+.PHONY: help install system-deps links dev ops test lint format migrate serve relay bench failover chaos scale-out upgrade mcp-replicas mcp-conformance pooler instructions citus model full-disk netfaults clocks
 .PHONY: kube-validate kube-rules kube
 .PHONY: frameworks
 
@@ -134,6 +134,13 @@ netfaults: install ## Postgres, two replicas, two relays and the Agent in networ
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
 	@$(PY) -c 'import netfilterqueue' 2>/dev/null || $(PY) -m pip install -q -e '.[netfaults]'
 	$(PY) -u -m rigs.netfaults $(NETFAULTS_ARGS)
+
+clocks: install ## serve and the relays under libfaketime (an hour ahead, an hour behind, drifting) under load: nothing early or late, backoff and leases unharmed, the offsets reported; the checks
+	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends faketime; }
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15; }
+	$(PY) -u -m rigs.clocks $(CLOCKS_ARGS)
 
 mcp-conformance: install ## the official MCP conformance suite (two pinned versions, Node 22 from npm) against a stack; not-applicable list in rigs/
 	@command -v npm >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm; }

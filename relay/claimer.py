@@ -27,6 +27,7 @@ from relay import claims as claims_db
 from relay.backoff import retry_delay
 from relay.circuit import is_endpoint_wide
 from relay.claims import Claim, Outcome
+from relay.clock import database_time
 from relay.config import RelayConfig
 from relay.database import RelayPool
 from relay.delivery import Attempt, Deliverer
@@ -187,7 +188,7 @@ class Claimer:
             # A bug here must not strand the row until its lease expires.
             log.exception("relay_delivery_bug", event_id=str(claim.event_id))
             failed = AttemptResult(None, type(exc).__name__, str(exc))
-            self._attempted(claim, Attempt(datetime.now(UTC), 0, failed))
+            self._attempted(claim, Attempt(self._database_now(claim), 0, failed))
 
     def _attempted(self, claim: Claim, attempt: Attempt) -> None:
         """An attempt has ended (answered, failed, or cut by the stop): its outcome goes to the
@@ -221,6 +222,11 @@ class Claimer:
         finally:
             self.outcomes.put(self._outcome(claim, attempt))
 
+    def _database_now(self, claim: Claim) -> datetime:
+        """The database's clock now, read from the claim's lease (``relay.clock``): the host's may be
+        off, and ``created_at`` and a receiver's ``Retry-After`` date are not the host's."""
+        return datetime.fromtimestamp(database_time(claim, self.config.lease_seconds), UTC)
+
     def _outcome(self, claim: Claim, attempt: Attempt, delay: float | None = None) -> Outcome:
         cfg = self.config
         result = attempt.result
@@ -238,11 +244,16 @@ class Claimer:
                 self._circuit.observe(claim, attempt)
             if decided == "retry":
                 delay = retry_delay(
-                    claim.attempts, base=cfg.backoff_base, cap=cfg.backoff_max, retry_after=result.retry_after
+                    claim.attempts,
+                    base=cfg.backoff_base,
+                    cap=cfg.backoff_max,
+                    retry_after=result.retry_after,
+                    now=self._database_now(claim),  # a Retry-After date, against the database's clock
                 )
         self.metrics.attempt_seconds.observe(attempt.duration_ms / 1000)
         if decided == "delivered":
-            self.metrics.commit_to_delivery.observe((datetime.now(UTC) - claim.created_at).total_seconds())
+            since_commit = self._database_now(claim) - claim.created_at
+            self.metrics.commit_to_delivery.observe(since_commit.total_seconds())
         return Outcome(
             claim=claim,
             verdict=decided,

@@ -19,13 +19,10 @@ import structlog
 from prometheus_client import Gauge
 
 from relay.claims import Claim
+from service.clock_skew import SKEW_WARNING_SECONDS as SKEW_WARNING_SECONDS
+from service.clock_skew import ClockSkew as ClockSkew
 
 log = structlog.get_logger("relay")
-
-#: How far the host's clock may be from the database's before the relay says so.
-SKEW_WARNING_SECONDS = 5.0
-#: The warning is repeated at most this often while the skew lasts.
-SKEW_LOG_INTERVAL = 300.0
 
 
 def database_time(claim: Claim, lease_seconds: float) -> float:
@@ -33,25 +30,6 @@ def database_time(claim: Claim, lease_seconds: float) -> float:
     return claim.lease.timestamp() - lease_seconds + (time.monotonic() - claim.claimed_at)
 
 
-class ClockSkew:
-    """The host clock's offset from the database's, as a gauge and a rate-limited log line."""
-
-    def __init__(self, gauge: Gauge) -> None:
-        self._gauge = gauge
-        self._warned_at: float | None = None
-
-    def observe(self, database_now: float, host_now: float) -> None:
-        offset = host_now - database_now
-        self._gauge.set(offset)
-        skewed = abs(offset) > SKEW_WARNING_SECONDS
-        now = time.monotonic()
-        if skewed and (self._warned_at is None or now - self._warned_at >= SKEW_LOG_INTERVAL):
-            self._warned_at = now
-            log.warning(
-                "relay_clock_skew",
-                host_ahead_seconds=round(offset, 3),
-                hint="webhooks are stamped with the database's clock; fix the host's clock (NTP)",
-            )
-        elif not skewed and self._warned_at is not None:
-            self._warned_at = None
-            log.info("relay_clock_skew_gone", host_ahead_seconds=round(offset, 3))
+def relay_skew(gauge: Gauge) -> ClockSkew:
+    """The relay's: ``relay_clock_skew`` lines."""
+    return ClockSkew(gauge, event="relay_clock_skew", logger=log)

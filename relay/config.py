@@ -43,6 +43,8 @@ class RelayConfig:
     prepared: bool = True
     listen_url: str | None = None
     endpoint: str = AGENT_ENDPOINT
+    # READY_CHECK_TIMEOUT_SECONDS: /readyz's database probe, unanswered this long, is a 503.
+    ready_timeout: float = 2.0
     # On Citus: claims, outcomes and pruning on the shards of the node DATABASE_URL leads to (a
     # worker), found when the relay connects (relay.worker).
     on_node: bool = False
@@ -72,6 +74,7 @@ class RelayConfig:
             shutdown_grace=settings.relay_shutdown_grace_seconds,
             prepared=settings.db_prepared_statements,
             listen_url=settings.listen_psycopg_url,
+            ready_timeout=settings.ready_check_timeout_seconds,
         )
 
 

@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from relay.database import RelayPool
 from relay.metrics import RelayMetrics
+from service.db.ready_check import ReadyCheck
 from service.db.schema_revision import schema_problem
 from service.version import __version__
 
@@ -33,9 +34,13 @@ class ProbePortError(Exception):
 
 
 class ProbeServer:
-    def __init__(self, metrics: RelayMetrics, pool: RelayPool, *, host: str, port: int) -> None:
+    def __init__(
+        self, metrics: RelayMetrics, pool: RelayPool, *, host: str, port: int, ready_timeout: float = 2.0
+    ) -> None:
         self._metrics = metrics
         self._pool = pool
+        # /readyz answers within ready_timeout even when the database vanished (service.db.ready_check).
+        self._ready = ReadyCheck(self._schema, ready_timeout)
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
@@ -94,9 +99,13 @@ class ProbeServer:
         return "404 Not Found", "text/plain", b"not found\n"
 
     async def _not_ready(self) -> str | None:
-        """Why the relay cannot work now: the database unreachable, or not serving this release."""
+        """Why the relay cannot work now: the database unreachable or silent, or not serving this
+        release."""
+        return await self._ready()
+
+    async def _schema(self) -> str | None:
         try:
-            async with self._pool.connection(timeout=2) as conn:
+            async with self._pool.connection(timeout=self._ready.timeout) as conn:
                 return await schema_problem(conn)
         except psycopg.Error as exc:
             return f"database unreachable ({type(exc).__name__})"

@@ -19,7 +19,7 @@ import structlog
 from opentelemetry.trace import TracerProvider
 
 from relay.claimer import Claimer
-from relay.clock import ClockSkew
+from relay.clock import relay_skew
 from relay.config import RelayConfig, redacted
 from relay.database import RelayPool, relay_pool
 from relay.delivery import Deliverer
@@ -146,7 +146,13 @@ class Relay:
         resources.callback(self.metrics.pools.forget, self._pool)
         cfg = self.config = await self._placed(cfg)
         if cfg.metrics_port:
-            probes = ProbeServer(self.metrics, self._pool, host=cfg.metrics_host, port=cfg.metrics_port)
+            probes = ProbeServer(
+                self.metrics,
+                self._pool,
+                host=cfg.metrics_host,
+                port=cfg.metrics_port,
+                ready_timeout=cfg.ready_timeout,
+            )
             await probes.start()
             resources.push_async_callback(probes.close)
             self.probe_port = probes.port
@@ -157,7 +163,7 @@ class Relay:
             timeout=cfg.timeout,
             concurrency=cfg.concurrency,
             lease_seconds=cfg.lease_seconds,
-            skew=ClockSkew(self.metrics.clock_offset),
+            skew=relay_skew(self.metrics.clock_offset),
             tracer=recording_tracer(self._tracer_provider),
             destination=cfg.endpoint,
         )

@@ -74,7 +74,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from harness.calls import start_body
-from harness.database import create_database
+from harness.database import create_database, with_user
 from harness.http_client import HttpClient
 from harness.postgres import PG_BIN, Postgres, workdir
 from harness.processes import ROOT, RelayProcess, ServiceProcess, environment, launch, log_tail
@@ -82,6 +82,10 @@ from harness.receiver import Receiver
 from rigs.checks import Checks, check, print_figures, settle
 from rigs.load import Agents, Caller, Figures, Probe
 from rigs.stack import WEBHOOK_SECRET, migrate
+from service.db import roles
+from service.db.pool import SWEEP_WAIT
+from service.manifests import registry_of
+from service.settings import Settings
 
 PREFIX = "lnetf-"
 PG_NS, AGENT_NS = f"{PREFIX}pg", f"{PREFIX}agent"
@@ -98,6 +102,43 @@ NODES = {
 QUEUE = 1  # the NFQUEUE of the slow links
 SERVICE_PORT = 8000
 PROBE_TIMEOUT = 3.0  # a /readyz without an answer this long fails (deploy/kubernetes: timeoutSeconds)
+MARGIN = 2.0  # what a machine of 2 shared cores and 100-300 ms round trips add to a bound, seconds
+# The longest a live transaction holds a conversation's lock on the slow link: the Host's foreground
+# switch, about ten statements of a round trip each (up to 300 ms), a lost packet or two among them.
+SLOW_TRANSACTION = 4.0
+
+
+def _seconds(value: str) -> float:
+    """A Postgres duration of the role limits ("5s", "60s", "1min", "0") in seconds."""
+    units = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
+    for unit in sorted(units, key=len, reverse=True):
+        if value.endswith(unit):
+            return float(value[: -len(unit)]) * units[unit]
+    return float(value) / 1000  # a bare number is milliseconds
+
+
+def bounds(settings: Settings) -> tuple[float, float]:
+    """What the service promises under a partition, from its defaults (docs/operations.md, "When
+    the network fails"): (the longest a call to a replica cut from Postgres takes to answer, the
+    latest a deadline may settle after its ends_at).
+
+    A call sent after the cut goes out on a pooled connection whose peer is gone: TCP gives it up
+    after DB_TCP_USER_TIMEOUT_SECONDS unacknowledged (or, if the statement was acknowledged, one
+    keepalive interval later), the caller waits at most SWEEP_WAIT for the test of the idle ones, and
+    no retry follows once DB_UNAVAILABLE_AFTER_SECONDS have passed (a checkout waits at most the
+    rest): a 503 within the larger of the two, plus the margin. A deadline is late while a
+    conversation's lock is held past its ends_at: by a live transaction on the slow link (the Host's
+    leave or foreground switch, SLOW_TRANSACTION) and then, if the cut caught it, by that open
+    transaction, which Postgres ends after the runtime role's idle_in_transaction_session_timeout;
+    another replica's sweeper then settles it within SWEEPER_POLL_SECONDS; plus the margin. (Before
+    the role had that bound the cut replica held the lock until its connection came back: 30 s and
+    more after a 20 s partition.)"""
+    statement = settings.db_tcp_user_timeout_seconds + settings.db_keepalives_interval_seconds + SWEEP_WAIT
+    call = max(settings.db_unavailable_after_seconds, statement) + MARGIN
+    idle = _seconds(roles.DEFAULT_LIMITS[roles.RUNTIME].idle_in_transaction_session_timeout)
+    return call, SLOW_TRANSACTION + idle + settings.sweeper_poll_seconds + MARGIN
+
+
 WORKDIR_PREFIX = "lineup-netfaults-"
 CLONE_NEWNET = 0x40000000
 
@@ -358,12 +399,19 @@ class Stack:
 
 
 async def readyz(http: httpx.AsyncClient, service: NetService) -> int | str:
+    return (await timed_readyz(http, service))[0]
+
+
+async def timed_readyz(http: httpx.AsyncClient, service: NetService) -> tuple[int | str, float]:
+    """``/readyz``'s status ("no answer" past PROBE_TIMEOUT) and the seconds it took."""
+    began = time.monotonic()
     try:
-        return (await http.get(f"{service.base_url}/readyz", timeout=PROBE_TIMEOUT)).status_code
+        status: int | str = (await http.get(f"{service.base_url}/readyz", timeout=PROBE_TIMEOUT)).status_code
     except httpx.TimeoutException:
-        return "no answer"
+        status = "no answer"
     except httpx.HTTPError as exc:
-        return type(exc).__name__
+        status = type(exc).__name__
+    return status, time.monotonic() - began
 
 
 async def ready_again(http: httpx.AsyncClient, service: NetService, within: float) -> float | None:
@@ -376,34 +424,77 @@ async def ready_again(http: httpx.AsyncClient, service: NetService, within: floa
     return None
 
 
-async def replica_partition(stack: Stack, seconds: float) -> None:
-    """Scenario 2: replica 1 cut from Postgres (half-open), then healed."""
+async def call_while_cut(service: NetService, body: bytes) -> tuple[int | str, bytes, float]:
+    """One send of ``body`` to ``service``: its status (or why there was none), body and seconds."""
+    client = HttpClient(service.base_url, service.agent_token)
+    began = time.monotonic()
+    try:
+        status, _, data = await client.request("POST", "/v1/tool-calls", body, within=60)
+        return status, data, time.monotonic() - began
+    except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+        return type(exc).__name__, b"", time.monotonic() - began
+    finally:
+        await client.close()
+
+
+async def replica_partition(stack: Stack, seconds: float, run_id: str) -> None:
+    """Scenario 2: replica 1 cut from Postgres (half-open), then healed; a start sent to it a second
+    after the cut must be answered 503 database_unavailable within the bound, and once sent again
+    after the heal, be answered as any start."""
     service, probe = stack.services[0], stack.probes[0]
+    call_bound, _ = bounds(Settings())
     cut = from_postgres("svc1")
     stack.say(f"replica 1 partitioned from Postgres for {seconds:.0f} s (DROP both ways)")
+    tool_call_id = f"cut-{run_id}-start"
+    payload = start_body(f"cut-{run_id}", 1, "netfaults", tool_call_id=tool_call_id)
     began = time.monotonic()
     cut.apply()
-    polls: list[tuple[float, int | str]] = []
+    polls: list[tuple[float, int | str, float]] = []
     async with httpx.AsyncClient() as http:
         try:
+            await asyncio.sleep(1)
+            sent = asyncio.create_task(call_while_cut(service, json.dumps(payload).encode()))
             while time.monotonic() - began < seconds:
-                status = await readyz(http, service)
-                polls.append((time.monotonic() - began, status))
+                status, took = await timed_readyz(http, service)
+                polls.append((time.monotonic() - began, status, took))
                 await asyncio.sleep(0.5)
+            cut_status, cut_body, cut_took = await sent
         finally:
             cut.heal()
-        healed = time.monotonic()
         stack.say("replica 1's link to Postgres healed")
         recovered = await ready_again(http, service, within=120)
-    first_failure = next((t for t, status in polls if status != 200), None)
-    late = [status for t, status in polls if t >= seconds / 2]
-    answers = sorted({str(status) for _, status in polls})
+    # The Agent sends the unanswered start again, as it would, until it is answered.
+    caller = Caller(service.base_url, service.agent_token, stack.figures)
+    try:
+        stack.figures.acknowledged[tool_call_id] = await caller("POST", "/v1/tool-calls", payload)
+    finally:
+        await caller.http.close()
+    cut_error = _error_code(cut_body)
+    stack.checks.add(
+        f"a call to the partitioned replica answered 503 database_unavailable within {call_bound:.0f} s",
+        cut_status == 503 and cut_error == "database_unavailable" and cut_took <= call_bound,
+        f"{cut_status} {cut_error} after {cut_took:.1f} s; answered"
+        f" {stack.figures.acknowledged[tool_call_id][0]} once sent again after the heal",
+    )
+    stack.note(
+        f"replica partition: a start sent 1 s after the cut answered {cut_status} ({cut_error})"
+        f" after {cut_took:.1f} s"
+    )
+    first_failure = next((t for t, status, _ in polls if status != 200), None)
+    late = [status for t, status, _ in polls if t >= seconds / 2]
+    answers = sorted({str(status) for _, status, _ in polls})
+    slowest = max((took for _, _, took in polls), default=0.0)
     stack.checks.add(
         "the partitioned replica failed /readyz",
         first_failure is not None and bool(late) and all(status != 200 for status in late),
         f"first failure {first_failure:.1f} s after the cut; answers {answers}"
         if first_failure is not None
         else f"answers {answers}",
+    )
+    stack.checks.add(
+        f"every /readyz of the partitioned replica answered (200 or 503) within {PROBE_TIMEOUT:.0f} s",
+        all(status in (200, 503) for _, status, _ in polls),
+        f"{len(polls)} probes, answers {answers}, the slowest {slowest:.1f} s",
     )
     stack.checks.add(
         "the partitioned replica was ready again by itself, not restarted",
@@ -416,10 +507,9 @@ async def replica_partition(stack: Stack, seconds: float) -> None:
     failed_at = "never" if first_failure is None else f"{first_failure:.1f} s after the cut"
     ready_at = "not" if recovered is None else f"{recovered:.1f} s"
     stack.note(
-        f"replica partition: /readyz failed {failed_at} ({', '.join(answers)}); ready {ready_at}"
-        f" after the heal; its probe wrote nothing for {gap:.1f} s"
+        f"replica partition: /readyz failed {failed_at} ({', '.join(answers)}, the slowest answer"
+        f" {slowest:.1f} s); ready {ready_at} after the heal; its probe wrote nothing for {gap:.1f} s"
     )
-    del healed
 
 
 async def relay_partition(stack: Stack, seconds: float) -> None:
@@ -498,10 +588,14 @@ async def mid_commit(stack: Stack, run_id: str, calls: int = 8) -> None:
 
 async def lost_answer(stack: Stack, run_id: str) -> None:
     """Scenario 5: a start's answer lost between Postgres and replica 1; the Agent sends it again
-    with the same tool_call_id to replica 2."""
+    with the same tool_call_id to replica 2. Replica 1 answers the first send once the link heals
+    (the recorded answer), or — when its connection was given up meanwhile
+    (DB_TCP_USER_TIMEOUT_SECONDS) — 503 database_unavailable, and then the recorded answer to the
+    Agent's next send, as the contract says."""
     first, second = stack.services
     tool_call_id = f"lost-{run_id}-start"
-    body = json.dumps(start_body(f"lost-{run_id}", 1, "netfaults", tool_call_id=tool_call_id)).encode()
+    payload = start_body(f"lost-{run_id}", 1, "netfaults", tool_call_id=tool_call_id)
+    body = json.dumps(payload).encode()
     cut = from_postgres("svc1", both_ways=False)
     stack.say("Postgres' packets to replica 1 dropped; a start sent to replica 1")
     cut.apply()
@@ -527,6 +621,14 @@ async def lost_answer(stack: Stack, run_id: str) -> None:
             cut.heal()
         await one.close()
         await two.close()
+    late_error = _error_code(late.body) if late.status == 503 else None
+    replica_one = (late.status, late.body)
+    if late_error == "database_unavailable":  # sent again to replica 1, as the Agent would
+        caller = Caller(first.base_url, first.agent_token, stack.figures)
+        try:
+            replica_one = await caller("POST", "/v1/tool-calls", payload)
+        finally:
+            await caller.http.close()
     with psycopg.connect(stack.admin_url, autocommit=True, row_factory=dict_row) as conn:
         recorded = conn.execute(
             "SELECT response::text AS response FROM tool_calls WHERE tool_call_id = %s", (tool_call_id,)
@@ -535,26 +637,43 @@ async def lost_answer(stack: Stack, run_id: str) -> None:
             "SELECT count(*) AS n FROM operations WHERE tool_call_id = %s", (tool_call_id,)
         ).fetchone()
     stack.figures.acknowledged[tool_call_id] = (again.status, again.body)
-    same = recorded is not None and again.body.decode() == recorded["response"] == late.body.decode()
+    same = recorded is not None and again.body.decode() == recorded["response"] == replica_one[1].decode()
+    late_said = str(late.status)
+    if late_error:
+        late_said += f" {late_error}, then {replica_one[0]} when sent again"
     stack.checks.add(
         "an answer lost in a partition: the same tool_call_id sent again got the recorded answer",
-        unanswered and again.status == 202 and late.status == 202 and same and operations == {"n": 1},
+        unanswered
+        and again.status == 202
+        and (late.status == 202 or late_error == "database_unavailable")
+        and replica_one[0] == 202
+        and same
+        and operations == {"n": 1},
         f"unanswered after 4 s {unanswered}; committed before it was sent again {committed};"
-        f" answers {again.status} / {late.status} (late), identical {same}; operations {operations}",
+        f" answers {again.status} / {late_said} (replica 1), identical {same}; operations {operations}",
     )
     stack.note(
         f"lost answer: the first send unanswered after 4 s"
         f" ({'committed' if committed else 'not yet committed'});"
-        f" sent again to replica 2: {again.status}; replica 1's late answer {late.status};"
-        f" both byte for byte the recorded answer: {same}"
+        f" sent again to replica 2: {again.status}; replica 1's late answer {late_said};"
+        f" both byte for byte the recorded answer: {same}; operations {operations['n'] if operations else 0}"
     )
     stack.note(f"  the answer: {again.body.decode()}")
+
+
+def _error_code(body: bytes) -> str | None:
+    """The contract's error code of an answer's body, if it has one."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return parsed.get("error") if isinstance(parsed, dict) else None
 
 
 async def faults(stack: Stack, args: argparse.Namespace, run_id: str) -> None:
     try:
         await asyncio.sleep(args.slow_for)
-        await replica_partition(stack, args.partition)
+        await replica_partition(stack, args.partition, run_id)
         await asyncio.sleep(3)
         await relay_partition(stack, args.partition)
         await asyncio.sleep(2)
@@ -633,9 +752,10 @@ def delivery_checks(admin_url: str, receiver: Receiver, checks: Checks, relays: 
         f" ({len(cut_short)} of them after a delivery the relay timed out on, same webhook-id),"
         f" out of order {out_of_order}",
     )
+    _, lateness = bounds(Settings())
     checks.add(
-        "every deadline settled, none completed before its ends_at",
-        late["open"] == 0 and late["early"] == 0 and late["n"] > 0,
+        f"every deadline settled within {lateness:.0f} s of its ends_at, none before it",
+        late["open"] == 0 and late["early"] == 0 and late["n"] > 0 and late["worst"] <= lateness * 1000,
         f"{late['n']} periods completed, the worst {late['worst']} ms after its ends_at;"
         f" open {late['open']}, early {late['early']}"
         + (
@@ -650,16 +770,23 @@ def delivery_checks(admin_url: str, receiver: Receiver, checks: Checks, relays: 
 async def netfaults(args: argparse.Namespace, server: NetPostgres, log_dir: Path) -> int:
     admin_url = server.url("lineup")
     create_database(server.url(), "lineup")
-    await asyncio.to_thread(migrate, admin_url, log_dir)
+    # As a deployment runs: the roles made by the admin (with their limits: the runtime role's
+    # idle_in_transaction_session_timeout is what frees a cut replica's locks), migrate as the owner,
+    # the replicas as runtime, the relays as relay; the checks read as the admin.
+    names = roles.Names()
+    with psycopg.connect(admin_url) as conn:
+        roles.ensure(conn, names, registry_of(Settings()))
+    await asyncio.to_thread(migrate, with_user(admin_url, names.owner), log_dir)
+    service_url, relay_url = with_user(admin_url, names.runtime), with_user(admin_url, names.relay)
     run_id = secrets.token_hex(3)
     figures = Figures()
     async with Receiver([WEBHOOK_SECRET], host=AGENT_ADDRESS) as receiver:
-        first = NetService("svc1", admin_url, log_dir)
+        first = NetService("svc1", service_url, log_dir)
         same = {name: first.env[name] for name in ("AGENT_TOKEN", "HOST_TOKEN", "OPERATOR_TOKEN")}
-        services = [first, NetService("svc2", admin_url, log_dir, env=same)]
-        relays = [NetRelay(node, admin_url, receiver.url, log_dir) for node in ("relay1", "relay2")]
+        services = [first, NetService("svc2", service_url, log_dir, env=same)]
+        relays = [NetRelay(node, relay_url, receiver.url, log_dir) for node in ("relay1", "relay2")]
         for service in services:
-            service.database_url = admin_url
+            service.database_url = service_url
         # Each service and relay reaches Postgres through its own link: the same address.
         with delayer(log_dir):
             stack: Stack | None = None

@@ -8,7 +8,7 @@ import base64
 import contextlib
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,15 +34,30 @@ def migrate(database_url: str, log_dir: Path) -> None:
         raise RuntimeError(f"python -m service migrate exited {code}; log {log_dir / 'migrate.log'}")
 
 
-def relay(database_url: str, webhook_url: str, log_dir: Path, relay_id: str) -> RelayProcess:
+#: The rigs' relays' backoff: 0.2 s doubling to 2 s (``relay.backoff``).
+BACKOFF_BASE, BACKOFF_MAX = 0.2, 2.0
+
+
+def relay(
+    database_url: str,
+    webhook_url: str,
+    log_dir: Path,
+    relay_id: str,
+    env: Mapping[str, str] | None = None,
+) -> RelayProcess:
     """A relay with a fixed ``RELAY_ID`` (a restarted one hands back at once the leases its killed
-    predecessor held) and a short backoff (0.2 s to 2 s)."""
+    predecessor held) and a short backoff (0.2 s to 2 s); ``env``, more of its environment."""
     return RelayProcess(
         database_url,
         webhook_url,
         WEBHOOK_SECRET,
         log_dir / f"{relay_id}.log",
-        {"RELAY_ID": relay_id, "RELAY_BACKOFF_BASE_SECONDS": "0.2", "RELAY_BACKOFF_MAX_SECONDS": "2"},
+        {
+            "RELAY_ID": relay_id,
+            "RELAY_BACKOFF_BASE_SECONDS": str(BACKOFF_BASE),
+            "RELAY_BACKOFF_MAX_SECONDS": str(BACKOFF_MAX),
+            **(env or {}),
+        },
     )
 
 
@@ -76,15 +91,21 @@ class Rig:
 
 @contextlib.asynccontextmanager
 async def running_rig(
-    url: str, log_dir: Path, *, agents: int, relay_prefix: str, failing: float = 0.0
+    url: str,
+    log_dir: Path,
+    *,
+    agents: int,
+    relay_prefix: str,
+    failing: float = 0.0,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Rig]:
     """The receiver (answering a share ``failing`` of the deliveries with 503), the service (ready)
-    and two relays, all on ``url``; on the way out, whatever happened, ``stop`` is set and every
-    process is stopped with SIGTERM (their codes in ``codes``)."""
-    service = ServiceProcess(url, log_dir)
+    and two relays, all on ``url`` (and ``env`` in their environment); on the way out, whatever
+    happened, ``stop`` is set and every process is stopped with SIGTERM (their codes in ``codes``)."""
+    service = ServiceProcess(url, log_dir, env=env)
     rig: Rig | None = None
     async with Receiver([WEBHOOK_SECRET], responder=fail_share(failing)) as receiver:
-        relays = [relay(url, receiver.url, log_dir, f"{relay_prefix}-{n}") for n in (1, 2)]
+        relays = [relay(url, receiver.url, log_dir, f"{relay_prefix}-{n}", env) for n in (1, 2)]
         try:
             await asyncio.to_thread(service.start_ready)  # its port is final only now
             for process in relays:

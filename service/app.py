@@ -12,8 +12,7 @@ import structlog
 from litestar import Litestar
 from litestar.datastructures import ResponseHeader, State
 from litestar.exceptions import HTTPException, ValidationException
-from psycopg import OperationalError
-from psycopg.errors import InternalError_
+from psycopg import InternalError, OperationalError
 
 from service.api import probes
 from service.api.bodies import ContractRequest
@@ -43,7 +42,7 @@ from service.api.web import WebHostController
 from service.background import Background, Loop, default_loop_rounds
 from service.console.routes import ConsoleController
 from service.db import citus
-from service.db.pool import RecoveringPool, open_pool
+from service.db.pool import RecoveringPool, idle_transaction_bound, open_pool
 from service.db.pooler import PoolerRefusalError, pooler_refusal, transaction_pooling
 from service.domain.errors import Refusal
 from service.host_names import HostAllowList
@@ -116,10 +115,24 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
         prepared = settings.db_prepared_statements
         listen_url = await session_url(settings)
         pool = await open_pool(
-            settings.psycopg_url, size=settings.db_pool_size, name="lineup-service", prepared=prepared
+            settings.psycopg_url,
+            size=settings.db_pool_size,
+            name="lineup-service",
+            prepared=prepared,
+            timeout=settings.db_unavailable_after_seconds,
         )
         async with pool.connection() as conn:
             distributed = await citus.is_distributed(conn)
+            idle_bound = await idle_transaction_bound(conn)
+        if idle_bound == "0":
+            # Connected as a role without the runtime role's limits (a superuser, say): a replica
+            # cut off with a conversation's lock held keeps it until TCP gives up (minutes).
+            log.warning(
+                "db_idle_transactions_unbounded",
+                setting="idle_in_transaction_session_timeout",
+                hint="connect as the runtime role made by `python -m service roles` (docs/operations.md,"
+                " Database roles), or set it for this role",
+            )
         if distributed:
             # On Citus a connection that saw a failed statement may never delegate again: closed.
             if isinstance(pool, RecoveringPool):
@@ -209,7 +222,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             ValidationException: validation_failed,
             HTTPException: http_error,
             OperationalError: database_unavailable,
-            InternalError_: internal_database_error,
+            # Class XX (Citus' failed node among them) and the sessions the server ended (25P0x).
+            InternalError: internal_database_error,
             Exception: unexpected_error,
         },
         state=State(

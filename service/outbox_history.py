@@ -11,6 +11,7 @@ from collections import deque
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from service.clock import CLOCK
 from service.domain.timefmt import rfc3339
 
 KEEP = timedelta(hours=1)
@@ -24,7 +25,7 @@ class OutboxHistory:
     def add(
         self, pending: int, dead: int, oldest_pending_age_seconds: float, at: datetime | None = None
     ) -> None:
-        moment = at or datetime.now(UTC)
+        moment = at or datetime.fromtimestamp(CLOCK.now(), UTC)
         self._samples.append(
             {
                 "at": rfc3339(moment),

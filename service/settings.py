@@ -176,6 +176,22 @@ class Settings(BaseSettings):
     # event streams, MCP pushes and the relay. Unset: DATABASE_URL, unless that leads through a
     # transaction pooler, in which case they poll (PROJECTION_POLL_SECONDS, RELAY_POLL_INTERVAL_SECONDS).
     listen_database_url: str | None = common(None, secret=True)
+    # Every database connection's bounds on a vanished peer (service.db.urls; a URL's own libpq
+    # parameters win): a connect gives up after DB_CONNECT_TIMEOUT_SECONDS; TCP keepalives probe a
+    # connection silent for DB_KEEPALIVES_IDLE_SECONDS, every DB_KEEPALIVES_INTERVAL_SECONDS,
+    # DB_KEEPALIVES_COUNT times; and data unacknowledged for DB_TCP_USER_TIMEOUT_SECONDS (0: the
+    # kernel's ~15 minutes) ends the connection. A partition that leaves connections half-open then
+    # costs a few seconds, not TCP's minutes (docs/operations.md, "When the network fails").
+    db_connect_timeout_seconds: int = tuning(3, ge=2, le=300)
+    db_keepalives_idle_seconds: int = tuning(3, ge=1, le=7200)
+    db_keepalives_interval_seconds: int = tuning(1, ge=1, le=600)
+    db_keepalives_count: int = tuning(3, ge=1, le=100)
+    db_tcp_user_timeout_seconds: int = tuning(5, ge=0, le=3600)
+    # How long a request waits for the database — a pooled connection, and retries after a lost
+    # one — before it answers 503 database_unavailable (Retry-After) instead.
+    db_unavailable_after_seconds: float = tuning(5.0, gt=0, le=120)
+    # The database probe of /readyz (the service's and the relay's): unanswered this long, 503.
+    ready_check_timeout_seconds: float = tuning(2.0, gt=0, le=60)
     # Behind a transaction pooler without LISTEN_DATABASE_URL: how often each service process
     # looks for projection changes other processes committed (an event's extra delay at most).
     projection_poll_seconds: float = tuning(1.0, ge=0.05, le=60)
@@ -437,9 +453,22 @@ class Settings(BaseSettings):
 
     @property
     def psycopg_url(self) -> str:
-        """The URL in the form psycopg accepts: no SQLAlchemy driver suffix, and with several hosts
-        ``target_session_attrs=read-write`` unless the URL says otherwise (``service.db.urls``)."""
-        return urls.psycopg_url(self.database_url) if self.database_url else ""
+        """The URL in the form psycopg accepts: no SQLAlchemy driver suffix, with several hosts
+        ``target_session_attrs=read-write``, and the ``connection_parameters``, each unless the URL
+        says otherwise (``service.db.urls``)."""
+        return urls.psycopg_url(self.database_url, self.connection_parameters) if self.database_url else ""
+
+    @property
+    def connection_parameters(self) -> tuple[tuple[str, str], ...]:
+        """libpq's parameters every connection gets unless its URL names them (``service.db.urls``)."""
+        return (
+            ("connect_timeout", str(self.db_connect_timeout_seconds)),
+            ("keepalives", "1"),
+            ("keepalives_idle", str(self.db_keepalives_idle_seconds)),
+            ("keepalives_interval", str(self.db_keepalives_interval_seconds)),
+            ("keepalives_count", str(self.db_keepalives_count)),
+            ("tcp_user_timeout", str(self.db_tcp_user_timeout_seconds * 1000)),
+        )
 
     @property
     def metrics_open(self) -> bool | None:
@@ -466,7 +495,9 @@ class Settings(BaseSettings):
     @property
     def listen_psycopg_url(self) -> str | None:
         """``LISTEN_DATABASE_URL`` in the form psycopg accepts, or None when unset."""
-        return urls.psycopg_url(self.listen_database_url) if self.listen_database_url else None
+        if not self.listen_database_url:
+            return None
+        return urls.psycopg_url(self.listen_database_url, self.connection_parameters)
 
     @property
     def webhook_secrets(self) -> tuple[str, ...]:

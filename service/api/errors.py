@@ -12,6 +12,7 @@ from litestar.types import Empty
 from litestar.utils.scope.state import ScopeState
 
 from service.db import citus
+from service.db.reconnect import session_ended
 from service.domain.errors import InvalidRequest, Malformed, Refusal, Unavailable, WriteLimited
 from service.http import API_HEADERS, error_code, status_of
 from service.metrics import count_server_error
@@ -69,11 +70,12 @@ def database_unavailable(request: Request[Any, Any, Any], exc: psycopg.Error) ->
 
 
 def internal_database_error(
-    request: Request[Any, Any, Any], exc: psycopg.errors.InternalError_
+    request: Request[Any, Any, Any], exc: psycopg.InternalError
 ) -> Response[dict[str, Any]]:
-    """On Citus, a node the request needed failed (a worker restarting): answered as a lost
-    connection, which the caller retries; any other internal error of the database is a 500."""
-    if citus.node_failed(exc):
+    """On Citus, a node the request needed failed (a worker restarting), or the server ended a
+    transaction left idle past its role's bound (``session_ended``): answered as a lost connection,
+    which the caller retries; any other internal error of the database is a 500."""
+    if citus.node_failed(exc) or session_ended(exc):
         return database_unavailable(request, exc)
     return unexpected_error(request, exc)
 

@@ -15,6 +15,7 @@ from litestar.response import Redirect
 
 from service import assets
 from service.assets import Asset
+from service.clock import CLOCK
 from service.domain.errors import Forbidden, not_found, unauthorized
 from service.domain.ids import is_recorded_id
 from service.domain.timefmt import rfc3339
@@ -149,7 +150,7 @@ class WebHostController(Controller):
             return Response(found, headers=API_HEADERS)
         book: TokenBook = request.app.state.tokens
         if runtime.settings.host_token_sign_in and book.accepts("host", token):
-            ends = datetime.now(UTC) + timedelta(seconds=HOST_TOKEN_SESSION_SECONDS)
+            ends = datetime.fromtimestamp(CLOCK.now(), UTC) + timedelta(seconds=HOST_TOKEN_SESSION_SECONDS)
             found = {
                 "subject": SIGNED_IN_WITH_HOST_TOKEN,
                 "conversation_ids": None,

@@ -24,4 +24,8 @@ SELECT endpoint, paused_at IS NOT NULL AS paused,
 FROM delivery_endpoints
 """
 
-FOCUSING_OPERATIONS = "SELECT count(*) AS focusing FROM operations WHERE state = 'focusing'"
+# With the database's clock at the moment, against which serve measures its host's (service.clock).
+FOCUSING_OPERATIONS = (
+    "SELECT count(*) AS focusing, extract(epoch FROM clock_timestamp())::float8 AS database_now"
+    " FROM operations WHERE state = 'focusing'"
+)

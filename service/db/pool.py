@@ -13,7 +13,7 @@ import structlog
 from prometheus_client import Counter
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import DictRow, dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from service.db.reconnect import PatientConnection
@@ -26,9 +26,16 @@ DISCARDED = Counter(
 
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 ACT = TypeVar("ACT", bound=AsyncConnection[Any])
-# How long a request waits for a connection: through a failover (seconds) it waits and then commits;
-# through a longer outage the tool-call path's retries end in a 503 with Retry-After, not a hang.
-CHECKOUT_TIMEOUT = 6.0
+# How long a checkout waits for a connection unless told otherwise (``serve`` passes
+# DB_UNAVAILABLE_AFTER_SECONDS): through a failover of a few seconds it waits and then commits;
+# through a longer outage the request answers 503 with Retry-After, not a hang.
+CHECKOUT_TIMEOUT = 5.0
+# How long a caller whose statement failed on a broken connection waits for the test of the idle
+# ones (``drop_dead_connections``) before its error goes on. A live server answers the test at once,
+# a restarted one refuses at once; only a vanished one (a partition) leaves the test waiting on
+# TCP (DB_TCP_USER_TIMEOUT_SECONDS), and then the caller gains nothing by waiting too: the idle
+# connections are out of the pool while they are tested, so its retry waits for a good one anyway.
+SWEEP_WAIT = 1.0
 # The psycopg_pool minor version whose private state RecoveringPool's getconn/putconn read.
 LEAN_POOL_VERSION = ["3", "3"]
 
@@ -122,12 +129,17 @@ class RecoveringPool(AsyncConnectionPool[ACT]):
         log.info("connection_discarded", reason="citus", error_type=type(error).__name__)
         await conn.close()
 
-    async def drop_dead_connections(self) -> None:
-        """Test the idle connections, replace the dead ones; callers at the same time share one test."""
+    async def drop_dead_connections(self, wait: float | None = None) -> None:
+        """Test the idle connections, replace the dead ones; callers at the same time share one test.
+        Returns when it is done, or after ``wait`` seconds (it goes on meanwhile)."""
         if self._sweep is None or self._sweep.done():
             self.sweeps += 1
             self._sweep = asyncio.ensure_future(self.check())
-        await asyncio.shield(self._sweep)
+            self._sweep.add_done_callback(_sweep_done)
+        if wait is None:
+            await asyncio.shield(self._sweep)
+        else:
+            await asyncio.wait((self._sweep,), timeout=wait)
 
 
 class Lease(Generic[ACT]):
@@ -162,14 +174,31 @@ class Lease(Generic[ACT]):
                 if self._pool.discard_after_error and not conn.closed:
                     await self._pool._discard(conn, error)
                 if isinstance(error, psycopg.OperationalError) and conn.broken:
-                    await self._pool.drop_dead_connections()
+                    await self._pool.drop_dead_connections(wait=SWEEP_WAIT)
         finally:
             await self._pool.putconn(conn)
+
+
+def _sweep_done(sweep: asyncio.Future[None]) -> None:
+    """A test of the idle connections that failed as a whole (the pool closed meanwhile): said, and
+    never an "exception was never retrieved" at exit."""
+    if not sweep.cancelled() and (error := sweep.exception()) is not None:
+        log.warning("pool_check_failed", error=repr(error))
 
 
 async def _configure(conn: AsyncConnection[DictRow]) -> None:
     # Times leave the database as UTC whatever the server's default is.
     await conn.execute("SET TIME ZONE 'UTC'")
+
+
+async def idle_transaction_bound(conn: AsyncConnection[Any]) -> str:
+    """This session's ``idle_in_transaction_session_timeout`` as Postgres shows it ("0": none). The
+    roles get one (``service.db.role_limits``): a transaction whose client vanished with a lock held
+    ends after it, rather than when TCP gives the connection up."""
+    cursor = conn.cursor(row_factory=tuple_row)
+    await cursor.execute("SELECT current_setting('idle_in_transaction_session_timeout')")
+    row = await cursor.fetchone()
+    return str(row[0]) if row is not None else "0"
 
 
 def prepare_options(prepared: bool = True) -> dict[str, Any]:
@@ -180,7 +209,15 @@ def prepare_options(prepared: bool = True) -> dict[str, Any]:
     return {} if prepared else {"prepare_threshold": None}
 
 
-async def open_pool(url: str, *, size: int = 10, name: str = "lineup", prepared: bool = True) -> Pool:
+async def open_pool(
+    url: str,
+    *,
+    size: int = 10,
+    name: str = "lineup",
+    prepared: bool = True,
+    timeout: float = CHECKOUT_TIMEOUT,  # noqa: ASYNC109 - the pool's checkout timeout, not this call's
+) -> Pool:
+    """The pool of ``serve`` (opened): ``timeout``, how long a checkout waits for a connection."""
     pool: Pool = RecoveringPool(
         url,
         min_size=min(2, size),
@@ -197,7 +234,7 @@ async def open_pool(url: str, *, size: int = 10, name: str = "lineup", prepared:
         configure=_configure,
         connection_class=PatientConnection[DictRow],
         open=False,
-        timeout=CHECKOUT_TIMEOUT,
+        timeout=timeout,
         # No check on checkout (it costs a round trip per request): a connection broken by a
         # database restart or failover fails its statement, the pool then drops every dead
         # connection at once (``RecoveringPool``), and the tool-call path retries.

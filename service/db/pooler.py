@@ -22,9 +22,10 @@ from typing import Any
 
 import psycopg
 
-from service.db.reconnect import PatientConnection
+from service.db.reconnect import PatientConnection, session_ended
 
 ATTEMPTS = 5
+ENDED_RETRIES = 3
 PROBE_NAME = "lineup-pooler-probe"
 
 
@@ -37,7 +38,19 @@ async def _pid(conn: psycopg.AsyncConnection[Any]) -> int:
 
 async def transaction_pooling(url: str, *, attempts: int = ATTEMPTS) -> bool:
     """True when ``url`` is proven to lead through a pooler in transaction mode (see the module).
-    Its connections ride out a restart or a failover as the pools' do (``PatientConnection``)."""
+    Its connections ride out a restart or a failover as the pools' do (``PatientConnection``), and
+    a probe whose transaction the server ended — idle past the role's bound while the other
+    connection's statement crossed a slow, lossy link — is made again, on new connections."""
+    for _ in range(ENDED_RETRIES):
+        try:
+            return await _probe(url, attempts)
+        except psycopg.InternalError as error:
+            if not session_ended(error):
+                raise
+    return await _probe(url, attempts)
+
+
+async def _probe(url: str, attempts: int) -> bool:
     options: dict[str, Any] = {"autocommit": True, "application_name": PROBE_NAME, "prepare_threshold": None}
     async with (
         await PatientConnection.connect(url, **options) as first,

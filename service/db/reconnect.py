@@ -26,6 +26,16 @@ CONNECT_WINDOW = 15.0
 CONNECT_LAST_PAUSE = 0.25
 
 
+def session_ended(error: BaseException) -> bool:
+    """The server ended the session under the statement: a transaction left idle past the role's
+    ``idle_in_transaction_session_timeout`` (its client stalled or was cut off), or a session idle
+    past ``idle_session_timeout``. Nothing of it was applied; the connection is gone, and the caller
+    may send the request again, as after a lost connection."""
+    return isinstance(
+        error, psycopg.errors.IdleInTransactionSessionTimeout | psycopg.errors.IdleSessionTimeout
+    )
+
+
 class Backoff:
     """Pauses between attempts: ``first`` doubling up to ``last``, each ±20 % at random."""
 

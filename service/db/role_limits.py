@@ -39,16 +39,23 @@ class Limits:
 #: (DB_POOL_SIZE, 10) and about four more (LISTEN, wake-ups, sweeper), so 300 fit twenty replicas;
 #: its statements are single rows, a conversation or batches of at most 1,000 rows, so a minute is
 #: far past any of them (a statement that runs longer waits on a lock it will not get soon: it
-#: fails, is logged and retried, rather than hold a connection of the pool), and no transaction of
-#: the service waits on anything but the database. relay: a pool of 4 and a LISTEN per relay, so 100
-#: fit twenty relays; its claims, records and prunes are statements of at most RELAY_BATCH_SIZE
-#: (1000) rows, each in autocommit, and it never holds a transaction open while it delivers (the
-#: claim is a lease in the row, not a lock), so the same minute. reader: operators' and dashboards'
-#: reads, the least trusted: 20 connections, a minute per statement and 256 MB of temporary files.
+#: fails, is logged and retried, rather than hold a connection of the pool). No transaction of the
+#: service waits on anything but the database, so one idle for 5 s has lost its client: a replica
+#: partitioned from the database with a conversation's lock held (the Host's leave and close take
+#: it first) would otherwise keep the lock — and every deadline of that conversation unsettled —
+#: until TCP gives the connection up, minutes later; 5 s ends that transaction and frees the lock
+#: (a transaction waits this long between its statements only past a round trip's and an event
+#: loop's worst). relay: a pool of 4 and a LISTEN per relay, so 100 fit twenty relays; its claims,
+#: records and prunes are statements of at most RELAY_BATCH_SIZE (1000) rows, each in autocommit,
+#: and it never holds a transaction open while it delivers (the claim is a lease in the row, not a
+#: lock), so the same minute and 5 s. Neither gets an ``idle_session_timeout``: a pooled connection
+#: waits idle for its next request and a LISTEN connection for its notifications, by design.
+#: reader: operators' and dashboards' reads, the least trusted: 20 connections, a minute per
+#: statement (and a minute idle in a transaction: a person at psql) and 256 MB of temporary files.
 DEFAULT_LIMITS: dict[str, Limits] = {
     OWNER: Limits(10, "0", "0", "-1"),
-    RUNTIME: Limits(300, "60s", "60s", "1GB"),
-    RELAY: Limits(100, "60s", "60s", "1GB"),
+    RUNTIME: Limits(300, "60s", "5s", "1GB"),
+    RELAY: Limits(100, "60s", "5s", "1GB"),
     READER: Limits(20, "60s", "60s", "256MB"),
 }
 

@@ -8,11 +8,19 @@ standby would refuse each write) and ``connect_timeout=3`` (a node that does not
 not hold up the walk to the next one). SQLAlchemy (Alembic) cannot parse a comma-separated host list, so
 the migrations get the same hosts as repeated ``host=`` query parameters, which its psycopg dialect
 turns back into libpq's lists. A single-host URL is passed on as written (only the scheme is
-normalised).
+normalised), with the connection defaults its caller gives (``Settings.connection_parameters``:
+TCP keepalives, ``tcp_user_timeout`` and ``connect_timeout``) for those it does not name.
+
+The connection defaults are libpq's own parameters, read by the client and never sent to the server,
+so a pooler in between (PgBouncer, which refuses a startup parameter it does not know) never sees
+them: they bound how long a process waits on a connection whose peer has vanished (a partition
+leaves it half-open) — a statement sent and never acknowledged (``tcp_user_timeout``), a connection
+silent for too long (keepalives) — and how long one connect may take (``connect_timeout``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
@@ -84,13 +92,18 @@ def _check_host(host: str) -> None:
         raise ValueError(f"host {host!r} has an invalid port")
 
 
-def psycopg_url(url: str) -> str:
-    """The URL psycopg takes: ``postgresql://``; several hosts default to the writable one."""
+def psycopg_url(url: str, defaults: Iterable[tuple[str, str]] = ()) -> str:
+    """The URL psycopg takes: ``postgresql://``; several hosts default to the writable one; each
+    of ``defaults`` (name, value) added unless the URL names it."""
     parsed = parse(url)
-    query = parsed.query
-    if parsed.multi_host:
-        defaults = [f"{name}={value}" for name, value in MULTI_HOST_DEFAULTS if name not in parsed.parameters]
-        query = "&".join(filter(None, (query, *defaults)))
+    wanted = [*defaults, *(MULTI_HOST_DEFAULTS if parsed.multi_host else ())]
+    named = set(parsed.parameters)
+    added = []
+    for name, value in wanted:
+        if name not in named:
+            named.add(name)
+            added.append(f"{name}={quote(value, safe='')}")
+    query = "&".join(filter(None, (parsed.query, *added)))
     return _build("postgresql://", parsed.userinfo, ",".join(parsed.hosts), parsed.path, query)
 
 

@@ -23,10 +23,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import X_MCP_HEADER_KEY
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_INFO_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from psycopg import OperationalError
-from psycopg.errors import InternalError_
+from psycopg import InternalError, OperationalError
 
 from service.db import citus
+from service.db.reconnect import session_ended
 from service.domain.errors import Refusal
 from service.http import status_of
 from service.mcp import app_resource, app_tools, elicitation, status, tasks_extension
@@ -73,10 +73,11 @@ def translated() -> Iterator[None]:
     except OperationalError:
         log.warning("mcp_database_unavailable")
         raise MCPError(INTERNAL_ERROR, "the database is unavailable; nothing was applied, retry") from None
-    except InternalError_ as error:
-        if not citus.node_failed(error):  # a Citus node restarting: as unavailable; else a bug
+    except InternalError as error:
+        # A Citus node restarting, or the server ending a transaction left idle: as unavailable.
+        if not (citus.node_failed(error) or session_ended(error)):
             raise
-        log.warning("mcp_database_unavailable", citus=str(error).strip())
+        log.warning("mcp_database_unavailable", error=str(error).strip())
         raise MCPError(INTERNAL_ERROR, "the database is unavailable; nothing was applied, retry") from None
     except Refusal as refusal:
         raise MCPError(

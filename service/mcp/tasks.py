@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -21,6 +21,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from service.clock import CLOCK
 from service.domain.errors import NotFound
 from service.mcp.tools import wire
 from service.projection_hub import ProjectionHub
@@ -98,7 +99,8 @@ async def read_task(rt: Runtime, task_id: str) -> dict[str, Any]:
 
 
 def _seconds_until(timestamp: str) -> float:
-    return (datetime.fromisoformat(timestamp) - datetime.now(UTC)).total_seconds()
+    """Until a time of the database's (an ``ends_at``), by the database's clock (``service.clock``)."""
+    return datetime.fromisoformat(timestamp).timestamp() - CLOCK.now()
 
 
 #: What a task's row says while it is running: an operation focusing, an interaction pending.

@@ -37,7 +37,6 @@ watches.
 from __future__ import annotations
 
 import asyncio
-import time
 from contextvars import Token
 from datetime import datetime
 from typing import Any
@@ -50,6 +49,7 @@ from opentelemetry.trace import Link, Span, SpanKind, StatusCode, Tracer, Tracer
 from psycopg.rows import DictRow
 
 from service.background import sleep_until
+from service.clock import CLOCK
 from service.db import operations as operations_db
 from service.db.pool import Pool
 from service.db.reconnect import Backoff
@@ -97,8 +97,8 @@ class DeadlineSweeper:
         # One event per claimer, cleared before it looks: a wake-up that arrives while it works
         # is never lost.
         self._wakes = [asyncio.Event() for _ in range(claimers)]
-        # Wall-clock time of the next deadline we know of; a start whose ends_at is later needs
-        # no wake-up (the sleep already ends before it).
+        # The database's time of the next deadline we know of (service.clock: the host's may be
+        # off); a start whose ends_at is later needs no wake-up (the sleep already ends before it).
         self._next_due: float | None = None
         self.settled_total = 0
         # How many times a claimer has looked for the next deadline (and then gone to sleep).
@@ -245,7 +245,7 @@ class DeadlineSweeper:
                 )
                 await sleep_until(pause, wake, stop)
                 continue
-            self._next_due = None if wait is None else time.time() + wait
+            self._next_due = None if wait is None else CLOCK.now() + wait
             if wait is None:
                 wait = self._max_sleep
             elif wait <= 0:

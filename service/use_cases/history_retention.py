@@ -29,6 +29,7 @@ import psycopg
 import structlog
 
 from service.background import Periodic
+from service.clock import CLOCK
 from service.db import retention as db
 from service.db.pool import Pool
 
@@ -73,7 +74,7 @@ async def prune_history(
 ) -> dict[str, int] | None:
     """One round over every kind; what it removed per kind (reported), or None when another replica
     was pruning."""
-    cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
+    cutoff = (now or datetime.fromtimestamp(CLOCK.now(), UTC)) - timedelta(days=days)
     pruned: dict[str, int] = {}
     for kind in db.KINDS:
         removed = await prune_kind(pool, kind, cutoff, batch=batch, pause=pause)
@@ -95,7 +96,7 @@ async def prune_history_by_conversation(
 ) -> dict[str, int] | None:
     """On Citus: one round, conversation by conversation (``prune_conversation``, each on the worker
     holding it); what it removed per kind, or None when another replica holds the round."""
-    cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
+    cutoff = (now or datetime.fromtimestamp(CLOCK.now(), UTC)) - timedelta(days=days)
     pruned = dict.fromkeys(db.KINDS, 0)
     async with pool.connection() as lock:
         if not (await (await lock.execute(db.TRY_ROUND_LOCK)).fetchone() or {}).get("locked"):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import psycopg
 
 from service.background import Periodic
+from service.clock import CLOCK
 from service.db import capabilities as cap_db
 from service.db import console_sessions as console_db
 from service.db import gauges
@@ -55,12 +57,15 @@ async def sample_gauges(pool: Pool, history: OutboxHistory | None = None) -> Non
     ``history``, for the operator console)."""
     async with pool.connection() as conn:
         backlog = await OUTBOX.sample(conn)
+        sent = time.time()
         focusing = await (await conn.execute(gauges.FOCUSING_OPERATIONS)).fetchone()
+        received = time.time()
     DATABASE_REACHABLE.set(1)
     if history is not None:
         history.add(backlog.pending, backlog.dead, backlog.oldest_pending_age_seconds)
     if focusing is not None:
         FOCUSING_OPERATIONS.set(focusing["focusing"])
+        CLOCK.observe(focusing["database_now"], sent, received)
 
 
 class Maintenance(Periodic):

@@ -24,8 +24,8 @@ class OneConnection:
         self.wakeups = wakeups
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[Conn]:
-        yield self.conn
+    async def connection(self, timeout: float | None = None) -> AsyncIterator[Conn]:  # noqa: ASYNC109
+        yield self.conn  # the one connection, held already: nothing to wait for
 
     def unit_of_work(self, *, transaction: bool = True) -> AbstractAsyncContextManager[UnitOfWork]:
         return unit_of_work(self, self.wakeups, transaction=transaction)

@@ -11,6 +11,7 @@ import msgspec
 
 from service import wakeups
 from service.db.pool import Pool
+from service.db.ready_check import ReadyCheck
 from service.manifests import Registry
 from service.settings import Settings
 from service.use_cases.callers import AGENT
@@ -28,6 +29,8 @@ class Runtime:
     # The Agent's calls pass them with their caller (service.use_cases.callers), made once too.
     _contexts: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     _settings_of: dict[str, Mapping[str, Any]] = field(default_factory=dict, init=False, repr=False)
+    # /readyz's database probe, made by its first use (service.use_cases.readiness).
+    ready_check: ReadyCheck | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         apps, tools = self.registry.apps, self.registry.tools
@@ -47,6 +50,9 @@ class Runtime:
             return self._contexts[tool]
         return msgspec.json.encode({**self._settings_of[tool], **extra}).decode()
 
-    def unit_of_work(self, *, transaction: bool = True) -> AbstractAsyncContextManager[UnitOfWork]:
-        """One connection and one transaction (``service.use_cases.unit_of_work``)."""
-        return unit_of_work(self.pool, self.wakeups, transaction=transaction)
+    def unit_of_work(
+        self, *, transaction: bool = True, timeout: float | None = None
+    ) -> AbstractAsyncContextManager[UnitOfWork]:
+        """One connection and one transaction (``service.use_cases.unit_of_work``); ``timeout``, how
+        long to wait for the connection (None: the pool's, DB_UNAVAILABLE_AFTER_SECONDS)."""
+        return unit_of_work(self.pool, self.wakeups, transaction=transaction, timeout=timeout)

@@ -36,13 +36,11 @@ log = Lines("service.tool_calls")
 # Transient outcomes of concurrency that a retry resolves: a same-id call that committed first
 # (its answer is then replayed) or a deadlock the database broke.
 # A broken connection is retried too: even if it broke during the commit, the retry finds the
-# recorded answer and replays it, so nothing is decided twice.
-_RETRYABLE = (
-    errors.UniqueViolation,
-    errors.DeadlockDetected,
-    errors.SerializationFailure,
-    OperationalError,
-)
+# recorded answer and replays it, so nothing is decided twice. Retries end once the call has
+# waited DB_UNAVAILABLE_AFTER_SECONDS (a checkout that found no connection has waited that long
+# itself): its last error is then the caller's 503 database_unavailable, never a longer hang.
+_CONCURRENCY = (errors.UniqueViolation, errors.DeadlockDetected, errors.SerializationFailure)
+_RETRYABLE = (*_CONCURRENCY, OperationalError)
 ATTEMPTS = 5
 
 
@@ -115,9 +113,10 @@ async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
         if traced is not None:
             extra.update(traced)
         context = rt.context_of(request.tool, **extra)
+    wait: float | None = None  # the first attempt waits for a connection as long as the pool says
     for attempt in range(ATTEMPTS):
         try:
-            async with rt.unit_of_work(transaction=False) as work:
+            async with rt.unit_of_work(transaction=False, timeout=wait) as work:
                 result = await tc_db.call(
                     work.conn,
                     tool_call_id=request.tool_call_id,
@@ -133,9 +132,13 @@ async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
             if raised.diag.message_primary != callers.LIMITED or spend is None:
                 raise
             raise _limited(request, spend, raised) from None
-        except _RETRYABLE:
+        except _RETRYABLE as error:
             if attempt == ATTEMPTS - 1:
                 raise
+            if isinstance(error, OperationalError) and not isinstance(error, _CONCURRENCY):
+                wait = rt.settings.db_unavailable_after_seconds - (time.perf_counter() - began)
+                if wait <= 0:
+                    raise
             continue
         return answer
     raise AssertionError("unreachable")

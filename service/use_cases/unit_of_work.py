@@ -30,7 +30,7 @@ class Connections(Protocol):
     """Where a unit of work takes its connection: the pool (``serve``), or the one connection of
     ``python -m service ops`` (``service.use_cases.one_connection``)."""
 
-    def connection(self) -> AbstractAsyncContextManager[Conn]: ...
+    def connection(self, timeout: float | None = None) -> AbstractAsyncContextManager[Conn]: ...
 
 
 class Works(Protocol):
@@ -91,17 +91,20 @@ class unit_of_work:  # noqa: N801 - used as a function: ``async with unit_of_wor
     A class rather than a generator-based context manager: every tool call runs in one, and a
     generator costs it an async generator, its finalizer hooks and contextlib's wrapper."""
 
-    __slots__ = ("_connection", "_pool", "_transaction", "_wakeups", "_work")
+    __slots__ = ("_connection", "_pool", "_timeout", "_transaction", "_wakeups", "_work")
 
-    def __init__(self, pool: Connections, wakeups: Wakeups, *, transaction: bool = True) -> None:
+    def __init__(
+        self, pool: Connections, wakeups: Wakeups, *, transaction: bool = True, timeout: float | None = None
+    ) -> None:
         self._pool = pool
         self._wakeups = wakeups
+        self._timeout = timeout  # how long to wait for a connection (None: the pool's own timeout)
         self._transaction: AbstractAsyncContextManager[Any] | None = None if transaction else _NO_TRANSACTION
         self._connection: AbstractAsyncContextManager[Conn] | None = None
         self._work: UnitOfWork | None = None
 
     async def __aenter__(self) -> UnitOfWork:
-        self._connection = self._pool.connection()
+        self._connection = self._pool.connection(self._timeout)
         conn = await self._connection.__aenter__()
         work = self._work = UnitOfWork(conn)
         if self._transaction is None:

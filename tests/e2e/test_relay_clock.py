@@ -13,17 +13,16 @@ import httpx
 import psycopg
 import pytest
 
+from harness.faketime import faked, library
 from harness.processes import free_port, spawn, stop, wait_http
 from harness.receiver import Receiver, always, new_secret
 from tests.support.outbox import attempt_rows, queue_across
 
 pytestmark = pytest.mark.e2e
 
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
-
 
 @pytest.mark.skipif(
-    not LIBFAKETIME.exists(), reason="libfaketime is not installed (Debian: apt-get install faketime)"
+    library() is None, reason="libfaketime is not installed (Debian: apt-get install faketime)"
 )
 @pytest.mark.parametrize("shift", ["+1h", "-1h"])
 def test_a_relay_an_hour_off_signs_with_the_database_clock(
@@ -43,10 +42,7 @@ def test_a_relay_an_hour_off_signs_with_the_database_clock(
                 "RELAY_METRICS_HOST": "127.0.0.1",
                 "RELAY_METRICS_PORT": str(port),
                 # The host's wall clock an hour off; its monotonic clock as it is.
-                "LD_PRELOAD": str(LIBFAKETIME),
-                "FAKETIME": shift,
-                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                "FAKETIME_DONT_RESET": "1",
+                **faked(shift),
             },
             tmp_path / "relay.log",
         )

@@ -7,6 +7,7 @@ Roles are cluster-wide: every test makes its own (``tests.integration.test_roles
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,6 +77,31 @@ def test_a_statement_past_its_timeout_and_a_connection_past_the_limit_are_refuse
         pytest.raises(psycopg.OperationalError, match="too many connections for role"),
     ):
         connect(database_url, made.reader)
+
+
+def test_a_transaction_whose_client_went_silent_is_ended_and_its_locks_freed(
+    made: roles.Names, database_url: str, db: Db
+) -> None:
+    """A replica cut off from the database in the middle of a transaction (a conversation's lock
+    held) sends nothing more: the runtime role's idle_in_transaction_session_timeout ends the
+    transaction on the server's side, so the lock is free for every other replica, whatever TCP
+    makes of the connection. (1 s here; 5 s by default.)"""
+    limits = roles.parse_limits("runtime.idle_in_transaction_session_timeout=1s")
+    with psycopg.connect(database_url) as conn:
+        roles.ensure(conn, made, REGISTRY, limits=limits)
+    with connect(database_url, made.runtime) as silent:
+        silent.execute("BEGIN")
+        silent.execute("SELECT pg_advisory_xact_lock(51)")  # held until the transaction ends
+        assert db.execute("SELECT pg_try_advisory_xact_lock(51) AS got").fetchone() == {"got": False}
+        freed = False
+        for _ in range(100):  # polled: the client says nothing more, as a partitioned one would
+            if db.execute("SELECT pg_try_advisory_xact_lock(51) AS got").fetchone() == {"got": True}:
+                freed = True
+                break
+            time.sleep(0.1)
+        assert freed, "the silent client's transaction still holds its lock"
+        with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
+            silent.execute("SELECT 1")
 
 
 def test_only_the_four_roles_connect_or_make_temporary_tables(

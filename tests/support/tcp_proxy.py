@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 
 
 class TcpProxy:
@@ -59,3 +60,41 @@ class TcpProxy:
                 sink.write(data)
                 await sink.drain()
         sink.close()
+
+
+class ProxyThread:
+    """A ``TcpProxy`` served by an event loop of its own, in a thread: for a test whose own loop
+    blocks while the proxy must go on forwarding (Litestar's test client runs the app's start and
+    stop in a thread of its own and waits for them)."""
+
+    def __init__(self, target_host: str, target_port: int, port: int) -> None:
+        self.proxy = TcpProxy(target_host, target_port, port)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="tcp-proxy", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.proxy.port
+
+    def start(self) -> ProxyThread:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result(10)
+        return self
+
+    def freeze(self) -> None:
+        self._loop.call_soon_threadsafe(self.proxy.freeze)
+
+    def close(self) -> None:
+        """The proxy closed (its port refuses, its connections end); it may be started again."""
+        asyncio.run_coroutine_threadsafe(self.proxy.close(), self._loop).result(10)
+
+    def reopen(self) -> None:
+        self.proxy.frozen = False
+        asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result(10)
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.close()
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        self._loop.close()

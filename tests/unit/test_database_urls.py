@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import make_url
 
 from service.db import urls
@@ -74,7 +75,30 @@ def test_a_bad_url_says_what_is_wrong(url: str, problem: str) -> None:
 
 def test_settings_accept_several_hosts_and_give_psycopg_its_form() -> None:
     settings = Settings(database_url=MULTI)
-    assert settings.psycopg_url == urls.psycopg_url(MULTI)
+    assert settings.psycopg_url == urls.psycopg_url(MULTI, settings.connection_parameters)
+    assert conninfo_to_dict(settings.psycopg_url)["target_session_attrs"] == "read-write"
+
+
+def test_every_connection_is_bounded_against_a_vanished_peer_unless_its_url_says_otherwise() -> None:
+    """libpq's keepalives, tcp_user_timeout and connect_timeout, from the settings; what the URL
+    names itself wins. They are the client's own parameters, never a startup parameter a pooler
+    would refuse."""
+    url = "postgresql://u@localhost:5432/db?sslmode=disable&keepalives_idle=30"
+    settings = Settings(database_url=url, db_tcp_user_timeout_seconds=7, db_connect_timeout_seconds=4)
+    parameters = conninfo_to_dict(settings.psycopg_url)
+    assert parameters["sslmode"] == "disable"
+    assert parameters["keepalives"] == "1"
+    assert parameters["keepalives_idle"] == "30"  # the URL's own
+    assert parameters["keepalives_interval"] == "1" and parameters["keepalives_count"] == "3"
+    assert parameters["tcp_user_timeout"] == "7000"  # libpq's milliseconds
+    assert parameters["connect_timeout"] == "4"  # the setting, for one host as for several
+    assert "options" not in parameters
+    several = conninfo_to_dict(Settings(database_url=MULTI, db_connect_timeout_seconds=4).psycopg_url)
+    assert several["connect_timeout"] == "4"
+    listen = Settings(
+        database_url=url, listen_database_url="postgresql://u@localhost:5433/db"
+    ).listen_psycopg_url
+    assert listen is not None and conninfo_to_dict(listen)["tcp_user_timeout"] == "5000"
 
 
 def test_settings_name_the_variable_of_a_bad_host_list(monkeypatch: pytest.MonkeyPatch) -> None:
