@@ -10,6 +10,20 @@ one's ``call_tool_v3``, as their services send them — in a single-user backend
 ``valgrind --tool=callgrind``, once with 40 cycles and once with ``40 + --cycles``; the difference
 divided by ``--cycles`` is the cost of one cycle without the start-up. Every call is checked to
 answer; a failed one stops the bench. Takes a few minutes (valgrind runs the backend ~50x slower).
+
+    .venv/bin/python -m bench.db_instructions --settle [1,20,200] [--previous COMMIT] [--rows 200]
+                                              [--far 5000]
+
+``--settle``: what the deadline sweeper's settling costs per due period instead, this checkout's
+``settle_due`` against the previous release's (or ``--previous``'s). A throwaway cluster holds one
+database per tree, each migrated by its own tree and seeded alike through this checkout's seeds
+(``bench.seeds``, the service's own tool-call statement): ``--far`` periods ending hours later, and
+``--rows`` + 1 conversations, each with an earlier result queued and a period whose deadline has
+passed. Per batch size ``b``, a single-user backend under callgrind runs, on a fresh copy of the
+data directory, one ``settle_due(1)`` (the warm-up: the session's plans and caches) and ``--rows`` /
+``b`` calls of ``settle_due(b)``; another runs the warm-up alone. The difference over the rows
+settled is what one row costs in a batch of ``b``: the claim, the decision, the instance closed, the
+outbox row, the stream events, and the commit's share.
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ from pathlib import Path
 
 import psycopg
 
+from bench import seeds
 from harness.processes import ROOT
 from harness.releases import PREVIOUS_RELEASE, migrate_release, previous_release
 
@@ -221,6 +236,72 @@ def cycle_instructions(data: Path, database: str, cycles: int, work: Path, prepa
     return _per_cycle(data, database, cycles, True, work, prepared)
 
 
+SETTLE_WARM = "SELECT count(*) FROM settle_due(1);\n"
+
+
+def seeded_data(work: Path, tree: Path, name: str, rows: int, far: int) -> Path:
+    """A stopped cluster's data directory whose database ``name`` is migrated by ``tree`` and
+    seeded: ``far`` periods ending hours later, ``rows`` + 1 overdue ones after an earlier result."""
+    port = 55900 + os.getpid() % 97
+    with throwaway_server(work / name, port) as data:
+        admin = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        url = f"postgresql://postgres@127.0.0.1:{port}/{name}"
+        migrate_release(tree, url)
+        seeds.focusing(url, "far-", far, duration_seconds=7200)
+        seeds.finished(url, "due-", rows + 1)
+        seeds.focusing(url, "due-", rows + 1, duration_seconds=600)
+        with psycopg.connect(url, autocommit=True) as conn:
+            moved = seeds.move_deadlines(conn, "due-", -60, 1)
+            if moved != rows + 1:
+                raise RuntimeError(f"moved {moved} periods, not {rows + 1}")
+            conn.execute("VACUUM ANALYZE")
+            conn.execute("CHECKPOINT")
+    return data
+
+
+def _counted(data: Path, database: str, script: str, work: Path) -> int:
+    """Instructions of a single-user backend running ``script`` on a copy of ``data``."""
+    copy = work / f"copy-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(data, copy, symlinks=True)
+    try:
+        if os.geteuid() == 0:
+            user = pwd.getpwnam("postgres")
+            subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(copy)], check=True)
+        copy.chmod(0o700)
+        return _instructions(copy, database, script, work)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def settle_per_row(data: Path, database: str, batch: int, rows: int, work: Path) -> float:
+    """Database instructions per row that ``settle_due(batch)`` settles, over ``rows`` rows."""
+    calls = max(1, rows // batch)
+    warm = _counted(data, database, SETTLE_WARM, work)
+    script = SETTLE_WARM + f"SELECT count(*) FROM settle_due({batch});\n" * calls
+    return (_counted(data, database, script, work) - warm) / (batch * calls)
+
+
+def settle_main(previous_commit: str, batches: list[int], rows: int, far: int) -> int:
+    work = Path(tempfile.mkdtemp(prefix="lineup-settle-instructions-"))
+    os.chmod(work, 0o777)  # noqa: S103 - the server, run as postgres, writes its profiles here
+    with previous_release(previous_commit) as previous, contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, work, ignore_errors=True)
+        trees = {"previous": previous, "current": ROOT}
+        data = {name: seeded_data(work, tree, name, rows, far) for name, tree in trees.items()}
+        print(
+            "database instructions per row settled by settle_due "
+            f"(callgrind; {rows} rows among {far} focusing):"
+        )
+        print(f"    {'batch':>5}  {'previous ' + previous_commit[:12]:>22}  {'this checkout':>14}  ratio")
+        for batch in batches:
+            before = settle_per_row(data["previous"], "previous", batch, rows, work)
+            now = settle_per_row(data["current"], "current", batch, rows, work)
+            print(f"    {batch:>5}  {before:>22,.0f}  {now:>14,.0f}  {now / before:.3f}", flush=True)
+    return 0
+
+
 def has_tools() -> bool:
     return shutil.which("valgrind") is not None and (BIN / "postgres").exists()
 
@@ -231,10 +312,24 @@ def main() -> int:
     )
     parser.add_argument("--previous", default=PREVIOUS_RELEASE)
     parser.add_argument("--cycles", type=int, default=200)
+    parser.add_argument(
+        "--settle",
+        nargs="?",
+        const="1,20,200",
+        metavar="BATCHES",
+        help="count the sweeper's settle_due per row instead, for these batch sizes (1,20,200)",
+    )
+    parser.add_argument("--rows", type=int, default=200, help="--settle: rows settled per count")
+    parser.add_argument("--far", type=int, default=5000, help="--settle: periods ending hours later")
     args = parser.parse_args()
     if not has_tools():
         print("needs valgrind and PostgreSQL 15's server binaries (Debian: valgrind postgresql-15)")
         return 2
+    if args.settle:
+        batches = [int(b) for b in args.settle.split(",")]
+        if not (1 <= args.rows <= 5000 and all(1 <= b <= args.rows for b in batches)):
+            parser.error("keep it bounded: --rows 1..5000, each batch 1..--rows")
+        return settle_main(args.previous, batches, args.rows, args.far)
     work = Path(tempfile.mkdtemp(prefix="lineup-instructions-"))
     os.chmod(work, 0o777)  # noqa: S103 - the server, run as postgres, writes its profiles here
     with previous_release(args.previous) as previous, contextlib.ExitStack() as cleanup:

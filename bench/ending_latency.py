@@ -3,6 +3,7 @@ each one's ``ends_at`` to the Agent's 2xx, through the real service and relays.
 
     .venv/bin/python -m bench.ending_latency [--due 1000,5000] [--focusing 100000] [--relays 1,2]
                                              [--lead 3] [--window 1] [--pg-setting NAME=VALUE]
+                                             [--relay-env NAME=VALUE] [--service-env NAME=VALUE]
                                              [--smoke]
 
 A throwaway database gets ``--focusing`` conversations whose Pomodoro ends hours later, started
@@ -27,7 +28,17 @@ Per result, from the database and the receiver (one clock: the same machine):
     POST -> 2xx           the first arrival at the receiver - the attempt's started_at
     ends_at -> 2xx        the first arrival - ends_at: what the Agent waits
 
-p50/p99/max of each, and the checks: every result arrived, none twice (the receiver's requests per
+(The attempt's ``started_at`` is the database's clock as the relay derives it from the claim's
+lease, ``relay/clock.py``: late by up to the claim's round trip, so outbox -> POST reads that much
+long and POST -> 2xx that much short, its p50 often negative; ends_at -> 2xx is exact.) With
+``--pg-setting track_commit_timestamp=on``, outbox -> POST is split at the settling commit:
+
+    settling xact         the commit - the outbox row's created_at (the settling statement)
+    commit -> POST        the attempt's started_at - the commit (the wake-up, the claim)
+
+p50/p99/max of each; the CPU per ending of the service, the relays, the database's backends and the
+receiver over the run, and how busy the machine's cores were (all its work, others' included); and
+the checks: every result arrived, none twice (the receiver's requests per
 unique webhook-id), each conversation's earlier result arrived before its ending (per-conversation
 order), every due period completed by its deadline and no far one touched. Exits non-zero when a
 check fails, not when a figure misses its aim (p99 ends_at -> 2xx: 50 ms at 1,000 due per second,
@@ -38,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -51,7 +63,7 @@ from psycopg.rows import dict_row
 from bench import seeds
 from bench.common import Relays, add_pg_settings, bench_server
 from harness.database import throwaway_database
-from harness.measure import load_line, percentile
+from harness.measure import load_line, machine_busy, percentile, process_cpu
 from harness.processes import running_service
 from harness.receiver import ReceiverProcess
 
@@ -61,11 +73,53 @@ SELECT x.event_id::text AS event_id, x.conversation_id, x.sequence,
        EXTRACT(EPOCH FROM o.finalized_at) AS finalized, o.state, o.reason,
        (SELECT EXTRACT(EPOCH FROM min(a.started_at)) FROM outbox_attempts a
         WHERE a.event_id = x.event_id) AS posted,
-       (SELECT count(*) FROM outbox_attempts a WHERE a.event_id = x.event_id) AS attempts
+       (SELECT count(*) FROM outbox_attempts a WHERE a.event_id = x.event_id) AS attempts,
+       CASE WHEN current_setting('track_commit_timestamp')::boolean
+            THEN EXTRACT(EPOCH FROM pg_xact_commit_timestamp(o.xmin)) END AS committed
 FROM outbox x JOIN operations o USING (operation_id, conversation_id)
 WHERE x.conversation_id LIKE %(prefix)s || '%%'
 ORDER BY x.conversation_id, x.sequence
 """
+
+
+def backends_cpu(database: str) -> float:
+    """CPU seconds used so far by the server's processes serving ``database`` (its backends: the
+    service's, the relays', the bench's own)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith("postgres:") and f" {database} " in title:
+            total += process_cpu(int(entry.name))
+    return total
+
+
+class Cpu:
+    """CPU seconds over a window: the service, the relays, the receiver, the database's backends,
+    and the whole machine (every process, other work included)."""
+
+    def __init__(self, database: str, service: int, receiver: int, relays: Relays) -> None:
+        self._database, self._service, self._receiver, self._relays = database, service, receiver, relays
+        self._start = self._sample()
+        self.seconds: dict[str, float] = {}
+
+    def _sample(self) -> dict[str, float]:
+        return {
+            "service": process_cpu(self._service),
+            "relays": self._relays.cpu(),
+            "receiver": process_cpu(self._receiver),
+            "Postgres": backends_cpu(self._database),
+            "machine": machine_busy(),
+            "wall": time.monotonic(),
+        }
+
+    def stop(self) -> None:
+        end = self._sample()
+        self.seconds = {name: end[name] - self._start[name] for name in end}
 
 
 @dataclass
@@ -76,8 +130,22 @@ class Run:
     settle: list[float]
     to_post: list[float]
     post: list[float]
+    #: With ``track_commit_timestamp = on``: outbox -> POST split at the settling commit.
+    to_commit: list[float]
+    commit_to_post: list[float]
     problems: list[str]
     load: str
+    cpu: dict[str, float]
+
+    def cpu_line(self) -> str:
+        """CPU per ending over the window (from the move to the last arrival), and how busy the
+        machine's cores were."""
+        if not self.cpu:
+            return "n/a"
+        names = ("service", "relays", "Postgres", "receiver")
+        parts = [f"{name} {self.cpu[name] / self.due * 1e6:,.0f}" for name in names]
+        busy = self.cpu["machine"] / max(self.cpu["wall"], 1e-9) / (os.cpu_count() or 1)
+        return f"{', '.join(parts)} µs; the machine's cores {busy:.0%} busy over {self.cpu['wall']:.1f} s"
 
     def stage(self, values: list[float]) -> str:
         return (
@@ -105,7 +173,14 @@ def queued_events(url: str, prefix: str) -> set[str]:
 
 
 def one_run(
-    url: str, receiver: ReceiverProcess, logs: Path, index: int, due: int, relays: int, args: Any
+    url: str,
+    service: int,
+    receiver: ReceiverProcess,
+    logs: Path,
+    index: int,
+    due: int,
+    relays: int,
+    args: Any,
 ) -> Run:
     prefix = f"r{index}-"
     problems: list[str] = []
@@ -118,6 +193,7 @@ def one_run(
         if not earlier <= before.keys():
             problems.append(f"{len(earlier - before.keys())} earlier results never arrived")
         requests_before = receiver.stats()["requests"]
+        cpu = Cpu(str(psycopg.conninfo.conninfo_to_dict(url)["dbname"]), service, receiver.pid, processes)
         with psycopg.connect(url, autocommit=True) as conn:
             moved = seeds.move_deadlines(conn, prefix, args.lead, args.window)
         load = load_line()
@@ -128,6 +204,7 @@ def one_run(
         while len(queued_events(url, prefix)) < 2 * due and time.monotonic() < deadline:
             time.sleep(0.1)
         arrivals = wait_for(receiver, queued_events(url, prefix), max(1.0, deadline - time.monotonic()))
+        cpu.stop()
         time.sleep(0.5)  # the relays record their attempts after the 2xx
         repeats = receiver.stats()["requests"] - requests_before - due
     finally:
@@ -167,8 +244,11 @@ def one_run(
         settle=[(float(r["finalized"]) - float(r["ends_at"])) * 1000 for r in settled],
         to_post=[(float(r["posted"]) - float(r["queued"])) * 1000 for r in heard],
         post=[(arrivals[r["event_id"]] - float(r["posted"])) * 1000 for r in heard],
+        to_commit=[(float(r["committed"]) - float(r["queued"])) * 1000 for r in heard if r["committed"]],
+        commit_to_post=[(float(r["posted"]) - float(r["committed"])) * 1000 for r in heard if r["committed"]],
         problems=problems,
         load=load,
+        cpu=cpu.seconds,
     )
 
 
@@ -190,6 +270,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="a setting for the relays, e.g. RELAY_CONCURRENCY=256; repeatable",
     )
+    parser.add_argument(
+        "--service-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the service, e.g. SWEEPER_BATCH_SIZE=50; repeatable",
+    )
     add_pg_settings(parser)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -203,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    server settings: {', '.join(args.pg_setting)}", flush=True)
     if args.relay_env:
         print(f"    relay settings: {', '.join(args.relay_env)}", flush=True)
+    if args.service_env:
+        print(f"    service settings: {', '.join(args.service_env)}", flush=True)
     runs: list[Run] = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(bench_server(args.pg_setting))
@@ -214,10 +303,11 @@ def main(argv: list[str] | None = None) -> int:
             conn.execute("VACUUM ANALYZE")
         print(f"    seeded {args.focusing} focusing in {time.monotonic() - began:.1f} s", flush=True)
         receiver = stack.enter_context(contextlib.closing(ReceiverProcess(logs)))
-        stack.enter_context(running_service(url, logs))
+        service_env = dict(e.split("=", 1) for e in args.service_env)
+        service = stack.enter_context(running_service(url, logs, env=service_env))
         for due in dues:
             for relays in relay_counts:
-                run = one_run(url, receiver, logs, len(runs), due, relays, args)
+                run = one_run(url, service.pid, receiver, logs, len(runs), due, relays, args)
                 runs.append(run)
                 print(
                     f"\n{due} due in {args.window:g} s among {args.focusing} focusing, {relays} relay(s) "
@@ -226,7 +316,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    ends_at -> 2xx   {run.stage(run.total)}")
                 print(f"    settle           {run.stage(run.settle)}")
                 print(f"    outbox -> POST   {run.stage(run.to_post)}")
+                if run.to_commit:
+                    print(f"      settling xact  {run.stage(run.to_commit)}")
+                    print(f"      commit -> POST {run.stage(run.commit_to_post)}")
                 print(f"    POST -> 2xx      {run.stage(run.post)}")
+                print(f"    CPU per ending   {run.cpu_line()}")
                 print(
                     "    checks: "
                     + ("; ".join(run.problems) or "every result once, in order per conversation"),

@@ -146,10 +146,15 @@ END $$;
 -- request, and SKIP LOCKED lets several claimers, in one replica or many, claim side by side without
 -- ever taking the same row. Each with the trace context of the call that opened it. (On Citus a lock
 -- with SKIP LOCKED must stay in one shard: the sweeper finds the due conversations first and settles
--- each with settle_due_in, service/use_cases/deadlines.py.)
+-- each with settle_due_in, service/use_cases/deadlines.py.) Planned once, generically
+-- (plan_cache_mode), as settle_claimed is: a custom plan for each p_limit always looked cheaper and
+-- was made again at every call, about 1 M instructions a batch; the generic plan is the same walk of
+-- ix_operations_focusing_ends_at, whatever the statistics say is due.
 CREATE OR REPLACE FUNCTION claim_due(p_limit integer)
 RETURNS TABLE (conversation_id text, operation_id uuid, traceparent text, tracestate text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
 BEGIN
     RETURN QUERY
     SELECT o.conversation_id, o.operation_id, o.traceparent, o.tracestate
@@ -161,9 +166,8 @@ BEGIN
     FOR UPDATE OF w SKIP LOCKED;
 END $$;
 
--- settle_due: the sweeper's batch in one statement — what claim_due claims, settled conversation by
--- conversation (settle_claimed with no trace context of its own: each outbox row carries its start
--- call's).
+-- settle_due: the sweeper's batch in one statement — what claim_due claims, settled by
+-- settle_claimed with no trace context of its own (each outbox row carries its start call's).
 CREATE OR REPLACE FUNCTION settle_due(p_limit integer)
 RETURNS SETOF settled_operation
 LANGUAGE plpgsql AS $$
@@ -179,28 +183,142 @@ BEGIN
 END $$;
 
 -- settle_claimed: the deadline rule for the operations the caller claimed (claim_due, in its own
--- transaction: it holds their conversations' locks), p_operation_ids[i] being p_conversation_ids[i]'s,
--- conversation by conversation; an operation no longer focusing is left as it is. p_traceparent and
--- p_tracestate: the trace context of the sweeper's settle (its span), which the outbox rows it queues
--- carry (trace_producer); NULL: none, each carries its start call's.
+-- transaction: it holds their conversations' locks), p_operation_ids[i] being p_conversation_ids[i]'s;
+-- an operation no longer focusing is left as it is. p_traceparent and p_tracestate: the trace
+-- context of the sweeper's settle (its span), which the outbox rows it queues carry
+-- (trace_producer); NULL: none, each carries its start call's.
+-- It decides as settle_focusing_v2 does and does what that function, close_instances_v2 and
+-- queue_outbox do after the decision, with each statement over the whole batch instead of once per
+-- conversation: the rows are read again under the locks, the one compare-and-set (UPDATE ... WHERE
+-- state = 'focusing' RETURNING) decides, and only the rows it returned close their instance (its
+-- sub-session ends, its snapshot freezes, Interact is back in front) and get their outbox row under
+-- their conversation's next sequence number, in the caller's transaction. Settling conversation by
+-- conversation cost each row about 2.0 M instructions, most of them the statements' start-up and
+-- their CHECK constraints prepared again; over the batch about 1.1 M (`python -m
+-- bench.db_instructions --settle`, bench/README.md). Data-modifying CTEs are fine here: Citus never
+-- runs this function (settle_due_in settles there, conversation by conversation).
+-- Each statement is planned once, generically (plan_cache_mode): a custom plan knows the length of
+-- the batch's arrays, so it always looked cheaper than the generic one and was made again at every
+-- call, which cost a batch of one row about 5 M instructions more (measured with an earlier form of
+-- these statements). The generic plans join each array to its table's key, row by row.
 CREATE OR REPLACE FUNCTION settle_claimed(
     p_conversation_ids text[], p_operation_ids uuid[], p_traceparent text, p_tracestate text)
 RETURNS SETOF settled_operation
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
-    due record;
+    decided_at timestamptz := statement_timestamp();
+    decided operations;
+    decideds operations[];
+    settled operations[];
+    closed_conversations text[];
+    closed_ids uuid[];
+    producer text;
+    producer_state text;
 BEGIN
+    IF p_conversation_ids IS NULL THEN
+        RETURN;
+    END IF;
     IF p_traceparent IS NOT NULL THEN
         PERFORM trace_producer(p_traceparent, p_tracestate);
     END IF;
-    FOR due IN
-        SELECT c.conversation_id, array_agg(c.operation_id) AS operation_ids
-        FROM unnest(p_conversation_ids, p_operation_ids) AS c(conversation_id, operation_id)
-        GROUP BY c.conversation_id
+    -- Each row as it is decided, read under the lock, and its result (the outbox's payload) from it.
+    FOR decided IN
+        SELECT o.* FROM operations o
+        JOIN unnest(p_conversation_ids, p_operation_ids) AS d(conversation_id, operation_id)
+          ON o.conversation_id = d.conversation_id AND o.operation_id = d.operation_id
+        WHERE o.state = 'focusing' AND o.ends_at <= decided_at
     LOOP
-        RETURN QUERY SELECT * FROM settle_focusing_v2(
-            due.conversation_id, due.operation_ids, 'completed', 'deadline_reached', true);
+        decided.state := 'completed';
+        decided.reason := 'deadline_reached';
+        decided.finalized_at := decided_at;
+        decided.result := operation_json(decided, 'result');
+        decideds := decideds || decided;
     END LOOP;
+    IF decideds IS NULL THEN
+        RETURN;
+    END IF;
+    -- The decision: only rows still focusing are touched.
+    WITH won AS (
+        UPDATE operations o
+        SET state = d.state, reason = d.reason, finalized_at = d.finalized_at, result = d.result
+        FROM unnest(decideds) d
+        WHERE o.conversation_id = d.conversation_id AND o.operation_id = d.operation_id
+          AND o.state = 'focusing'
+        RETURNING o
+    )
+    SELECT array_agg(won.o) INTO settled FROM won;
+    IF settled IS NULL THEN
+        RETURN;
+    END IF;
+    producer := producer_traceparent();
+    producer_state := CASE WHEN producer IS NOT NULL THEN producer_tracestate() END;
+    -- close_instances_v2's work, after the decision (its events come first in each stream).
+    WITH closed AS (
+        UPDATE app_instances i SET status = 'closed', closed_at = decided_at
+        FROM unnest(settled) s
+        WHERE i.conversation_id = s.conversation_id AND i.instance_id = s.instance_id
+          AND i.status = 'open'
+        RETURNING i.conversation_id, i.instance_id
+    )
+    SELECT array_agg(c.conversation_id), array_agg(c.instance_id) INTO closed_conversations, closed_ids
+    FROM closed c;
+    IF closed_ids IS NOT NULL THEN
+        UPDATE sub_sessions x SET status = 'ended', ended_at = decided_at
+        FROM unnest(closed_conversations, closed_ids) AS c(conversation_id, instance_id)
+        WHERE x.conversation_id = c.conversation_id AND x.instance_id = c.instance_id
+          AND x.status = 'open';
+        UPDATE instance_states x SET readonly = true, updated_at = decided_at
+        FROM unnest(closed_conversations, closed_ids) AS c(conversation_id, instance_id)
+        WHERE x.conversation_id = c.conversation_id AND x.instance_id = c.instance_id
+          AND NOT x.readonly;
+    END IF;
+    -- The foreground handed back and queue_outbox's work in one write of each workspace: its
+    -- sequence moves past the results it queues, numbered in the order of their deadlines; each
+    -- row with the producer's trace context, or its start call's when none was said.
+    RETURN QUERY
+    WITH per_conversation AS (
+        SELECT s.conversation_id, count(*) AS results,
+               array_agg(s.instance_id) FILTER (WHERE s.instance_id = ANY(closed_ids)) AS closed
+        FROM unnest(settled) s
+        GROUP BY s.conversation_id
+    ),
+    numbered AS (
+        UPDATE workspaces w
+        SET outbox_sequence = w.outbox_sequence + p.results,
+            foreground_instance_id = CASE WHEN w.foreground_instance_id = ANY(p.closed) THEN NULL
+                                          ELSE w.foreground_instance_id END,
+            updated_at = CASE WHEN w.foreground_instance_id = ANY(p.closed) THEN decided_at
+                              ELSE w.updated_at END
+        FROM per_conversation p
+        WHERE w.conversation_id = p.conversation_id
+        RETURNING w.conversation_id, w.outbox_sequence - p.results AS last_sequence
+    ),
+    entries AS (
+        SELECT uuid_v7() AS event_id, s.operation_id, s.tool, s.tool_call_id, s.conversation_id,
+               n.last_sequence + row_number() OVER (PARTITION BY s.conversation_id
+                                                    ORDER BY s.ends_at, s.operation_id) AS sequence,
+               s.result, coalesce(producer, s.traceparent) AS traceparent,
+               CASE WHEN producer IS NULL THEN s.tracestate ELSE producer_state END AS tracestate
+        FROM unnest(settled) s JOIN numbered n USING (conversation_id)
+    ),
+    queued AS (
+        INSERT INTO outbox AS o (event_id, operation_id, tool, tool_call_id, conversation_id, sequence,
+                                 payload, traceparent, tracestate)
+        SELECT e.event_id, e.operation_id, e.tool, e.tool_call_id, e.conversation_id, e.sequence,
+               jsonb_build_object(
+                   'event_id', e.event_id, 'type', 'tool.result', 'tool', e.tool,
+                   'tool_call_id', e.tool_call_id, 'conversation_id', e.conversation_id,
+                   'operation_id', e.operation_id, 'sequence', e.sequence,
+                   'result', e.result),
+               e.traceparent, e.tracestate
+        FROM entries e
+        RETURNING o.operation_id, o.event_id
+    )
+    SELECT s.operation_id, s.conversation_id, s.instance_id, s.state, s.reason, s.ends_at,
+           s.finalized_at, s.lateness_ms, q.event_id
+    FROM unnest(settled) s JOIN queued q USING (operation_id);
 END $$;
 
 -- settle_due_in: the sweeper's settling of one conversation found due (on Citus, run on the worker
