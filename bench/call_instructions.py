@@ -75,6 +75,12 @@ def _drive(url: str, cycles: int, loop: str = "asyncio") -> None:
         raise RuntimeError(f"imported {service.__file__}, not the release in {Path.cwd()}")
     settings = bench_settings(url)
     _without_timed_loops()
+    try:  # as serve does at its start: traces only when the OTEL_* variables ask (--tracing)
+        from service.telemetry import configure_tracing
+    except ImportError:  # a release before traces
+        pass
+    else:
+        configure_tracing("lineup-serve")
     app = create_app(settings, registry_of(settings), sweeper=False)
     if "gc.freeze()" in (Path.cwd() / "service" / "cli" / "serve.py").read_text():
         gc.freeze()  # as this release's serve does once its app is built
@@ -222,6 +228,44 @@ def per_call(
     return (long - short) / (2 * cycles)
 
 
+def tracing_env(endpoint: str, ratio: float) -> dict[str, str]:
+    """The OTEL_* variables of a traced run: OTLP/HTTP to ``endpoint``, ``ratio`` of the calls
+    sampled (each call is a trace of its own: no caller's traceparent)."""
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": str(ratio),
+    }
+
+
+class OtlpSink:
+    """A collector's ``/v1/traces`` that reads each export and answers 200 (nothing decoded: only
+    the exporting side is counted), on a free port of 127.0.0.1, in a thread of the bench."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", "0")))
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 def main() -> int:
     from harness.database import named_server, scratch_database
     from harness.processes import ROOT
@@ -242,6 +286,13 @@ def main() -> int:
     )
     parser.add_argument("--no-unprepared", action="store_true", help="skip DB_PREPARED_STATEMENTS=off")
     parser.add_argument(
+        "--tracing",
+        default="",
+        help="also count this checkout with traces on, exported over OTLP/HTTP to a local sink that "
+        "answers 200: comma-separated sampling ratios, e.g. 1,0.01,0 (1 = every call; 0 = none: "
+        "what the instrumentation costs a call it does not sample, no export at all)",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=1, help="figures counted at once (each is one process at a time)"
     )
     args = parser.parse_args()
@@ -253,8 +304,13 @@ def main() -> int:
     if shutil.which("valgrind") is None:
         print("needs valgrind (Debian: valgrind)")
         return 2
+    ratios = [float(ratio) for ratio in args.tracing.split(",") if ratio]
+    if not all(0 <= ratio <= 1 for ratio in ratios):
+        parser.error("--tracing: sampling ratios in [0, 1]")
     work = Path(tempfile.mkdtemp(prefix="lineup-call-instructions-"))
     server = named_server()
+    sink = OtlpSink() if ratios else None
+    traced_names = [f"this, traced, sampled {ratio:g}" for ratio in ratios]
     figures: dict[tuple[str, str], float] = {}
     names = [
         f"previous release {args.previous[:12]}",
@@ -273,6 +329,10 @@ def main() -> int:
                 url = stack.enter_context(scratch_database(server, f"bench_calls_off_{uuid.uuid4().hex[:8]}"))
                 migrate_release(ROOT, url)
                 runs += [("this, DB_PREPARED_STATEMENTS=off", ROOT, url, {"DB_PREPARED_STATEMENTS": "off"})]
+            for name, sampled in zip(traced_names, ratios, strict=True):
+                url = stack.enter_context(scratch_database(server, f"bench_calls_tr_{uuid.uuid4().hex[:8]}"))
+                migrate_release(ROOT, url)
+                runs += [(name, ROOT, url, tracing_env(sink.endpoint if sink else "", sampled))]
             jobs = {
                 (name, loop): pool.submit(per_call, tree, url, args.cycles, work, env, loop)
                 for name, tree, url, env in runs
@@ -281,13 +341,16 @@ def main() -> int:
             figures = {key: job.result() for key, job in jobs.items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if sink is not None:
+            sink.close()
     print(
         f"call_instructions: Python instructions per tool call (in-process ASGI, {args.cycles} "
         f"start+interrupt cycles, callgrind), M"
     )
     print(f"    {'':40} " + " ".join(f"{loop:>9}" for loop in loops))
     base = names[0]
-    for name in [*names, *(["this, DB_PREPARED_STATEMENTS=off"] if not args.no_unprepared else [])]:
+    unprepared = [] if args.no_unprepared else ["this, DB_PREPARED_STATEMENTS=off"]
+    for name in [*names, *unprepared, *traced_names]:
         row = " ".join(f"{figures[name, loop] / 1e6:9.3f}" for loop in loops)
         ratio = " ".join(f"{figures[name, loop] / figures[base, loop]:8.3f}x" for loop in loops)
         print(f"    {name:40} {row}   / previous: {ratio}")

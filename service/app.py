@@ -48,6 +48,7 @@ from service.domain.errors import Refusal
 from service.host_names import HostAllowList
 from service.host_streams import HostStreams
 from service.http import TokenBook
+from service.http_tracing import route_middleware, with_http_spans
 from service.loop_lag import LoopLag, default_lag_histogram
 from service.manifests import Registry
 from service.mcp.endpoint import mcp_endpoint, mcp_lifespan, protected_resource_metadata
@@ -245,6 +246,8 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
             }
         ),
         lifespan=[lifespan, mcp_lifespan],
+        # The HTTP server span named by its route, when this process traces (none otherwise).
+        middleware=route_middleware(),
         request_max_body_size=settings.request_max_body_bytes,
         openapi_config=openapi_config(ui=settings.api_docs_ui),
         # Every answer is fresh and typed as it says, unless a handler says otherwise (pages, assets).
@@ -260,4 +263,5 @@ def create_app(settings: Settings, registry: Registry, *, sweeper: bool = True) 
     )
     without_litestar_validation_answers(app)
     check_lean_routes(app)
+    with_http_spans(app)  # the HTTP server span of each request, when this process traces
     return app

@@ -7,6 +7,10 @@ Our own events skip the stdlib ``logging`` machinery (caller lookup, formatter, 
 rendered by structlog and written as bytes, about a third of the CPU per line (measured in
 ``bench/call_cost.py``). Records of other libraries go through one stdlib handler that renders
 them the same way.
+
+Inside a recording span (``service.telemetry``), every line — ours and other libraries' — carries
+the span's ``trace_id`` and ``span_id`` (hex, as OpenTelemetry's log correlation writes them), so a
+line leads to its trace and back; outside one, or when the process does not trace, nothing is added.
 """
 
 from __future__ import annotations
@@ -21,11 +25,24 @@ from typing import Any
 
 import msgspec
 import structlog
-from structlog.typing import Processor
+from structlog.typing import EventDict, Processor
+
+from service.telemetry import TRACING, log_ids
+
+
+def add_trace_ids(logger: Any, method_name: str, event_dict: EventDict) -> EventDict:
+    """``trace_id`` and ``span_id`` of the recording span the line is written in (none outside
+    one; when the process does not trace, one attribute test)."""
+    if TRACING.on and (ids := log_ids()) is not None:
+        for key, value in ids.items():
+            event_dict.setdefault(key, value)
+    return event_dict
+
 
 _STAMP = structlog.processors.TimeStamper(fmt="iso", utc=True)
 _SHARED: list[Processor] = [
     structlog.contextvars.merge_contextvars,
+    add_trace_ids,
     structlog.stdlib.add_log_level,
     structlog.stdlib.add_logger_name,
     _STAMP,
@@ -51,6 +68,7 @@ def _own_line(logger: Any, method_name: str, event_dict: Any) -> bytes:
     """Our own events' chain as one processor: ``_SHARED``, ``format_exc_info`` and the JSON
     rendering, called in that order (the same line; one processor call instead of six)."""
     event_dict = structlog.contextvars.merge_contextvars(logger, method_name, event_dict)
+    event_dict = add_trace_ids(logger, method_name, event_dict)
     event_dict = structlog.stdlib.add_log_level(logger, method_name, event_dict)
     event_dict = structlog.stdlib.add_logger_name(logger, method_name, event_dict)
     event_dict = _STAMP(logger, method_name, event_dict)
@@ -136,6 +154,8 @@ class Lines:
         # _own_line's chain for "info", in its order: the event, the context, level, logger, time.
         fields["event"] = event
         structlog.contextvars.merge_contextvars(None, "info", fields)
+        if TRACING.on:
+            add_trace_ids(None, "info", fields)
         fields["level"] = "info"
         fields["logger"] = self._name
         fields["timestamp"] = datetime.now(tz=UTC).isoformat().replace("+00:00", "Z")
@@ -183,6 +203,7 @@ def _configure_console(level: int) -> None:
     stamp = structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False)
     chain: list[Processor] = [
         structlog.contextvars.merge_contextvars,
+        add_trace_ids,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         stamp,

@@ -245,6 +245,9 @@ class Settings(BaseSettings):
     # The interactive API pages (/schema/swagger, self-hosted); the JSON and YAML documents are
     # always served.
     api_docs_ui: bool = common(False)
+    # Where an operator opens a trace (Jaeger, Tempo, Grafana): a URL with {trace_id} in it, which
+    # the console's trace page and `ops trace` fill with the call's trace id (docs/tracing.md).
+    trace_url_template: str | None = common(None)
     # The deadline sweeper of ``serve``: claimers settling due rows side by side (SKIP LOCKED),
     # rows per settle statement, and the poll that finds deadlines other replicas opened.
     sweeper_claimers: int = tuning(2, ge=1, le=16)
@@ -348,6 +351,19 @@ class Settings(BaseSettings):
         if value is None or value == "":
             return None
         return _as_origin(value)
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _trace_url(cls, value: str | None) -> str | None:
+        if value is None or value.strip() == "":
+            return None
+        value = value.strip()
+        if "{trace_id}" not in value:
+            raise ValueError("must contain {trace_id}, e.g. http://jaeger:16686/trace/{trace_id}")
+        parts = urlsplit(value.replace("{trace_id}", "0"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} must be an http:// or https:// URL with {{trace_id}} in it")
+        return value
 
     @field_validator("mcp_oauth_issuer", "mcp_resource_url")
     @classmethod

@@ -17,8 +17,11 @@ start. Nothing is exported, and nothing measurable is spent, unless the operator
 The OTLP exporter speaks ``http/protobuf``; ``OTEL_EXPORTER_OTLP_PROTOCOL=grpc`` is refused with a
 clear error at start (the gRPC exporter is not installed), never silently ignored.
 
-Instrumented code uses only the API (``opentelemetry.trace.get_tracer``): with no provider set,
-its spans are the API's non-recording spans.
+Instrumented code uses only the API (``opentelemetry.trace.get_tracer``). Where a span would cost
+the hot path something even unrecorded (the tool call's database span, the log lines' ids, the
+HTTP and MCP instrumentations' middleware), it asks :func:`tracing_on` first: False until
+:func:`configure_tracing` installed a provider or found one, so a process without traces spends a
+boolean test per call and nothing else.
 """
 
 from __future__ import annotations
@@ -32,6 +35,19 @@ from opentelemetry import trace
 TRACER_NAME = "lineup"
 
 _OFF = {"", "none"}
+
+
+class _Switch:
+    """Whether this process traces: read on the hot path as one attribute."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+
+
+#: ``TRACING.on``: a TracerProvider is installed (ours, or one someone set before us).
+TRACING = _Switch()
 
 
 class TracingConfigError(ValueError):
@@ -56,10 +72,12 @@ def configure_tracing(default_service_name: str, env: Mapping[str, str] | None =
     ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` give no ``service.name``.
     """
     env = os.environ if env is None else env
-    if not tracing_requested(env):
+    if provider_installed():
+        TRACING.on = True  # someone set a provider before us: theirs stands, and is used
         return False
-    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        return False  # someone set a provider before us: theirs stands
+    if not tracing_requested(env):
+        TRACING.on = False
+        return False
 
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -102,9 +120,67 @@ def configure_tracing(default_service_name: str, env: Mapping[str, str] | None =
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+    TRACING.on = True
     return True
 
 
+def provider_installed() -> bool:
+    """Whether a real TracerProvider is the global one (not the API's proxy)."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def tracing_on() -> bool:
+    """Whether this process traces (see :data:`TRACING`)."""
+    return TRACING.on
+
+
+class _Made:
+    """The tracer ``tracer()`` made, and the provider it came from."""
+
+    provider: trace.TracerProvider | None = None
+    tracer: trace.Tracer | None = None
+
+
 def tracer() -> trace.Tracer:
-    """The project's tracer (the API's no-op one until a provider is installed)."""
-    return trace.get_tracer(TRACER_NAME)
+    """The project's tracer (the API's no-op one until a provider is installed), made once per
+    provider: a provider's ``get_tracer`` builds and compares its instrumentation scope each time."""
+    provider = trace.get_tracer_provider()
+    made = _Made.tracer
+    if made is None or _Made.provider is not provider:
+        made = _Made.tracer = provider.get_tracer(TRACER_NAME)
+        _Made.provider = provider
+    return made
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace id (32 lowercase hex digits) of a W3C ``traceparent`` header's value; None for
+    none, a malformed one, or the all-zero (invalid) id."""
+    if not traceparent:
+        return None
+    parts = traceparent.strip().split("-")
+    if len(parts) < 4 or len(parts[0]) != 2 or parts[0] == "ff":
+        return None
+    trace_id = parts[1].lower()
+    if len(trace_id) != 32 or trace_id == "0" * 32 or any(c not in "0123456789abcdef" for c in trace_id):
+        return None
+    return trace_id
+
+
+def trace_url(template: str | None, trace_id: str | None) -> str | None:
+    """``TRACE_URL_TEMPLATE`` with the trace id in place of ``{trace_id}`` (None without either)."""
+    if not template or not trace_id:
+        return None
+    return template.replace("{trace_id}", trace_id)
+
+
+def log_ids() -> dict[str, str] | None:
+    """``trace_id`` and ``span_id`` (hex, as OpenTelemetry's log correlation writes them) of the
+    current span when it records; None otherwise."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return None
+    context = span.get_span_context()
+    return {
+        "trace_id": trace.format_trace_id(context.trace_id),
+        "span_id": trace.format_span_id(context.span_id),
+    }

@@ -17,6 +17,7 @@ from litestar import Controller, Request, get
 from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent
 from litestar.response.sse import ServerSentEventMessage
+from opentelemetry.trace import Span, SpanKind
 from psycopg.rows import DictRow
 
 from service.api import inputs
@@ -25,6 +26,7 @@ from service.api.auth import HOST_SECURITY, principal_of, require
 from service.api.host_scope import where
 from service.api.inputs import SEQUENCE, IdPath
 from service.host_streams import HostStreams, Stream
+from service.telemetry import TRACING, tracer
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -51,7 +53,10 @@ async def _stream(
                 continue
             if int(fed["event_seq"]) > last:
                 last = int(fed["event_seq"])
+                span = _ending_span(fed, stream.conversation_id) if TRACING.on else None
                 yield _message(fed)
+                if span is not None:  # sent: the stream asked for the next message
+                    span.end()
         if stream.ended is not None:
             # The person's session is over: say so, and end (a reconnect is answered 401).
             reason = json.dumps({"reason": stream.ended}, separators=(",", ":"))
@@ -74,6 +79,26 @@ def _wait_seconds(stream: Stream) -> float:
         return KEEPALIVE_SECONDS
     left = stream.expires_at - asyncio.get_running_loop().time()
     return max(0.0, min(KEEPALIVE_SECONDS, left))
+
+
+def _ending_span(row: DictRow, conversation_id: str) -> Span | None:
+    """The span of an operation's ending pushed to the person who waits for it (an ``operation``
+    event with ``finalized_at``): a PRODUCER span under the stream's HTTP span, from the moment the
+    ending reached this stream until it was written to the connection. None for any other event."""
+    payload = row["payload"]
+    if row["kind"] != "operation" or not isinstance(payload, dict) or payload.get("finalized_at") is None:
+        return None
+    attributes: dict[str, str | int] = {
+        "lineup.conversation_id": conversation_id,
+        "lineup.operation_id": str(payload.get("operation_id", "")),
+        "lineup.operation.state": str(payload.get("state", "")),
+        "lineup.operation.reason": str(payload.get("reason") or ""),
+        "lineup.tool_call_id": str(payload.get("tool_call_id") or ""),
+        "lineup.event_seq": int(row["event_seq"]),
+    }
+    # Not made current: the generator yields between start and end, and a context attached here
+    # would leak into whatever runs between.
+    return tracer().start_span("push operation", kind=SpanKind.PRODUCER, attributes=attributes)
 
 
 def _message(row: DictRow) -> ServerSentEventMessage:

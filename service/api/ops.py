@@ -275,8 +275,11 @@ class OpsController(Controller):
     ) -> ToolCallTrace:
         tool_call_id = inputs.existing_id(tool_call_id.removeprefix("/"), "tool_call")
         conversation = inputs.optional_conversation_id(conversation_id)
-        statuses = outcome_statuses(runtime_of(request).registry.kinds)
-        trace = await _read(request, ops_reads.trace_tool_call(tool_call_id, statuses, conversation))
+        rt = runtime_of(request)
+        statuses = outcome_statuses(rt.registry.kinds)
+        template = rt.settings.trace_url_template
+        query = ops_reads.trace_tool_call(tool_call_id, statuses, conversation, template)
+        trace = await _read(request, query)
         if trace is None:
             raise not_found("tool_call")
         return cast(ToolCallTrace, trace)

@@ -136,6 +136,11 @@ class RecordedAnswer(TypedDict):
     status_code: Annotated[int, KwargDefinition(ge=200, le=599)]
     response: dict[str, Any]
     created_at: Time
+    #: The OpenTelemetry trace id (32 hex digits) of the call that recorded the answer; null when
+    #: it was not traced.
+    trace_id: Annotated[str | None, KwargDefinition(pattern="^[0-9a-f]{32}$")]
+    #: TRACE_URL_TEMPLATE with that trace id; null without either.
+    trace_url: str | None
 
 
 class ToolCallRow(TypedDict):

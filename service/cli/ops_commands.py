@@ -192,6 +192,10 @@ def _statuses() -> dict[str, int]:
     return outcome_statuses(registry_of(load_settings("ops")).kinds)
 
 
+def _trace_url_template() -> str | None:
+    return load_settings("ops").trace_url_template
+
+
 async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     try:
         return await _trace_tool_call(rt, args, out)
@@ -206,8 +210,10 @@ async def trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: Text
 
 async def _trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: TextIO) -> int:
     conversation = args.conversation
-    statuses = _statuses()
-    trace = await ops_reads.read(rt, ops_reads.trace_tool_call(args.tool_call_id, statuses, conversation))
+    statuses, template = _statuses(), _trace_url_template()
+    trace = await ops_reads.read(
+        rt, ops_reads.trace_tool_call(args.tool_call_id, statuses, conversation, template)
+    )
     if trace is None:
         # A list's shortened id ("start-4f1c…"): its beginning, when that names one recorded call.
         prefix = args.tool_call_id.removesuffix("…")
@@ -215,7 +221,9 @@ async def _trace_tool_call(rt: OneConnection, args: argparse.Namespace, out: Tex
         if len(found) > 1:
             return fail(f"tool call {prefix!r}… is ambiguous ({found[0]}, {found[1]}, …): give more of it")
         if found:
-            trace = await ops_reads.read(rt, ops_reads.trace_tool_call(found[0], statuses, conversation))
+            trace = await ops_reads.read(
+                rt, ops_reads.trace_tool_call(found[0], statuses, conversation, template)
+            )
     if trace is None:
         return fail(
             f"nothing is recorded for tool call {args.tool_call_id!r} "

@@ -166,6 +166,7 @@ def trace_text(trace: Json) -> str:
                     ("tool", call["tool"]),
                     ("conversation", call["conversation_id"]),
                     ("response", compact(call["response"])),
+                    *trace_fields(call),
                 ]
             )
         )
@@ -196,6 +197,15 @@ def trace_text(trace: Json) -> str:
         sections.append(f"\noutbox event {row['event_id']}")
         sections.append(outbox_block(row))
     return "\n".join(sections)
+
+
+def trace_fields(call: Json) -> list[tuple[str, Any]]:
+    """The OpenTelemetry trace of the call (its id, and its address when TRACE_URL_TEMPLATE names
+    one); "not traced" when it was not."""
+    trace_id = call.get("trace_id")
+    if not trace_id:
+        return [("trace", "not traced")]
+    return [("trace", trace_id), *([("trace url", call["trace_url"])] if call.get("trace_url") else [])]
 
 
 def summary(trace: Json) -> str:

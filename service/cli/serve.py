@@ -17,11 +17,18 @@ from service.db.pooler import PoolerRefusalError
 from service.logging import configure_logging
 from service.manifests import ManifestError, registry_of
 from service.settings import load_settings
+from service.telemetry import TracingConfigError, configure_tracing
 
 
 def run(host: str, port: int, *, sweeper: bool = True) -> int:
     configure_logging()
     settings = load_settings("serve")
+    try:
+        # Before the app is built: what it instruments depends on whether this process traces.
+        configure_tracing("lineup-serve")
+    except TracingConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         registry = registry_of(settings)  # built once: every face and loop gets this object
     except ManifestError as exc:

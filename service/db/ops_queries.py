@@ -154,10 +154,11 @@ GROUP BY outcome
 # its answer names (an interrupt names the operation it ended); the outbox rows of those calls.
 # Outbox rows are found through their tool_call_id, so every step is an index lookup. A tool_call_id
 # is unique per conversation: %(conversation_id)s names one, or NULL reads every conversation's
-# (the view refuses more than one as ambiguous).
+# (the view refuses more than one as ambiguous). The answer's traceparent (migration 0026) names the
+# trace of the call that recorded it (NULL: not traced).
 _TRACE_SCOPE = """
 WITH answer AS (
-    SELECT t.tool_call_id, t.conversation_id, t.tool, t.response, t.created_at, t.outcome
+    SELECT t.tool_call_id, t.conversation_id, t.tool, t.response, t.created_at, t.outcome, t.traceparent
     FROM tool_calls t
     WHERE t.tool_call_id = %(tool_call_id)s
       AND (%(conversation_id)s::text IS NULL OR t.conversation_id = %(conversation_id)s)

@@ -7,6 +7,14 @@ the Tool's decision function — which takes the conversation's lock and ends op
 (its effects: the deadline it opened, the operations it settled, whether the conversation changed
 and outbox rows were queued). The answer's JSON text is what is both recorded and sent, so a replay
 is byte for byte the first answer.
+
+When the process traces (``service.telemetry.TRACING``), the statement is one database client span
+(``SELECT call_tool_v3``) after the database conventions — ``db.system.name``, ``db.query.summary``,
+``db.query.text`` (placeholders only), ``db.namespace``, ``server.address``/``server.port``, and on
+a failed statement ``db.response.status_code`` and ``error.type`` (its SQLSTATE) — with what the
+decision answered (``lineup.outcome``, ``lineup.replayed``). What the function does inside is one
+statement to the service: no span per query of it. Without traces, one attribute test; under a
+span its sampler dropped, no span either (``_sampled``).
 """
 
 from __future__ import annotations
@@ -15,9 +23,12 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import msgspec
-from psycopg import AsyncConnection, AsyncRawCursor
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode, get_current_span
+from psycopg import AsyncConnection, AsyncRawCursor, Error
 from psycopg.rows import DictRow, tuple_row
 from psycopg.types.json import set_json_loads
+
+from service.telemetry import TRACING, tracer
 
 Conn = AsyncConnection[DictRow]
 
@@ -42,6 +53,16 @@ _COLUMNS = CallResult._fields
 # Postgres' own placeholders ($1…) as bytes, run by a raw cursor: psycopg neither encodes the query
 # nor finds and checks its %s placeholders per call.
 CALL_TOOL = f"SELECT {', '.join(_COLUMNS)} FROM call_tool_v3($1, $2, $3, $4, $5, $6, $7)".encode()
+
+#: The statement's span: its name is its summary (the database conventions' low-cardinality name).
+SUMMARY = "SELECT call_tool_v3"
+_SPAN_ATTRIBUTES = {
+    "db.system.name": "postgresql",
+    "db.query.summary": SUMMARY,
+    "db.operation.name": "SELECT",
+    "db.stored_procedure.name": "call_tool_v3",
+    "db.query.text": CALL_TOOL.decode(),
+}
 
 
 def _cursor(conn: Conn) -> AsyncRawCursor[tuple[Any, ...]]:
@@ -69,6 +90,10 @@ async def call(
     context: str,
 ) -> CallResult:
     """Run one tool call on an autocommit connection: the statement is its own transaction."""
+    if TRACING.on and _sampled(get_current_span().get_span_context()):
+        return await _traced(
+            conn, (tool_call_id, conversation_id, tool, fingerprint, arguments, decide, context), tool
+        )
     cursor = _cursor(conn)
     await cursor.execute(
         CALL_TOOL,
@@ -78,3 +103,52 @@ async def call(
     row: Any = await cursor.fetchone()
     assert row is not None
     return CallResult._make(row)
+
+
+def _sampled(parent: SpanContext) -> bool:
+    """Whether the statement's span may be sampled: not under a span its sampler dropped (every
+    sampler the SDK ships decides a child as its parent was decided — by the parent's flag, or by
+    the trace id they share — so such a span would be dropped too, at the cost of making it)."""
+    return not parent.is_valid or parent.trace_flags.sampled
+
+
+async def _traced(conn: Conn, params: tuple[str, ...], tool: str) -> CallResult:
+    """``call`` inside its database client span (what only a recorded span shows is read only
+    when it records: most calls are not sampled at a low sampling ratio)."""
+    with tracer().start_as_current_span(
+        SUMMARY,
+        kind=SpanKind.CLIENT,
+        attributes=_SPAN_ATTRIBUTES,
+        record_exception=False,  # its message may carry the call's data; the SQLSTATE is the error
+        set_status_on_exception=False,
+    ) as span:
+        recording = span.is_recording()
+        if recording:
+            info = conn.info
+            span.set_attributes(
+                {
+                    "db.namespace": info.dbname,
+                    "server.address": info.host,
+                    "server.port": info.port,
+                    "lineup.tool": tool,
+                    "lineup.tool_call_id": params[0],
+                }
+            )
+        try:
+            cursor = _cursor(conn)
+            await cursor.execute(CALL_TOOL, params, prepare=True)
+            row: Any = await cursor.fetchone()
+        except Error as failed:
+            if recording:
+                code = failed.sqlstate or type(failed).__name__
+                if failed.sqlstate:
+                    span.set_attribute("db.response.status_code", failed.sqlstate)
+                span.set_attribute("error.type", code)
+                span.set_status(StatusCode.ERROR, code)
+            raise
+        assert row is not None
+        result = CallResult._make(row)
+        if recording:
+            span.set_attribute("lineup.outcome", result.outcome)
+            span.set_attribute("lineup.replayed", result.replayed)
+        return result

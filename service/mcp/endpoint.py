@@ -308,7 +308,7 @@ async def mcp_lifespan(app: Litestar) -> AsyncIterator[None]:
     """Runs after the lifespan that opens the runtime (it needs ``app.state.runtime``)."""
     settings = app.state.runtime.settings
     server = RuntimeMcpServer(app.state.runtime, app.state.projections)
-    server.middleware.insert(0, as_person)
+    server.middleware.insert(len(server.tracing), as_person)  # inside the spans, when traced
     book = SessionBook.from_settings(settings)
     idle: dict[Kind, float] = {
         "agent": settings.mcp_agent_session_idle_seconds,

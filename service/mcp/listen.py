@@ -33,6 +33,7 @@ from service.mcp import tasks_extension
 from service.mcp.binding import bound_conversation, person_ends_at
 from service.mcp.push import TASK_STATUS_2026, WireNotification
 from service.mcp.tasks import until_final
+from service.mcp.tracing import pushed
 from service.projection_hub import ProjectionHub
 from service.use_cases.runtime import Runtime
 
@@ -100,7 +101,8 @@ class TaskListen:
                 self._hub, lambda: tasks_extension.read(self._rt, task_id, conversation_id), task
             )
             if final is not task:
-                await send(final)
+                with pushed(TASK_STATUS_2026, final):  # the ending, under this listen's span
+                    await send(final)
 
         following = asyncio.gather(*(follow(task_id, task) for task_id, task in honoured.items()))
         ends_at = person_ends_at.get()

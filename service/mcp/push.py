@@ -16,6 +16,7 @@ import structlog
 from mcp.server.session import ServerSession
 
 from service.mcp.tasks import settled, task_view
+from service.mcp.tracing import pushed
 from service.projection_hub import ProjectionHub
 from service.use_cases.runtime import Runtime
 
@@ -66,7 +67,8 @@ class Pushes:
             # Subscribed at once: no read until a wake-up of the conversation or the deadline.
             operation = await settled(self._rt, self._hub, operation_id, known=started if fresh else None)
             notification: Any = WireNotification(TASK_STATUS, task_view(operation))
-            await session.send_notification(notification)
+            with pushed(TASK_STATUS, operation):  # under the tools/call span that started the watch
+                await session.send_notification(notification)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a push is advisory: never let it take anything down

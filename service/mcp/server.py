@@ -35,6 +35,7 @@ from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
 from service.mcp.tasks import cancel_task, read_task, settled, task_result, task_view
 from service.mcp.tools import Answer, call_result, list_tools, run_tool, runs_as_task
+from service.mcp.tracing import sdk_tracing
 from service.mcp.view_tokens import VIEW_TOKEN, ViewTokens
 from service.projection_hub import ProjectionHub
 from service.tool_names import listed_name, listed_names
@@ -161,9 +162,12 @@ class RuntimeMcpServer(Server[Any]):
         )
         self.extensions = {tasks_extension.EXTENSION: {}, **UI_EXTENSION}
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
-        # check does not know: a middleware (above that check) answers it. OpenTelemetry's
-        # middleware is left out: no exporter is installed, and it costs CPU on every call.
+        # check does not know: a middleware (above that check) answers it. The SDK's OpenTelemetry
+        # middleware is kept only when this process traces (service.mcp.tracing): otherwise it
+        # costs CPU on every call for spans nobody records.
+        self.tracing = sdk_tracing(self.middleware)
         self.middleware = [
+            *self.tracing,
             self._initialize_extensions,
             self._own_name,
             self._app_tool_call,

@@ -69,13 +69,16 @@ def tool_calls_list(
 
 
 def trace_tool_call(
-    tool_call_id: str, statuses: Mapping[str, int], conversation_id: str | None = None
+    tool_call_id: str,
+    statuses: Mapping[str, int],
+    conversation_id: str | None = None,
+    trace_url_template: str | None = None,
 ) -> Query[Json | None]:
     """The trace of one tool call; AmbiguousToolCallId when ``conversation_id`` is None and the id
-    was used in more than one conversation."""
+    was used in more than one conversation. ``trace_url_template``: ``TRACE_URL_TEMPLATE``."""
     return Query(
         ops_db.trace_tool_call(tool_call_id, conversation_id),
-        lambda rows: ops_views.trace_view(tool_call_id, rows, statuses),
+        lambda rows: ops_views.trace_view(tool_call_id, rows, statuses, trace_url_template),
     )
 
 

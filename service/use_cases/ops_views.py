@@ -13,6 +13,7 @@ from service.db.tables import ATTEMPT_OUTCOMES, OPERATION_STATES, OUTBOX_STATUSE
 from service.domain.cursors import OutboxCursor
 from service.domain.errors import AmbiguousToolCallId
 from service.domain.timefmt import rfc3339
+from service.telemetry import trace_id_of, trace_url
 
 Json = dict[str, Any]
 
@@ -70,6 +71,18 @@ def recorded_call(row: Mapping[str, Any], statuses: Mapping[str, int]) -> Json:
     return call
 
 
+def traced_call(row: Mapping[str, Any], statuses: Mapping[str, int], trace_url_template: str | None) -> Json:
+    """``recorded_call`` of the trace's answer, with ``trace_id`` (of the W3C ``traceparent``
+    recorded with it; None when the call was not traced) and ``trace_url``."""
+    fields = dict(row)
+    trace_id = trace_id_of(fields.pop("traceparent", None))
+    return {
+        **recorded_call(fields, statuses),
+        "trace_id": trace_id,
+        "trace_url": trace_url(trace_url_template, trace_id),
+    }
+
+
 def operation_list(rows: Rows) -> Json:
     return {"operations": [jsonable(row) for row in rows["operations"]]}
 
@@ -112,9 +125,13 @@ def history_view(row: Mapping[str, Any]) -> Json:
     return view
 
 
-def trace_view(tool_call_id: str, rows: Rows, statuses: Mapping[str, int]) -> Json | None:
-    """What happened to one tool call: its recorded answer, its operation(s), and the outbox rows
-    with every delivery attempt. None when nothing at all carries that tool_call_id."""
+def trace_view(
+    tool_call_id: str, rows: Rows, statuses: Mapping[str, int], trace_url_template: str | None = None
+) -> Json | None:
+    """What happened to one tool call: its recorded answer (with the id of the trace that recorded
+    it, and that trace's address in the operators' tracing UI when ``TRACE_URL_TEMPLATE`` names
+    one), its operation(s), and the outbox rows with every delivery attempt. None when nothing at
+    all carries that tool_call_id."""
     if not (rows["answer"] or rows["operations"] or rows["outbox"]):
         return None
     parts = ("answer", "operations", "outbox")
@@ -128,7 +145,7 @@ def trace_view(tool_call_id: str, rows: Rows, statuses: Mapping[str, int]) -> Js
         )
     return {
         "tool_call_id": tool_call_id,
-        "tool_call": recorded_call(rows["answer"][0], statuses) if rows["answer"] else None,
+        "tool_call": traced_call(rows["answer"][0], statuses, trace_url_template) if rows["answer"] else None,
         "operations": [jsonable(row) for row in rows["operations"]],
         "outbox": [
             {**jsonable(row), "delivery_attempts": attempts.get(row["event_id"], [])}

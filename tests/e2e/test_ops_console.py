@@ -140,6 +140,25 @@ def test_a_trace_shows_the_answer_the_operation_and_each_attempt_as_a_timeline(p
     keep(page, "ops-trace")
 
 
+def test_a_trace_shows_the_calls_trace_id_linked_to_the_tracing_ui(page: Any, stack: Stack) -> None:
+    trace_id = uuid.uuid4().hex
+    page.goto(f"{stack.base_url}/ops/trace/focus-1?conversation_id=ops-focus")
+    page.wait_for_selector('[data-testid="trace"][data-tool-call-id="focus-1"] [data-testid="trace-answer"]')
+    assert text(page, "trace-id") == "not traced"
+    # The W3C traceparent stored with the call, as a traced serve stores it.
+    with psycopg.connect(stack.service.database_url, autocommit=True) as db:
+        db.execute(
+            "UPDATE tool_calls SET traceparent = %s WHERE tool_call_id = 'focus-1'",
+            [f"00-{trace_id}-00f067aa0ba902b7-01"],
+        )
+    page.reload()
+    page.wait_for_selector('[data-testid="trace-answer"] [data-testid="trace-url"]')
+    assert text(page, "trace-id") == trace_id
+    link = page.locator('[data-testid="trace-url"]')
+    assert link.get_attribute("href") == ops_console.TRACE_URL_TEMPLATE.replace("{trace_id}", trace_id)
+    assert link.get_attribute("rel") == "noopener noreferrer"
+
+
 def test_the_operations_list_filters_by_state(page: Any) -> None:
     page.click('.nav a[data-view="operations"]')
     page.wait_for_selector('[data-testid="operation-row"]')

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from harness.calls import interrupt_body, start_body
-from harness.processes import ROOT, RelayProcess, free_port
+from harness.processes import RelayProcess, free_port
 from harness.receiver import Receiver, Reply, fail_first, new_secret
 from tests.conftest import AGENT, ServiceProcess
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan
@@ -29,11 +29,6 @@ Db = psycopg.Connection[dict[str, Any]]
 
 TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 PRODUCER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-
-# The service's half of the trace (its TracerProvider installed by serve, its HTTP server span
-# parented to the caller's traceparent) comes with issue 49's server spans; until they are part of
-# this tree, the whole-chain test is expected to fail, and fails the run once it passes.
-SERVE_TRACES = "configure_tracing" in (ROOT / "service" / "cli" / "serve.py").read_text()
 
 
 def _parts(traceparent: str) -> tuple[str, str]:
@@ -166,9 +161,6 @@ def _client_traceparent() -> tuple[str, str]:
     return trace_id, f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"
 
 
-@pytest.mark.xfail(
-    not SERVE_TRACES, reason="serve installs no TracerProvider yet (issue 49's server spans)", strict=True
-)
 def test_from_the_agents_call_to_the_agents_webhook(
     database_url: str, db: Db, tmp_path: Path, collector: OtlpReceiver, relay_for: Any
 ) -> None:

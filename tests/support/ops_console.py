@@ -27,6 +27,9 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 
 
+TRACE_URL_TEMPLATE = "http://jaeger.example:16686/trace/{trace_id}"
+
+
 @dataclass
 class Stack:
     service: ServiceProcess
@@ -86,7 +89,8 @@ def stack(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFa
     secret = new_secret()
     refuse = {"on": True}
     relay: subprocess.Popen[bytes] | None = None
-    service = ServiceProcess(url, logs)
+    # The console links a call's trace to this (tests/e2e/test_ops_console.py, the trace id).
+    service = ServiceProcess(url, logs, TRACE_URL_TEMPLATE=TRACE_URL_TEMPLATE)
     with Receiver([secret], responder=answer(refuse)) as receiver:
         try:
             port = free_port()

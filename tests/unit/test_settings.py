@@ -102,6 +102,18 @@ def test_serve_exits_2_naming_a_bad_manifest(
     assert "interact/manifest.json" in err and "$" in err
 
 
+def test_serve_exits_2_naming_an_otel_exporter_it_cannot_run_or_a_trace_link_without_the_id(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    set_env(monkeypatch, **GOOD, OTEL_TRACES_EXPORTER="zipkin")
+    assert main(["serve", "--port", "1"]) == 2
+    assert "OTEL_TRACES_EXPORTER names 'zipkin'" in capsys.readouterr().err
+    set_env(monkeypatch, **GOOD, TRACE_URL_TEMPLATE="http://jaeger:16686/trace/")
+    assert main(["serve", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "TRACE_URL_TEMPLATE" in err and "{trace_id}" in err
+
+
 def test_serve_exits_2_when_a_registration_and_its_sql_disagree(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

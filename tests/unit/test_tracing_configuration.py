@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from service.telemetry import TracingConfigError, configure_tracing, tracing_requested
@@ -39,3 +42,18 @@ def test_grpc_is_refused_rather_than_ignored() -> None:
             "lineup-test",
             env={"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
         )
+
+
+def test_every_otel_variable_the_service_reads_is_documented() -> None:
+    """docs/tracing.md's table names every OTEL_* variable our code reads or sets."""
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "tracing.md").read_text()
+    table = doc.split("### The variables honoured", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`(OTEL_[A-Z_]+)`", table))
+    read = {
+        name
+        for path in (root / "service").rglob("*.py")
+        for name in re.findall(r"\"(OTEL_[A-Z_]+)\"", path.read_text())
+    }
+    assert read, "the service reads OTEL_* variables"
+    assert read <= documented, sorted(read - documented)

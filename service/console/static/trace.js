@@ -8,6 +8,19 @@ function fields(pairs) {
   return h("dl", { class: "fields" }, pairs.filter(([, v]) => v !== undefined).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")]));
 }
 
+// The OpenTelemetry trace that recorded the answer: its id, a link when TRACE_URL_TEMPLATE names
+// the operators' tracing UI, "not traced" otherwise.
+function traceIdField(answer) {
+  if (!answer.trace_id) {
+    return h("span", { class: "muted", "data-testid": "trace-id" }, "not traced");
+  }
+  const id = h("span", { class: "mono", "data-testid": "trace-id" }, answer.trace_id);
+  if (!answer.trace_url) {
+    return id;
+  }
+  return h("a", { href: answer.trace_url, rel: "noopener noreferrer", target: "_blank", "data-testid": "trace-url" }, id);
+}
+
 function answerSection(answer) {
   if (!answer) {
     return h("section", { class: "panel", "data-testid": "trace-answer" }, h("h2", {}, "Recorded answer"),
@@ -16,7 +29,8 @@ function answerSection(answer) {
   const ok = answer.status_code < 400;
   return h("section", { class: "panel", "data-testid": "trace-answer" },
     h("h2", {}, "Recorded answer ", h("span", { class: `code ${ok ? "ok" : "bad"}` }, String(answer.status_code))),
-    fields([["tool", answer.tool], ["conversation", answer.conversation_id], ["answered at", timeEl(answer.created_at)]]),
+    fields([["tool", answer.tool], ["conversation", answer.conversation_id], ["answered at", timeEl(answer.created_at)],
+      ["trace", traceIdField(answer)]]),
     h("pre", { class: "json" }, JSON.stringify(answer.response, null, 2)));
 }
 
