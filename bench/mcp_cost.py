@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -314,13 +315,20 @@ def measure(
             return runner.run(go())
 
 
+def ratio_of(values: list[float], bases: list[float]) -> float:
+    """The median over rounds of ``value / base``; NaN when a round's base read no CPU at all (the
+    kernel counts CPU in 10 ms ticks, which a ``--smoke`` round's few calls may not reach)."""
+    pairs = [value / base for value, base in zip(values, bases, strict=True) if base > 0]
+    return statistics.median(pairs) if pairs else math.nan
+
+
 def ratios(figures: dict[str, list[float]], base: str) -> float:
     """Print each face's median and its ratio to ``base`` (median over rounds); the worst ratio."""
     print(f"  {'face':<14} {'median us':>10} {'rounds':>32} {'x ' + base:>9}")
     worst = 0.0
     for name, values in figures.items():
-        ratio = statistics.median([value / b for value, b in zip(values, figures[base], strict=True)])
-        if name != base:
+        ratio = ratio_of(values, figures[base])
+        if name != base and not math.isnan(ratio):
             worst = max(worst, ratio)
         rounds = " ".join(f"{value:.0f}" for value in values)
         print(f"  {name:<14} {statistics.median(values):>10.0f} {rounds:>32} {ratio:>9.2f}")
@@ -354,9 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nservice CPU per read of a focusing operation, {2 * args.cycles} reads a round:")
     ratios(per_read, "rest-get")
     for face, aim in (("tasks/get", 1.2), ("resources/read", 1.5), ("app-read", 1.5)):
-        ratio = statistics.median(
-            [value / base for value, base in zip(per_read[face], per_read["rest-get"], strict=True)]
-        )
+        ratio = ratio_of(per_read[face], per_read["rest-get"])
         print(f"{face} / GET /v1/operations/{{id}}: {ratio:.2f} times (aim: at most {aim})")
     if failures:
         print(f"FAILED: {failures} wrong answers", file=sys.stderr)
