@@ -397,7 +397,13 @@ def main(argv: list[str] | None = None) -> int:
         running_service(
             url,
             out,
-            env={"AGENT_TOKEN": token, "MCP_ALLOWED_ORIGINS": origins, "APP_FOLDERS": str(FIXTURE_APP)},
+            env={
+                "AGENT_TOKEN": token,
+                "MCP_ALLOWED_ORIGINS": origins,
+                "APP_FOLDERS": str(FIXTURE_APP),
+                # The key of the input rounds' requestState (SEP-2322; service.mcp.input_required).
+                "MCP_REQUEST_STATE_SECRET": secrets.token_urlsafe(32),
+            },
         ) as service,
     ):
         for proxy in proxies.values():

@@ -29,6 +29,9 @@ class ToolSpec:
     kind: str
     description: str
     input_schema: dict[str, Any]
+    # MCP's ephemeral input rounds (the manifest's ``input_rounds``; ``service.mcp.input_required``):
+    # by round, each key's request for the client to run before the Tool decides. None: none.
+    input_rounds: tuple[Mapping[str, Mapping[str, Any]], ...] = ()
     _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -239,6 +239,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
                 kind=raw["kind"],
                 description=raw["description"],
                 input_schema=schema,
+                input_rounds=_input_rounds(file, where, raw.get("input_rounds", ())),
             )
         )
 
@@ -327,6 +328,19 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _input_rounds(
+    file: str, where: str, rounds: list[dict[str, dict[str, Any]]]
+) -> tuple[dict[str, dict[str, Any]], ...]:
+    """A Tool's ``input_rounds`` (shape checked by the manifest schema): each form's
+    ``requestedSchema`` checked as any embedded schema."""
+    for index, asked in enumerate(rounds):
+        for key, request in asked.items():
+            if request["method"] == "elicitation/create":
+                here = f"{where}.input_rounds[{index}].{key}.params.requestedSchema"
+                _embedded_schema(file, here, request["params"]["requestedSchema"], True)
+    return tuple(copy.deepcopy(asked) for asked in rounds)
 
 
 def _embedded_schema(file: str, where: str, schema: dict[str, Any], asserts_format: bool) -> dict[str, Any]:

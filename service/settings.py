@@ -206,6 +206,12 @@ class Settings(BaseSettings):
     # spaces while one rotates (the first signs, each verifies), each >= 32 characters. Unset: a
     # key derived from HOST_SESSION_SECRET; neither: the View's tools answer mcp_apps_disabled.
     mcp_app_secret: str | None = common(None, secret=True)
+    # The key of SEP-2322's requestState (service.mcp.input_required): one, or several separated by
+    # spaces while one rotates (the first seals, each opens), each >= 32 characters; every replica
+    # needs the same. Unset: a key derived from HOST_SESSION_SECRET; neither: no input is asked.
+    mcp_request_state_secret: str | None = common(None, secret=True)
+    # How long a requestState stays good: a retry after that is -32602 (the call is started again).
+    mcp_request_state_ttl_seconds: float = tuning(600.0, ge=10, le=86400)
     # Whether the host page's sign-in also takes HOST_TOKEN itself (a session reaching every
     # conversation): for one person on their own machine (dev), never for a shared deployment.
     host_token_sign_in: bool = development(False)
@@ -336,7 +342,7 @@ class Settings(BaseSettings):
                 raise ValueError("every token must be at least 16 characters")
         return value
 
-    @field_validator("mcp_app_secret")
+    @field_validator("mcp_app_secret", "mcp_request_state_secret")
     @classmethod
     def _app_secrets(cls, value: str | None) -> str | None:
         if value is None or value == "":

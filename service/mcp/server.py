@@ -29,7 +29,7 @@ from service.db import citus
 from service.db.reconnect import session_ended
 from service.domain.errors import Refusal
 from service.http import status_of
-from service.mcp import app_resource, app_tools, elicitation, status, tasks_extension
+from service.mcp import app_resource, app_tools, elicitation, input_required, status, tasks_extension
 from service.mcp.binding import bind, person_conversation
 from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
@@ -161,6 +161,9 @@ class RuntimeMcpServer(Server[Any]):
             "subscriptions/listen", types.SubscriptionsListenRequestParams, TaskListen(rt, hub)
         )
         self.extensions = {tasks_extension.EXTENSION: {}, **UI_EXTENSION}
+        # SEP-2322's ephemeral input rounds (service.mcp.input_required): their requestState is
+        # sealed and opened by the middleware below (after _own_name: one tool name either way).
+        self.input_rounds = input_required.InputRounds(rt.settings, rt.registry)
         # Task-augmented tools/call answers a CreateTaskResult, which the SDK's tools/call result
         # check does not know: a middleware (above that check) answers it. The SDK's OpenTelemetry
         # middleware is kept only when this process traces (service.mcp.tracing): otherwise it
@@ -170,6 +173,7 @@ class RuntimeMcpServer(Server[Any]):
             *self.tracing,
             self._initialize_extensions,
             self._own_name,
+            self.input_rounds.seal,
             self._app_tool_call,
             self._task_augmented_call,
         ]
@@ -203,13 +207,20 @@ class RuntimeMcpServer(Server[Any]):
     ) -> types.ReadResourceResult:
         return app_resource.read_resource(self.rt.registry, params.uri)
 
-    async def _run(self, ctx: Ctx, params: Mapping[str, Any], *, as_task: bool = False) -> Answer:
+    async def _run(
+        self,
+        ctx: Ctx,
+        params: Mapping[str, Any],
+        *,
+        as_task: bool = False,
+        given: dict[str, Any] | None = None,
+    ) -> Answer:
         binding = bind(params.get("_meta"))
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
             raise MCPError(INVALID_PARAMS, "tools/call needs a tool name and an arguments object")
         with translated():
-            answer = await run_tool(self.rt, name, arguments, binding)
+            answer = await run_tool(self.rt, name, arguments, binding, given)
         if answer.operation_id is not None and as_task:
             operation = {**answer.body["operation"], "conversation_id": binding.conversation_id}
             self.pushes.watch(ctx.session, operation, fresh=not answer.replayed)
@@ -232,7 +243,12 @@ class RuntimeMcpServer(Server[Any]):
                 return {**await status.call(self.rt, self._hub, binding, arguments), "resultType": "complete"}
         if person_conversation.get() is not None and not self._can_answer(ctx, raw.get("name")):
             raise MCPError(INVALID_PARAMS, UNANSWERABLE.format(tool=raw.get("name")))
-        answer = await self._run(ctx, raw)
+        # SEP-2322's ephemeral input rounds (service.mcp.input_required): a tool that declares them
+        # asks a 2026-07-28 client first, writing nothing; the call that completes them decides once.
+        gathered = self.input_rounds.gather(ctx, raw) if _modern(ctx) else input_required.Gathered()
+        if gathered.asks is not None:
+            return gathered.asks
+        answer = await self._run(ctx, raw, given=gathered.given)
         result = self._viewed(ctx, answer, call_result(answer))
         if (
             _modern(ctx)

@@ -101,11 +101,18 @@ def unknown_tool(name: str) -> MCPError:
     return MCPError(INVALID_PARAMS, f"Unknown tool: {name}", data={"error": "unknown_tool", "tool": name})
 
 
-async def run_tool(rt: Runtime, name: str, arguments: dict[str, Any] | None, binding: Binding) -> Answer:
-    """Decide (or replay) one MCP tool call through the use case ``POST /v1/tool-calls`` uses."""
+async def run_tool(
+    rt: Runtime,
+    name: str,
+    arguments: dict[str, Any] | None,
+    binding: Binding,
+    given: dict[str, Any] | None = None,
+) -> Answer:
+    """Decide (or replay) one MCP tool call through the use case ``POST /v1/tool-calls`` uses;
+    ``given``: what the client gave in the tool's input rounds (``service.mcp.input_required``)."""
     if name not in rt.registry.tools:
         raise unknown_tool(name)
-    request = ToolCallRequest(binding.tool_call_id, binding.conversation_id, name, arguments or {})
+    request = ToolCallRequest(binding.tool_call_id, binding.conversation_id, name, arguments or {}, given)
     try:
         answer = await call_tool(rt, request)
     except Refusal as refusal:

@@ -53,6 +53,9 @@ class ToolCallRequest(NamedTuple):
     conversation_id: str
     tool: str
     arguments: Any
+    # What the client gave in MCP's input rounds (``service.mcp.input_required``), by key: passed to
+    # the decision in ``p_context.input``. Not part of the body: a replay answers what was decided.
+    input: dict[str, Any] | None = None
 
     def body(self) -> dict[str, Any]:
         """The REST body it stands for: what the idempotency fingerprint is taken of, so the same
@@ -105,8 +108,10 @@ async def call_tool(rt: Runtime, request: ToolCallRequest) -> ToolAnswer:
     spend = callers.allowance(rt.settings, caller, request.conversation_id)
     traced = carrier()  # the span the call is made in (service.trace_context); None: untraced
     # (The Agent's own context, caller included, is made once.)
-    if caller.is_person or spend is not None or traced is not None:
+    if caller.is_person or spend is not None or traced is not None or request.input is not None:
         extra: dict[str, Any] = {"caller": caller.recorded()}
+        if request.input is not None:
+            extra["input"] = request.input
         if spend is not None:
             extra.update(decide=decide, allowance=spend)
             decide = callers.LIMITED_DECIDE
