@@ -31,7 +31,7 @@ passes when none of its checks is a ``FAILURE``. A failing scenario must be list
 reason, in ``rigs/mcp_conformance_not_applicable.json`` — under ``not_applicable`` (it needs what
 this server deliberately lacks — prompts, resource templates, capabilities it does not declare — or
 what the engine cannot do by design, such as a tool result that is not one text item, a task that
-fails, or SEP-2322's ephemeral input rounds; the reason says which) or under ``pending`` (a defect
+fails; the reason says which) or under ``pending`` (a defect
 of ours being fixed elsewhere, named by its issue). Exits 1 when a scenario fails that neither list
 names, and names the listed ones that now pass (the list must then shrink).
 """
