@@ -7,13 +7,17 @@ the tool, its arguments, the conversation and an expiry, and an edited one is re
 from __future__ import annotations
 
 import base64
+import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from litestar.testing import AsyncTestClient
+from mcp.server import request_state
 
 from harness.mcp import ModernWire
 from service.app import create_app
@@ -38,6 +42,7 @@ def fixtures_registry(db: Any) -> Registry:
     return registry_with(FIXTURES)
 
 
+@contextlib.asynccontextmanager
 async def _wire(settings: Settings, registry: Registry) -> AsyncIterator[ModernWire]:
     app = create_app(settings, registry, sweeper=False)
     async with AsyncTestClient(app=app) as client:
@@ -48,7 +53,7 @@ async def _wire(settings: Settings, registry: Registry) -> AsyncIterator[ModernW
 @pytest.fixture
 async def wire(database_url: str, fixtures_registry: Registry) -> AsyncIterator[ModernWire]:
     settings = make_settings(database_url, mcp_request_state_secret=SECRET)
-    async for each in _wire(settings, fixtures_registry):
+    async with _wire(settings, fixtures_registry) as each:
         yield each
 
 
@@ -81,7 +86,9 @@ def accept(content: dict[str, Any]) -> dict[str, Any]:
 
 
 def recorded(db: Any, cid: str) -> int:
-    return int(db.execute("SELECT count(*) AS n FROM tool_calls WHERE conversation_id = %s", [cid]).fetchone()["n"])
+    return int(
+        db.execute("SELECT count(*) AS n FROM tool_calls WHERE conversation_id = %s", [cid]).fetchone()["n"]
+    )
 
 
 def conversation() -> str:
@@ -100,7 +107,9 @@ async def test_a_round_asks_writes_nothing_and_the_retry_decides_once_with_what_
 
     done = await wire.result(
         "tools/call",
-        call(cid, ELICITATION, responses={"user_name": accept({"name": "Alice"})}, state=asked["requestState"]),
+        call(
+            cid, ELICITATION, responses={"user_name": accept({"name": "Alice"})}, state=asked["requestState"]
+        ),
     )
     assert done["resultType"] == "complete" and done["isError"] is False
     assert done["structuredContent"]["text"] == "user_name: Hello, Alice!"
@@ -190,19 +199,20 @@ async def test_an_edited_state_or_one_of_another_call_is_refused_with_a_json_rpc
 async def test_a_state_past_its_lifetime_is_refused(
     database_url: str, fixtures_registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import time
-
     settings = make_settings(database_url, mcp_request_state_secret=SECRET, mcp_request_state_ttl_seconds=10)
     cid = conversation()
-    async for wire in _wire(settings, fixtures_registry):
+    async with _wire(settings, fixtures_registry) as wire:
         asked = await wire.result("tools/call", call(cid, ELICITATION))
+        # The SDK's seal reads the wall clock: eleven seconds on, for it alone.
         later = time.time() + 11
-        monkeypatch.setattr(time, "time", lambda: later)
+        monkeypatch.setattr(request_state, "time", SimpleNamespace(time=lambda: later))
         error = await wire.error(
             "tools/call",
-            call(cid, ELICITATION, responses={"user_name": accept({"name": "A"})}, state=asked["requestState"]),
+            call(
+                cid, ELICITATION, responses={"user_name": accept({"name": "A"})}, state=asked["requestState"]
+            ),
         )
-        assert error["code"] == -32602
+        assert (error["code"], error["message"]) == (-32602, "Invalid or expired requestState")
 
 
 async def test_a_response_of_the_wrong_shape_is_refused_and_a_missing_one_asked_again(
@@ -243,7 +253,7 @@ async def test_a_replayed_tool_call_id_answers_what_was_decided(wire: ModernWire
 
 async def test_without_a_key_nothing_is_asked(database_url: str, fixtures_registry: Registry) -> None:
     settings = make_settings(database_url, mcp_request_state_secret=None, host_session_secret=None)
-    async for wire in _wire(settings, fixtures_registry):
+    async with _wire(settings, fixtures_registry) as wire:
         answered = await wire.result("tools/call", call(conversation(), ELICITATION))
         assert answered["resultType"] == "complete"
         assert answered["structuredContent"]["text"] == "Nothing was given."
