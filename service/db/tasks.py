@@ -19,7 +19,8 @@ Conn = AsyncConnection[DictRow]
 # ``result`` the object the relay delivers once final, ``overdue`` whether a focusing operation is
 # past its deadline (the reader then settles it first, through the use case every read goes through).
 _INTERACTION_TASK = """
-SELECT 'interaction' AS kind, t.task_id, i.conversation_id, i.status AS state, NULL::text AS reason,
+SELECT 'interaction' AS kind, t.task_id, NULL::text AS tool, i.conversation_id, i.status AS state,
+       NULL::text AS reason,
        i.created_at AS started_at, NULL::timestamptz AS ends_at, i.answered_at AS finalized_at,
        CASE WHEN i.status = 'answered' THEN interaction_result(i.answer, i.answered_at) END AS result,
        false AS overdue
@@ -27,8 +28,8 @@ FROM interaction_tasks t JOIN interactions i USING (tool_call_id, conversation_i
 """
 
 TASK = f"""
-SELECT 'operation' AS kind, operation_id AS task_id, conversation_id, state, reason, started_at, ends_at,
-       finalized_at, result, ends_at <= statement_timestamp() AS overdue
+SELECT 'operation' AS kind, operation_id AS task_id, tool, conversation_id, state, reason, started_at,
+       ends_at, finalized_at, result, ends_at <= statement_timestamp() AS overdue
 FROM operations WHERE operation_id = %(task_id)s
 UNION ALL
 {_INTERACTION_TASK} WHERE t.task_id = %(task_id)s

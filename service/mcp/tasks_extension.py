@@ -40,6 +40,7 @@ from mcp_types import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, Reque
 from pydantic import Field
 
 from service.domain.errors import NotFound
+from service.manifests import Registry
 from service.mcp import elicitation
 from service.mcp.binding import bound_conversation
 from service.mcp.tasks import POLL_INTERVAL_MS, ended, unknown_task
@@ -111,9 +112,19 @@ def _status_message(task: dict[str, Any]) -> str:
     return f"{task['state']} ({task['reason']})"
 
 
-def _tool_result(task: dict[str, Any]) -> dict[str, Any]:
+def _ended(registry: Registry, task: dict[str, Any]) -> str:
+    """How the task's operation ended, in its Tool's words when its registration has them."""
+    runner = registry.runners.get(task["tool"]) if task.get("tool") is not None else None
+    worded = runner.ended if runner is not None else None
+    return (worded or ended)(task["result"])
+
+
+def _tool_result(registry: Registry, task: dict[str, Any]) -> dict[str, Any]:
     result = task["result"]
-    text = f"The person answered: {result['answer']}" if task["kind"] == "interaction" else ended(result)
+    if task["kind"] == "interaction":
+        text = f"The person answered: {result['answer']}"
+    else:
+        text = _ended(registry, task)
     return {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": False}
 
 
@@ -130,11 +141,11 @@ def task_wire(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def detailed(task: dict[str, Any]) -> dict[str, Any]:
+def detailed(registry: Registry, task: dict[str, Any]) -> dict[str, Any]:
     """The ``DetailedTask`` that ``tasks/get`` answers (and ``notifications/tasks`` carries)."""
     wire = task_wire(task)
     if wire["status"] == "completed":
-        wire["result"] = _tool_result(task)
+        wire["result"] = _tool_result(registry, task)
     return wire
 
 
@@ -168,7 +179,7 @@ async def _asked(rt: Runtime, ctx: Ctx, task: dict[str, Any]) -> dict[str, Any] 
 
 async def get(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
     task = await read(rt, task_id, checked(ctx, task_id))
-    wire = detailed(task)
+    wire = detailed(rt.registry, task)
     asked = await _asked(rt, ctx, task)
     if asked is not None and asked["status"] == "pending":
         wire["status"] = "input_required"

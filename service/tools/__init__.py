@@ -56,6 +56,9 @@ class Registration:
     # Each outcome word that is not a refusal -> the type of its answer, for the OpenAPI document (a
     # refusal's is the contract's error body). Words, not statuses: the faces name the status.
     answers: Mapping[str, Any] = field(default_factory=dict)
+    # One sentence for a person about how an operation it opened ended (from the relay's result
+    # object), the text of its MCP task's result at 2026-07-28; None: the engine's own sentence.
+    ended: Callable[[Mapping[str, Any]], str] | None = None
 
     def __post_init__(self) -> None:
         if not _SQL_NAME.match(self.decide):

@@ -67,6 +67,7 @@ def task_view(row: DictRow) -> dict[str, Any]:
     return {
         "kind": row["kind"],
         "task_id": str(row["task_id"]),
+        "tool": row["tool"],  # an operation's Tool (an interaction's: None)
         "conversation_id": row["conversation_id"],
         "state": row["state"],
         "reason": row["reason"],

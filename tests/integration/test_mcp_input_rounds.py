@@ -6,6 +6,7 @@ the tool, its arguments, the conversation and an expiry, and an edited one is re
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import time
@@ -32,6 +33,7 @@ ELICITATION = "conformance.test-input-required-result-elicitation"
 MULTI_ROUND = "conformance.test-input-required-result-multi-round"
 MULTIPLE = "conformance.test-input-required-result-multiple-inputs"
 CAPABILITIES = "conformance.test-input-required-result-capabilities"
+TOOL_WITH_TASK = "conformance.test-tool-with-task"
 ALL = {"elicitation": {}, "sampling": {}, "roots": {"listChanged": True}}
 
 
@@ -257,3 +259,31 @@ async def test_without_a_key_nothing_is_asked(database_url: str, fixtures_regist
         answered = await wire.result("tools/call", call(conversation(), ELICITATION))
         assert answered["resultType"] == "complete"
         assert answered["structuredContent"]["text"] == "Nothing was given."
+
+
+async def test_input_rounds_then_a_task_whose_ending_the_tool_words_with_what_was_given(
+    wire: ModernWire,
+) -> None:
+    cid, tasks = conversation(), {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    capabilities = {"elicitation": {}, **tasks}
+    asked = await wire.result("tools/call", call(cid, TOOL_WITH_TASK, capabilities=capabilities))
+    assert asked["resultType"] == "input_required" and "taskId" not in asked
+    created = await wire.result(
+        "tools/call",
+        call(
+            cid,
+            TOOL_WITH_TASK,
+            capabilities=capabilities,
+            responses={"user_name": accept({"name": "Alice"})},
+            state=asked["requestState"],
+        ),
+    )
+    assert created["resultType"] == "task" and "requestState" not in created
+    await asyncio.sleep(1.2)  # its one second: the read past the deadline settles it
+    got = await wire.result(
+        "tasks/get",
+        {"taskId": created["taskId"], "_meta": {"io.modelcontextprotocol/clientCapabilities": tasks}},
+    )
+    assert got["status"] == "completed"
+    assert got["result"]["content"][0]["text"] == "Hello, Alice! Computed: completed (deadline_reached)."
+    assert got["result"]["structuredContent"]["activity"] == "Hello, Alice!"
