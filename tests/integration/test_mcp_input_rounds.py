@@ -264,7 +264,8 @@ async def test_without_a_key_nothing_is_asked(database_url: str, fixtures_regist
 async def test_input_rounds_then_a_task_whose_ending_the_tool_words_with_what_was_given(
     wire: ModernWire,
 ) -> None:
-    cid, tasks = conversation(), {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    cid = conversation()
+    tasks: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
     capabilities = {"elicitation": {}, **tasks}
     asked = await wire.result("tools/call", call(cid, TOOL_WITH_TASK, capabilities=capabilities))
     assert asked["resultType"] == "input_required" and "taskId" not in asked
