@@ -159,10 +159,6 @@ class InputRounds:
         }
         self._registry = registry
 
-    @property
-    def enabled(self) -> bool:
-        return self._boundary is not None
-
     async def seal(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         """The middleware that opens an echoed ``requestState`` before the handler and seals an
         ``input_required`` result's after it (the SDK's ``RequestStateBoundary``)."""
