@@ -225,3 +225,54 @@ def test_a_manifest_that_is_not_an_object_is_refused(manifests_dir: Path) -> Non
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
     assert (Path(caught.value.file).parent.name, caught.value.path) == ("list", "$")
+
+
+FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def test_a_tools_input_rounds_are_loaded_in_their_order(manifests_dir: Path) -> None:
+    rounds = [
+        {"who": {"method": "elicitation/create", "params": {"message": "Who?", "requestedSchema": FORM}}},
+        {"where": {"method": "roots/list", "params": {}}},
+    ]
+    write(manifests_dir, "timer.json", minimal(input_rounds=rounds))
+    tool = load_registry(manifests_dir).tool("timer.go")
+    assert tool is not None
+    assert [list(asked) for asked in tool.input_rounds] == [["who"], ["where"]]
+
+
+@pytest.mark.parametrize(
+    ("request_", "path"),
+    [
+        ({"method": "tools/call", "params": {}}, "$.tools[0].input_rounds[0].k.method"),
+        ({"method": "roots/list", "params": {"x": 1}}, "$.tools[0].input_rounds[0].k.params"),
+        (
+            {"method": "sampling/createMessage", "params": {"messages": []}},
+            "$.tools[0].input_rounds[0].k.params",
+        ),
+        (
+            {
+                "method": "elicitation/create",
+                "params": {"message": "?", "requestedSchema": {**FORM, "type": 1}},
+            },
+            "$.tools[0].input_rounds[0].k.params.requestedSchema.type",
+        ),
+        (
+            {
+                "method": "elicitation/create",
+                "params": {
+                    "message": "?",
+                    "requestedSchema": {**FORM, "properties": {"d": {"format": "nope"}}},
+                },
+            },
+            "$.tools[0].input_rounds[0].k.params.requestedSchema.properties.d.format",
+        ),
+    ],
+)
+def test_an_input_round_that_no_client_could_run_is_refused_at_load(
+    manifests_dir: Path, request_: dict[str, Any], path: str
+) -> None:
+    write(manifests_dir, "timer.json", minimal(input_rounds=[{"k": request_}]))
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert (Path(caught.value.file).parent.name, caught.value.path) == ("timer", path)
