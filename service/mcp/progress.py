@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -46,7 +47,7 @@ PROGRESS_INTERVAL_SECONDS = 1.0
 OPERATION_ID = "io.lineup/operation_id"
 
 
-def progress_token(params: dict[str, Any]) -> str | int | None:
+def progress_token(params: Mapping[str, Any]) -> str | int | None:
     """The request's ``_meta.progressToken`` (a string or an integer), if it asked for progress."""
     meta = params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, dict) else None
@@ -110,7 +111,7 @@ def ended_result(answer: Answer, operation: dict[str, Any]) -> dict[str, Any]:
 
 
 async def await_ending(
-    rt: Runtime, hub: ProjectionHub, ctx: Ctx, answer: Answer, params: dict[str, Any]
+    rt: Runtime, hub: ProjectionHub, ctx: Ctx, answer: Answer, params: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Wait for the call's operation to end (``held``), with progress when the request asked for
     it, and answer the ending."""

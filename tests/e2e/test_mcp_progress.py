@@ -39,7 +39,7 @@ def service(
     name = database_factory.create()
     url = with_database(database_factory.server, name)
     with psycopg.connect(url, autocommit=True) as db:
-        db.execute((FIXTURES / "decisions.sql").read_text())  # type: ignore[arg-type]
+        db.execute((FIXTURES / "decisions.sql").read_text())
         code.declare_tools(db, code.declared_tools([FIXTURES]), only_these=False)
     process = PatientService(url, tmp_path_factory.mktemp("mcp-progress"), APP_FOLDERS=str(FIXTURES))
     try:
