@@ -29,6 +29,9 @@ class ToolSpec:
     kind: str
     description: str
     input_schema: dict[str, Any]
+    # The forms its decision may ask the person (key -> an MCP elicitation requestedSchema; the
+    # Runtime API's app_ask), checked when the manifest is loaded.
+    forms: dict[str, dict[str, Any]] = field(default_factory=dict)
     _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -232,6 +232,10 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
             _fail(file, f"{where}.name", f"duplicate tool name {name!r}")
         seen.add(name)
         schema = _embedded_schema(file, f"{where}.input_schema", raw["input_schema"], False)
+        forms = {
+            key: _form(file, json_path(where, ["forms", key]), form)
+            for key, form in raw.get("forms", {}).items()
+        }
         tools.append(
             ToolSpec(
                 name=name,
@@ -239,6 +243,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
                 kind=raw["kind"],
                 description=raw["description"],
                 input_schema=schema,
+                forms=forms,
             )
         )
 
@@ -351,6 +356,24 @@ def _embedded_schema(file: str, where: str, schema: dict[str, Any], asserts_form
         if asserts_format and isinstance(fmt, str) and fmt not in FORMAT_CHECKER.checkers:
             _fail(file, f"{here}.format", f"format {fmt!r} cannot be asserted by this runtime")
     return copy.deepcopy(schema)
+
+
+def _form(file: str, where: str, form: dict[str, Any]) -> dict[str, Any]:
+    """Check a Tool's form (MCP elicitation's restricted schema, which ``manifest.schema.json``
+    states) for what that cannot: its required names are its properties, a legacy ``enumNames``
+    names every ``enum`` value, and every default is a valid value of its own property."""
+    _check_schema(file, where, form)
+    properties: dict[str, Any] = form["properties"]
+    for name in form.get("required", []):
+        if name not in properties:
+            _fail(file, json_path(where, ["required"]), f"required {name!r} is not a property of the form")
+    for name, prop in properties.items():
+        here = json_path(where, ["properties", name])
+        if "enumNames" in prop and len(prop["enumNames"]) != len(prop["enum"]):
+            _fail(file, json_path(here, ["enumNames"]), "enumNames must name each enum value, in order")
+        if "default" in prop and not Draft202012Validator(prop).is_valid(prop["default"]):
+            _fail(file, json_path(here, ["default"]), f"default {prop['default']!r} is not a valid value")
+    return copy.deepcopy(form)
 
 
 def _check_schema(file: str, where: str, schema: object) -> None:
