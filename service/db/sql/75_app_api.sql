@@ -241,27 +241,33 @@ BEGIN
 END $$;
 
 -- question_json: a question asked by app_ask as its Tool's answer shows it (and the Host's views).
+-- (plpgsql: a body of SQL would tie the table's row type to it.)
 CREATE OR REPLACE FUNCTION question_json(p_asked interactions) RETURNS jsonb
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN jsonb_build_object(
-    'tool_call_id', p_asked.tool_call_id,
-    'conversation_id', p_asked.conversation_id,
-    'prompt', p_asked.prompt,
-    'forms', p_asked.forms,
-    'status', p_asked.status,
-    'asked_in_sub_session_id', p_asked.asked_in_sub_session_id,
-    'answers', coalesce(p_asked.answers, '{}'::jsonb),
-    'answered_at', rfc3339(p_asked.answered_at));
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN jsonb_build_object(
+        'tool_call_id', p_asked.tool_call_id,
+        'conversation_id', p_asked.conversation_id,
+        'prompt', p_asked.prompt,
+        'forms', p_asked.forms,
+        'status', p_asked.status,
+        'asked_in_sub_session_id', p_asked.asked_in_sub_session_id,
+        'answers', coalesce(p_asked.answers, '{}'::jsonb),
+        'answered_at', rfc3339(p_asked.answered_at));
+END $$;
 
 -- question_result: the result of an answered question, as its outbox row carries it (and its task
--- shows it): interact.ask's (interaction_result) or, for an app's forms (p_answers not null), the
--- answers by form.
+-- shows it): interact.ask's (interaction_result, its app's SQL: hence plpgsql, resolved when run)
+-- or, for an app's forms (p_answers not null), the answers by form.
 CREATE OR REPLACE FUNCTION question_result(p_answer text, p_answers jsonb, p_answered_at timestamptz)
 RETURNS jsonb
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN CASE WHEN p_answers IS NULL THEN interaction_result(p_answer, p_answered_at)
-            ELSE jsonb_build_object('state', 'answered', 'answers', p_answers,
-                                    'answered_at', rfc3339(p_answered_at)) END;
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
+    IF p_answers IS NULL THEN
+        RETURN interaction_result(p_answer, p_answered_at);
+    END IF;
+    RETURN jsonb_build_object('state', 'answered', 'answers', p_answers, 'answered_at', rfc3339(p_answered_at));
+END $$;
 
 -- answer_app_form: records the person's answers (p_answers: {key: content}, each already checked
 -- against its form) to a pending question asked by app_ask, each form once: a form already answered
