@@ -25,7 +25,7 @@ from tests.support.outbox import outbox_rows
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "conformance_app"
 Client = AsyncTestClient[Any]
-ELICITS = {"elicitation": {}, "extensions": {TASKS: {}}}
+ELICITS: dict[str, Any] = {"elicitation": {}, "extensions": {TASKS: {}}}
 
 
 @pytest.fixture
