@@ -39,6 +39,12 @@ def test_the_fixture_app_serves_the_suites_names_under_its_own() -> None:
         "test_error_handling": "conformance_test-error-handling",
         "slow_compute": "conformance_slow-compute",
         "json_schema_2020_12_tool": "conformance_json-schema-2020-12-tool",
+        # Questions of the app's own forms (the Runtime API's app_ask).
+        "test_elicitation": "conformance_test-elicitation",
+        "test_elicitation_sep1034_defaults": "conformance_test-elicitation-sep1034-defaults",
+        "test_elicitation_sep1330_enums": "conformance_test-elicitation-sep1330-enums",
+        "confirm_delete": "conformance_confirm-delete",
+        "multi_input": "conformance_multi-input",
     }
     # Every one is a tool the service lists when it runs the fixture app (and only then).
     registry = registry_of(Settings(app_folders=str(FIXTURE_APP)))
