@@ -143,13 +143,24 @@ def _answered(task: dict[str, Any], answer: Answer) -> dict[str, Any]:
     }
 
 
+async def _elicited(
+    ctx: Ctx, tool_call_id: str, message: str, schema: dict[str, Any]
+) -> types.ElicitResult | None:
+    """The client's response to one ``elicitation/create``; None when it answered with an error."""
+    try:
+        return await ctx.session.elicit_form(message, schema)
+    except MCPError as exc:
+        log.info("mcp_elicitation_refused", tool_call_id=tool_call_id, error=exc.message)
+        return None
+
+
 async def _elicit_answer(
     rt: Runtime, ctx: Ctx, tool_call_id: str, conversation_id: str, interaction: dict[str, Any]
 ) -> bool:
     """interact.ask's one question, elicited; whether the person answered it (a choice outside
     the offered ones is invalid params)."""
-    response = await ctx.session.elicit_form(
-        interaction["prompt"], requested_schema(list(interaction["choices"]))
+    response = await _elicited(
+        ctx, tool_call_id, interaction["prompt"], requested_schema(list(interaction["choices"]))
     )
     text = accepted_text(response)
     if text is None:
@@ -168,7 +179,9 @@ async def _elicit_forms(rt: Runtime, ctx: Ctx, tool_call_id: str, conversation_i
     for key, form in asked["forms"].items():
         if key in asked["answers"]:
             continue
-        content = accepted_content(await ctx.session.elicit_form(form["message"], form["requestedSchema"]))
+        content = accepted_content(
+            await _elicited(ctx, tool_call_id, form["message"], form["requestedSchema"])
+        )
         if content is None:
             return False
         await record_forms(rt, tool_call_id, conversation_id, {key: content})
@@ -199,14 +212,9 @@ async def ask(rt: Runtime, hub: ProjectionHub, ctx: Ctx, answer: Answer) -> dict
     by_client = asyncio.create_task(asking, name="mcp-elicitation")
     try:
         await asyncio.wait({by_host, by_client}, return_when=asyncio.FIRST_COMPLETED)
-        if not by_host.done():
-            try:
-                answered = by_client.result()
-            except MCPError as exc:
-                log.info("mcp_elicitation_refused", tool_call_id=binding.tool_call_id, error=exc.message)
-                answered = False
-            if not answered:
-                return None  # declined, cancelled or refused: the question stays open for the Host
+        # (An answer that does not fit raises -32602 from by_client.result().)
+        if not by_host.done() and not by_client.result():
+            return None  # declined, cancelled or refused: the question stays open for the Host
         return _answered(await read(), answer)
     finally:
         for waiting in (by_host, by_client):
