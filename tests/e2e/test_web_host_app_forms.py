@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import AGENT_TOKEN, DatabaseFactory, ServiceProcess, service_on_own_database
+from harness.database import DatabaseFactory
+from tests.conftest import AGENT_TOKEN, ServiceProcess, service_on_own_database
 from tests.support.browser import (
     chromium,
     eventually,
@@ -74,7 +75,10 @@ def test_the_forms_with_their_defaults_are_answered_in_the_page(
     sign_in(page, service.base_url, conversation)
     wait_live(page)
     form = page.locator('[data-testid="app-form"][data-form="form"]')
-    field = lambda name: form.locator(f'[data-testid="form-field"][data-field="{name}"]')  # noqa: E731
+
+    def field(name: str) -> Any:
+        return form.locator(f'[data-testid="form-field"][data-field="{name}"]')
+
     assert field("name").input_value() == "John Doe"
     assert field("age").input_value() == "30"
     assert field("score").input_value() == "95.5"
