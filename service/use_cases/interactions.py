@@ -47,6 +47,20 @@ async def conversation_of(rt: Runtime, tool_call_id: str, reach: frozenset[str] 
     return found[0] if found else None
 
 
+async def _named(
+    rt: Runtime, tool_call_id: str, conversation_id: str | None, reach: frozenset[str] | None
+) -> str:
+    """The conversation of the question to answer: the one named, within ``reach``, or else the one
+    ``conversation_of`` finds; ``not_found`` when there is none."""
+    if conversation_id is not None and reach is not None and conversation_id not in reach:
+        raise not_found("interaction")
+    if conversation_id is None:
+        conversation_id = await conversation_of(rt, tool_call_id, reach)
+        if conversation_id is None:
+            raise not_found("interaction")
+    return conversation_id
+
+
 async def answer(
     rt: Runtime,
     tool_call_id: str,
@@ -59,12 +73,7 @@ async def answer(
     ``conversation_id`` the interaction is found by its ``tool_call_id`` within ``reach`` first
     (before the transaction, which then names the conversation in every statement): 409
     ``ambiguous_tool_call_id`` when the id matches in more than one conversation."""
-    if conversation_id is not None and reach is not None and conversation_id not in reach:
-        raise not_found("interaction")
-    if conversation_id is None:
-        conversation_id = await conversation_of(rt, tool_call_id, reach)
-        if conversation_id is None:
-            raise not_found("interaction")
+    conversation_id = await _named(rt, tool_call_id, conversation_id, reach)
     async with rt.unit_of_work() as work:
         conn = work.conn
         if not await ws_db.lock_existing(conn, conversation_id):
@@ -139,12 +148,7 @@ async def answer_forms(
     receipt (the answers so far); the answers to the others are checked against their forms first
     (``InvalidAnswer``: nothing recorded). The answer completing the last form decides the question
     and queues the call's one result. Found as ``answer`` finds a question."""
-    if conversation_id is not None and reach is not None and conversation_id not in reach:
-        raise not_found("interaction")
-    if conversation_id is None:
-        conversation_id = await conversation_of(rt, tool_call_id, reach)
-        if conversation_id is None:
-            raise not_found("interaction")
+    conversation_id = await _named(rt, tool_call_id, conversation_id, reach)
     async with rt.unit_of_work() as work:
         conn = work.conn
         if not await ws_db.lock_existing(conn, conversation_id):
