@@ -15,8 +15,11 @@ The stack: a fresh database of the server ``DATABASE_URL`` names (default the lo
 ``tests/fixtures/conformance_app/`` (``APP_FOLDERS``; no other process loads it): the suite's
 fixture tools that the engine can truly serve, built on the Runtime API like any app —
 ``slow_compute`` an operation with its deadline in Postgres (so a task), ``test_simple_text`` and
-``json_schema_2020_12_tool`` direct answers, ``test_error_handling`` a refusal. The suite cannot
-send credentials, so a loopback proxy in front of ``/mcp`` (``CredentialsProxy``) adds what our own
+``json_schema_2020_12_tool`` direct answers, ``test_error_handling`` a refusal, the content
+fixtures (``test_image_content``, ``test_audio_content``, ``test_embedded_resource``,
+``test_multiple_content_types``, and ``greet``'s exact text) answers whose MCP content their
+registration gives, ``test_custom_headers`` a tool whose arguments ride as SEP-2243
+``Mcp-Param-*`` headers. The suite cannot send credentials, so a loopback proxy in front of ``/mcp`` (``CredentialsProxy``) adds what our own
 Agent sends: its bearer token on every request, and on ``tools/call`` the conversation,
 ``params._meta["io.lineup/conversation_id"]``. Every tool of an app is named under its app's scope
 (``conformance.slow-compute``, listed ``conformance_slow-compute``), which the suite's bare names
@@ -30,9 +33,9 @@ Every server scenario of each version runs (``--suite all``), one process per sc
 passes when none of its checks is a ``FAILURE``. A failing scenario must be listed, with its
 reason, in ``rigs/mcp_conformance_not_applicable.json`` — under ``not_applicable`` (it needs what
 this server deliberately lacks — prompts, resource templates, capabilities it does not declare — or
-what the engine cannot do by design, such as a tool result that is not one text item, a task that
-fails, or SEP-2322's ephemeral input rounds; the reason says which) or under ``pending`` (a defect
-of ours being fixed elsewhere, named by its issue). Exits 1 when a scenario fails that neither list
+what the engine cannot do by design, such as a task that fails, or SEP-2322's ephemeral input
+rounds; the reason says which) or under ``pending`` (a defect of ours being fixed elsewhere, named
+by its issue). Exits 1 when a scenario fails that neither list
 names, and names the listed ones that now pass (the list must then shrink).
 """
 
