@@ -55,7 +55,8 @@ def checked(tool: str, items: Sequence[Content]) -> list[dict[str, Any]]:
         raise MCPError(
             INTERNAL_ERROR, f"{tool} gave content that is not MCP content", data={"tool": tool}
         ) from None
-    return _BLOCKS.dump_python(blocks, by_alias=True, mode="json", exclude_none=True)
+    dumped: list[dict[str, Any]] = _BLOCKS.dump_python(blocks, by_alias=True, mode="json", exclude_none=True)
+    return dumped
 
 
 def own_content(
