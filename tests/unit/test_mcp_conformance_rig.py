@@ -39,6 +39,12 @@ def test_the_fixture_app_serves_the_suites_names_under_its_own() -> None:
         "test_error_handling": "conformance_test-error-handling",
         "slow_compute": "conformance_slow-compute",
         "json_schema_2020_12_tool": "conformance_json-schema-2020-12-tool",
+        # A Tool's own content, and SEP-2243's custom headers (issue 47).
+        "test_image_content": "conformance_test-image-content",
+        "test_audio_content": "conformance_test-audio-content",
+        "test_embedded_resource": "conformance_test-embedded-resource",
+        "test_multiple_content_types": "conformance_test-multiple-content-types",
+        "test_custom_headers": "conformance_test-custom-headers",
     }
     # Every one is a tool the service lists when it runs the fixture app (and only then).
     registry = registry_of(Settings(app_folders=str(FIXTURE_APP)))
