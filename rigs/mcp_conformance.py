@@ -15,8 +15,10 @@ The stack: a fresh database of the server ``DATABASE_URL`` names (default the lo
 ``tests/fixtures/conformance_app/`` (``APP_FOLDERS``; no other process loads it): the suite's
 fixture tools that the engine can truly serve, built on the Runtime API like any app —
 ``slow_compute`` an operation with its deadline in Postgres (so a task), ``test_simple_text`` and
-``json_schema_2020_12_tool`` direct answers, ``test_error_handling`` a refusal, the content fixtures
-(``test_image_content``, ``test_audio_content``, ``test_embedded_resource``,
+``json_schema_2020_12_tool`` direct answers, ``test_error_handling`` a refusal,
+``test_tool_with_progress`` a two-second operation its MCP call waits for, with progress; the
+resources ``test://static-text`` and ``test://static-binary`` files of its folder; the content
+fixtures (``test_image_content``, ``test_audio_content``, ``test_embedded_resource``,
 ``test_multiple_content_types``, and ``greet``'s exact text) answers whose MCP content their
 registration gives, ``test_custom_headers`` a tool whose arguments ride as SEP-2243 ``Mcp-Param-*``
 headers. The suite cannot send credentials, so a loopback proxy in front of ``/mcp``
