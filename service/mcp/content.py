@@ -65,7 +65,7 @@ def own_content(
     """The Tool's own content for its answer ``body``, checked."""
     try:
         items = content(body)
-    except (KeyError, TypeError, ValueError) as error:
+    except (LookupError, TypeError, ValueError, AttributeError) as error:
         log.error("mcp_tool_content_failed", tool=tool, error=repr(error))
         raise MCPError(
             INTERNAL_ERROR, f"{tool} gave content that is not MCP content", data={"tool": tool}
