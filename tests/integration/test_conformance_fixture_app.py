@@ -233,3 +233,37 @@ async def test_mcp_param_headers_that_disagree_are_refused_400_header_mismatch_a
     assert error["code"] == HEADER_MISMATCH and why in error["message"]
     recorded = db.execute("SELECT count(*) AS n FROM tool_calls WHERE conversation_id = %s", [cid])
     assert recorded.fetchone()["n"] == 0
+
+
+async def test_a_tools_own_content_at_2025_11_25_and_its_headers_unchecked_there(client: Client) -> None:
+    """The handshake-era wire carries the same content (the SDK's result check at that revision
+    lets it through), and SEP-2243's headers, a 2026-07-28 rule, are not asked for there."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {AGENT_TOKEN}",
+    }
+    ids = iter(range(1, 100))
+
+    async def request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params}
+        answer = await client.post("/mcp", json=body, headers=headers)
+        assert answer.status_code == 200, answer.text
+        if "mcp-session-id" in answer.headers:
+            headers.update(
+                {"Mcp-Session-Id": answer.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+            )
+        result: dict[str, Any] = answer.json()["result"]
+        return result
+
+    await request(
+        "initialize",
+        {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "0"}},
+    )
+    await client.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    cid = f"conv-{uuid.uuid4()}"
+    mixed = await request("tools/call", mcp_call("conformance.test-multiple-content-types", {}, cid))
+    assert [item["type"] for item in mixed["content"]] == ["text", "image", "resource"]
+    assert mixed["structuredContent"]["status"] == "mixed"
+    routed = await request("tools/call", mcp_call("conformance.test-custom-headers", {"region": "eu"}, cid))
+    assert routed["structuredContent"]["arguments"] == {"region": "eu"}
