@@ -13,7 +13,11 @@ refusal or a replayed refusal is the tool's result as ever). The call has commit
   tool's result: a ``CallToolResult`` whose ``structuredContent`` is the result object the relay
   delivers, whichever way it ended. At this revision only a completed task carries a result, and
   every focus period has exactly one, so a period the Agent interrupted is ``completed`` too, its
-  result saying ``interrupted (agent_interrupt)``; ``cancelled`` and ``failed`` are never used.
+  result saying ``interrupted (agent_interrupt)``; ``cancelled`` is never used. An operation its
+  app failed is a tool execution error: ``completed`` with ``result.isError`` true (its
+  ``structuredContent`` names the ``error``) — unless it failed with ``internal_error``, a
+  protocol-level error: then ``failed``, with that JSON-RPC ``error`` inlined and no ``result``
+  (``service.mcp.tasks.protocol_error``).
 * ``tasks/cancel``: the Agent's interrupt of that one operation (the same compare-and-set as
   ``pomodoro.interrupt``), answered with the empty acknowledgement whoever wins the race; an
   interaction waits for the person, so cancelling it changes nothing (the extension's cancel is
@@ -42,7 +46,7 @@ from pydantic import Field
 from service.domain.errors import NotFound
 from service.mcp import elicitation
 from service.mcp.binding import bound_conversation
-from service.mcp.tasks import POLL_INTERVAL_MS, ended, unknown_task
+from service.mcp.tasks import POLL_INTERVAL_MS, ended, failure, protocol_error, unknown_task
 from service.mcp.tools import Answer
 from service.use_cases import interactions, tasks
 from service.use_cases.operation_interrupt import interrupt_operation
@@ -114,14 +118,23 @@ def _status_message(task: dict[str, Any]) -> str:
 def _tool_result(task: dict[str, Any]) -> dict[str, Any]:
     result = task["result"]
     text = f"The person answered: {result['answer']}" if task["kind"] == "interaction" else ended(result)
-    return {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": False}
+    failed = task["kind"] != "interaction" and failure(result) is not None
+    return {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": failed}
+
+
+def _status(task: dict[str, Any]) -> str:
+    if task["state"] in _WORKING:
+        return "working"
+    if task["kind"] != "interaction" and task["state"] == "failed" and protocol_error(task["result"]):
+        return "failed"
+    return "completed"
 
 
 def task_wire(task: dict[str, Any]) -> dict[str, Any]:
     """The extension's ``Task`` (``ttlMs`` null: tasks are kept, they never expire)."""
     return {
         "taskId": task["task_id"],
-        "status": "working" if task["state"] in _WORKING else "completed",
+        "status": _status(task),
         "statusMessage": _status_message(task),
         "createdAt": task["started_at"],
         "lastUpdatedAt": task["finalized_at"] or task["started_at"],
@@ -135,6 +148,8 @@ def detailed(task: dict[str, Any]) -> dict[str, Any]:
     wire = task_wire(task)
     if wire["status"] == "completed":
         wire["result"] = _tool_result(task)
+    elif wire["status"] == "failed":
+        wire["error"] = protocol_error(task["result"])
     return wire
 
 
