@@ -57,7 +57,9 @@ RETURN CASE p_view
         'focused_seconds', LEAST(o.duration_seconds,
                                  floor(EXTRACT(EPOCH FROM o.finalized_at - o.started_at))::integer))
         -- A failed operation's result also names its error (migration 0029); no other gains a key.
-        || CASE WHEN o.state = 'failed' THEN jsonb_build_object('error', o.failure) ELSE '{}'::jsonb END
+        -- (Read through to_jsonb: this text is made by migration 0021, before the column exists.)
+        || CASE WHEN o.state = 'failed' THEN jsonb_build_object('error', to_jsonb(o) -> 'failure')
+                ELSE '{}'::jsonb END
     WHEN 'event' THEN jsonb_build_object(
         'operation_id', o.operation_id, 'tool', o.tool, 'tool_call_id', o.tool_call_id,
         'instance_id', o.instance_id, 'state', o.state, 'reason', o.reason, 'activity', o.activity,
