@@ -248,7 +248,9 @@ def upgrade() -> None:
             if name not in present:
                 conn.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition} NOT VALID")
             conn.execute(OPERATIONS_GUARD_AT_0024)
-            make_code(conn, [key for key in GUARDS if key != ("function", "operations_guard")], citus_triggers=True)
+            make_code(
+                conn, [key for key in GUARDS if key != ("function", "operations_guard")], citus_triggers=True
+            )
             for kind, key in FORGOTTEN:
                 conn.execute("DELETE FROM database_code WHERE kind = %s AND name = %s", (kind, key))
         # Each on its own (autocommit): writes go on meanwhile.

@@ -91,7 +91,8 @@ def ended(result: dict[str, Any]) -> str:
     state, reason, seconds = result["state"], result["reason"], result["focused_seconds"]
     error = failure(result)
     if error is not None:
-        return f"The operation failed ({reason}) after {seconds} s: {error.get('message')} ({error.get('code')})."
+        message, code = error.get("message"), error.get("code")
+        return f"The operation failed ({reason}) after {seconds} s: {message} ({code})."
     return f"The focus period ended {state} ({reason}) after {seconds} s."
 
 

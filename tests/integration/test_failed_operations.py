@@ -65,9 +65,7 @@ def operation(db: Db, operation_id: str) -> dict[str, Any]:
 
 
 def outbox(db: Db, cid: str) -> list[dict[str, Any]]:
-    return db.execute(
-        "SELECT * FROM outbox WHERE conversation_id = %s ORDER BY sequence", (cid,)
-    ).fetchall()
+    return db.execute("SELECT * FROM outbox WHERE conversation_id = %s ORDER BY sequence", (cid,)).fetchall()
 
 
 Step = tuple[str, tuple[Any, ...]]
@@ -148,7 +146,8 @@ async def test_a_later_call_of_the_app_fails_it_once_whoever_races_it(
     ids = [(await start(client, cid))["operation"]["operation_id"] for cid in conversations]
     for cid, operation_id in zip(conversations, ids, strict=True):
         got = race(
-            database_url, [locked(cid, FAIL_NOW, cid, operation_id), locked(cid, INTERRUPT, cid, operation_id)]
+            database_url,
+            [locked(cid, FAIL_NOW, cid, operation_id), locked(cid, INTERRUPT, cid, operation_id)],
         )
         endings = [(row["state"], row["reason"]) for rows in got for row in rows]
         assert len(endings) == 1
@@ -177,7 +176,7 @@ async def test_the_rules_refuse_a_failed_operation_without_its_error_and_a_missh
     settle = "SELECT settle_focusing_v2(%s, ARRAY[%s]::uuid[], 'failed', %s)"
     with pytest.raises(psycopg.errors.CheckViolation, match="ck_operations_failure"):
         db.execute(
-            "UPDATE operations SET failure = '{\"code\": \"Bad Code\", \"message\": \"x\"}' "
+            'UPDATE operations SET failure = \'{"code": "Bad Code", "message": "x"}\' '
             "WHERE operation_id = %s",
             (operation_id,),
         )
@@ -220,7 +219,7 @@ def as_task(viewed: dict[str, Any]) -> dict[str, Any]:
 
 async def test_a_failed_tasks_ending_at_both_revisions(client: Client, db: Db) -> None:
     cid = f"conv-{uuid.uuid4()}"
-    wire = ModernWire(client, "/mcp")  # type: ignore[arg-type]
+    wire = ModernWire(client, "/mcp")
     wire.http.headers["Authorization"] = f"Bearer {AGENT_TOKEN}"
     created = {}
     for tool in ("conformance_failing-job", "conformance_protocol-error-job"):
@@ -259,11 +258,13 @@ async def test_a_failed_tasks_ending_at_both_revisions(client: Client, db: Db) -
     assert len(outbox(db, cid)) == 2
 
 
-async def test_operation_status_answers_the_failed_ending_with_the_relays_result(client: Client, db: Db) -> None:
+async def test_operation_status_answers_the_failed_ending_with_the_relays_result(
+    client: Client, db: Db
+) -> None:
     cid = f"conv-{uuid.uuid4()}"
     started = await start(client, cid)
     expire(db, started["operation"]["operation_id"])
-    wire = ModernWire(client, "/mcp")  # type: ignore[arg-type]
+    wire = ModernWire(client, "/mcp")
     wire.http.headers["Authorization"] = f"Bearer {AGENT_TOKEN}"
     answer = await wire.result(
         "tools/call",

@@ -39,6 +39,8 @@ def test_the_fixture_app_serves_the_suites_names_under_its_own() -> None:
         "test_error_handling": "conformance_test-error-handling",
         "slow_compute": "conformance_slow-compute",
         "json_schema_2020_12_tool": "conformance_json-schema-2020-12-tool",
+        "failing_job": "conformance_failing-job",
+        "protocol_error_job": "conformance_protocol-error-job",
     }
     # Every one is a tool the service lists when it runs the fixture app (and only then).
     registry = registry_of(Settings(app_folders=str(FIXTURE_APP)))
