@@ -29,6 +29,9 @@ class ToolSpec:
     kind: str
     description: str
     input_schema: dict[str, Any]
+    # An MCP call that opens an operation ending within this many seconds waits for its ending
+    # (the manifest's ``operation.await_in_call_seconds``; service.mcp.progress). None: it never waits.
+    await_in_call_seconds: int | None = None
     _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

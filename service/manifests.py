@@ -239,6 +239,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
                 kind=raw["kind"],
                 description=raw["description"],
                 input_schema=schema,
+                await_in_call_seconds=raw.get("operation", {}).get("await_in_call_seconds"),
             )
         )
 
