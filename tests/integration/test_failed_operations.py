@@ -23,10 +23,14 @@ from harness.mcp import ModernWire, bound
 from harness.receiver import Receiver, new_secret
 from service.app import create_app
 from service.db import code
+from service.domain.outcomes import Accepted
 from service.manifests import Registry
 from service.mcp import status
+from service.mcp.binding import Binding
+from service.mcp.progress import ended_result
 from service.mcp.tasks import task_result, task_view
 from service.mcp.tasks_extension import detailed
+from service.mcp.tools import Answer
 from service.settings import Settings
 from tests.conftest import AGENT, AGENT_TOKEN, registry_with
 from tests.support.outbox import relay_config, running_relay, wait_until
@@ -268,6 +272,14 @@ async def test_a_failed_tasks_ending_at_both_revisions(client: Client, db: Db) -
     # The extension's wire from the same rows agrees with what the face answered.
     assert detailed(views[failing])["status"] == "completed"
     assert detailed(views[internal])["status"] == "failed"
+    # A short operation answered in its own call (await_in_call_seconds): a tool execution error.
+    for key, tool in ((failing, FAILING), (internal, PROTOCOL)):
+        accepted = Answer(
+            tool, Binding(cid, "call-x", False), Accepted, 202, {"operation": {"operation_id": key}}
+        )
+        in_call = ended_result(accepted, views[key])
+        assert in_call["isError"] is True
+        assert in_call["structuredContent"] == views[key]["result"]
     assert len(outbox(db, cid)) == 2
 
 
