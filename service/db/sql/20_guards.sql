@@ -14,7 +14,8 @@
 -- instructions per cycle"; migration 0024). The rules that pass together are tried in one
 -- expression; service/db/tables/workspaces.py lists them beside the table. `failed` (an app's
 -- decision, 75_app_api.sql) and its error (`failure`) came in migration 0029, additively: every row
--- the rules allowed before they still allow, and the release before never writes `failed`.
+-- the rules allowed before they still allow, and the release before never writes `failed`; the
+-- error's rule is named as the others are (ck_operations_failure), though no CHECK ever held it.
 CREATE OR REPLACE FUNCTION operations_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
