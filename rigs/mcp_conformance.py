@@ -18,7 +18,8 @@ fixture tools that the engine can truly serve, built on the Runtime API like any
 ``json_schema_2020_12_tool`` direct answers, ``test_error_handling`` a refusal,
 ``test_tool_with_progress`` a two-second operation its MCP call waits for, with progress,
 ``failing_job`` and ``protocol_error_job`` one-second operations their app fails at the deadline
-(a tool execution error; ``internal_error``, a protocol-level one). The suite cannot
+(a tool execution error; ``internal_error``, a protocol-level one); the resources
+``test://static-text`` and ``test://static-binary`` files of its folder. The suite cannot
 send credentials, so a loopback proxy in front of ``/mcp`` (``CredentialsProxy``) adds what our own
 Agent sends: its bearer token on every request, and on ``tools/call`` the conversation,
 ``params._meta["io.lineup/conversation_id"]``. Every tool of an app is named under its app's scope

@@ -34,7 +34,9 @@ from service import apps as app_folders
 from service.app_manifest import (
     FORMAT_CHECKER,
     INSTANCE_STATE_FEATURE,
+    RESOURCE_MAX_BYTES,
     AppManifest,
+    AppResource,
     InstanceStateFeature,
     Lifecycle,
     McpApp,
@@ -136,6 +138,7 @@ def load_registry(
     apps: dict[str, AppManifest] = {}
     tools: dict[str, ToolSpec] = {}
     listed: dict[str, str] = {}  # the provider-safe names MCP lists (service.tool_names)
+    served: dict[str, str] = {}  # each app resource's URI -> its app's scope
     found: list[Registration] = []
     for folder in folders:
         app = _load_manifest(folder / app_folders.MANIFEST, manifest_schema)
@@ -154,6 +157,14 @@ def load_registry(
                 _fail(app.file, f"$.tools[{index}].name", f"{error} (MCP lists tools under such names)")
             listed[listed_name(tool.name)] = tool.name
             tools[tool.name] = tool
+        for index, resource in enumerate(app.resources):
+            if resource.uri in served:
+                _fail(
+                    app.file,
+                    f"$.resources[{index}].uri",
+                    f"duplicate resource uri {resource.uri!r} (also in {apps[served[resource.uri]].file})",
+                )
+            served[resource.uri] = app.app_scope
         apps[app.app_scope] = app
         if registrations is None:
             found.extend(_registrations_of(folder, app))
@@ -272,7 +283,48 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         lifecycle=Lifecycle(**lifecycle),
         surface=folder / app_folders.SURFACE if surface["kind"] == "workspace" else None,
         mcp_app=mcp_app,
+        resources=_resources(file, folder, doc.get("resources", [])),
     )
+
+
+#: The folder of an app's files that it serves as MCP resources (its manifest's ``resources``).
+RESOURCES = "resources"
+
+
+def _resources(file: str, folder: Path, declared: list[dict[str, Any]]) -> tuple[AppResource, ...]:
+    """The files the app serves as MCP resources: each in its folder's ``resources/``, at most
+    ``RESOURCE_MAX_BYTES``, valid UTF-8 when its type is a text type, its URI unique in the app."""
+    found: list[AppResource] = []
+    for index, raw in enumerate(declared):
+        where = f"$.resources[{index}]"
+        path = folder / RESOURCES / raw["file"]
+        if not path.is_file():
+            _fail(file, f"{where}.file", f"{RESOURCES}/{raw['file']} is not a file of the app's folder")
+        if path.stat().st_size > RESOURCE_MAX_BYTES:
+            _fail(
+                file, f"{where}.file", f"{RESOURCES}/{raw['file']} is larger than {RESOURCE_MAX_BYTES} bytes"
+            )
+        if raw["uri"] in {resource.uri for resource in found}:
+            _fail(file, f"{where}.uri", f"duplicate resource uri {raw['uri']!r}")
+        resource = AppResource(
+            uri=raw["uri"],
+            name=raw["name"],
+            title=raw.get("title"),
+            description=raw["description"],
+            mime_type=raw["mime_type"],
+            path=path,
+        )
+        if resource.is_text:
+            try:
+                path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                _fail(
+                    file,
+                    f"{where}.file",
+                    f"{RESOURCES}/{raw['file']} is {raw['mime_type']}, so UTF-8 text, and is not",
+                )
+        found.append(resource)
+    return tuple(found)
 
 
 def _mcp_app(file: str, scope: str, surface: dict[str, Any], tools: list[ToolSpec]) -> McpApp | None:
