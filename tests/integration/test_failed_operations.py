@@ -301,3 +301,30 @@ async def test_operation_status_answers_the_failed_ending_with_the_relays_result
     assert body["result"] == queued["payload"]["result"]
     assert answer["isError"] is False
     assert "failed (deadline_reached): The job could not finish" in answer["content"][0]["text"]
+
+
+async def test_the_sweepers_batch_fails_what_its_app_said_fails_and_completes_the_rest(
+    client: Client, db: Db
+) -> None:
+    cid = f"conv-{uuid.uuid4()}"
+    failing = (await start(client, cid))["operation"]["operation_id"]
+    body = {
+        "tool_call_id": f"call-{uuid.uuid4()}",
+        "conversation_id": cid,
+        "tool": "conformance.slow-compute",
+        "arguments": {"seconds": 1},
+    }
+    computing = (await client.post("/v1/tool-calls", json=body, headers=AGENT)).json()["operation"][
+        "operation_id"
+    ]
+    expire(db, failing, 0.6)
+    expire(db, computing, 0.5)
+    swept = db.execute("SELECT * FROM settle_due(100)").fetchall()  # claim_due, then settle_claimed
+    assert {(str(r["operation_id"]), r["state"]) for r in swept} == {
+        (failing, "failed"),
+        (computing, "completed"),
+    }
+    results = [row["payload"]["result"] for row in outbox(db, cid)]
+    assert [r["state"] for r in results] == ["failed", "completed"]  # in the order of their deadlines
+    assert "error" not in results[1]
+    assert results[0]["error"]["code"] == "job_failed"
