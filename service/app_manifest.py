@@ -29,6 +29,9 @@ class ToolSpec:
     kind: str
     description: str
     input_schema: dict[str, Any]
+    # The forms its decision may ask the person (key -> an MCP elicitation requestedSchema; the
+    # Runtime API's app_ask), checked when the manifest is loaded.
+    forms: dict[str, dict[str, Any]] = field(default_factory=dict)
     # An MCP call that opens an operation ending within this many seconds waits for its ending
     # (the manifest's ``operation.await_in_call_seconds``; service.mcp.progress). None: it never waits.
     await_in_call_seconds: int | None = None

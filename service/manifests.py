@@ -5,7 +5,8 @@ such as ``service/apps/``, or the folders themselves: ``<app>/manifest.json``, s
 ``service.apps``), checks it against `manifest.schema.json` and the rules a
 schema cannot express (tool names carry their app's scope, scopes and tool names are unique, and
 so are the provider-safe names MCP lists them under (``service.tool_names``),
-embedded schemas are valid, a workspace app's page is in its folder: ``service.apps.
+embedded schemas are valid, an input schema's ``x-mcp-header`` annotations (SEP-2243) are ones
+MCP clients take, a workspace app's page is in its folder: ``service.apps.
 surface_problems``), takes each app's registrations from its folder and checks them against its SQL
 (``service.apps.problems``), and returns an immutable `Registry`. Every problem surfaces as
 `ManifestError`.
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+from mcp.shared.inbound import find_invalid_x_mcp_header
 
 from service import apps as app_folders
 from service.app_manifest import (
@@ -243,6 +245,11 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
             _fail(file, f"{where}.name", f"duplicate tool name {name!r}")
         seen.add(name)
         schema = _embedded_schema(file, f"{where}.input_schema", raw["input_schema"], False)
+        forms = {
+            key: _form(file, json_path(where, ["forms", key]), form)
+            for key, form in raw.get("forms", {}).items()
+        }
+        _check_mcp_headers(file, f"{where}.input_schema", schema)
         tools.append(
             ToolSpec(
                 name=name,
@@ -250,6 +257,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
                 kind=raw["kind"],
                 description=raw["description"],
                 input_schema=schema,
+                forms=forms,
                 await_in_call_seconds=raw.get("operation", {}).get("await_in_call_seconds"),
             )
         )
@@ -404,6 +412,35 @@ def _embedded_schema(file: str, where: str, schema: dict[str, Any], asserts_form
         if asserts_format and isinstance(fmt, str) and fmt not in FORMAT_CHECKER.checkers:
             _fail(file, f"{here}.format", f"format {fmt!r} cannot be asserted by this runtime")
     return copy.deepcopy(schema)
+
+
+def _form(file: str, where: str, form: dict[str, Any]) -> dict[str, Any]:
+    """Check a Tool's form (MCP elicitation's restricted schema, which ``manifest.schema.json``
+    states) for what that cannot: its required names are its properties, a legacy ``enumNames``
+    names every ``enum`` value, and every default is a valid value of its own property."""
+    _check_schema(file, where, form)
+    properties: dict[str, Any] = form["properties"]
+    for name in form.get("required", []):
+        if name not in properties:
+            _fail(file, json_path(where, ["required"]), f"required {name!r} is not a property of the form")
+    for name, prop in properties.items():
+        here = json_path(where, ["properties", name])
+        if "enumNames" in prop and len(prop["enumNames"]) != len(prop["enum"]):
+            _fail(file, json_path(here, ["enumNames"]), "enumNames must name each enum value, in order")
+        if "default" in prop and not Draft202012Validator(prop).is_valid(prop["default"]):
+            _fail(file, json_path(here, ["default"]), f"default {prop['default']!r} is not a valid value")
+    return copy.deepcopy(form)
+
+
+def _check_mcp_headers(file: str, where: str, schema: dict[str, Any]) -> None:
+    """A Tool's arguments mirrored as ``Mcp-Param-*`` headers (SEP-2243: a property annotated
+    ``x-mcp-header``) must be annotated as MCP clients take them — on a string, integer or boolean
+    property reached through ``properties`` alone, each an HTTP token, none twice — for a client
+    drops a tool whose annotation is invalid, and the server could check nothing against it. The
+    rule is the SDK's, the one its server checks the headers by."""
+    problem = find_invalid_x_mcp_header(schema)
+    if problem is not None:
+        _fail(file, where, problem)
 
 
 def _check_schema(file: str, where: str, schema: object) -> None:

@@ -39,7 +39,20 @@ def test_the_fixture_app_serves_the_suites_names_under_its_own() -> None:
         "test_error_handling": "conformance_test-error-handling",
         "slow_compute": "conformance_slow-compute",
         "json_schema_2020_12_tool": "conformance_json-schema-2020-12-tool",
+        # Questions of the app's own forms (the Runtime API's app_ask).
+        "test_elicitation": "conformance_test-elicitation",
+        "test_elicitation_sep1034_defaults": "conformance_test-elicitation-sep1034-defaults",
+        "test_elicitation_sep1330_enums": "conformance_test-elicitation-sep1330-enums",
+        "confirm_delete": "conformance_confirm-delete",
+        "multi_input": "conformance_multi-input",
         "test_tool_with_progress": "conformance_test-tool-with-progress",
+        # A Tool's own content, and SEP-2243's custom headers (issue 47).
+        "test_image_content": "conformance_test-image-content",
+        "test_audio_content": "conformance_test-audio-content",
+        "test_embedded_resource": "conformance_test-embedded-resource",
+        "test_multiple_content_types": "conformance_test-multiple-content-types",
+        "test_custom_headers": "conformance_test-custom-headers",
+        # Jobs their app fails (the Runtime API's app_fail_at_deadline).
         "failing_job": "conformance_failing-job",
         "protocol_error_job": "conformance_protocol-error-job",
     }.items() <= names.items()
