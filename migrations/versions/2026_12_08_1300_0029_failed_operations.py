@@ -1,8 +1,8 @@
 """An operation that ends in failure: the error it fails with
 
 Revision ID: 0029
-Revises: 0027
-Create Date: 2026-12-08 12:00:00+00:00
+Revises: 0028
+Create Date: 2026-12-08 13:00:00+00:00
 
 ``operations.failure`` (jsonb, nullable): the error object (``{"code", "message"}``) an app's
 decision gives its operation (service/db/sql/75_app_api.sql): ``app_fail_operation`` fails it at
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from service.db.migration_steps import lock_tables, make_code, own_connection
 
 revision: str = "0029"
-down_revision: str | None = "0027"
+down_revision: str | None = "0028"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
