@@ -21,27 +21,28 @@ resources ``test://static-text`` and ``test://static-binary`` files of its folde
 fixtures (``test_image_content``, ``test_audio_content``, ``test_embedded_resource``,
 ``test_multiple_content_types``, and ``greet``'s exact text) answers whose MCP content their
 registration gives, ``test_custom_headers`` a tool whose arguments ride as SEP-2243 ``Mcp-Param-*``
-headers; the ``test_input_required_result_*`` tools SEP-2322's input rounds (``input_rounds`` in the
-manifest; their ``requestState`` sealed under a key made for the run), ``test_tool_with_task`` an
-input round and then an operation. The suite cannot send credentials, so a loopback proxy in front
-of ``/mcp`` (``CredentialsProxy``) adds what our own Agent sends: its bearer token on every request,
-and on ``tools/call`` the conversation, ``params._meta["io.lineup/conversation_id"]``. Every tool of
-an app is named under its app's scope (``conformance.slow-compute``, listed
-``conformance_slow-compute``), which the suite's bare names (``slow_compute``) can never be; so the
-proxy also translates the fixture app's names, and only them: the suite's name to the listed one in
-a ``tools/call`` (its body and its ``Mcp-Name`` header), the listed one to the suite's in a
-``tools/list`` answer (``fixture_names``). It forwards everything else as it came (the ``Host`` and
-``Origin`` headers included, for the DNS rebinding scenario) and streams the answers back. The
-product has no switch that turns its checks off.
+headers, ``failing_job`` and ``protocol_error_job`` one-second operations their app fails at the
+deadline (a tool execution error; ``internal_error``, a protocol-level one); the
+``test_input_required_result_*`` tools SEP-2322's input rounds (``input_rounds`` in the manifest;
+their ``requestState`` sealed under a key made for the run), ``test_tool_with_task`` an input round
+and then an operation. The suite cannot send credentials, so a loopback proxy in front of ``/mcp``
+(``CredentialsProxy``) adds what our own Agent sends: its bearer token on every request, and on
+``tools/call`` the conversation, ``params._meta["io.lineup/conversation_id"]``. Every tool of an app
+is named under its app's scope (``conformance.slow-compute``, listed ``conformance_slow-compute``),
+which the suite's bare names (``slow_compute``) can never be; so the proxy also translates the
+fixture app's names, and only them: the suite's name to the listed one in a ``tools/call`` (its body
+and its ``Mcp-Name`` header), the listed one to the suite's in a ``tools/list`` answer
+(``fixture_names``). It forwards everything else as it came (the ``Host`` and ``Origin`` headers
+included, for the DNS rebinding scenario) and streams the answers back. The product has no switch
+that turns its checks off.
 
 Every server scenario of each version runs (``--suite all``), one process per scenario; a scenario
-passes when none of its checks is a ``FAILURE``. A failing scenario must be listed, with its
-reason, in ``rigs/mcp_conformance_not_applicable.json`` — under ``not_applicable`` (it needs what
-this server deliberately lacks — prompts, resource templates, capabilities it does not declare — or
-what the engine cannot do by design, such as a task that fails; the reason says which) or under
+passes when none of its checks is a ``FAILURE``. A failing scenario must be listed, with its reason,
+in ``rigs/mcp_conformance_not_applicable.json`` — under ``not_applicable`` (it needs what this
+server deliberately lacks — prompts, resource templates, capabilities it does not declare — or what
+the engine cannot do by design, such as a tool that requires tasks; the reason says which) or under
 ``pending`` (a defect of ours being fixed elsewhere, named by its issue). Exits 1 when a scenario
-fails that neither list
-names, and names the listed ones that now pass (the list must then shrink).
+fails that neither list names, and names the listed ones that now pass (the list must then shrink).
 """
 
 from __future__ import annotations

@@ -26,10 +26,15 @@ class SchemaKeywords(dict[str, Any]):
 # (ge=0 would be dropped from the document as a falsy value.)
 Count = Annotated[int, KwargDefinition(schema_extra=SchemaKeywords(minimum=0))]
 
-OperationState = Literal["focusing", "completed", "interrupted", "cancelled"]
-FinalState = Literal["completed", "interrupted", "cancelled"]
+OperationState = Literal["focusing", "completed", "interrupted", "cancelled", "failed"]
+FinalState = Literal["completed", "interrupted", "cancelled", "failed"]
 OperationReason = Literal[
-    "deadline_reached", "agent_interrupt", "person_interrupt", "user_left_workspace", "app_closed"
+    "deadline_reached",
+    "agent_interrupt",
+    "person_interrupt",
+    "user_left_workspace",
+    "app_closed",
+    "app_failed",
 ]
 OutboxStatus = Literal["pending", "delivered", "dead"]
 AttemptOutcome = Literal["delivered", "retry", "dead", "lease_lost"]

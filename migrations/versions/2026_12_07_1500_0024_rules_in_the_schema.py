@@ -110,6 +110,118 @@ GUARDS = (
     ("function", "workspaces_guard"),
     ("function", "instance_states_readonly_is_final"),
 )
+# operations_guard as service/db/sql/20_guards.sql held it until migration 0029, which added
+# `failed` and its `failure` column (a migration is history: it makes what it made, and the file's
+# text names a column this one does not have yet).
+OPERATIONS_GUARD_AT_0024 = r"""
+CREATE OR REPLACE FUNCTION operations_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    broken text;
+    holds boolean;
+    changed operations;
+    last_seq bigint;
+    max_seconds integer;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        SELECT t.one_running, t.max_seconds INTO NEW.one_running, max_seconds
+        FROM app_tools t WHERE t.tool = NEW.tool;
+        -- (A duration no operation may have is ck_operations_duration's to refuse, under its name.)
+        IF NEW.duration_seconds > max_seconds AND NEW.duration_seconds <= 14400 THEN
+            RAISE EXCEPTION 'tool % declares deadlines at most % seconds away, not %', NEW.tool, max_seconds,
+                NEW.duration_seconds
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'operation_declared_max_seconds';
+        END IF;
+    ELSIF OLD.state <> 'focusing' THEN
+        IF (NEW.state, NEW.reason, NEW.result::text) IS DISTINCT FROM (OLD.state, OLD.reason, OLD.result::text) THEN
+            RAISE EXCEPTION 'operation % is already %', OLD.operation_id, OLD.state
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'operation_final_is_final';
+        END IF;
+    END IF;
+    -- How late a deadline was decided: a stored generated column until migration 0020, whose
+    -- expression Postgres, too, read back and prepared at every statement.
+    IF NEW.reason = 'deadline_reached' THEN
+        NEW.lateness_ms := (EXTRACT(EPOCH FROM NEW.finalized_at - NEW.ends_at) * 1000)::integer;
+    ELSE
+        NEW.lateness_ms := NULL;
+    END IF;
+    -- A state with its reason, a final state with its result (a state matches one branch only).
+    IF NEW.state = 'focusing' THEN
+        holds := NEW.reason IS NULL AND NEW.finalized_at IS NULL AND NEW.result IS NULL;
+    ELSIF NEW.state = 'interrupted' THEN
+        holds := NEW.reason IN ('agent_interrupt', 'person_interrupt', 'user_left_workspace')
+                 AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL;
+    ELSE
+        holds := NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
+                   AND NEW.finalized_at >= NEW.ends_at AND NEW.result IS NOT NULL
+                 OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed'
+                   AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL;
+    END IF;
+    IF holds
+       AND NEW.duration_seconds BETWEEN 1 AND 14400
+       AND NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds)
+       AND (NEW.activity IS NULL OR char_length(NEW.activity) <= 200) THEN
+        NULL;  -- every rule holds
+    ELSE
+        -- Something is wrong, or NULL where a CHECK would pass: each rule as its CHECK was.
+        broken := CASE
+            WHEN NOT (NEW.activity IS NULL OR char_length(NEW.activity) <= 200)
+                THEN 'ck_operations_activity_length'
+            WHEN NOT (NEW.state <> 'completed' OR NEW.finalized_at >= NEW.ends_at)
+                THEN 'ck_operations_completed_not_early'
+            WHEN NOT (NEW.duration_seconds BETWEEN 1 AND 14400)
+                THEN 'ck_operations_duration'
+            WHEN NOT (NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds))
+                THEN 'ck_operations_ends_at'
+            WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
+                THEN 'ck_operations_final_has_result'
+            WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
+                                                           'person_interrupt', 'user_left_workspace',
+                                                           'app_closed'))
+                THEN 'ck_operations_reason'
+            WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
+                THEN 'ck_operations_state'
+            WHEN NOT coalesce(NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL
+                                  AND NEW.result IS NULL
+                              OR NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
+                              OR NEW.state = 'interrupted'
+                                 AND NEW.reason IN ('agent_interrupt', 'person_interrupt',
+                                                    'user_left_workspace')
+                              OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
+                THEN 'ck_operations_state_matches_reason'
+        END;
+        IF broken IS NOT NULL THEN
+            RAISE EXCEPTION 'new row for relation "operations" violates check constraint "%"', broken
+                USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'operations';
+        END IF;
+    END IF;
+    -- The Host's event stream: an operation opened or changed state (30_projections.sql). Written
+    -- here, by the trigger every writer of the table already fires, and not by an AFTER trigger of
+    -- its own (project_operation until migration 0021), whose queueing and call cost a cycle about
+    -- 0.3 M instructions (bench/README.md). The row is final here: this is the table's one BEFORE
+    -- trigger, and what it projects is the row as written (a failing statement takes its event
+    -- back with it). On Citus the trigger fires on a shard, whose rows are of the shard table's own
+    -- type, which no operation_json(operations, text) takes: the row is copied into an `operations`
+    -- value first.
+    -- project()'s two statements in place (30_projections.sql numbers the events; a call of it is
+    -- one more function with its own search_path per event).
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.state IS NOT DISTINCT FROM OLD.state THEN
+            RETURN NEW;
+        END IF;
+    END IF;
+    changed := NEW;
+    SELECT e.event_seq INTO last_seq FROM projection_events e
+    WHERE e.conversation_id = NEW.conversation_id
+    ORDER BY e.event_seq DESC LIMIT 1;
+    INSERT INTO projection_events (conversation_id, event_seq, kind, payload)
+    VALUES (NEW.conversation_id,
+            greatest(coalesce(last_seq, 0) + 1,
+                     (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint),
+            'operation', operation_json(changed, 'event'));
+    RETURN NEW;
+END $$;
+"""
 CONCURRENTLY = (
     "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS uq_operations_one_running_per_tool"
     " ON operations (conversation_id, tool) WHERE state = 'focusing' AND one_running",
@@ -135,7 +247,10 @@ def upgrade() -> None:
             table, name, definition = FOREIGN_KEY
             if name not in present:
                 conn.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition} NOT VALID")
-            make_code(conn, GUARDS, citus_triggers=True)
+            conn.execute(OPERATIONS_GUARD_AT_0024)
+            make_code(
+                conn, [key for key in GUARDS if key != ("function", "operations_guard")], citus_triggers=True
+            )
             for kind, key in FORGOTTEN:
                 conn.execute("DELETE FROM database_code WHERE kind = %s AND name = %s", (kind, key))
         # Each on its own (autocommit): writes go on meanwhile.

@@ -130,8 +130,18 @@ class ToolList(TypedDict):
     tools: list[Tool]
 
 
+class OperationError(TypedDict):
+    """The error a failed operation failed with, as its app's decision gave it: ``code`` an outcome
+    word (``internal_error``: the job failed inside, a protocol-level error on MCP), ``message``
+    for a person."""
+
+    code: str
+    message: str
+
+
 class TimedResult(TypedDict):
-    """How a timed operation ended (a Pomodoro's, a kettle's): its result, as the outbox carries it."""
+    """How a timed operation ended (a Pomodoro's, a kettle's): its result, as the outbox carries it
+    (``error`` only when it ``failed``)."""
 
     state: FinalState
     reason: OperationReason
@@ -141,6 +151,7 @@ class TimedResult(TypedDict):
     ends_at: Time
     finalized_at: Time
     focused_seconds: Count
+    error: NotRequired[OperationError]
 
 
 class InteractResult(TypedDict):

@@ -125,6 +125,7 @@ SELECT count(*) FILTER (WHERE state = 'focusing') AS focusing,
        count(*) FILTER (WHERE state = 'completed') AS completed,
        count(*) FILTER (WHERE state = 'interrupted') AS interrupted,
        count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+       count(*) FILTER (WHERE state = 'failed') AS failed,
        percentile_disc(0.5) WITHIN GROUP (ORDER BY lateness_ms)
            FILTER (WHERE state = 'completed') AS lateness_p50_ms,
        percentile_disc(0.99) WITHIN GROUP (ORDER BY lateness_ms)

@@ -13,6 +13,8 @@ class State(StrEnum):
     COMPLETED = "completed"
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
+    # Its app's decision ended it in failure, with an error (its ``result``'s ``error``).
+    FAILED = "failed"
 
 
 class Reason(StrEnum):
@@ -22,6 +24,9 @@ class Reason(StrEnum):
     PERSON_INTERRUPT = "person_interrupt"
     USER_LEFT_WORKSPACE = "user_left_workspace"
     APP_CLOSED = "app_closed"
+    # Its app's later decision failed it (app_fail_operation); failed at its deadline is
+    # ``deadline_reached``.
+    APP_FAILED = "app_failed"
 
 
 @dataclass(frozen=True)

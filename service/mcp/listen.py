@@ -91,7 +91,7 @@ class TaskListen:
 
         async def send(task: dict[str, Any]) -> None:
             notification: Any = WireNotification(
-                TASK_STATUS_2026, {**tasks_extension.detailed(self._rt.registry, task), "_meta": meta}
+                TASK_STATUS_2026, {**tasks_extension.detailed(task, self._rt.registry), "_meta": meta}
             )
             await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 

@@ -33,7 +33,7 @@ from mcp.server.context import ServerRequestContext
 
 from service.clock import CLOCK
 from service.mcp.binding import HTTP_STATUS, TOOL_CALL_ID
-from service.mcp.tasks import settled
+from service.mcp.tasks import failure, settled
 from service.mcp.tools import Answer
 from service.projection_hub import ProjectionHub
 from service.use_cases.runtime import Runtime
@@ -95,13 +95,17 @@ class _Progress:
 
 
 def ended_result(answer: Answer, operation: dict[str, Any]) -> dict[str, Any]:
-    """The call's result once its operation has ended: the relay's result object."""
+    """The call's result once its operation has ended: the relay's result object (``isError`` when
+    its app failed it: a tool execution error, whatever its code)."""
     result = operation["result"]
+    error = failure(result)
     sentence = f"{answer.tool} ended {result['state']} ({result['reason']})."
+    if error is not None:
+        sentence = f"{answer.tool} failed ({result['reason']}): {error.get('message')} ({error.get('code')})."
     return {
         "content": [{"type": "text", "text": f"{sentence}\n{msgspec.json.encode(result).decode()}"}],
         "structuredContent": result,
-        "isError": False,
+        "isError": error is not None,
         "_meta": {
             TOOL_CALL_ID: answer.binding.tool_call_id,
             OPERATION_ID: answer.operation_id,

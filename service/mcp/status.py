@@ -7,7 +7,9 @@ client beside the apps' tools, answers a long-running call of the conversation â
 ``tool_call_id`` names, else the latest: an operation (whatever app's) or a question
 (``interact.ask``) â€” and, once it has ended (the operation final, the question answered), the very
 ``result`` object the relay delivers to the Agent's webhook, with the same ``tool_call_id`` (and an
-operation's ``operation_id``), so an agent that also gets the webhook counts the ending once.
+operation's ``operation_id``), so an agent that also gets the webhook counts the ending once. An
+operation its app failed answers ``state`` ``failed`` and the result with its ``error``; the
+``operation_status`` call itself succeeded, so its own ``isError`` stays false.
 
 It is bound to the conversation as ``pomodoro.interrupt`` is (the Agent names it in ``_meta`` or
 the ``Lineup-Conversation-Id`` header; a person's token binds their own, and a ``tool_call_id`` it
@@ -30,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from service.mcp.binding import TOOL_NAME, Binding, named_call_id
-from service.mcp.tasks import WORKING_STATES, until_final
+from service.mcp.tasks import WORKING_STATES, failure, until_final
 from service.projection_hub import ProjectionHub
 from service.use_cases import tasks
 from service.use_cases.runtime import Runtime
@@ -128,6 +130,12 @@ def _sentence(answer: dict[str, Any], named: str | None) -> str:
         return f"{call} is still running, until {answer['ends_at']}."
     if answer["operation_id"] is None:
         return f"{call}: the person answered {result.get('answer')!r}; count this result once."
+    error = failure(result)
+    if error is not None:
+        return (
+            f"{call} failed ({result.get('reason')}): {error.get('message')} ({error.get('code')}); "
+            "count this result once."
+        )
     return f"{call} ended {result.get('state')} ({result.get('reason')}); count this result once."
 
 

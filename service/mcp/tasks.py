@@ -2,10 +2,14 @@
 
 The task id is the ``operation_id``, and a task is only ever read from the ``operations`` row, so a
 restart loses none and any replica answers for any task. ``working`` while focusing; once final,
-``completed`` when the period reached its deadline and ``cancelled`` when anything stopped it
-first (the Agent's interrupt, the person leaving, the app closed — the result says which). The
-task's result is a ``CallToolResult`` whose ``structuredContent`` is the result object the relay
-delivers. Cancelling a task is the Agent's interrupt of that one operation.
+``completed`` when the period reached its deadline, ``cancelled`` when anything stopped it
+first (the Agent's interrupt, the person leaving, the app closed — the result says which) and
+``failed`` when its app's decision failed it (the revision's words: a failed tool call, whose result
+has ``isError``, is a ``failed`` task). The task's result is a ``CallToolResult`` whose
+``structuredContent`` is the result object the relay delivers, ``isError`` for a failed operation;
+one that failed with ``internal_error`` (a protocol-level error, ``protocol_error``) answers
+``tasks/result`` with that JSON-RPC error instead. Cancelling a task is the Agent's interrupt of
+that one operation.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from uuid import UUID
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from service.clock import CLOCK
 from service.domain.errors import NotFound
@@ -37,9 +41,31 @@ POLL_INTERVAL_MS = 5000
 SAFETY_POLL_SECONDS = 30.0
 
 
+#: The error code with which an app says its operation failed inside (not a tool execution error the
+#: model can act on): a protocol-level error on MCP (``protocol_error``).
+INTERNAL = "internal_error"
+
+
+def failure(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The error of a failed operation's result object (None for any other ending)."""
+    error = result.get("error") if result.get("state") == "failed" else None
+    return error if isinstance(error, dict) else None
+
+
+def protocol_error(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON-RPC error (``code``, ``message``, ``data``: the result object) for an operation
+    that failed with ``internal_error``; None for any other ending, a failed one's included."""
+    error = failure(result)
+    if error is None or error.get("code") != INTERNAL:
+        return None
+    return {"code": INTERNAL_ERROR, "message": str(error.get("message")), "data": result}
+
+
 def task_status(operation: dict[str, Any]) -> types.TaskStatus:
     if operation["state"] == "focusing":
         return "working"
+    if operation["state"] == "failed":
+        return "failed"
     return "completed" if operation["state"] == "completed" else "cancelled"
 
 
@@ -63,17 +89,26 @@ def task_view(operation: dict[str, Any]) -> dict[str, Any]:
 def ended(result: dict[str, Any]) -> str:
     """One sentence for a person: how a focus period ended (from the relay's result object)."""
     state, reason, seconds = result["state"], result["reason"], result["focused_seconds"]
+    error = failure(result)
+    if error is not None:
+        message, code = error.get("message"), error.get("code")
+        return f"The operation failed ({reason}) after {seconds} s: {message} ({code})."
     return f"The focus period ended {state} ({reason}) after {seconds} s."
 
 
 def task_result(operation: dict[str, Any]) -> dict[str, Any]:
-    """What ``tasks/result`` answers for a final operation: the tool's result, as a tool result."""
+    """What ``tasks/result`` answers for a final operation: the tool's result, as a tool result
+    (``isError`` when it failed). One that failed with ``internal_error`` raises its JSON-RPC error
+    (the revision: ``tasks/result`` returns the error the request would have)."""
     result = operation["result"]
+    error = protocol_error(result)
+    if error is not None:
+        raise MCPError(error["code"], error["message"], data=error["data"])
     return wire(
         types.CallToolResult(
             content=[types.TextContent(type="text", text=ended(result))],
             structured_content=result,
-            is_error=False,
+            is_error=failure(result) is not None,
             _meta={RELATED_TASK: {"taskId": operation["operation_id"]}},
         )
     )

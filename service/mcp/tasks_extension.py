@@ -13,7 +13,11 @@ refusal or a replayed refusal is the tool's result as ever). The call has commit
   tool's result: a ``CallToolResult`` whose ``structuredContent`` is the result object the relay
   delivers, whichever way it ended. At this revision only a completed task carries a result, and
   every focus period has exactly one, so a period the Agent interrupted is ``completed`` too, its
-  result saying ``interrupted (agent_interrupt)``; ``cancelled`` and ``failed`` are never used.
+  result saying ``interrupted (agent_interrupt)``; ``cancelled`` is never used. An operation its
+  app failed is a tool execution error: ``completed`` with ``result.isError`` true (its
+  ``structuredContent`` names the ``error``) — unless it failed with ``internal_error``, a
+  protocol-level error: then ``failed``, with that JSON-RPC ``error`` inlined and no ``result``
+  (``service.mcp.tasks.protocol_error``).
 * ``tasks/cancel``: the Agent's interrupt of that one operation (the same compare-and-set as
   ``pomodoro.interrupt``), answered with the empty acknowledgement whoever wins the race; an
   interaction waits for the person, so cancelling it changes nothing (the extension's cancel is
@@ -47,7 +51,7 @@ from service.domain.errors import NotFound
 from service.manifests import Registry
 from service.mcp import elicitation
 from service.mcp.binding import bound_conversation
-from service.mcp.tasks import POLL_INTERVAL_MS, ended, unknown_task
+from service.mcp.tasks import POLL_INTERVAL_MS, ended, failure, protocol_error, unknown_task
 from service.mcp.tools import Answer
 from service.use_cases import interactions, tasks
 from service.use_cases.operation_interrupt import interrupt_operation
@@ -116,24 +120,34 @@ def _status_message(task: dict[str, Any]) -> str:
     return f"{task['state']} ({task['reason']})"
 
 
-def _ended(registry: Registry, task: dict[str, Any]) -> str:
+def _ended(registry: Registry | None, task: dict[str, Any]) -> str:
     """How the task's operation ended, in its Tool's words when its registration has them."""
-    runner = registry.runners.get(task["tool"]) if task.get("tool") is not None else None
+    tool = task.get("tool")
+    runner = registry.runners.get(tool) if registry is not None and tool is not None else None
     worded = runner.ended if runner is not None else None
     return (worded or ended)(task["result"])
 
 
-def _tool_result(registry: Registry, task: dict[str, Any]) -> dict[str, Any]:
+def _tool_result(registry: Registry | None, task: dict[str, Any]) -> dict[str, Any]:
     result = task["result"]
     text = elicitation.answered_text(result) if task["kind"] == "interaction" else _ended(registry, task)
-    return {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": False}
+    failed = task["kind"] != "interaction" and failure(result) is not None
+    return {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": failed}
+
+
+def _status(task: dict[str, Any]) -> str:
+    if task["state"] in _WORKING:
+        return "working"
+    if task["kind"] != "interaction" and task["state"] == "failed" and protocol_error(task["result"]):
+        return "failed"
+    return "completed"
 
 
 def task_wire(task: dict[str, Any]) -> dict[str, Any]:
     """The extension's ``Task`` (``ttlMs`` null: tasks are kept, they never expire)."""
     return {
         "taskId": task["task_id"],
-        "status": "working" if task["state"] in _WORKING else "completed",
+        "status": _status(task),
         "statusMessage": _status_message(task),
         "createdAt": task["started_at"],
         "lastUpdatedAt": task["finalized_at"] or task["started_at"],
@@ -142,11 +156,14 @@ def task_wire(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def detailed(registry: Registry, task: dict[str, Any]) -> dict[str, Any]:
-    """The ``DetailedTask`` that ``tasks/get`` answers (and ``notifications/tasks`` carries)."""
+def detailed(task: dict[str, Any], registry: Registry | None = None) -> dict[str, Any]:
+    """The ``DetailedTask`` that ``tasks/get`` answers (and ``notifications/tasks`` carries); with
+    the registry, an operation's ending in its Tool's words (``Registration.ended``)."""
     wire = task_wire(task)
     if wire["status"] == "completed":
         wire["result"] = _tool_result(registry, task)
+    elif wire["status"] == "failed":
+        wire["error"] = protocol_error(task["result"])
     return wire
 
 
@@ -180,7 +197,7 @@ async def _asked(rt: Runtime, ctx: Ctx, task: dict[str, Any]) -> dict[str, Any] 
 
 async def get(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
     task = await read(rt, task_id, checked(ctx, task_id))
-    wire = detailed(rt.registry, task)
+    wire = detailed(task, rt.registry)
     asked = await _asked(rt, ctx, task)
     if asked is not None and asked["status"] == "pending":
         wire["status"] = "input_required"

@@ -247,6 +247,7 @@ async def test_stats_count_the_outbox_operations_lateness_and_recent_attempts(
         "completed": 2,
         "interrupted": 0,
         "cancelled": 0,
+        "failed": 0,
     }
     assert stats["operations"]["focusing"] == 1
     lateness = stats["deadline_lateness_ms"]

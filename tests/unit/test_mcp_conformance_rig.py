@@ -52,6 +52,9 @@ def test_the_fixture_app_serves_the_suites_names_under_its_own() -> None:
         "test_embedded_resource": "conformance_test-embedded-resource",
         "test_multiple_content_types": "conformance_test-multiple-content-types",
         "test_custom_headers": "conformance_test-custom-headers",
+        # Jobs their app fails (the Runtime API's app_fail_at_deadline).
+        "failing_job": "conformance_failing-job",
+        "protocol_error_job": "conformance_protocol-error-job",
     }.items() <= names.items()
     # Every fixture tool: the suite's name, each "_" a "-", under the app's scope.
     assert all(listed == "conformance_" + suite.replace("_", "-") for suite, listed in names.items())

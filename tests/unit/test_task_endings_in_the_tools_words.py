@@ -35,10 +35,10 @@ def finished(tool: str, activity: str) -> dict[str, Any]:
 
 def test_an_operation_ends_in_its_tools_words_or_in_the_engines_sentence() -> None:
     registry = registry_with(FIXTURES)
-    pomodoro = detailed(registry, finished("pomodoro.start", "deep work"))["result"]
+    pomodoro = detailed(finished("pomodoro.start", "deep work"), registry)["result"]
     assert (
         pomodoro["content"][0]["text"] == "The focus period ended completed (deadline_reached) after 1500 s."
     )
-    worded = detailed(registry, finished("conformance.test-tool-with-task", "Hello, Alice!"))["result"]
+    worded = detailed(finished("conformance.test-tool-with-task", "Hello, Alice!"), registry)["result"]
     assert worded["content"][0]["text"] == "Hello, Alice! Computed: completed (deadline_reached)."
     assert worded["structuredContent"]["activity"] == "Hello, Alice!"

@@ -2,7 +2,7 @@
 import { ops } from "./api.js";
 import { badge, h, ms, replace, shortIds, timeEl, traceHref } from "./dom.js";
 
-const STATES = ["focusing", "completed", "interrupted", "cancelled"];
+const STATES = ["focusing", "completed", "interrupted", "cancelled", "failed"];
 
 export function operationsView({ search, navigate }) {
   const params = new URLSearchParams(search);
@@ -49,7 +49,7 @@ export function operationsView({ search, navigate }) {
       const listed = await ops.operations({ state, conversation_id: conversation, limit: 100 });
       cut = shortIds(listed.operations.map((op) => op.operation_id));
       const empty = state || conversation
-        ? "No operation matches these filters. Each pomodoro.start the Agent makes is an operation: focusing, then completed, interrupted or cancelled."
+        ? "No operation matches these filters. Each pomodoro.start the Agent makes is an operation: focusing, then completed, interrupted or cancelled (or failed, when its app fails it)."
         : "No operations yet. One appears when the Agent calls pomodoro.start (a focus period), and shows how it ended.";
       replace(body, listed.operations.length ? listed.operations.map(rowEl)
         : h("tr", {}, h("td", { colspan: 9, class: "muted empty", "data-testid": "operations-empty" }, empty)));

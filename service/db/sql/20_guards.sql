@@ -12,7 +12,10 @@
 -- INSERT and an UPDATE a cycle), cost a start+interrupt cycle 0.82 M database instructions, 18 % of
 -- it, against this trigger's rules compiled once per session (bench/README.md, "The database's
 -- instructions per cycle"; migration 0024). The rules that pass together are tried in one
--- expression; service/db/tables/workspaces.py lists them beside the table.
+-- expression; service/db/tables/workspaces.py lists them beside the table. `failed` (an app's
+-- decision, 75_app_api.sql) and its error (`failure`) came in migration 0029, additively: every row
+-- the rules allowed before they still allow, and the release before never writes `failed`; the
+-- error's rule is named as the others are (ck_operations_failure), though no CHECK ever held it.
 CREATE OR REPLACE FUNCTION operations_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -52,9 +55,16 @@ BEGIN
                  AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL;
     ELSE
         holds := NEW.state = 'completed' AND NEW.reason = 'deadline_reached'
-                   AND NEW.finalized_at >= NEW.ends_at AND NEW.result IS NOT NULL
+                   AND NEW.finalized_at >= NEW.ends_at AND NEW.result IS NOT NULL AND NEW.failure IS NULL
                  OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed'
-                   AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL;
+                   AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL
+                 OR NEW.state = 'failed' AND NEW.reason IN ('deadline_reached', 'app_failed')
+                   AND NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL
+                   AND NEW.failure IS NOT NULL;
+    END IF;
+    -- The error's shape (ck_operations_failure), tried only where there is one.
+    IF holds AND NEW.failure IS NOT NULL THEN
+        holds := operation_failure_holds(NEW.failure);
     END IF;
     IF holds
        AND NEW.duration_seconds BETWEEN 1 AND 14400
@@ -72,13 +82,17 @@ BEGIN
                 THEN 'ck_operations_duration'
             WHEN NOT (NEW.ends_at = NEW.started_at + make_interval(secs => NEW.duration_seconds))
                 THEN 'ck_operations_ends_at'
+            WHEN NOT (NEW.failure IS NULL OR operation_failure_holds(NEW.failure))
+                   OR NEW.state = 'failed' AND NEW.failure IS NULL
+                   OR NEW.state = 'completed' AND NEW.failure IS NOT NULL
+                THEN 'ck_operations_failure'
             WHEN NOT (NEW.state = 'focusing' OR NEW.finalized_at IS NOT NULL AND NEW.result IS NOT NULL)
                 THEN 'ck_operations_final_has_result'
             WHEN NOT (NEW.reason IS NULL OR NEW.reason IN ('deadline_reached', 'agent_interrupt',
                                                            'person_interrupt', 'user_left_workspace',
-                                                           'app_closed'))
+                                                           'app_closed', 'app_failed'))
                 THEN 'ck_operations_reason'
-            WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled'))
+            WHEN NOT (NEW.state IN ('focusing', 'completed', 'interrupted', 'cancelled', 'failed'))
                 THEN 'ck_operations_state'
             WHEN NOT coalesce(NEW.state = 'focusing' AND NEW.reason IS NULL AND NEW.finalized_at IS NULL
                                   AND NEW.result IS NULL
@@ -86,7 +100,9 @@ BEGIN
                               OR NEW.state = 'interrupted'
                                  AND NEW.reason IN ('agent_interrupt', 'person_interrupt',
                                                     'user_left_workspace')
-                              OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed', false)
+                              OR NEW.state = 'cancelled' AND NEW.reason = 'app_closed'
+                              OR NEW.state = 'failed' AND NEW.reason IN ('deadline_reached', 'app_failed'),
+                              false)
                 THEN 'ck_operations_state_matches_reason'
         END;
         IF broken IS NOT NULL THEN
@@ -120,6 +136,17 @@ BEGIN
             'operation', operation_json(changed, 'event'));
     RETURN NEW;
 END $$;
+
+-- operation_failure_holds: an operation's error is {"code": an outcome word (^[a-z][a-z0-9_]*$, at
+-- most 63 characters), "message": text of 1 to 500 characters}, nothing else (ck_operations_failure).
+CREATE OR REPLACE FUNCTION operation_failure_holds(p_failure jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN jsonb_typeof(p_failure) = 'object'
+    AND (SELECT count(*) FROM jsonb_object_keys(p_failure)) = 2
+    AND jsonb_typeof(p_failure -> 'code') = 'string'
+    AND char_length(p_failure ->> 'code') <= 63 AND (p_failure ->> 'code') ~ '^[a-z][a-z0-9_]*$'
+    AND jsonb_typeof(p_failure -> 'message') = 'string'
+    AND char_length(p_failure ->> 'message') BETWEEN 1 AND 500;
 
 CREATE OR REPLACE TRIGGER operations_guard BEFORE INSERT OR UPDATE ON operations
 FOR EACH ROW EXECUTE FUNCTION operations_guard();

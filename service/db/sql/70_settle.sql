@@ -28,6 +28,13 @@ CREATE TYPE decision_effects AS (
     queued uuid[]
 );
 
+-- deadline_state: the state an operation ends in when its deadline is reached: `completed`, or
+-- `failed` when its app's decision said it fails then (app_fail_at_deadline, 75_app_api.sql: its
+-- error in `failure`). Either with the reason deadline_reached.
+CREATE OR REPLACE FUNCTION deadline_state(o operations) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN o.failure IS NULL THEN 'completed' ELSE 'failed' END;
+
 -- operation_json: an operation as JSON, built here for every SQL site that shows one, each its
 -- own view of it: p_view 'answer', the operation a Tool's answer names (pomodoro_start's
 -- "operation"); 'result', its outcome in the outbox (settle_focusing_v2, from the row as it is
@@ -49,6 +56,10 @@ RETURN CASE p_view
         'ends_at', rfc3339(o.ends_at), 'finalized_at', rfc3339(o.finalized_at),
         'focused_seconds', LEAST(o.duration_seconds,
                                  floor(EXTRACT(EPOCH FROM o.finalized_at - o.started_at))::integer))
+        -- A failed operation's result also names its error (migration 0029); no other gains a key.
+        -- (Read through to_jsonb: this text is made by migration 0021, before the column exists.)
+        || CASE WHEN o.state = 'failed' THEN jsonb_build_object('error', to_jsonb(o) -> 'failure')
+                ELSE '{}'::jsonb END
     WHEN 'event' THEN jsonb_build_object(
         'operation_id', o.operation_id, 'tool', o.tool, 'tool_call_id', o.tool_call_id,
         'instance_id', o.instance_id, 'state', o.state, 'reason', o.reason, 'activity', o.activity,
@@ -58,7 +69,7 @@ END;
 
 -- settle_focusing_v2: ends the operations of the conversation among p_operation_ids that are still
 -- focusing, with p_state (p_reason) — or `completed` (deadline_reached) for any whose ends_at has
--- passed: the deadline is a fact of the database clock, whatever the caller asked for (p_only_due
+-- passed (`failed` when its app said it fails then, deadline_state): the deadline is a fact of the database clock, whatever the caller asked for (p_only_due
 -- settles only those). Only rows still focusing are touched, so of several concurrent callers
 -- exactly one gets a row back. In the same transaction the winner closes the instance
 -- (close_instances_v2: its sub-session ends, its snapshot freezes, Interact is back in front) and
@@ -91,7 +102,7 @@ BEGIN
     LOOP
         -- The row as it is decided, and its result (the outbox's payload) from it.
         IF decided.ends_at <= decided_at THEN
-            decided.state := 'completed';
+            decided.state := deadline_state(decided);
             decided.reason := 'deadline_reached';
         ELSE
             -- The caller's own ending: an app's decision ends only its own app's operations
@@ -230,7 +241,7 @@ BEGIN
           ON o.conversation_id = d.conversation_id AND o.operation_id = d.operation_id
         WHERE o.state = 'focusing' AND o.ends_at <= decided_at
     LOOP
-        decided.state := 'completed';
+        decided.state := deadline_state(decided);
         decided.reason := 'deadline_reached';
         decided.finalized_at := decided_at;
         decided.result := operation_json(decided, 'result');

@@ -171,6 +171,46 @@ BEGIN
     END IF;
 END $$;
 
+-- app_fail_at_deadline: the acting app's decision that its focusing operation p_operation_id fails
+-- when its deadline comes, with the error {"code": p_code, "message": p_message} (an outcome word;
+-- text of 1 to 500 characters): whoever finds the deadline (the sweeper, any request after it)
+-- settles it `failed` (deadline_reached) instead of `completed`, by the same compare-and-set
+-- (deadline_state, 70_settle.sql). Said again, the last error said is the one. Answers whether it
+-- was said: false when the operation is no longer focusing or its deadline has already passed (it has
+-- ended, or is ending, completed). Another app's operation is refused. The caller holds the
+-- conversation's lock.
+CREATE OR REPLACE FUNCTION app_fail_at_deadline(
+    p_conversation_id text, p_operation_id uuid, p_code text, p_message text)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    owner text;
+BEGIN
+    SELECT o.app_scope INTO owner FROM operations o
+    WHERE o.conversation_id = p_conversation_id AND o.operation_id = p_operation_id;
+    PERFORM refuse_other_app(owner, format('operation %s', p_operation_id));
+    UPDATE operations o SET failure = jsonb_build_object('code', p_code, 'message', p_message)
+    WHERE o.conversation_id = p_conversation_id AND o.operation_id = p_operation_id
+      AND o.state = 'focusing' AND o.ends_at > statement_timestamp();
+    RETURN FOUND;
+END $$;
+
+-- app_fail_operation: ends the acting app's operation p_operation_id `failed` (app_failed) now, with
+-- the error {"code": p_code, "message": p_message}, through the one compare-and-set
+-- (settle_focusing_v2: its instance closes and the call's one result, the error in it, is queued in
+-- the same transaction). An operation whose deadline has passed ends as its deadline says
+-- (`completed`, or `failed` when app_fail_at_deadline said so); one no longer focusing is left as it
+-- is (no row back). Another app's operation is refused. The caller holds the conversation's lock.
+CREATE OR REPLACE FUNCTION app_fail_operation(
+    p_conversation_id text, p_operation_id uuid, p_code text, p_message text)
+RETURNS SETOF settled_operation
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM app_fail_at_deadline(p_conversation_id, p_operation_id, p_code, p_message);
+    RETURN QUERY SELECT * FROM settle_focusing_v2(p_conversation_id, ARRAY[p_operation_id],
+                                                  'failed', 'app_failed');
+END $$;
+
 -- app_queue_result: queues the one result of the acting app's Tool call p_tool_call_id (a call that
 -- opened no operation, such as interact.ask, answered later): one outbox row under the
 -- conversation's next sequence number (queue_outbox), with the trace context of the transaction's

@@ -147,6 +147,10 @@ operations = Table(
     # sweeper's settle links to, and which its outbox row carries when whatever ends it says none.
     Column("traceparent", Text, nullable=True),
     Column("tracestate", Text, nullable=True),
+    # The error the operation fails with, {"code", "message"} (migration 0029): given by its app's
+    # decision (service/db/sql/75_app_api.sql) — while it is focusing, the one it fails with when its
+    # deadline comes (app_fail_at_deadline); once failed, the one it failed with.
+    Column("failure", JSONB, nullable=True),
     PrimaryKeyConstraint("operation_id", "conversation_id"),
     UniqueConstraint("tool_call_id", "conversation_id"),
     ForeignKeyConstraint(
@@ -157,12 +161,14 @@ operations = Table(
     # CHECK constraints: its eight, read back from the catalog and prepared again at a cycle's INSERT
     # and UPDATE, cost 0.82 M database instructions, 18 % of a start+interrupt cycle (migration
     # 0024, bench/README.md). They are:
-    #   ck_operations_state: state is focusing, completed, interrupted or cancelled;
+    #   ck_operations_state: state is focusing, completed, interrupted, cancelled or failed;
     #   ck_operations_reason: reason is NULL or deadline_reached, agent_interrupt,
-    #     user_left_workspace or app_closed;
+    #     person_interrupt, user_left_workspace, app_closed or app_failed;
     #   ck_operations_state_matches_reason: focusing without reason, finalized_at or result;
-    #     completed for deadline_reached; interrupted for agent_interrupt or user_left_workspace;
-    #     cancelled for app_closed;
+    #     completed for deadline_reached; interrupted for agent_interrupt, person_interrupt or
+    #     user_left_workspace; cancelled for app_closed; failed for deadline_reached or app_failed;
+    #   ck_operations_failure: failure NULL or {"code": a word, "message": at most 500 characters};
+    #     a failed operation has one, a completed one none (migration 0029);
     #   ck_operations_final_has_result: a final state has finalized_at and result;
     #   ck_operations_completed_not_early: completed no earlier than ends_at;
     #   ck_operations_duration: duration_seconds from 1 to 14400;

@@ -14,6 +14,7 @@ const ENDINGS = {
   "cancelled:app_closed": "cancelled, you closed it",
   interrupted: "interrupted",
   cancelled: "cancelled",
+  failed: "failed",
 };
 // Closer to the end than this (in pixels), the timeline follows what lands.
 const STICKY_PX = 48;
