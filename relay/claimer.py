@@ -180,10 +180,6 @@ class Claimer:
     # -- delivering -----------------------------------------------------------------------------
 
     def _start_delivery(self, claim: Claim) -> None:
-        # A row held already was claimed again: its earlier claim was lost in a crash (it commits
-        # without its flush, ``claims.CLAIM_WITHOUT_FLUSH``). It moves to the end: ``held`` stays
-        # in the order of the claims, which ``lease_ending`` reads.
-        self.held.pop(claim.event_id, None)
         self.held[claim.event_id] = claim
         self._in_flight += 1
         try:

@@ -61,19 +61,6 @@ CLAIMABLE = """o.status = 'pending'
 # interval asked for 0.2 s. So JIT is off for the same transaction.
 HEAD_BY_INDEX = "SELECT set_config('enable_sort', 'off', true), set_config('jit', 'off', true)"
 
-# A claim's transaction commits without waiting for its WAL flush (``synchronous_commit = off``, for
-# that transaction only): the flush, 2.6-3 ms on a disk (more under load), was the one disk wait
-# left between the settling commit and the POST. Nothing that must survive a crash rides it: a claim
-# lost with the last unflushed WAL leaves its row pending, unleased, its attempt uncounted, as
-# before the claim; the POST already sent is then recorded ``lease_lost`` (the outcome's fence) and
-# the row delivered again under the same event id, which at-least-once with stable ids allows. An
-# outcome, a durable commit, flushes every claim before it. The argument in full: docs/design.md,
-# "The claim commits without waiting for its flush".
-CLAIM_WITHOUT_FLUSH = "set_config('synchronous_commit', 'off', true)"
-LEASE_BY_INDEX = (
-    "SELECT set_config('enable_sort', 'off', true), set_config('jit', 'off', true), " + CLAIM_WITHOUT_FLUSH
-)
-
 # A claim: a fresh lease (its expiry fences the outcome), and one more attempt counted.
 LEASE = """lease_owner = %(relay_id)s,
     lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
@@ -294,10 +281,9 @@ async def claim(
         "endpoint": endpoint,
     }
     if on_node:
-        async with claiming(conn, "SELECT " + CLAIM_WITHOUT_FLUSH):
-            cursor = await conn.execute(CLAIM_ON_NODE, params)
+        cursor = await conn.execute(CLAIM_ON_NODE, params)
     else:
-        async with claiming(conn, LEASE_BY_INDEX):
+        async with claiming(conn):
             cursor = await conn.execute(CLAIM, params)
     rows = await cursor.fetchall()
     rows.sort(key=_created_at)
@@ -307,11 +293,10 @@ async def claim(
 
 
 @contextlib.asynccontextmanager
-async def claiming(conn: Conn, settings: str = HEAD_BY_INDEX) -> AsyncIterator[None]:
-    """A transaction under ``settings`` (``HEAD_BY_INDEX``; a claim's, ``LEASE_BY_INDEX``), its
-    statements pipelined (one round trip)."""
+async def claiming(conn: Conn) -> AsyncIterator[None]:
+    """A transaction under ``HEAD_BY_INDEX``, its statements pipelined (one round trip)."""
     async with conn.pipeline(), conn.transaction():
-        await conn.execute(settings)
+        await conn.execute(HEAD_BY_INDEX)
         yield
 
 

@@ -122,65 +122,6 @@ async def test_the_same_relay_cannot_record_against_a_newer_claim_of_its_own(con
     assert outbox_rows(db)[str(new.event_id)]["status"] == "pending"
 
 
-async def test_a_claim_commits_without_waiting_for_its_flush_and_nothing_else_does(
-    conn: Conn, db: Db
-) -> None:
-    # What each write to outbox commits under, seen from inside its transaction.
-    db.execute("CREATE TABLE seen_commit (statement text, synchronous_commit text)")
-    db.execute(
-        """CREATE FUNCTION note_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-           BEGIN
-               INSERT INTO seen_commit VALUES (TG_ARGV[0], current_setting('synchronous_commit'));
-               RETURN NEW;
-           END $$"""
-    )
-    db.execute(
-        "CREATE TRIGGER note_commit BEFORE UPDATE ON outbox FOR EACH ROW EXECUTE FUNCTION note_commit('write')"
-    )
-    queue_results(db, "conv-a", 2)
-    # As a relay's sessions do (a test database's commit without their flush: harness/database.py).
-    await conn.execute("SET synchronous_commit = on")
-    (claimed,) = await claims.claim(conn, "relay-x", 10, 30)
-    assert db.execute("SELECT synchronous_commit FROM seen_commit").fetchall() == [
-        {"synchronous_commit": "off"}
-    ]
-    # For that transaction only: the outcome, and anything else on the connection, wait for theirs.
-    db.execute("DELETE FROM seen_commit")
-    await claims.record_outcomes(conn, "relay-x", [outcome(claimed, "delivered")])
-    assert db.execute("SELECT synchronous_commit FROM seen_commit").fetchall() == [
-        {"synchronous_commit": "on"}
-    ]
-    cursor = await conn.execute("SHOW synchronous_commit")
-    assert await cursor.fetchone() == ("on",)
-
-
-async def test_a_claim_lost_in_a_crash_only_delivers_the_row_again_under_its_id(conn: Conn, db: Db) -> None:
-    (queued, later) = queue_results(db, "conv-a", 2)
-    before = outbox_rows(db)[queued.event_id]
-    (lost,) = await claims.claim(conn, "relay-x", 10, 30)
-    # Postgres stops before the claim's WAL is flushed: on restart the row is as it was before it.
-    db.execute(
-        "UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL, attempts = attempts - 1"
-        " WHERE event_id = %s",
-        (queued.event_id,),
-    )
-    assert outbox_rows(db)[queued.event_id] == before
-
-    # The relay had sent it: its outcome finds no lease of its own, and changes nothing.
-    assert await claims.record_outcomes(conn, "relay-x", [outcome(lost, "delivered")]) == {
-        lost.event_id: "lease_lost"
-    }
-    # The row, still its conversation's head, goes again: the same id and bytes; the next one waits.
-    (again,) = await claims.claim(conn, "relay-x", 10, 30)
-    assert (again.event_id, again.body, again.attempts) == (lost.event_id, lost.body, 1)
-    assert await claims.record_outcomes(conn, "relay-x", [outcome(again, "delivered")]) == {
-        again.event_id: "delivered"
-    }
-    (after,) = await claims.claim(conn, "relay-x", 10, 30)
-    assert str(after.event_id) == later.event_id
-    assert [a["outcome"] for a in attempt_rows(db, queued.event_id)] == ["lease_lost", "delivered"]
-
-
 async def test_recording_the_same_outcome_twice_is_harmless(conn: Conn, db: Db) -> None:
     (queued,) = queue_results(db, "conv-a")
     (claimed,) = await claims.claim(conn, "relay-x", 10, 30)
