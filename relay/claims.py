@@ -294,7 +294,10 @@ async def claim(
 
 @contextlib.asynccontextmanager
 async def claiming(conn: Conn) -> AsyncIterator[None]:
-    """A transaction under ``HEAD_BY_INDEX``, its statements pipelined (one round trip)."""
+    """A transaction under ``HEAD_BY_INDEX``, its statements pipelined (one round trip). It commits
+    durably (the session's ``synchronous_commit``, on): its lease must survive a crash, or a stale
+    POST could land after the conversation's next result (docs/design.md, "Why the relay's claim
+    waits for its WAL flush"; ``REVERT_CLAIM_WITHOUT_FLUSH`` in model/relay.pml)."""
     async with conn.pipeline(), conn.transaction():
         await conn.execute(HEAD_BY_INDEX)
         yield
