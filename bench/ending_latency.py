@@ -50,10 +50,11 @@ and, when the server loads ``pg_stat_statements`` (``--pg-setting
 shared_preload_libraries=pg_stat_statements``), the statements that took the most time, with their
 calls and microseconds per ending.
 
-``--versus TREE`` measures a change to the relay: each run is made twice in a row on the same
-database and service, once with this checkout's relays and once with those of the checkout at TREE
-(``git worktree add --detach /tmp/before main``; run from this checkout's venv), in alternating
-order from one ``--rounds`` round to the next, and the figures are printed side by side.
+``--versus TREE`` measures a change to the service or the relay: each run is made twice in a row on
+the same database, once with this checkout's service and relays and once with those of the checkout
+at TREE (``git worktree add --detach /tmp/before main``; run from this checkout's venv), each
+started afresh for its run, in alternating order from one ``--rounds`` round to the next, and the
+figures are printed side by side.
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ from bench import seeds
 from bench.common import Relays, add_pg_settings, bench_server
 from harness.database import throwaway_database
 from harness.measure import load_line, machine_busy, percentile, process_cpu
-from harness.processes import running_service
+from harness.processes import ROOT, running_service
 from harness.receiver import ReceiverProcess
+from harness.releases import release_env
 
 RESULTS = """
 SELECT x.event_id::text AS event_id, x.conversation_id, x.sequence,
@@ -400,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    seeded {args.focusing} focusing in {time.monotonic() - began:.1f} s", flush=True)
         receiver = stack.enter_context(contextlib.closing(ReceiverProcess(logs)))
         service_env = dict(e.split("=", 1) for e in args.service_env)
-        service = stack.enter_context(running_service(url, logs, env=service_env))
+        if args.versus is None:
+            service = stack.enter_context(running_service(url, logs, env=service_env))
         for round_ in range(max(args.rounds, 1)):
             plan = [
                 (due, relays, tree)
@@ -409,7 +412,11 @@ def main(argv: list[str] | None = None) -> int:
                 for tree in (trees if round_ % 2 == 0 else trees[::-1])
             ]
             for due, relays, tree in plan:
-                run = one_run(url, service.pid, receiver, logs, len(runs), due, relays, args, tree)
+                with contextlib.ExitStack() as own:
+                    if args.versus is not None:  # each run its tree's service
+                        env = service_env if tree is None else {**service_env, **release_env(tree)}
+                        service = own.enter_context(running_service(url, logs, env=env, cwd=tree or ROOT))
+                    run = one_run(url, service.pid, receiver, logs, len(runs), due, relays, args, tree)
                 runs.append(run)
                 print(
                     f"\n{due} due in {args.window:g} s among {args.focusing} focusing, {relays} relay(s) "
