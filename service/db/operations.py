@@ -172,8 +172,9 @@ async def settle_due(conn: Conn, limit: int) -> list[DictRow]:
 
 
 async def settle_due_and_look(conn: Conn, limit: int) -> tuple[list[DictRow], float | None]:
-    """``settle_due``, then the seconds until the next deadline as its commit left them (None:
-    nothing focusing): two statements in one round trip (pipelined), where the sweeper made two."""
+    """``settle_due``, then the seconds until the next deadline as it left them (None: nothing
+    focusing): two statements in one round trip (pipelined: one implicit transaction, committed at
+    the pipeline's sync), where the sweeper made two."""
     async with conn.pipeline():
         settled = await conn.execute(SETTLE_DUE, {"limit": limit})
         following = await conn.execute(SECONDS_UNTIL_NEXT_DEADLINE)

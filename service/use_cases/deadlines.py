@@ -7,9 +7,9 @@ A batch is one statement, ``settle_due``: it claims due operations with ``FOR UP
 workspaces SKIP LOCKED`` and settles them through ``settle_focusing_v2``, so any number of claimers
 (``claimers`` here, and those of other replicas) settle side by side, and each decision happens
 exactly once — including the backlog that fell due while no service ran. The look for the next
-deadline after a batch that was not full rides the batch's round trip (``settle_due_and_look``:
-the two statements pipelined, the look after the batch's commit), which was a round trip of its own
-after every batch.
+deadline rides the batch's round trip (``settle_due_and_look``: the two statements pipelined, one
+implicit transaction, the look after the batch's statement and so seeing it), where it was a round
+trip of its own after every batch that was not full.
 
 On Citus (``distributed``) a lock with ``SKIP LOCKED`` must stay within one shard, so a batch is
 two steps: the conversations with a due operation, read on every shard without a lock
