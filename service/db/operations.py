@@ -171,18 +171,6 @@ async def settle_due(conn: Conn, limit: int) -> list[DictRow]:
     return await cursor.fetchall()
 
 
-async def settle_due_and_look(conn: Conn, limit: int) -> tuple[list[DictRow], float | None]:
-    """``settle_due``, then the seconds until the next deadline as it left them (None: nothing
-    focusing): two statements in one round trip (pipelined: one implicit transaction, committed at
-    the pipeline's sync), where the sweeper made two."""
-    async with conn.pipeline():
-        settled = await conn.execute(SETTLE_DUE, {"limit": limit})
-        following = await conn.execute(SECONDS_UNTIL_NEXT_DEADLINE)
-        rows = await settled.fetchall()
-        row = await following.fetchone()
-    return rows, None if row is None or row["seconds"] is None else float(row["seconds"])
-
-
 async def claim_due(conn: Conn, limit: int) -> list[DictRow]:
     """Claim up to ``limit`` due operations for the caller's transaction (their conversations
     locked): ``conversation_id``, ``operation_id`` and the start call's ``traceparent`` and

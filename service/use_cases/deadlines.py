@@ -6,10 +6,7 @@ deadlines opened by other replicas are found by its poll, at least every ``max_s
 A batch is one statement, ``settle_due``: it claims due operations with ``FOR UPDATE OF
 workspaces SKIP LOCKED`` and settles them through ``settle_focusing_v2``, so any number of claimers
 (``claimers`` here, and those of other replicas) settle side by side, and each decision happens
-exactly once — including the backlog that fell due while no service ran. The look for the next
-deadline rides the batch's round trip (``settle_due_and_look``: the two statements pipelined, one
-implicit transaction, the look after the batch's statement and so seeing it), where it was a round
-trip of its own after every batch that was not full.
+exactly once — including the backlog that fell due while no service ran.
 
 On Citus (``distributed``) a lock with ``SKIP LOCKED`` must stay within one shard, so a batch is
 two steps: the conversations with a due operation, read on every shard without a lock
@@ -40,10 +37,9 @@ watches.
 from __future__ import annotations
 
 import asyncio
-import enum
 from contextvars import Token
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 from opentelemetry import context as otel_context
@@ -66,16 +62,6 @@ log = structlog.get_logger("service.sweeper")
 
 #: The span of one traced batch (or, on Citus, of one conversation's settling).
 SETTLE_SPAN = "settle deadlines"
-
-
-class _NotLooked(enum.Enum):
-    NOT_LOOKED = "not looked"
-
-
-#: A batch that did not look up the next deadline (traced, or on Citus): the claimer asks apart.
-NOT_LOOKED = _NotLooked.NOT_LOOKED
-#: The seconds until the next deadline (None: nothing focusing), or ``NOT_LOOKED``.
-Looked = float | None | Literal[_NotLooked.NOT_LOOKED]
 
 
 class DeadlineSweeper:
@@ -132,25 +118,19 @@ class DeadlineSweeper:
     async def sweep_once(self) -> list[dict[str, Any]]:
         """Settle one batch of due operations (one statement; two in a span when tracing); returns
         the settled rows."""
-        rows, _ = await self._sweep()
-        return rows
-
-    async def _sweep(self) -> tuple[list[dict[str, Any]], Looked]:
-        """One batch, and the seconds until the next deadline when the batch's round trip looked
-        them up too (``settle_due_and_look``: untraced, on one PostgreSQL), else ``NOT_LOOKED``."""
         tracer = recording_tracer(self._tracer_provider)
         if self._distributed:
-            return await self._sweep_by_conversation(tracer), NOT_LOOKED
+            return await self._sweep_by_conversation(tracer)
         if tracer is not None:
-            return await self._sweep_traced(tracer), NOT_LOOKED
+            return await self._sweep_traced(tracer)
         async with unit_of_work(self._pool, self._wakeups, transaction=False) as work:
-            rows, looked = await operations_db.settle_due_and_look(work.conn, self._batch_size)
+            rows = await operations_db.settle_due(work.conn, self._batch_size)
             if rows:
                 work.observed(rows)
                 work.then(SWEEPS.inc)
         self.settled_total += len(rows)
         self._full = len(rows) >= self._batch_size
-        return rows, looked
+        return rows
 
     async def _sweep_traced(self, tracer: Tracer) -> list[dict[str, Any]]:
         """The batch as a span: claimed, then settled inside ``settle deadlines``."""
@@ -247,11 +227,11 @@ class DeadlineSweeper:
             wake.clear()
             settled: list[dict[str, Any]] = []
             try:
-                settled, looked = await self._sweep()
+                settled = await self.sweep_once()
                 if self._full:
                     self.rounds += 1
                     continue
-                wait = await self._seconds_until_next() if looked is NOT_LOOKED else looked
+                wait = await self._seconds_until_next()
                 self.rounds += 1
                 backoff.reset()
             except Exception as exc:

@@ -11,7 +11,6 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from harness.calls import expire, start_body
-from service.db import operations as operations_db
 from service.db.pool import Pool, open_pool
 from service.use_cases.deadlines import DeadlineSweeper
 from service.wakeups import Wakeups
@@ -60,24 +59,6 @@ async def test_sweep_settles_every_due_operation_completed_once(
     assert db.execute("SELECT count(*) AS n FROM outbox").fetchone()["n"] == 5
     lateness = db.execute("SELECT lateness_ms FROM operations WHERE state = 'completed'").fetchall()
     assert all(r["lateness_ms"] is not None and r["lateness_ms"] >= 0 for r in lateness)
-
-
-async def test_a_batch_looks_up_the_next_deadline_as_its_commit_left_them(
-    client: Client, db: Any, pool: Pool
-) -> None:
-    answers = await start_many(client, 3, duration_seconds=600)
-    for answer in answers[:2]:
-        expire(db, answer["operation"]["operation_id"])
-    async with pool.connection() as conn:
-        settled, looked = await operations_db.settle_due_and_look(conn, 200)
-        # After the batch: the third period's deadline, not the two overdue ones just settled.
-        assert len(settled) == 2
-        assert looked is not None and 590 < looked <= 600
-        expire(db, answers[2]["operation"]["operation_id"])
-        settled, looked = await operations_db.settle_due_and_look(conn, 200)
-        assert len(settled) == 1 and looked is None  # nothing focusing now
-        assert await operations_db.settle_due_and_look(conn, 200) == ([], None)
-    assert db.execute("SELECT count(*) AS n FROM outbox").fetchone()["n"] == 3
 
 
 async def test_sweeper_skips_conversations_locked_by_a_request(
