@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         "--versus",
         type=Path,
         metavar="TREE",
-        help="also run every run with the relays of the checkout at TREE, alternating with this tree's",
+        help="also make every run with the service and relays of the checkout at TREE, alternating",
     )
     parser.add_argument("--rounds", type=int, default=1, help="how many times to make every run")
     add_pg_settings(parser)
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.versus / "relay" / "__main__.py").is_file():
             parser.error(f"--versus {args.versus}: no relay there")
         trees.append(args.versus.resolve())
-        print(f"    versus the relays of {args.versus}", flush=True)
+        print(f"    versus the service and relays of {args.versus}", flush=True)
     runs: list[Run] = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(bench_server(args.pg_setting))
