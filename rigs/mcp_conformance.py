@@ -15,7 +15,9 @@ The stack: a fresh database of the server ``DATABASE_URL`` names (default the lo
 ``tests/fixtures/conformance_app/`` (``APP_FOLDERS``; no other process loads it): the suite's
 fixture tools that the engine can truly serve, built on the Runtime API like any app —
 ``slow_compute`` an operation with its deadline in Postgres (so a task), ``test_simple_text`` and
-``json_schema_2020_12_tool`` direct answers, ``test_error_handling`` a refusal. The suite cannot
+``json_schema_2020_12_tool`` direct answers, ``test_error_handling`` a refusal,
+``test_tool_with_progress`` a two-second operation its MCP call waits for, with progress; the
+resources ``test://static-text`` and ``test://static-binary`` files of its folder. The suite cannot
 send credentials, so a loopback proxy in front of ``/mcp`` (``CredentialsProxy``) adds what our own
 Agent sends: its bearer token on every request, and on ``tools/call`` the conversation,
 ``params._meta["io.lineup/conversation_id"]``. Every tool of an app is named under its app's scope

@@ -29,6 +29,12 @@ class ToolSpec:
     kind: str
     description: str
     input_schema: dict[str, Any]
+    # The forms its decision may ask the person (key -> an MCP elicitation requestedSchema; the
+    # Runtime API's app_ask), checked when the manifest is loaded.
+    forms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # An MCP call that opens an operation ending within this many seconds waits for its ending
+    # (the manifest's ``operation.await_in_call_seconds``; service.mcp.progress). None: it never waits.
+    await_in_call_seconds: int | None = None
     _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -101,6 +107,30 @@ class McpApp:
     tool_descriptions: Mapping[str, str] = field(default_factory=dict)
 
 
+#: The largest file an app serves as a resource: read once per process and held in memory.
+RESOURCE_MAX_BYTES = 1 << 20
+#: Types served as text (UTF-8) besides ``text/*``; any other is served as base64 (a blob).
+TEXT_TYPES = frozenset({"application/json", "application/xml", "application/yaml", "application/javascript"})
+
+
+@dataclass(frozen=True)
+class AppResource:
+    """A file of the app's folder (``resources/<file>``) that MCP clients list and read as a
+    resource (the manifest's ``resources``; ``service.mcp.app_resource``)."""
+
+    uri: str
+    name: str
+    title: str | None
+    description: str
+    mime_type: str
+    path: Path
+
+    @property
+    def is_text(self) -> bool:
+        kind = self.mime_type
+        return kind.startswith("text/") or kind in TEXT_TYPES or kind.endswith(("+json", "+xml"))
+
+
 @dataclass(frozen=True)
 class AppManifest:
     app_scope: str
@@ -114,3 +144,4 @@ class AppManifest:
     lifecycle: Lifecycle = Lifecycle()
     surface: Path | None = None  # a workspace app's page and its files (``<app>/surface/``)
     mcp_app: McpApp | None = None  # its page as an MCP App, when it declares one
+    resources: tuple[AppResource, ...] = ()  # files of its folder it serves as MCP resources

@@ -34,7 +34,9 @@ from service import apps as app_folders
 from service.app_manifest import (
     FORMAT_CHECKER,
     INSTANCE_STATE_FEATURE,
+    RESOURCE_MAX_BYTES,
     AppManifest,
+    AppResource,
     InstanceStateFeature,
     Lifecycle,
     McpApp,
@@ -136,6 +138,7 @@ def load_registry(
     apps: dict[str, AppManifest] = {}
     tools: dict[str, ToolSpec] = {}
     listed: dict[str, str] = {}  # the provider-safe names MCP lists (service.tool_names)
+    served: dict[str, str] = {}  # each app resource's URI -> its app's scope
     found: list[Registration] = []
     for folder in folders:
         app = _load_manifest(folder / app_folders.MANIFEST, manifest_schema)
@@ -154,6 +157,14 @@ def load_registry(
                 _fail(app.file, f"$.tools[{index}].name", f"{error} (MCP lists tools under such names)")
             listed[listed_name(tool.name)] = tool.name
             tools[tool.name] = tool
+        for index, resource in enumerate(app.resources):
+            if resource.uri in served:
+                _fail(
+                    app.file,
+                    f"$.resources[{index}].uri",
+                    f"duplicate resource uri {resource.uri!r} (also in {apps[served[resource.uri]].file})",
+                )
+            served[resource.uri] = app.app_scope
         apps[app.app_scope] = app
         if registrations is None:
             found.extend(_registrations_of(folder, app))
@@ -232,6 +243,10 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
             _fail(file, f"{where}.name", f"duplicate tool name {name!r}")
         seen.add(name)
         schema = _embedded_schema(file, f"{where}.input_schema", raw["input_schema"], False)
+        forms = {
+            key: _form(file, json_path(where, ["forms", key]), form)
+            for key, form in raw.get("forms", {}).items()
+        }
         tools.append(
             ToolSpec(
                 name=name,
@@ -239,6 +254,8 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
                 kind=raw["kind"],
                 description=raw["description"],
                 input_schema=schema,
+                forms=forms,
+                await_in_call_seconds=raw.get("operation", {}).get("await_in_call_seconds"),
             )
         )
 
@@ -271,7 +288,48 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
         lifecycle=Lifecycle(**lifecycle),
         surface=folder / app_folders.SURFACE if surface["kind"] == "workspace" else None,
         mcp_app=mcp_app,
+        resources=_resources(file, folder, doc.get("resources", [])),
     )
+
+
+#: The folder of an app's files that it serves as MCP resources (its manifest's ``resources``).
+RESOURCES = "resources"
+
+
+def _resources(file: str, folder: Path, declared: list[dict[str, Any]]) -> tuple[AppResource, ...]:
+    """The files the app serves as MCP resources: each in its folder's ``resources/``, at most
+    ``RESOURCE_MAX_BYTES``, valid UTF-8 when its type is a text type, its URI unique in the app."""
+    found: list[AppResource] = []
+    for index, raw in enumerate(declared):
+        where = f"$.resources[{index}]"
+        path = folder / RESOURCES / raw["file"]
+        if not path.is_file():
+            _fail(file, f"{where}.file", f"{RESOURCES}/{raw['file']} is not a file of the app's folder")
+        if path.stat().st_size > RESOURCE_MAX_BYTES:
+            _fail(
+                file, f"{where}.file", f"{RESOURCES}/{raw['file']} is larger than {RESOURCE_MAX_BYTES} bytes"
+            )
+        if raw["uri"] in {resource.uri for resource in found}:
+            _fail(file, f"{where}.uri", f"duplicate resource uri {raw['uri']!r}")
+        resource = AppResource(
+            uri=raw["uri"],
+            name=raw["name"],
+            title=raw.get("title"),
+            description=raw["description"],
+            mime_type=raw["mime_type"],
+            path=path,
+        )
+        if resource.is_text:
+            try:
+                path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                _fail(
+                    file,
+                    f"{where}.file",
+                    f"{RESOURCES}/{raw['file']} is {raw['mime_type']}, so UTF-8 text, and is not",
+                )
+        found.append(resource)
+    return tuple(found)
 
 
 def _mcp_app(file: str, scope: str, surface: dict[str, Any], tools: list[ToolSpec]) -> McpApp | None:
@@ -351,6 +409,24 @@ def _embedded_schema(file: str, where: str, schema: dict[str, Any], asserts_form
         if asserts_format and isinstance(fmt, str) and fmt not in FORMAT_CHECKER.checkers:
             _fail(file, f"{here}.format", f"format {fmt!r} cannot be asserted by this runtime")
     return copy.deepcopy(schema)
+
+
+def _form(file: str, where: str, form: dict[str, Any]) -> dict[str, Any]:
+    """Check a Tool's form (MCP elicitation's restricted schema, which ``manifest.schema.json``
+    states) for what that cannot: its required names are its properties, a legacy ``enumNames``
+    names every ``enum`` value, and every default is a valid value of its own property."""
+    _check_schema(file, where, form)
+    properties: dict[str, Any] = form["properties"]
+    for name in form.get("required", []):
+        if name not in properties:
+            _fail(file, json_path(where, ["required"]), f"required {name!r} is not a property of the form")
+    for name, prop in properties.items():
+        here = json_path(where, ["properties", name])
+        if "enumNames" in prop and len(prop["enumNames"]) != len(prop["enum"]):
+            _fail(file, json_path(here, ["enumNames"]), "enumNames must name each enum value, in order")
+        if "default" in prop and not Draft202012Validator(prop).is_valid(prop["default"]):
+            _fail(file, json_path(here, ["default"]), f"default {prop['default']!r} is not a valid value")
+    return copy.deepcopy(form)
 
 
 def _check_schema(file: str, where: str, schema: object) -> None:

@@ -237,6 +237,13 @@ class InteractionReceipt(TypedDict):
     answered_at: Time
 
 
+class FormsReceipt(TypedDict):
+    tool_call_id: str
+    status: Literal["pending", "answered"]
+    answers: dict[str, dict[str, Any]]
+    answered_at: Time | None
+
+
 class HostSession(TypedDict):
     session_id: Uuid
     session: str

@@ -79,6 +79,11 @@ class AnswerBody(StrictBody):
     answer: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
 
+class FormsAnswerBody(StrictBody):
+    # The answers to an app's forms: each form's key -> its content (checked against the form).
+    answers: Annotated[dict[str, dict[str, Any]], Field(min_length=1, max_length=10)]
+
+
 class SessionRequest(StrictBody):
     subject: Annotated[str, StringConstraints(min_length=1, max_length=255)]
     conversation_ids: Annotated[

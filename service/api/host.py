@@ -10,6 +10,7 @@ from litestar.params import JSONBody
 from service.api import inputs
 from service.api.answers import (
     CloseResult,
+    FormsReceipt,
     InteractionReceipt,
     Message,
     MessageList,
@@ -18,7 +19,7 @@ from service.api.answers import (
     refusals,
 )
 from service.api.auth import HOST_SECURITY, principal_of, require
-from service.api.bodies import AnswerBody, ForegroundBody, MessageBody, SurfaceEventBody
+from service.api.bodies import AnswerBody, ForegroundBody, FormsAnswerBody, MessageBody, SurfaceEventBody
 from service.api.host_scope import where
 from service.api.inputs import ConversationQuery, IdPath, LimitQuery, NewIdPath, UuidPath, UuidQuery
 from service.domain.errors import Forbidden
@@ -173,3 +174,30 @@ class HostController(Controller):
             runtime_of(request), tool_call_id, data.answer, conversation_id=named, reach=reach
         )
         return cast(InteractionReceipt, receipt)
+
+    @post(
+        "/interactions/{tool_call_id:str}/answers",
+        status_code=200,
+        summary="Answer forms of an app's question, each once; answering a form again returns the receipt",
+        response_description="The receipt: the question's state and its answers so far",
+        responses=refusals(
+            {404: ("unknown_interaction",), 409: ("ambiguous_tool_call_id",), 422: ("invalid_answer",)},
+            body=True,
+            path=True,
+        ),
+        opt=where("interaction"),
+    )
+    async def answer_forms(
+        self,
+        tool_call_id: IdPath,
+        data: JSONBody[FormsAnswerBody],
+        request: Request[Any, Any, Any],
+        conversation_id: ConversationQuery = None,
+    ) -> FormsReceipt:
+        tool_call_id = inputs.existing_id(tool_call_id, "interaction")
+        named = inputs.optional_conversation_id(conversation_id)
+        reach = principal_of(request).conversation_ids
+        receipt = await interactions.answer_forms(
+            runtime_of(request), tool_call_id, dict(data.answers), conversation_id=named, reach=reach
+        )
+        return cast(FormsReceipt, receipt)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
+from psycopg.types.json import Jsonb
 
 Conn = AsyncConnection[DictRow]
 
 COLUMNS = (
     "tool_call_id, conversation_id, prompt, choices, status, asked_in_sub_session_id, answer,"
-    " answered_at, created_at"
+    " answered_at, created_at, tool, forms, answers"
 )
 
 
@@ -48,6 +50,11 @@ WHERE t.task_id = %(task_id)s
 # the main conversation. answer_interaction_v2, service/apps/interact/decisions.sql.
 ANSWER = "SELECT * FROM answer_interaction_v2(%(conversation_id)s, %(tool_call_id)s, %(answer)s)"
 
+# An app's question of forms: the forms not yet answered among those given are added, each once;
+# the answer completing the last decides it and queues the one outbox row. answer_app_form,
+# service/db/sql/75_app_api.sql.
+ANSWER_FORMS = f"SELECT {COLUMNS} FROM answer_app_form(%(conversation_id)s, %(tool_call_id)s, %(answers)s)"
+
 
 async def get(conn: Conn, conversation_id: str, tool_call_id: str) -> DictRow | None:
     cursor = await conn.execute(GET, {"conversation_id": conversation_id, "tool_call_id": tool_call_id})
@@ -69,6 +76,14 @@ async def by_task(conn: Conn, task_id: UUID) -> DictRow | None:
 async def pending(conn: Conn, conversation_id: str) -> list[DictRow]:
     cursor = await conn.execute(PENDING, {"conversation_id": conversation_id})
     return await cursor.fetchall()
+
+
+async def answer_forms(
+    conn: Conn, conversation_id: str, tool_call_id: str, answers: dict[str, Any]
+) -> DictRow | None:
+    params = {"conversation_id": conversation_id, "tool_call_id": tool_call_id, "answers": Jsonb(answers)}
+    cursor = await conn.execute(ANSWER_FORMS, params)
+    return await cursor.fetchone()
 
 
 async def answer(conn: Conn, conversation_id: str, tool_call_id: str, answer_text: str) -> DictRow | None:

@@ -21,7 +21,7 @@ Conn = AsyncConnection[DictRow]
 _INTERACTION_TASK = """
 SELECT 'interaction' AS kind, t.task_id, i.conversation_id, i.status AS state, NULL::text AS reason,
        i.created_at AS started_at, NULL::timestamptz AS ends_at, i.answered_at AS finalized_at,
-       CASE WHEN i.status = 'answered' THEN interaction_result(i.answer, i.answered_at) END AS result,
+       CASE WHEN i.status = 'answered' THEN question_result(i.answer, i.answers, i.answered_at) END AS result,
        false AS overdue
 FROM interaction_tasks t JOIN interactions i USING (tool_call_id, conversation_id)
 """
@@ -72,10 +72,11 @@ SELECT operation_id, tool, tool_call_id, conversation_id, state, reason, started
 FROM operations WHERE conversation_id = %(conversation_id)s
 """
 _INTERACTION_CALL = """
-SELECT NULL::uuid AS operation_id, 'interact.ask' AS tool, tool_call_id, conversation_id, status AS state,
+SELECT NULL::uuid AS operation_id, coalesce(tool, 'interact.ask') AS tool, tool_call_id, conversation_id,
+       status AS state,
        NULL::text AS reason, created_at AS started_at, NULL::timestamptz AS ends_at,
        answered_at AS finalized_at,
-       CASE WHEN status = 'answered' THEN interaction_result(answer, answered_at) END AS result,
+       CASE WHEN status = 'answered' THEN question_result(answer, answers, answered_at) END AS result,
        false AS overdue
 FROM interactions WHERE conversation_id = %(conversation_id)s
 """

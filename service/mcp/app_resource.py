@@ -12,6 +12,11 @@ with those inline and, in place of the Web Host's SDK (``/sdk/lineup-sdk.js``),
 to the host, whose ``tools/call`` reaches the View's app-only tools (``service.mcp.app_tools``),
 named after the app. So the two surfaces cannot drift: there is one page.
 
+An app may also serve files of its folder as resources (its manifest's ``resources``: any absolute
+URI but ``ui://``, unique among every app's): read once per process, text for a text type, base64
+otherwise (``app_resources``, ``file_contents``). They are the same for every caller, as the views
+are: nothing in them is a person's or a conversation's.
+
 A document is built once per process from files in the release, with nothing variable in it (no
 time, no random), so every replica serves the same bytes. It loads nothing and connects nowhere:
 its ``_meta.ui.csp`` declares no domain at all, and the host's sandbox enforces that.
@@ -19,6 +24,7 @@ its ``_meta.ui.csp`` declares no domain at all, and the host's sandbox enforces 
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
 from pathlib import Path
@@ -28,13 +34,21 @@ import mcp_types as types
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPError
 
-from service.app_manifest import AppManifest
+from service.app_manifest import AppManifest, AppResource
 from service.manifests import Registry
 
 #: JSON-RPC error of an unknown resource URI (MCP, resources/read).
 RESOURCE_NOT_FOUND = -32002
 
-__all__ = ["APP_MIME_TYPE", "EXTENSION_ID", "document", "list_resources", "read_resource", "tool_views"]
+__all__ = [
+    "APP_MIME_TYPE",
+    "EXTENSION_ID",
+    "app_resources",
+    "document",
+    "list_resources",
+    "read_resource",
+    "tool_views",
+]
 
 #: The MCP Apps side of ``window.lineup`` (replaces the Web Host's SDK in the MCP App); its
 #: ``APP_SCOPE`` placeholder becomes the app's scope, which names the View's app-only tools.
@@ -110,24 +124,54 @@ def document(app: AppManifest) -> str:
     return build(app.app_scope, app.surface)
 
 
+def app_resources(registry: Registry) -> dict[str, AppResource]:
+    """Every file an app serves as a resource (its manifest's ``resources``), by URI, in scope order."""
+    return {resource.uri: resource for _, app in sorted(registry.apps.items()) for resource in app.resources}
+
+
+@functools.cache
+def file_contents(resource: AppResource) -> types.TextResourceContents | types.BlobResourceContents:
+    """An app resource's contents, read once per process from the release (its size and, for a text
+    type, its UTF-8 were checked when the manifest was loaded): text, or base64 for any other type."""
+    data = resource.path.read_bytes()
+    if resource.is_text:
+        return types.TextResourceContents(uri=resource.uri, mime_type=resource.mime_type, text=data.decode())
+    encoded = base64.b64encode(data).decode("ascii")
+    return types.BlobResourceContents(uri=resource.uri, mime_type=resource.mime_type, blob=encoded)
+
+
 def list_resources(registry: Registry) -> types.ListResourcesResult:
-    return types.ListResourcesResult(
-        resources=[
-            types.Resource(
-                uri=app.mcp_app.uri,
-                name=app.mcp_app.name,
-                title=app.mcp_app.title,
-                description=app.mcp_app.description,
-                mime_type=APP_MIME_TYPE,
-                meta=UI_META,
-            )
-            for app in apps_with_views(registry)
-            if app.mcp_app is not None
-        ]
-    )
+    """The MCP Apps' views, then the files the apps serve (each app's in its manifest's order)."""
+    views = [
+        types.Resource(
+            uri=app.mcp_app.uri,
+            name=app.mcp_app.name,
+            title=app.mcp_app.title,
+            description=app.mcp_app.description,
+            mime_type=APP_MIME_TYPE,
+            meta=UI_META,
+        )
+        for app in apps_with_views(registry)
+        if app.mcp_app is not None
+    ]
+    files = [
+        types.Resource(
+            uri=resource.uri,
+            name=resource.name,
+            title=resource.title,
+            description=resource.description,
+            mime_type=resource.mime_type,
+            size=resource.path.stat().st_size,
+        )
+        for resource in app_resources(registry).values()
+    ]
+    return types.ListResourcesResult(resources=views + files)
 
 
 def read_resource(registry: Registry, uri: str) -> types.ReadResourceResult:
+    served = app_resources(registry).get(uri)
+    if served is not None:
+        return types.ReadResourceResult(contents=[file_contents(served)])
     app = next((app for app in apps_with_views(registry) if app.mcp_app and app.mcp_app.uri == uri), None)
     if app is None:
         raise MCPError(RESOURCE_NOT_FOUND, f"Unknown resource: {uri}", data={"uri": uri})

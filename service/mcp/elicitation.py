@@ -12,16 +12,24 @@ the call then ends with that answer (and the elicitation is cancelled). A declin
 elicitation leaves the question open for the Host; the call then answers what it always did, the
 ``202`` body.
 
+A question of an app's own forms (``app_ask``, the Runtime API) is elicited form by form, each
+with its app's ``requestedSchema`` and message, the answer object recorded against its form (an
+answer that does not fit is ``-32602``, never stored: the question stays open); the call's result
+is the question's, once every form is answered. A declined or cancelled form leaves the rest open.
+
 At 2026-07-28 the tasks extension carries the same request: an interaction's task reads
 ``input_required`` with it in ``inputRequests`` (under ``ANSWER_KEY``) for a request that declares
-elicitation, and ``tasks/update`` with ``inputResponses`` answers it (``service.mcp.tasks_extension``).
+elicitation, and ``tasks/update`` with ``inputResponses`` answers it (``service.mcp.tasks_extension``);
+an app's forms are one input request each, under their keys.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
+from uuid import UUID
 
 import mcp_types as types
 import structlog
@@ -80,6 +88,41 @@ def accepted_text(response: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def accepted_content(response: Any) -> dict[str, Any] | None:
+    """The content of an ``ElicitResult`` (a model or its wire dict) answering an app's form: None
+    unless accepted with an object."""
+    if isinstance(response, types.ElicitResult):
+        response = response.model_dump(mode="json")
+    if not isinstance(response, dict) or response.get("action") != "accept":
+        return None
+    content = response.get("content")
+    return content if isinstance(content, dict) else None
+
+
+def form_request(form: dict[str, Any]) -> dict[str, Any]:
+    """The ``elicitation/create`` request of one of an app's forms, as the tasks extension carries it."""
+    return {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": form["message"], "requestedSchema": form["requestedSchema"]},
+    }
+
+
+def answered_text(result: dict[str, Any]) -> str:
+    """A person's answer as a tool result's text: interact.ask's answer, or an app's forms' answers."""
+    if "answers" in result:
+        return f"The person answered: {json.dumps(result['answers'], ensure_ascii=False)}"
+    return f"The person answered: {result['answer']}"
+
+
+async def record_forms(rt: Runtime, tool_call_id: str, conversation_id: str, given: dict[str, Any]) -> None:
+    """The person's answers to an app's forms through the client, decided as the Host's are (each
+    form once); an answer that does not fit its form is the protocol's invalid params."""
+    try:
+        await interactions.answer_forms(rt, tool_call_id, given, conversation_id=conversation_id)
+    except Refusal as refusal:
+        raise MCPError(types.INVALID_PARAMS, refusal.message, data=refusal.body()) from None
+
+
 async def record(rt: Runtime, tool_call_id: str, conversation_id: str, text: str) -> None:
     """The person's answer through the client, decided as the Host's is; an answer outside the
     choices is the protocol's invalid params."""
@@ -92,12 +135,57 @@ async def record(rt: Runtime, tool_call_id: str, conversation_id: str, text: str
 def _answered(task: dict[str, Any], answer: Answer) -> dict[str, Any]:
     result = task["result"]
     return {
-        "content": [{"type": "text", "text": f"The person answered: {result['answer']}"}],
+        "content": [{"type": "text", "text": answered_text(result)}],
         "structuredContent": result,
         "isError": False,
         "_meta": call_result(answer)["_meta"],
         "resultType": "complete",
     }
+
+
+async def _elicited(
+    ctx: Ctx, tool_call_id: str, message: str, schema: dict[str, Any]
+) -> types.ElicitResult | None:
+    """The client's response to one ``elicitation/create``; None when it answered with an error."""
+    try:
+        return await ctx.session.elicit_form(message, schema)
+    except MCPError as exc:
+        log.info("mcp_elicitation_refused", tool_call_id=tool_call_id, error=exc.message)
+        return None
+
+
+async def _elicit_answer(
+    rt: Runtime, ctx: Ctx, tool_call_id: str, conversation_id: str, interaction: dict[str, Any]
+) -> bool:
+    """interact.ask's one question, elicited; whether the person answered it (a choice outside
+    the offered ones is invalid params)."""
+    response = await _elicited(
+        ctx, tool_call_id, interaction["prompt"], requested_schema(list(interaction["choices"]))
+    )
+    text = accepted_text(response)
+    if text is None:
+        return False
+    await record(rt, tool_call_id, conversation_id, text)
+    return True
+
+
+async def _elicit_forms(rt: Runtime, ctx: Ctx, tool_call_id: str, conversation_id: str, task_id: str) -> bool:
+    """An app's forms elicited one after the other, each not yet answered (the Host may answer
+    some meanwhile); whether the person answered every one. A declined or cancelled form stops
+    there: the rest stay open for the Host."""
+    asked = await interactions.asked_by_task(rt, UUID(task_id))
+    if asked is None:
+        return False
+    for key, form in asked["forms"].items():
+        if key in asked["answers"]:
+            continue
+        content = accepted_content(
+            await _elicited(ctx, tool_call_id, form["message"], form["requestedSchema"])
+        )
+        if content is None:
+            return False
+        await record_forms(rt, tool_call_id, conversation_id, {key: content})
+    return True
 
 
 async def ask(rt: Runtime, hub: ProjectionHub, ctx: Ctx, answer: Answer) -> dict[str, Any] | None:
@@ -117,21 +205,16 @@ async def ask(rt: Runtime, hub: ProjectionHub, ctx: Ctx, answer: Answer) -> dict
         return again
 
     by_host = asyncio.create_task(until_final(hub, read, task), name="mcp-interaction-wait")
-    by_client = asyncio.create_task(
-        ctx.session.elicit_form(interaction["prompt"], requested_schema(list(interaction["choices"]))),
-        name="mcp-elicitation",
-    )
+    if "forms" in interaction:
+        asking = _elicit_forms(rt, ctx, binding.tool_call_id, binding.conversation_id, task["task_id"])
+    else:
+        asking = _elicit_answer(rt, ctx, binding.tool_call_id, binding.conversation_id, interaction)
+    by_client = asyncio.create_task(asking, name="mcp-elicitation")
     try:
         await asyncio.wait({by_host, by_client}, return_when=asyncio.FIRST_COMPLETED)
-        if not by_host.done():
-            try:
-                text = accepted_text(by_client.result())
-            except MCPError as exc:
-                log.info("mcp_elicitation_refused", tool_call_id=binding.tool_call_id, error=exc.message)
-                text = None
-            if text is None:
-                return None  # declined, cancelled or refused: the question stays open for the Host
-            await record(rt, binding.tool_call_id, binding.conversation_id, text)
+        # (An answer that does not fit raises -32602 from by_client.result().)
+        if not by_host.done() and not by_client.result():
+            return None  # declined, cancelled or refused: the question stays open for the Host
         return _answered(await read(), answer)
     finally:
         for waiting in (by_host, by_client):

@@ -29,7 +29,7 @@ from service.db import citus
 from service.db.reconnect import session_ended
 from service.domain.errors import Refusal
 from service.http import status_of
-from service.mcp import app_resource, app_tools, elicitation, status, tasks_extension
+from service.mcp import app_resource, app_tools, elicitation, progress, status, tasks_extension
 from service.mcp.binding import bind, person_conversation
 from service.mcp.listen import TaskListen
 from service.mcp.push import Pushes
@@ -254,6 +254,11 @@ class RuntimeMcpServer(Server[Any]):
                 answered = await elicitation.ask(self.rt, self._hub, ctx, answer)
             if answered is not None:
                 return answered
+        if progress.held(answer, self.rt.registry.tools[answer.tool].await_in_call_seconds):
+            # A short operation: the call waits for its ending (with progress when asked).
+            with translated():
+                ending = await progress.await_ending(self.rt, self._hub, ctx, answer, raw)
+            return {**self._viewed(ctx, answer, ending), "resultType": "complete"}
         # The SDK checks this against the negotiated revision's CallToolResult (2026-07-28 requires
         # resultType; the 2025 check drops it).
         return {**result, "resultType": "complete"}

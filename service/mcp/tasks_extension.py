@@ -26,6 +26,10 @@ refusal or a replayed refusal is the tool's result as ever). The call has commit
   Host's answer does (one decision: whichever comes first wins); any other key, a declined or
   cancelled response, or a question already answered changes nothing (the extension says to ignore
   responses to keys that are not outstanding): acknowledged.
+* An app's question of its own forms (``app_ask``): one input request per form not yet answered,
+  under the form's key; ``tasks/update`` answers any of them (each form once, the others stay
+  ``input_required``), an accepted content that does not fit its form is ``-32602`` (nothing
+  stored), and the task completes when the last form is answered.
 """
 
 from __future__ import annotations
@@ -113,7 +117,7 @@ def _status_message(task: dict[str, Any]) -> str:
 
 def _tool_result(task: dict[str, Any]) -> dict[str, Any]:
     result = task["result"]
-    text = f"The person answered: {result['answer']}" if task["kind"] == "interaction" else ended(result)
+    text = elicitation.answered_text(result) if task["kind"] == "interaction" else ended(result)
     return {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": False}
 
 
@@ -173,10 +177,20 @@ async def get(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
     if asked is not None and asked["status"] == "pending":
         wire["status"] = "input_required"
         wire["statusMessage"] = "waiting for the person's answer: answer it with tasks/update"
-        wire["inputRequests"] = {
-            elicitation.ANSWER_KEY: elicitation.input_request(asked["prompt"], list(asked["choices"]))
-        }
+        wire["inputRequests"] = _input_requests(asked)
     return wire
+
+
+def _input_requests(asked: dict[str, Any]) -> dict[str, Any]:
+    """What a waiting question asks: interact.ask's one question under ``"answer"``, or each of an
+    app's forms not yet answered under its own key."""
+    if "forms" not in asked:
+        return {elicitation.ANSWER_KEY: elicitation.input_request(asked["prompt"], list(asked["choices"]))}
+    return {
+        key: elicitation.form_request(form)
+        for key, form in asked["forms"].items()
+        if key not in asked["answers"]
+    }
 
 
 async def cancel(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
@@ -191,9 +205,21 @@ async def cancel(rt: Runtime, ctx: Ctx, task_id: str) -> dict[str, Any]:
 
 async def update(rt: Runtime, ctx: Ctx, task_id: str, responses: dict[str, Any]) -> dict[str, Any]:
     task = await read(rt, task_id, checked(ctx, task_id))
+    if task["kind"] != "interaction" or task["state"] != "pending":
+        return {}
+    asked = await interactions.asked_by_task(rt, _task_uuid(task_id))
+    if asked is None:
+        return {}
+    if "forms" in asked:
+        given = {
+            key: content
+            for key, response in responses.items()
+            if key in asked["forms"] and (content := elicitation.accepted_content(response)) is not None
+        }
+        if given:
+            await elicitation.record_forms(rt, asked["tool_call_id"], asked["conversation_id"], given)
+        return {}
     text = elicitation.accepted_text(responses.get(elicitation.ANSWER_KEY))
-    if task["kind"] == "interaction" and task["state"] == "pending" and text is not None:
-        asked = await interactions.asked_by_task(rt, _task_uuid(task_id))
-        if asked is not None:
-            await elicitation.record(rt, asked["tool_call_id"], asked["conversation_id"], text)
+    if text is not None:
+        await elicitation.record(rt, asked["tool_call_id"], asked["conversation_id"], text)
     return {}

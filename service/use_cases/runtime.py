@@ -34,8 +34,12 @@ class Runtime:
 
     def __post_init__(self) -> None:
         apps, tools = self.registry.apps, self.registry.tools
+        # A Tool that declares forms (its manifest's "forms") finds them in its context too.
         self._settings_of = {
-            name: runner.context(self.settings, apps[tools[name].app_scope])
+            name: {
+                **runner.context(self.settings, apps[tools[name].app_scope]),
+                **({"forms": tools[name].forms} if tools[name].forms else {}),
+            }
             for name, runner in self.registry.runners.items()
         }
         self._contexts = {

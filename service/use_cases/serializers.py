@@ -58,7 +58,15 @@ def interaction_view(row: DictRow) -> dict[str, Any]:
         "asked_in_sub_session_id": str(sub_session_id) if sub_session_id else None,
         "answer": row["answer"],
         "answered_at": rfc3339_or_none(row["answered_at"]),
-    }
+    } | _forms(row)
+
+
+def _forms(row: DictRow) -> dict[str, Any]:
+    """An app's question of forms (``app_ask``) besides: its forms and the answers so far (nothing
+    for ``interact.ask``'s, whose view stays as it was)."""
+    if row.get("forms") is None:
+        return {}
+    return {"forms": row["forms"], "answers": row["answers"] or {}}
 
 
 def task_view(row: DictRow) -> dict[str, Any]:

@@ -33,13 +33,22 @@ def test_the_proxy_binds_every_tools_call_and_nothing_else() -> None:
 
 def test_the_fixture_app_serves_the_suites_names_under_its_own() -> None:
     names = fixture_names()
-    assert names == {
+    assert {
         "greet": "conformance_greet",
         "test_simple_text": "conformance_test-simple-text",
         "test_error_handling": "conformance_test-error-handling",
         "slow_compute": "conformance_slow-compute",
         "json_schema_2020_12_tool": "conformance_json-schema-2020-12-tool",
-    }
+        # Questions of the app's own forms (the Runtime API's app_ask).
+        "test_elicitation": "conformance_test-elicitation",
+        "test_elicitation_sep1034_defaults": "conformance_test-elicitation-sep1034-defaults",
+        "test_elicitation_sep1330_enums": "conformance_test-elicitation-sep1330-enums",
+        "confirm_delete": "conformance_confirm-delete",
+        "multi_input": "conformance_multi-input",
+        "test_tool_with_progress": "conformance_test-tool-with-progress",
+    }.items() <= names.items()
+    # Every fixture tool: the suite's name, each "_" a "-", under the app's scope.
+    assert all(listed == "conformance_" + suite.replace("_", "-") for suite, listed in names.items())
     # Every one is a tool the service lists when it runs the fixture app (and only then).
     registry = registry_of(Settings(app_folders=str(FIXTURE_APP)))
     assert set(names.values()) <= set(listed_names(registry.tools))

@@ -6,7 +6,7 @@ No ``from __future__ import annotations`` here: TypedDict needs its ``NotRequire
 objects, not strings.
 """
 
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from service.documented import Time, Uuid
 
@@ -20,6 +20,10 @@ class Interaction(TypedDict):
     asked_in_sub_session_id: Uuid | None
     answer: NotRequired[str | None]
     answered_at: NotRequired[Time | None]
+    # An app's question of its own forms (the Runtime API's app_ask) only: key -> {message,
+    # requestedSchema}, and the answers so far (key -> content).
+    forms: NotRequired[dict[str, Any]]
+    answers: NotRequired[dict[str, Any]]
 
 
 class InteractAskAccepted(TypedDict):

@@ -65,8 +65,9 @@ RETURN jsonb_build_object('state', 'answered', 'answer', p_answer, 'answered_at'
 -- answer_interaction_v2: decides a pending interaction of the conversation once (pending ->
 -- answered). The winner, in the same transaction, queues the one outbox row of the interact.ask
 -- call and appends the answer to the main conversation as the person's message (never to the
--- sub-session it was asked in, which may have ended). No row back: it was not pending. The caller
--- holds the conversation's lock.
+-- sub-session it was asked in, which may have ended). No row back: it was not pending, or it is an
+-- app's question of forms (answered by answer_app_form, 75_app_api.sql). The caller holds the
+-- conversation's lock.
 CREATE OR REPLACE FUNCTION answer_interaction_v2(p_conversation_id text, p_tool_call_id text,
                                                  p_answer text)
 RETURNS TABLE (tool_call_id text, conversation_id text, prompt text, choices jsonb, status text,
@@ -81,7 +82,7 @@ DECLARE
 BEGIN
     UPDATE interactions i SET status = 'answered', answer = p_answer, answered_at = statement_timestamp()
     WHERE i.tool_call_id = p_tool_call_id AND i.conversation_id = p_conversation_id
-      AND i.status = 'pending'
+      AND i.status = 'pending' AND i.forms IS NULL
     RETURNING i.* INTO answered;
     IF NOT FOUND THEN
         RETURN;

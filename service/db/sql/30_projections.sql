@@ -41,7 +41,8 @@ END $$;
 CREATE OR REPLACE TRIGGER project_message AFTER INSERT ON messages
 FOR EACH ROW EXECUTE FUNCTION project_message();
 
--- An interaction was asked or answered.
+-- An interaction was asked or answered (an app's question of forms also when one of its forms is:
+-- it carries its forms and the answers so far besides).
 CREATE OR REPLACE FUNCTION project_interaction() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -49,7 +50,10 @@ BEGIN
         'tool_call_id', NEW.tool_call_id, 'conversation_id', NEW.conversation_id,
         'prompt', NEW.prompt, 'choices', NEW.choices, 'status', NEW.status,
         'asked_in_sub_session_id', NEW.asked_in_sub_session_id, 'answer', NEW.answer,
-        'answered_at', rfc3339(NEW.answered_at)));
+        'answered_at', rfc3339(NEW.answered_at))
+        || CASE WHEN NEW.forms IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('forms', NEW.forms, 'answers', coalesce(NEW.answers, '{}'::jsonb))
+           END);
     RETURN NULL;
 END $$;
 

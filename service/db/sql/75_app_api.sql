@@ -196,3 +196,124 @@ BEGIN
                                 traced.traceparent, traced.tracestate)::outbox_entry_v2]) q;
     RETURN queued;
 END $$;
+
+-- app_ask: the acting app's Tool p_tool (the call p_tool_call_id) asks the person forms of its own:
+-- a pending interaction owned by the conversation, as interact.ask's is (recording the sub-session
+-- of the instance in front when asked), with p_prompt the question as a whole and p_forms one or
+-- more forms, {key: {"message": text, "requestedSchema": an MCP elicitation form}}, each answered
+-- once (answer_app_form). The forms come from the Tool's manifest ("forms", checked against MCP
+-- elicitation's restricted schema when the manifest is loaded), handed to the decision in
+-- p_context's "forms"; the engine checks every answer against its form. Once every form is
+-- answered, the call's one result ({"state": "answered", "answers", "answered_at"}) goes to the
+-- outbox. The caller holds the conversation's lock. Answers the row.
+CREATE OR REPLACE FUNCTION app_ask(
+    p_conversation_id text, p_tool_call_id text, p_tool text, p_prompt text, p_forms jsonb)
+RETURNS interactions
+LANGUAGE plpgsql AS $$
+DECLARE
+    acting text := acting_app();
+    asked interactions;
+    asked_in uuid;
+BEGIN
+    IF acting IS NULL OR split_part(p_tool, '.', 1) <> acting THEN
+        RAISE EXCEPTION 'a question of tool % is asked by its own app''s decision, not by %', p_tool,
+            coalesce(acting, 'a caller outside a Tool call') USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF jsonb_typeof(p_forms) IS DISTINCT FROM 'object' OR p_forms = '{}'::jsonb
+       OR EXISTS (SELECT 1 FROM jsonb_each(p_forms) f
+                  WHERE jsonb_typeof(f.value -> 'message') IS DISTINCT FROM 'string'
+                     OR jsonb_typeof(f.value -> 'requestedSchema') IS DISTINCT FROM 'object') THEN
+        RAISE EXCEPTION 'tool % asks one or more forms, each {"message", "requestedSchema"}', p_tool
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.sub_session_id INTO asked_in
+    FROM workspaces w
+    JOIN app_instances i ON i.instance_id = w.foreground_instance_id
+                        AND i.conversation_id = w.conversation_id AND i.status = 'open'
+    LEFT JOIN sub_sessions s ON s.instance_id = i.instance_id AND s.conversation_id = i.conversation_id
+    WHERE w.conversation_id = p_conversation_id;
+    INSERT INTO interactions (tool_call_id, conversation_id, prompt, choices, asked_in_sub_session_id,
+                              created_at, tool, forms)
+    VALUES (p_tool_call_id, p_conversation_id, p_prompt, '[]'::jsonb, asked_in, statement_timestamp(),
+            p_tool, p_forms)
+    RETURNING * INTO asked;
+    RETURN asked;
+END $$;
+
+-- question_json: a question asked by app_ask as its Tool's answer shows it (and the Host's views).
+-- (plpgsql: a body of SQL would tie the table's row type to it.)
+CREATE OR REPLACE FUNCTION question_json(p_asked interactions) RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN jsonb_build_object(
+        'tool_call_id', p_asked.tool_call_id,
+        'conversation_id', p_asked.conversation_id,
+        'prompt', p_asked.prompt,
+        'forms', p_asked.forms,
+        'status', p_asked.status,
+        'asked_in_sub_session_id', p_asked.asked_in_sub_session_id,
+        'answers', coalesce(p_asked.answers, '{}'::jsonb),
+        'answered_at', rfc3339(p_asked.answered_at));
+END $$;
+
+-- question_result: the result of an answered question, as its outbox row carries it (and its task
+-- shows it): interact.ask's (interaction_result, its app's SQL: hence plpgsql, resolved when run)
+-- or, for an app's forms (p_answers not null), the answers by form.
+CREATE OR REPLACE FUNCTION question_result(p_answer text, p_answers jsonb, p_answered_at timestamptz)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
+    IF p_answers IS NULL THEN
+        RETURN interaction_result(p_answer, p_answered_at);
+    END IF;
+    RETURN jsonb_build_object('state', 'answered', 'answers', p_answers, 'answered_at', rfc3339(p_answered_at));
+END $$;
+
+-- answer_app_form: records the person's answers (p_answers: {key: content}, each already checked
+-- against its form) to a pending question asked by app_ask, each form once: a form already answered
+-- keeps its first answer (compare-and-set on the row: only the keys not yet answered are added).
+-- The answer that completes the last form decides the question (pending -> answered) and, in the
+-- same transaction, queues the one outbox row of the Tool's call with question_result; `answer`
+-- then holds the answers' JSON text (what a reader of the release before shows). No row back:
+-- nothing was added (not pending, not a form question, or every given form already answered). The
+-- caller holds the conversation's lock.
+CREATE OR REPLACE FUNCTION answer_app_form(p_conversation_id text, p_tool_call_id text, p_answers jsonb)
+RETURNS SETOF interactions
+LANGUAGE plpgsql AS $$
+DECLARE
+    asked interactions;
+    given jsonb;
+    merged jsonb;
+    complete boolean;
+BEGIN
+    SELECT * INTO asked FROM interactions i
+    WHERE i.tool_call_id = p_tool_call_id AND i.conversation_id = p_conversation_id
+      AND i.status = 'pending' AND i.forms IS NOT NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT jsonb_object_agg(a.key, a.value) INTO given
+    FROM jsonb_each(p_answers) a
+    WHERE asked.forms ? a.key AND NOT coalesce(asked.answers, '{}'::jsonb) ? a.key;
+    IF given IS NULL THEN
+        RETURN;
+    END IF;
+    merged := coalesce(asked.answers, '{}'::jsonb) || given;
+    complete := NOT EXISTS (SELECT 1 FROM jsonb_object_keys(asked.forms) k WHERE NOT merged ? k);
+    UPDATE interactions i
+    SET answers = merged,
+        status = CASE WHEN complete THEN 'answered' ELSE 'pending' END,
+        answer = CASE WHEN complete THEN merged::text END,
+        answered_at = CASE WHEN complete THEN statement_timestamp() END
+    WHERE i.tool_call_id = p_tool_call_id AND i.conversation_id = p_conversation_id
+      AND i.status = 'pending' AND i.answers IS NOT DISTINCT FROM asked.answers
+    RETURNING i.* INTO asked;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF complete THEN
+        PERFORM app_queue_result(asked.conversation_id, asked.tool, asked.tool_call_id,
+                                 question_result(asked.answer, asked.answers, asked.answered_at));
+    END IF;
+    RETURN NEXT asked;
+END $$;

@@ -119,6 +119,11 @@ interactions = Table(
     Column("answer", Text, nullable=True),
     timestamp("created_at", default=True),
     timestamp("answered_at", nullable=True),
+    # An app's question of its own forms (app_ask, migration 0028); NULL on interact.ask's: the
+    # Tool that asked, its forms {key: {message, requestedSchema}} and the answers so far {key: content}.
+    Column("tool", Text, nullable=True),
+    Column("forms", JSONB, nullable=True),
+    Column("answers", JSONB, nullable=True),
     PrimaryKeyConstraint("tool_call_id", "conversation_id"),
     ForeignKeyConstraint(
         ["asked_in_sub_session_id", "conversation_id"],
@@ -130,6 +135,9 @@ interactions = Table(
     ),
     CheckConstraint("char_length(prompt) BETWEEN 1 AND 2000", name="prompt_length"),
     CheckConstraint("jsonb_typeof(choices) = 'array'", name="choices_array"),
+    CheckConstraint("forms IS NULL OR jsonb_typeof(forms) = 'object'", name="forms_object"),
+    CheckConstraint("(forms IS NULL) = (tool IS NULL)", name="form_tool"),
+    CheckConstraint("answers IS NULL OR forms IS NOT NULL", name="answers_of_forms"),
     Index(
         "ix_interactions_pending",
         "conversation_id",

@@ -48,6 +48,8 @@ export function hostApi(conversationId) {
       call("POST", `${instance(instanceId)}/surface-events`, { body: { event }, keepalive: true }),
     answer: (toolCallId, answer) =>
       call("POST", `/v1/host/interactions/${encodeURIComponent(toolCallId)}/answer`, { body: { answer } }),
+    answerForms: (toolCallId, answers) =>
+      call("POST", `/v1/host/interactions/${encodeURIComponent(toolCallId)}/answers`, { body: { answers } }),
   };
 }
 

@@ -78,13 +78,112 @@ function comesBefore(a, b) {
   return sectionA < sectionB || (sectionA === sectionB && valueA < valueB);
 }
 
+// The value a form field holds, as its property's type says (undefined: left empty).
+function fieldValue(prop, control) {
+  if (prop.type === "boolean") return control.checked;
+  if (prop.type === "array") {
+    return [...control.querySelectorAll("input:checked")].map((box) => box.value);
+  }
+  if (control.value === "") return undefined;
+  if (prop.type === "number" || prop.type === "integer") return Number(control.value);
+  return control.value;
+}
+
+// One property of an app's form (MCP elicitation's restricted schema) as an input.
+function fieldControl(name, prop) {
+  const options = prop.oneOf || prop.items?.anyOf;
+  const values = prop.enum || prop.items?.enum;
+  if (prop.type === "array") {
+    const group = element("span", "multi");
+    const chosen = new Set(prop.default || []);
+    (options || values.map((value) => ({ const: value, title: value }))).forEach((option) => {
+      const box = element("input");
+      box.type = "checkbox";
+      box.value = option.const;
+      box.checked = chosen.has(option.const);
+      const label = element("label", "", option.title);
+      label.prepend(box);
+      group.append(label);
+    });
+    return group;
+  }
+  if (options || values) {
+    const select = element("select");
+    if (!values?.includes(prop.default) && !options?.some((o) => o.const === prop.default)) {
+      select.append(element("option", "", ""));
+    }
+    (options || values.map((value, i) => ({ const: value, title: prop.enumNames?.[i] ?? value }))).forEach(
+      (option) => {
+        const item = element("option", "", option.title);
+        item.value = option.const;
+        item.selected = option.const === prop.default;
+        select.append(item);
+      },
+    );
+    return select;
+  }
+  const input = element("input");
+  input.name = name;
+  if (prop.type === "boolean") {
+    input.type = "checkbox";
+    input.checked = prop.default === true;
+    return input;
+  }
+  if (prop.type === "number" || prop.type === "integer") {
+    input.type = "number";
+    input.step = prop.type === "integer" ? "1" : "any";
+    if (prop.minimum !== undefined) input.min = String(prop.minimum);
+    if (prop.maximum !== undefined) input.max = String(prop.maximum);
+  } else {
+    input.type = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" }[prop.format] || "text";
+    if (prop.minLength !== undefined) input.minLength = prop.minLength;
+    if (prop.maxLength !== undefined) input.maxLength = prop.maxLength;
+  }
+  if (prop.default !== undefined) input.value = String(prop.default);
+  return input;
+}
+
+// An app's form not yet answered: its fields, and one button that answers it.
+function formCard(key, form, onSubmit) {
+  const schema = form.requestedSchema;
+  const required = new Set(schema.required || []);
+  const node = element("form", "app-form");
+  node.dataset.testid = "app-form";
+  node.dataset.form = key;
+  node.append(element("p", "message", form.message));
+  const fields = Object.entries(schema.properties).map(([name, prop]) => {
+    const control = fieldControl(name, prop);
+    control.dataset.testid = "form-field";
+    control.dataset.field = name;
+    if (required.has(name) && "required" in control && prop.type !== "boolean") control.required = true;
+    const label = element("label", "field", prop.title || name);
+    label.append(control);
+    node.append(label);
+    return [name, prop, control];
+  });
+  const button = element("button", "", "Answer");
+  button.dataset.testid = "answer";
+  node.append(button);
+  node.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const content = {};
+    for (const [name, prop, control] of fields) {
+      const value = fieldValue(prop, control);
+      if (value !== undefined) content[name] = value;
+    }
+    onSubmit({ [key]: content });
+  });
+  return node;
+}
+
 export class InteractPanel {
-  constructor(root, { onAnswer }) {
+  constructor(root, { onAnswer, onAnswerForms }) {
     this.root = root;
     this.timeline = root.querySelector('[data-testid="timeline"]');
     this.pending = root.querySelector('[data-testid="pending-interactions"]');
     this.notice = root.querySelector('[data-testid="notice"]');
     this.onAnswer = onAnswer;
+    this.onAnswerForms = onAnswerForms;
     this.items = new Map(); // key -> node
   }
 
@@ -164,7 +263,13 @@ export class InteractPanel {
       card.dataset.toolCallId = interaction.tool_call_id;
       card.append(element("p", "prompt", interaction.prompt));
       const answer = (text) => this.onAnswer(interaction.tool_call_id, text);
-      if (interaction.choices.length) {
+      if (interaction.forms) {
+        // An app's forms of its own: each not yet answered, answered on its own.
+        for (const [key, form] of Object.entries(interaction.forms)) {
+          if (key in (interaction.answers || {})) continue;
+          card.append(formCard(key, form, (answers) => this.onAnswerForms(interaction.tool_call_id, answers)));
+        }
+      } else if (interaction.choices.length) {
         for (const choice of interaction.choices) {
           const button = element("button", "choice", choice);
           button.type = "button";

@@ -45,6 +45,7 @@ function main() {
   const workspace = new WorkspaceView(byTestId("workspace"), { api, bridge });
   const interact = new InteractPanel(byTestId("interact"), {
     onAnswer: (toolCallId, answer) => act(api.answer(toolCallId, answer)),
+    onAnswerForms: (toolCallId, answers) => act(api.answerForms(toolCallId, answers)),
   });
   const watch = new PeriodWatch({
     announcer: byTestId("announcer"),

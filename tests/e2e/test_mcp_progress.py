@@ -1,0 +1,130 @@
+"""A short operation answered in its own MCP call, with progress (``service.mcp.progress``),
+against a real ``serve`` running the conformance fixture app, whose ``test-tool-with-progress``
+declares ``operation.await_in_call_seconds``: the SDK's own client at 2025-11-25, its standalone
+stream open, hears increasing ``notifications/progress`` and gets the ending the relay delivers."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from mcp.client import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from psycopg.rows import dict_row
+
+from harness.database import DatabaseFactory, with_database
+from harness.mcp import bound
+from service.db import code
+from tests.conftest import AGENT_TOKEN, ServiceProcess
+from tests.e2e.test_mcp_elicitation import PatientService
+
+pytestmark = pytest.mark.e2e
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "conformance_app"
+WITH_PROGRESS = "conformance_test-tool-with-progress"  # declares await_in_call_seconds 10
+SLOW_COMPUTE = "conformance_slow-compute"  # declares none
+
+
+@pytest.fixture(scope="module")
+def service(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceProcess]:
+    name = database_factory.create()
+    url = with_database(database_factory.server, name)
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute((FIXTURES / "decisions.sql").read_text())
+        code.declare_tools(db, code.declared_tools([FIXTURES]), only_these=False)
+    process = PatientService(url, tmp_path_factory.mktemp("mcp-progress"), APP_FOLDERS=str(FIXTURES))
+    try:
+        yield process.start()
+    finally:
+        if process.process is not None:
+            process.stop()
+        database_factory.drop(name)
+
+
+@contextlib.asynccontextmanager
+async def session(base_url: str) -> AsyncIterator[ClientSession]:
+    """A 2025-11-25 session of the SDK's client (no tasks), its standalone GET stream open."""
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {AGENT_TOKEN}"})
+    async with http, streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write):
+        dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(read, write)
+        async with ClientSession(dispatcher=dispatcher) as client:
+            await client.initialize()
+            yield client
+
+
+def outbox_results(service: ServiceProcess, cid: str) -> list[dict[str, Any]]:
+    with psycopg.connect(service.database_url, autocommit=True, row_factory=dict_row) as db:
+        rows = db.execute("SELECT payload FROM outbox WHERE conversation_id = %s", [cid]).fetchall()
+    return [row["payload"]["result"] for row in rows]
+
+
+async def test_a_short_operation_is_answered_in_its_call_with_increasing_progress(
+    service: ServiceProcess,
+) -> None:
+    cid, call_id = f"progress-{uuid.uuid4()}", f"call-{uuid.uuid4()}"
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async with session(service.base_url) as client:
+        result = await client.call_tool(
+            WITH_PROGRESS, {}, progress_callback=on_progress, meta=bound(cid, call_id)
+        )
+        replayed = await client.call_tool(WITH_PROGRESS, {}, meta=bound(cid, call_id))
+
+    ending = result.structured_content
+    assert result.is_error is False and ending is not None
+    assert (ending["state"], ending["reason"], ending["focused_seconds"]) == (
+        "completed",
+        "deadline_reached",
+        2,
+    )
+    assert result.meta is not None and result.meta["io.lineup/tool_call_id"] == call_id
+    # The very result the relay delivers, queued once.
+    assert outbox_results(service, cid) == [ending]
+    # At least three, strictly increasing, each of the two seconds, the last the whole of it.
+    progress = [value for value, _, _ in heard]
+    assert len(progress) >= 3, heard
+    assert progress == sorted(set(progress)), heard
+    assert {total for _, total, _ in heard} == {2.0}
+    assert progress[-1] == 2.0
+    # Asked again (the same tool_call_id), the call answers the same ending, at once.
+    assert replayed.structured_content == ending
+
+
+async def test_a_call_without_a_progress_token_is_answered_its_ending_and_hears_nothing(
+    service: ServiceProcess,
+) -> None:
+    cid = f"progress-{uuid.uuid4()}"
+    async with session(service.base_url) as client:
+        result = await client.call_tool(WITH_PROGRESS, {}, meta=bound(cid))
+    assert result.structured_content is not None
+    assert result.structured_content["state"] == "completed"
+    assert outbox_results(service, cid) == [result.structured_content]
+
+
+async def test_a_tool_that_declares_no_wait_answers_its_acceptance_at_once(service: ServiceProcess) -> None:
+    cid = f"progress-{uuid.uuid4()}"
+    heard: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(progress)
+
+    async with session(service.base_url) as client:
+        result = await client.call_tool(
+            SLOW_COMPUTE, {"seconds": 1}, progress_callback=on_progress, meta=bound(cid)
+        )
+    assert result.structured_content is not None
+    assert result.structured_content["status"] == "accepted"
+    assert result.meta is not None and result.meta["io.lineup/http_status"] == 202
+    assert heard == []
