@@ -17,24 +17,28 @@ fixture tools that the engine can truly serve, built on the Runtime API like any
 ``slow_compute`` an operation with its deadline in Postgres (so a task), ``test_simple_text`` and
 ``json_schema_2020_12_tool`` direct answers, ``test_error_handling`` a refusal,
 ``test_tool_with_progress`` a two-second operation its MCP call waits for, with progress; the
-resources ``test://static-text`` and ``test://static-binary`` files of its folder. The suite cannot
-send credentials, so a loopback proxy in front of ``/mcp`` (``CredentialsProxy``) adds what our own
-Agent sends: its bearer token on every request, and on ``tools/call`` the conversation,
-``params._meta["io.lineup/conversation_id"]``. Every tool of an app is named under its app's scope
-(``conformance.slow-compute``, listed ``conformance_slow-compute``), which the suite's bare names
-(``slow_compute``) can never be; so the proxy also translates the fixture app's names, and only
-them: the suite's name to the listed one in a ``tools/call`` (its body and its ``Mcp-Name``
-header), the listed one to the suite's in a ``tools/list`` answer (``fixture_names``). It forwards
-everything else as it came (the ``Host`` and ``Origin`` headers included, for the DNS rebinding
-scenario) and streams the answers back. The product has no switch that turns its checks off.
+resources ``test://static-text`` and ``test://static-binary`` files of its folder; the content
+fixtures (``test_image_content``, ``test_audio_content``, ``test_embedded_resource``,
+``test_multiple_content_types``, and ``greet``'s exact text) answers whose MCP content their
+registration gives, ``test_custom_headers`` a tool whose arguments ride as SEP-2243 ``Mcp-Param-*``
+headers. The suite cannot send credentials, so a loopback proxy in front of ``/mcp``
+(``CredentialsProxy``) adds what our own Agent sends: its bearer token on every request, and on
+``tools/call`` the conversation, ``params._meta["io.lineup/conversation_id"]``. Every tool of an app
+is named under its app's scope (``conformance.slow-compute``, listed ``conformance_slow-compute``),
+which the suite's bare names (``slow_compute``) can never be; so the proxy also translates the
+fixture app's names, and only them: the suite's name to the listed one in a ``tools/call`` (its body
+and its ``Mcp-Name`` header), the listed one to the suite's in a ``tools/list`` answer
+(``fixture_names``). It forwards everything else as it came (the ``Host`` and ``Origin`` headers
+included, for the DNS rebinding scenario) and streams the answers back. The product has no switch
+that turns its checks off.
 
 Every server scenario of each version runs (``--suite all``), one process per scenario; a scenario
 passes when none of its checks is a ``FAILURE``. A failing scenario must be listed, with its
 reason, in ``rigs/mcp_conformance_not_applicable.json`` — under ``not_applicable`` (it needs what
 this server deliberately lacks — prompts, resource templates, capabilities it does not declare — or
-what the engine cannot do by design, such as a tool result that is not one text item, a task that
-fails, or SEP-2322's ephemeral input rounds; the reason says which) or under ``pending`` (a defect
-of ours being fixed elsewhere, named by its issue). Exits 1 when a scenario fails that neither list
+what the engine cannot do by design, such as a task that fails, or SEP-2322's ephemeral input
+rounds; the reason says which) or under ``pending`` (a defect of ours being fixed elsewhere, named
+by its issue). Exits 1 when a scenario fails that neither list
 names, and names the listed ones that now pass (the list must then shrink).
 """
 

@@ -5,7 +5,8 @@ such as ``service/apps/``, or the folders themselves: ``<app>/manifest.json``, s
 ``service.apps``), checks it against `manifest.schema.json` and the rules a
 schema cannot express (tool names carry their app's scope, scopes and tool names are unique, and
 so are the provider-safe names MCP lists them under (``service.tool_names``),
-embedded schemas are valid, a workspace app's page is in its folder: ``service.apps.
+embedded schemas are valid, an input schema's ``x-mcp-header`` annotations (SEP-2243) are ones
+MCP clients take, a workspace app's page is in its folder: ``service.apps.
 surface_problems``), takes each app's registrations from its folder and checks them against its SQL
 (``service.apps.problems``), and returns an immutable `Registry`. Every problem surfaces as
 `ManifestError`.
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+from mcp.shared.inbound import find_invalid_x_mcp_header
 
 from service import apps as app_folders
 from service.app_manifest import (
@@ -247,6 +249,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
             key: _form(file, json_path(where, ["forms", key]), form)
             for key, form in raw.get("forms", {}).items()
         }
+        _check_mcp_headers(file, f"{where}.input_schema", schema)
         tools.append(
             ToolSpec(
                 name=name,
@@ -427,6 +430,17 @@ def _form(file: str, where: str, form: dict[str, Any]) -> dict[str, Any]:
         if "default" in prop and not Draft202012Validator(prop).is_valid(prop["default"]):
             _fail(file, json_path(here, ["default"]), f"default {prop['default']!r} is not a valid value")
     return copy.deepcopy(form)
+
+
+def _check_mcp_headers(file: str, where: str, schema: dict[str, Any]) -> None:
+    """A Tool's arguments mirrored as ``Mcp-Param-*`` headers (SEP-2243: a property annotated
+    ``x-mcp-header``) must be annotated as MCP clients take them — on a string, integer or boolean
+    property reached through ``properties`` alone, each an HTTP token, none twice — for a client
+    drops a tool whose annotation is invalid, and the server could check nothing against it. The
+    rule is the SDK's, the one its server checks the headers by."""
+    problem = find_invalid_x_mcp_header(schema)
+    if problem is not None:
+        _fail(file, where, problem)
 
 
 def _check_schema(file: str, where: str, schema: object) -> None:

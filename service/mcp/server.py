@@ -113,8 +113,10 @@ class RuntimeMcpServer(Server[Any]):
     2026-07-28: each where it serves it."""
 
     def __init__(self, rt: Runtime, hub: ProjectionHub) -> None:
-        # The tools whose schema declares Mcp-Param headers; for any other tool (all of ours today)
-        # the SDK's check could find nothing to compare, so it is not given the schema to walk.
+        # The tools whose schema declares Mcp-Param headers (SEP-2243: a manifest's x-mcp-header,
+        # checked at load); the SDK holds a 2026-07-28 call's headers to its arguments (400,
+        # -32020). For any other tool (every shipped one) it could find nothing to compare, so it is
+        # not given the schema to walk.
         # The Views' own tools, of the apps that declare an MCP App (service.mcp.app_tools), by
         # their own (dotted) names: a call by the listed name is renamed first (_own_name).
         self.app_tools = app_tools.app_tools(rt.registry)

@@ -4,7 +4,9 @@ A call goes through the use case ``POST /v1/tool-calls`` uses (``service.use_cas
 the same checks, and the fingerprint of the REST body it stands for, so the same ``tool_call_id``
 replays the same answer over either face and other arguments are ``idempotency_key_reused``. The
 result's ``structuredContent`` is that REST body, ``isError`` is set for a 4xx (``service.http``),
-and ``content`` carries the Tool's sentence for a person followed by the JSON.
+and ``content`` carries the Tool's sentence for a person followed by the JSON, or, for an answer
+that is not a refusal, the content the Tool gives itself (``Registration.content``,
+``service.mcp.content``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from service.http import status_of, status_of_kind
 from service.manifests import Registry
 from service.mcp.app_resource import tool_views
 from service.mcp.binding import HTTP_STATUS, TOOL_CALL_ID, TOOL_NAME, Binding
+from service.mcp.content import own_content
 from service.tool_names import listed_name
 from service.tools import Opens
 from service.use_cases.runtime import Runtime
@@ -82,6 +85,7 @@ class Answer:
     replayed: bool = False
     opens: Opens | None = None  # what an accepted call of this tool opens
     sentence: str = ""
+    content: list[dict[str, Any]] | None = None  # the Tool's own content, checked (service.mcp.content)
 
     @property
     def accepted(self) -> bool:
@@ -114,6 +118,7 @@ async def run_tool(rt: Runtime, name: str, arguments: dict[str, Any] | None, bin
     runner = rt.registry.runner(name)
     decoded = msgspec.json.decode(answer.body)
     refused = issubclass(answer.kind, Refusal)
+    content = None if refused or runner.content is None else own_content(name, runner.content, decoded)
     return Answer(
         name,
         binding,
@@ -123,6 +128,7 @@ async def run_tool(rt: Runtime, name: str, arguments: dict[str, Any] | None, bin
         answer.replayed,
         runner.opens,
         _refused(name, decoded) if refused else runner.sentence(decoded),
+        content,
     )
 
 
@@ -140,9 +146,13 @@ def wire(result: types.Result) -> dict[str, Any]:
 
 def call_result(answer: Answer) -> dict[str, Any]:
     """The ``CallToolResult`` on the wire (built as a dict: it is on every call's path)."""
-    body_text = msgspec.json.encode(answer.body).decode()
+    if answer.content is not None:
+        content = answer.content
+    else:
+        body_text = msgspec.json.encode(answer.body).decode()
+        content = [{"type": "text", "text": f"{answer.sentence}\n{body_text}"}]
     return {
-        "content": [{"type": "text", "text": f"{answer.sentence}\n{body_text}"}],
+        "content": content,
         "structuredContent": answer.body,
         "isError": 400 <= answer.status < 500,
         "_meta": {TOOL_CALL_ID: answer.binding.tool_call_id, HTTP_STATUS: answer.status},

@@ -225,3 +225,40 @@ def test_a_manifest_that_is_not_an_object_is_refused(manifests_dir: Path) -> Non
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
     assert (Path(caught.value.file).parent.name, caught.value.path) == ("list", "$")
+
+
+@pytest.mark.parametrize(
+    ("annotated", "reason"),
+    [
+        ({"type": "number", "x-mcp-header": "Ratio"}, "integer/string/boolean"),
+        ({"type": "string", "x-mcp-header": "Two words"}, "RFC 9110 token"),
+        ({"type": "string", "x-mcp-header": ""}, "RFC 9110 token"),
+        ({"type": "string", "x-mcp-header": 7}, "must be a string"),
+        ({"type": "object", "properties": {"m": {"type": "string", "x-mcp-header": "Deep"}}}, None),
+    ],
+)
+def test_an_x_mcp_header_annotation_clients_would_drop_is_refused(
+    manifests_dir: Path, annotated: dict[str, Any], reason: str | None
+) -> None:
+    schema = {"type": "object", "properties": {"n": annotated, "o": {"type": "string", "x-mcp-header": "O"}}}
+    write(manifests_dir, "timer.json", minimal(input_schema=schema))
+    if reason is None:  # reached through properties alone, at any depth: valid (SEP-2243)
+        assert load_registry(manifests_dir).tool("timer.go") is not None
+        return
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert caught.value.path == "$.tools[0].input_schema"
+    assert reason in caught.value.reason
+
+
+def test_an_x_mcp_header_twice_in_one_schema_is_refused(manifests_dir: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "x-mcp-header": "Region"},
+            "b": {"type": "string", "x-mcp-header": "region"},
+        },
+    }
+    write(manifests_dir, "timer.json", minimal(input_schema=schema))
+    with pytest.raises(ManifestError, match="duplicates"):
+        load_registry(manifests_dir)

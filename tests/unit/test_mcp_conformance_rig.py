@@ -46,6 +46,12 @@ def test_the_fixture_app_serves_the_suites_names_under_its_own() -> None:
         "confirm_delete": "conformance_confirm-delete",
         "multi_input": "conformance_multi-input",
         "test_tool_with_progress": "conformance_test-tool-with-progress",
+        # A Tool's own content, and SEP-2243's custom headers (issue 47).
+        "test_image_content": "conformance_test-image-content",
+        "test_audio_content": "conformance_test-audio-content",
+        "test_embedded_resource": "conformance_test-embedded-resource",
+        "test_multiple_content_types": "conformance_test-multiple-content-types",
+        "test_custom_headers": "conformance_test-custom-headers",
     }.items() <= names.items()
     # Every fixture tool: the suite's name, each "_" a "-", under the app's scope.
     assert all(listed == "conformance_" + suite.replace("_", "-") for suite, listed in names.items())
