@@ -70,6 +70,7 @@ bench: install ## the benchmarks (they print numbers; see bench/README.md; make 
 	$(PY) -m bench.mcp_cost
 	$(PY) -m bench.relay_drain
 	$(PY) -m bench.ending_latency
+	$(PY) -m bench.look_round_trips
 	$(PY) -m bench.capacity
 
 instructions: install ## CI check: Python instructions per tool call and database instructions per cycle within 5 % of their baselines (callgrind, ~5 min)

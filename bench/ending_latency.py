@@ -4,7 +4,7 @@ each one's ``ends_at`` to the Agent's 2xx, through the real service and relays.
     .venv/bin/python -m bench.ending_latency [--due 1000,5000] [--focusing 100000] [--relays 1,2]
                                              [--lead 3] [--window 1] [--pg-setting NAME=VALUE]
                                              [--relay-env NAME=VALUE] [--service-env NAME=VALUE]
-                                             [--smoke]
+                                             [--versus TREE] [--rounds 1] [--smoke]
 
 A throwaway database gets ``--focusing`` conversations whose Pomodoro ends hours later, started
 through the service's own tool-call statement (``bench.seeds``). One ``python -m service serve``
@@ -43,6 +43,18 @@ unique webhook-id), each conversation's earlier result arrived before its ending
 order), every due period completed by its deadline and no far one touched. Exits non-zero when a
 check fails, not when a figure misses its aim (p99 ends_at -> 2xx: 50 ms at 1,000 due per second,
 100 ms at 5,000).
+
+Where the database's work goes, per run: the commits and WAL flushes per ending (``pg_stat_database``,
+``pg_stat_wal``: the whole server's, so exact only on a server of the bench's own, ``--pg-setting``),
+and, when the server loads ``pg_stat_statements`` (``--pg-setting
+shared_preload_libraries=pg_stat_statements``), the statements that took the most time, with their
+calls and microseconds per ending.
+
+``--versus TREE`` measures a change to the service or the relay: each run is made twice in a row on
+the same database, once with this checkout's service and relays and once with those of the checkout
+at TREE (``git worktree add --detach /tmp/before main``; run from this checkout's venv), each
+started afresh for its run, in alternating order from one ``--rounds`` round to the next, and the
+figures are printed side by side.
 """
 
 from __future__ import annotations
@@ -64,8 +76,9 @@ from bench import seeds
 from bench.common import Relays, add_pg_settings, bench_server
 from harness.database import throwaway_database
 from harness.measure import load_line, machine_busy, percentile, process_cpu
-from harness.processes import running_service
+from harness.processes import ROOT, running_service
 from harness.receiver import ReceiverProcess
+from harness.releases import release_env
 
 RESULTS = """
 SELECT x.event_id::text AS event_id, x.conversation_id, x.sequence,
@@ -122,6 +135,69 @@ class Cpu:
         self.seconds = {name: end[name] - self._start[name] for name in end}
 
 
+# The statements that took the most time over a run (pg_stat_statements, reset at its start).
+TOP_STATEMENTS = """
+SELECT calls, total_exec_time, rows, regexp_replace(left(query, 400), '\\s+', ' ', 'g') AS query
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ORDER BY total_exec_time DESC
+LIMIT %(top)s
+"""
+
+# The server's commits (of this database) and WAL flushes (all of them) so far.
+WAL_AND_COMMITS = """
+SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits,
+       wal_sync AS flushes, wal_records AS records
+FROM pg_stat_wal
+"""
+
+
+class DatabaseWork:
+    """Commits, WAL flushes and (with pg_stat_statements loaded) statements over a run."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        with psycopg.connect(url, autocommit=True) as conn:
+            loaded = conn.execute("SHOW shared_preload_libraries").fetchone()
+            self.statements = loaded is not None and "pg_stat_statements" in loaded[0]
+            if self.statements:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                conn.execute("SELECT pg_stat_statements_reset()")
+            self._start = self._sample(conn)
+        self.counts: dict[str, float] = {}
+        self.top: list[tuple[int, float, int, str]] = []
+
+    @staticmethod
+    def _sample(conn: psycopg.Connection[Any]) -> dict[str, float]:
+        row = conn.execute(WAL_AND_COMMITS).fetchone()
+        assert row is not None
+        return {"commits": float(row[0]), "flushes": float(row[1]), "records": float(row[2])}
+
+    def stop(self, top: int = 8) -> None:
+        with psycopg.connect(self._url, autocommit=True) as conn:
+            end = self._sample(conn)
+            if self.statements:
+                rows = conn.execute(TOP_STATEMENTS, {"top": top}).fetchall()
+                self.top = [(int(r[0]), float(r[1]), int(r[2]), str(r[3])) for r in rows]
+        self.counts = {name: end[name] - self._start[name] for name in end}
+
+    def lines(self, endings: int) -> list[str]:
+        if not self.counts:
+            return []
+        per = {name: value / max(endings, 1) for name, value in self.counts.items()}
+        flushes = self.counts["flushes"] / max(self.counts["commits"], 1)
+        lines = [
+            f"    per ending       {per['commits']:.2f} commits, {per['flushes']:.2f} WAL flushes "
+            f"({flushes:.2f} a commit), {per['records']:.1f} WAL records"
+        ]
+        for calls, ms, rows, query in self.top:
+            lines.append(
+                f"      {calls / max(endings, 1):6.2f} calls {ms * 1000 / max(endings, 1):7.1f} µs "
+                f"{rows / max(calls, 1):6.1f} rows/call  {query[:110]}"
+            )
+        return lines
+
+
 @dataclass
 class Run:
     due: int
@@ -136,6 +212,9 @@ class Run:
     problems: list[str]
     load: str
     cpu: dict[str, float]
+    #: Whose relays: "this tree" or the ``--versus`` tree.
+    tree: str = "this tree"
+    database: list[str] | None = None
 
     def cpu_line(self) -> str:
         """CPU per ending over the window (from the move to the last arrival), and how busy the
@@ -181,10 +260,12 @@ def one_run(
     due: int,
     relays: int,
     args: Any,
+    tree: Path | None = None,
 ) -> Run:
     prefix = f"r{index}-"
     problems: list[str] = []
-    processes = Relays(url, receiver.url, relays, logs, env=dict(e.split("=", 1) for e in args.relay_env))
+    env = dict(e.split("=", 1) for e in args.relay_env)
+    processes = Relays(url, receiver.url, relays, logs, env=env, tree=tree)
     try:
         seeds.finished(url, prefix, due)  # each conversation's earlier result
         earlier = queued_events(url, prefix)
@@ -194,6 +275,7 @@ def one_run(
             problems.append(f"{len(earlier - before.keys())} earlier results never arrived")
         requests_before = receiver.stats()["requests"]
         cpu = Cpu(str(psycopg.conninfo.conninfo_to_dict(url)["dbname"]), service, receiver.pid, processes)
+        work = DatabaseWork(url)
         with psycopg.connect(url, autocommit=True) as conn:
             moved = seeds.move_deadlines(conn, prefix, args.lead, args.window)
         load = load_line()
@@ -206,6 +288,7 @@ def one_run(
         arrivals = wait_for(receiver, queued_events(url, prefix), max(1.0, deadline - time.monotonic()))
         cpu.stop()
         time.sleep(0.5)  # the relays record their attempts after the 2xx
+        work.stop()
         repeats = receiver.stats()["requests"] - requests_before - due
     finally:
         processes.stop()
@@ -249,6 +332,8 @@ def one_run(
         problems=problems,
         load=load,
         cpu=cpu.seconds,
+        tree="this tree" if tree is None else str(tree),
+        database=work.lines(due),
     )
 
 
@@ -277,6 +362,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="a setting for the service, e.g. SWEEPER_BATCH_SIZE=50; repeatable",
     )
+    parser.add_argument(
+        "--versus",
+        type=Path,
+        metavar="TREE",
+        help="also make every run with the service and relays of the checkout at TREE, alternating",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="how many times to make every run")
     add_pg_settings(parser)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -292,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    relay settings: {', '.join(args.relay_env)}", flush=True)
     if args.service_env:
         print(f"    service settings: {', '.join(args.service_env)}", flush=True)
+    trees: list[Path | None] = [None]
+    if args.versus is not None:
+        if not (args.versus / "relay" / "__main__.py").is_file():
+            parser.error(f"--versus {args.versus}: no relay there")
+        trees.append(args.versus.resolve())
+        print(f"    versus the service and relays of {args.versus}", flush=True)
     runs: list[Run] = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(bench_server(args.pg_setting))
@@ -304,14 +402,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    seeded {args.focusing} focusing in {time.monotonic() - began:.1f} s", flush=True)
         receiver = stack.enter_context(contextlib.closing(ReceiverProcess(logs)))
         service_env = dict(e.split("=", 1) for e in args.service_env)
-        service = stack.enter_context(running_service(url, logs, env=service_env))
-        for due in dues:
-            for relays in relay_counts:
-                run = one_run(url, service.pid, receiver, logs, len(runs), due, relays, args)
+        if args.versus is None:
+            service = stack.enter_context(running_service(url, logs, env=service_env))
+        for round_ in range(max(args.rounds, 1)):
+            plan = [
+                (due, relays, tree)
+                for due in dues
+                for relays in relay_counts
+                for tree in (trees if round_ % 2 == 0 else trees[::-1])
+            ]
+            for due, relays, tree in plan:
+                with contextlib.ExitStack() as own:
+                    if args.versus is not None:  # each run its tree's service
+                        env = service_env if tree is None else {**service_env, **release_env(tree)}
+                        service = own.enter_context(running_service(url, logs, env=env, cwd=tree or ROOT))
+                    run = one_run(url, service.pid, receiver, logs, len(runs), due, relays, args, tree)
                 runs.append(run)
                 print(
                     f"\n{due} due in {args.window:g} s among {args.focusing} focusing, {relays} relay(s) "
-                    f"({run.load})"
+                    f"of {run.tree} ({run.load})"
                 )
                 print(f"    ends_at -> 2xx   {run.stage(run.total)}")
                 print(f"    settle           {run.stage(run.settle)}")
@@ -321,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"      commit -> POST {run.stage(run.commit_to_post)}")
                 print(f"    POST -> 2xx      {run.stage(run.post)}")
                 print(f"    CPU per ending   {run.cpu_line()}")
+                for line in run.database or []:
+                    print(line)
                 print(
                     "    checks: "
                     + ("; ".join(run.problems) or "every result once, in order per conversation"),
@@ -332,8 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| ---: | ---: | --- | ---: | ---: | ---: |")
     for run in runs:
+        whose = "" if len(trees) == 1 else f" ({run.tree})"
         print(
-            f"| {run.due:,} | {run.relays} | {percentile(run.total, 50):.1f} / "
+            f"| {run.due:,} | {run.relays}{whose} | {percentile(run.total, 50):.1f} / "
             f"**{percentile(run.total, 99):.1f}** / "
             f"{max(run.total, default=float('nan')):.1f} ms | {percentile(run.settle, 99):.1f} ms | "
             f"{percentile(run.to_post, 99):.1f} ms | {percentile(run.post, 99):.1f} ms |"

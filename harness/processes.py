@@ -331,10 +331,12 @@ def running_service(
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    cwd: Path = ROOT,
 ) -> Iterator[ServiceProcess]:
     """``python -m service serve`` with its default settings (but for ``env``) on a free port of
-    127.0.0.1, ready (``/readyz`` 200) on entry; stopped with SIGTERM on the way out."""
-    service = ServiceProcess(database_url, log_dir, args=args, env=env)
+    127.0.0.1, ready (``/readyz`` 200) on entry; stopped with SIGTERM on the way out. ``cwd``:
+    another checkout's service (with ``harness.releases.release_env`` in ``env``)."""
+    service = ServiceProcess(database_url, log_dir, args=args, env=env, cwd=cwd)
     service.start()
     try:
         service.wait_ready(timeout)

@@ -48,6 +48,9 @@ bool relays_done[3];
 bool quiescent;
 bool quiescent_seen;
 byte crashes = 1;            /* budget of relay crashes the model explores */
+#ifdef REVERT_CLAIM_WITHOUT_FLUSH
+byte lost_claims = 1;        /* budget of claims a database crash undoes */
+#endif
 byte failures = 1;           /* budget of failed POSTs */
 
 #define all_delivered (status[0] == delivered && status[1] == delivered)
@@ -164,6 +167,15 @@ proctype relay(byte me) {
        :: r == NONE ->    /* wait for a row to become claimable */
           ((produced && all_delivered) || claimable(0) || (claimable(1) && head(1)))
        :: else ->
+#ifdef REVERT_CLAIM_WITHOUT_FLUSH
+          /* The bug: the claim commits without waiting for its WAL flush (synchronous_commit = off),
+             and Postgres crashes before the flush: it comes back without the claim (the row as
+             before it: pending, no lease), the POST already on its way. */
+          if
+          :: atomic { lost_claims > 0 -> lost_claims--; lease_owner[r] = 0; lease_expires[r] = 0 }
+          :: skip
+          fi;
+#endif
           /* The POST: it arrives, or fails, or times out at its deadline. */
           if
           :: atomic { now <= post_deadline[me] -> receive(r); ok = true; senders[r]--; posting[me] = false }

@@ -22,11 +22,22 @@ every change of it is a conditional UPDATE that one relay wins:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
-from relay.claims import CLAIMABLE, LEASE, Claim, Conn, claim_columns, claim_from_row, claiming
+from relay.claims import (
+    CLAIMABLE,
+    LEASE,
+    Claim,
+    Claimed,
+    Conn,
+    claim,
+    claim_columns,
+    claim_from_row,
+    claiming,
+)
 from relay.policy import AttemptResult, is_retryable_status
 from service.wakeups import OUTBOX_CHANNEL
 
@@ -258,6 +269,26 @@ async def look(conn: Conn, endpoint: str, *, on_node: bool = False) -> Look:
     row = await cursor.fetchone()
     assert row is not None
     return Look(*row)
+
+
+async def claim_and_look(
+    conn: Conn,
+    relay_id: str,
+    limit: int,
+    lease_seconds: float,
+    busy: Sequence[UUID] = (),
+    *,
+    endpoint: str,
+) -> tuple[Claimed, Look]:
+    """The claim (``relay.claims.claim``) and, in its transaction and round trip, the look that
+    tells the claimer how long to wait when the claim was not full: one round trip where a claim
+    that found fewer rows than it asked for made two. (The look sees the claim's own leases; they
+    change no row's ``next_attempt_at``.)"""
+    claimed = await claim(
+        conn, relay_id, limit, lease_seconds, busy, endpoint=endpoint, then=(LOOK, {"endpoint": endpoint})
+    )
+    assert claimed.then is not None
+    return claimed, Look(*claimed.then)
 
 
 async def ensure(conn: Conn, endpoint: str) -> None:

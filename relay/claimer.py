@@ -113,10 +113,16 @@ class Claimer:
                     await self.release(uncount=1, keep=list(self.held))
                     self._orphans_possible = False
                 busy = lease_ending(self.held, cfg.lease_seconds, time.monotonic())
+                seen: circuit.Look | None = None
                 async with self._pool.connection() as conn:
-                    claimed = await claims_db.claim(
-                        conn, cfg.relay_id, limit, cfg.lease_seconds, busy, on_node=cfg.on_node
-                    )
+                    if cfg.on_node:
+                        claimed = await claims_db.claim(
+                            conn, cfg.relay_id, limit, cfg.lease_seconds, busy, on_node=True
+                        )
+                    else:
+                        claimed, seen = await circuit.claim_and_look(
+                            conn, cfg.relay_id, limit, cfg.lease_seconds, busy, endpoint=cfg.endpoint
+                        )
             except psycopg.Error as exc:
                 # The claim may have committed with its reply lost: hand back such rows before the
                 # next claim instead of leaving them to their lease.
@@ -134,15 +140,19 @@ class Claimer:
             self.metrics.in_flight.set(len(self.held))
             if len(claimed) == limit:
                 continue
-            await self._sleep(stop, await self._idle())
+            await self._sleep(stop, await self._idle(seen))
 
-    async def _idle(self) -> float:
+    async def _idle(self, seen: circuit.Look | None = None) -> float:
         """Nothing (more) to claim: probe an open circuit if it is time, else how long to wait —
-        until the next retry or probe falls due, at most the poll interval."""
+        until the next retry or probe falls due, at most the poll interval. ``seen``: the look the
+        claim made in its round trip (``circuit.claim_and_look``); None: look now."""
         cfg = self.config
+        if seen is not None and not seen.probe_due:
+            return seen.wait(cfg.poll_interval)
         try:
             async with self._pool.connection() as conn:
-                seen = await circuit.look(conn, cfg.endpoint, on_node=cfg.on_node)
+                if seen is None:
+                    seen = await circuit.look(conn, cfg.endpoint, on_node=cfg.on_node)
                 if not seen.probe_due:
                     return seen.wait(cfg.poll_interval)
                 won, probe = await circuit.take_probe(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -257,6 +257,8 @@ class Claimed(list[Claim]):
     claim read it (None with no rows, or with no endpoint row)."""
 
     circuit_closed_since: datetime | None = None
+    #: The first row of the statement ``claim`` ran after the claim (``then``), if any.
+    then: tuple[Any, ...] | None = None
 
 
 async def claim(
@@ -268,10 +270,13 @@ async def claim(
     *,
     endpoint: str = AGENT_ENDPOINT,
     on_node: bool = False,
+    then: tuple[str, Mapping[str, Any]] | None = None,
 ) -> Claimed:
     """Claim up to ``limit`` rows under a lease of ``lease_seconds``. ``busy``: rows this relay
     still holds whose lease may have run out, which it must not claim again. ``on_node``: on
-    Citus, the rows of the shards the connection's node holds."""
+    Citus, the rows of the shards the connection's node holds. ``then``: a statement (and its
+    parameters) run after the claim in its transaction and round trip (not ``on_node``): its
+    first row is ``Claimed.then``."""
     claimed_at = time.monotonic()
     params = {
         "relay_id": relay_id,
@@ -280,21 +285,31 @@ async def claim(
         "busy": list(busy),
         "endpoint": endpoint,
     }
+    following = None
     if on_node:
+        if then is not None:
+            raise ValueError("a claim on a node runs nothing after it")
         cursor = await conn.execute(CLAIM_ON_NODE, params)
     else:
         async with claiming(conn):
             cursor = await conn.execute(CLAIM, params)
+            if then is not None:
+                following = await conn.execute(*then)
     rows = await cursor.fetchall()
     rows.sort(key=_created_at)
     claimed = Claimed(claim_from_row(row, claimed_at) for row in rows)
     claimed.circuit_closed_since = rows[0][-1] if rows else None
+    if following is not None:
+        claimed.then = await following.fetchone()
     return claimed
 
 
 @contextlib.asynccontextmanager
 async def claiming(conn: Conn) -> AsyncIterator[None]:
-    """A transaction under ``HEAD_BY_INDEX``, its statements pipelined (one round trip)."""
+    """A transaction under ``HEAD_BY_INDEX``, its statements pipelined (one round trip). It commits
+    durably (the session's ``synchronous_commit``, on): its lease must survive a crash, or a stale
+    POST could land after the conversation's next result (docs/design.md, "Why the relay's claim
+    waits for its WAL flush"; ``REVERT_CLAIM_WITHOUT_FLUSH`` in model/relay.pml)."""
     async with conn.pipeline(), conn.transaction():
         await conn.execute(HEAD_BY_INDEX)
         yield

@@ -33,6 +33,7 @@ REVERTS = {
     "REVERT_HOST_CLOCK": ("race.pml", "never_early"),
     "REVERT_CLAIM_NOT_EXCLUSIVE": ("relay.pml", "one_sender"),
     "REVERT_SHORT_LEASE": ("relay.pml", "conversation_order"),
+    "REVERT_CLAIM_WITHOUT_FLUSH": ("relay.pml", "conversation_order"),
 }
 
 DEPTH = 200_000

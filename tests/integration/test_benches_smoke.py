@@ -21,7 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 
 # The benches ``make bench`` runs, each with a ``--smoke`` mode.
-SMOKED = ("tool_cycles", "call_cost", "mcp_cost", "relay_drain", "ending_latency", "capacity")
+SMOKED = (
+    "tool_cycles",
+    "call_cost",
+    "mcp_cost",
+    "relay_drain",
+    "ending_latency",
+    "look_round_trips",
+    "capacity",
+)
 # CI's ``make instructions`` (callgrind, minutes) runs these; their baselines are checked in.
 INSTRUCTIONS = ("instructions_check", "db_instructions_check")
 

@@ -122,6 +122,35 @@ async def test_the_same_relay_cannot_record_against_a_newer_claim_of_its_own(con
     assert outbox_rows(db)[str(new.event_id)]["status"] == "pending"
 
 
+async def test_a_claim_looks_for_the_next_due_row_in_its_own_round_trip(
+    conn: Conn, db: Db, claim_path: str
+) -> None:
+    if claim_path == "per node":
+        pytest.skip("a relay on a Citus worker looks apart (circuit.look, on_node)")
+    (due,) = queue_results(db, "conv-a")
+    (later,) = queue_results(db, "conv-b")
+    db.execute(
+        "UPDATE outbox SET next_attempt_at = now() + interval '5 seconds' WHERE event_id = %s",
+        (later.event_id,),
+    )
+    claimed, seen = await circuit.claim_and_look(conn, "relay-x", 10, 30, endpoint=AGENT_ENDPOINT)
+    assert [str(c.event_id) for c in claimed] == [due.event_id]
+    # Under the claim's own lease the claimed row is not waiting: the next one due is conv-b's.
+    assert seen.next_due_in is not None and 4.0 < seen.next_due_in <= 5.0
+    assert (seen.circuit, seen.paused, seen.probe_due) == ("closed", False, False)
+    assert seen.wait(poll_interval=1.0) == 1.0 and seen.wait(poll_interval=10.0) == seen.next_due_in
+    # An open circuit whose probe is due: nothing claimed, and the look says so.
+    await circuit.ensure(conn, AGENT_ENDPOINT)
+    db.execute(
+        "UPDATE delivery_endpoints SET circuit = 'open', circuit_since = now(),"
+        " next_probe_at = now() - interval '1 second' WHERE endpoint = %s",
+        (AGENT_ENDPOINT,),
+    )
+    db.execute("UPDATE outbox SET next_attempt_at = now() WHERE event_id = %s", (later.event_id,))
+    claimed, seen = await circuit.claim_and_look(conn, "relay-x", 10, 30, endpoint=AGENT_ENDPOINT)
+    assert claimed == [] and seen.circuit == "open" and seen.probe_due
+
+
 async def test_recording_the_same_outcome_twice_is_harmless(conn: Conn, db: Db) -> None:
     (queued,) = queue_results(db, "conv-a")
     (claimed,) = await claims.claim(conn, "relay-x", 10, 30)
