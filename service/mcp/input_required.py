@@ -24,8 +24,10 @@ SDK's ``RequestStateBoundary`` (AES-256-GCM, so authenticated and unreadable to 
 replica: any replica takes any round. The seal binds the method, the tool, a digest of its arguments,
 the conversation the call is bound to and an expiry (``MCP_REQUEST_STATE_TTL_SECONDS``); an edited,
 foreign or stale state is ``-32602`` "Invalid or expired requestState", and the call starts over.
-Without a key, nothing is asked: the Tool decides without input, as it does over REST, at an
-earlier revision, or for a client that declares none of the capabilities its requests need.
+Without a key, nothing is asked: the Tool decides without input, as it does over REST or for a
+client that declares none of the capabilities its requests need. At 2025-11-25, which has no
+``input_required``, the rounds are asked over the session while the call waits
+(``InputRounds.ask_over_session``): no state travels, so no key is needed.
 
 A call the engine would refuse anyway (no conversation, arguments that miss the input schema) is
 not asked anything: it goes straight to its refusal.
@@ -33,6 +35,7 @@ not asked anything: it goes straight to its refusal.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from collections.abc import Mapping
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+import structlog
 from jsonschema import Draft202012Validator
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity, compact_json
@@ -53,6 +57,7 @@ from service.mcp.binding import bind, bound_conversation, person_conversation
 from service.settings import Settings, split_tokens
 
 Ctx = ServerRequestContext[Any, Any]
+log = structlog.get_logger("service.mcp")
 
 #: The audience sealed into every state: a state of another service sharing the key opens nothing.
 AUDIENCE = "lineup-runtime/input-rounds"
@@ -158,6 +163,7 @@ class InputRounds:
             if request["method"] == "elicitation/create"
         }
         self._registry = registry
+        self._wait = settings.mcp_request_state_ttl_seconds
 
     async def seal(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         """The middleware that opens an echoed ``requestState`` before the handler and seals an
@@ -207,6 +213,56 @@ class InputRounds:
                 return Gathered(asks=self._asks(missing, _State(number, given)))
             responses = {}  # a later round's keys are answered only once asked
         return Gathered(given=given)
+
+    async def ask_over_session(self, ctx: Ctx, params: Mapping[str, Any]) -> Gathered:
+        """What this ``tools/call`` at 2025-11-25 gives the decision: that revision has no
+        ``input_required``, so the Tool's rounds are asked over the session, in turn, while the call
+        waits — each round's requests at once, those the client's capabilities can run — as
+        requests on its standalone stream (as an ``interact.ask`` elicitation is). A request the
+        client refuses (an error) or leaves unanswered for ``MCP_REQUEST_STATE_TTL_SECONDS`` is
+        not given; an answer of the wrong shape is ``-32602``, and nothing is decided."""
+        name = params.get("name")
+        if not isinstance(name, str) or name not in self._rounds:
+            return Gathered()
+        bind(params.get("_meta"))  # no conversation: refused as any call, before anything is asked
+        arguments = params.get("arguments")
+        if not isinstance(arguments, dict | None) or self._registry.tools[name].validate_arguments(
+            arguments or {}
+        ):
+            return Gathered(given={})  # the call's checks refuse it, with their details
+        capabilities = ctx.session.client_capabilities
+        given: dict[str, Any] = {}
+        for asked in self._rounds[name]:
+            runnable = {key: r for key, r in asked.items() if can_run(r["method"], capabilities)}
+            answers = await asyncio.gather(
+                *(self._request(ctx, request) for request in runnable.values()), return_exceptions=True
+            )
+            for (key, request), answer in zip(runnable.items(), answers, strict=True):
+                if isinstance(answer, MCPError | TimeoutError):
+                    log.info("mcp_input_round_not_given", tool=name, key=key, error=repr(answer))
+                    continue
+                if isinstance(answer, BaseException):
+                    raise answer
+                given[key] = self._checked(name, key, request["method"], answer)
+        return Gathered(given=given)
+
+    async def _request(self, ctx: Ctx, request: Mapping[str, Any]) -> dict[str, Any]:
+        """One request of a round sent to the client; its answer as the wire carries it."""
+        method, params = request["method"], request.get("params", {})
+        typed: types.ServerRequest
+        if method == "elicitation/create":
+            typed = types.ElicitRequest(
+                params=types.ElicitRequestFormParams.model_validate(params, by_name=False)
+            )
+        elif method == "sampling/createMessage":
+            typed = types.CreateMessageRequest(
+                params=types.CreateMessageRequestParams.model_validate(params, by_name=False)
+            )
+        else:
+            typed = types.ListRootsRequest()
+        async with asyncio.timeout(self._wait):
+            answered = await ctx.session.send_request(typed, _RESULTS[method])
+        return answered.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     @staticmethod
     def _asks(requests: Mapping[str, Mapping[str, Any]], state: _State) -> dict[str, Any]:

@@ -255,7 +255,12 @@ class RuntimeMcpServer(Server[Any]):
             raise MCPError(INVALID_PARAMS, UNANSWERABLE.format(tool=raw.get("name")))
         # SEP-2322's ephemeral input rounds (service.mcp.input_required): a tool that declares them
         # asks a 2026-07-28 client first, writing nothing; the call that completes them decides once.
-        gathered = self.input_rounds.gather(ctx, raw) if _modern(ctx) else input_required.Gathered()
+        # At 2025-11-25 the same requests are sent to the client over the session before deciding.
+        if _modern(ctx):
+            gathered = self.input_rounds.gather(ctx, raw)
+        else:  # 2025-11-25: the rounds asked over the session while the call waits
+            with translated():
+                gathered = await self.input_rounds.ask_over_session(ctx, raw)
         if gathered.asks is not None:
             return gathered.asks
         answer = await self._run(ctx, raw, given=gathered.given)

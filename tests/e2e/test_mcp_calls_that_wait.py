@@ -1,7 +1,9 @@
-"""A short operation answered in its own MCP call, with progress (``service.mcp.progress``),
-against a real ``serve`` running the conformance fixture app, whose ``test-tool-with-progress``
-declares ``operation.await_in_call_seconds``: the SDK's own client at 2025-11-25, its standalone
-stream open, hears increasing ``notifications/progress`` and gets the ending the relay delivers."""
+"""MCP calls that wait, against a real ``serve`` running the conformance fixture app, with the SDK's
+own client at 2025-11-25 (its standalone stream open): a short operation answered in its own call
+with progress (``service.mcp.progress``; the fixture ``test-tool-with-progress`` declares
+``operation.await_in_call_seconds``) — increasing ``notifications/progress``, then the ending the
+relay delivers; and a Tool's input rounds (``service.mcp.input_required``), which that revision has
+no ``input_required`` for, asked over the session before the one decision."""
 
 from __future__ import annotations
 
@@ -11,12 +13,16 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import psycopg
 import pytest
 from mcp.client import ClientSession
+from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp_types import INVALID_PARAMS
 from psycopg.rows import dict_row
 
 from harness.database import DatabaseFactory, with_database
@@ -51,12 +57,13 @@ def service(
 
 
 @contextlib.asynccontextmanager
-async def session(base_url: str) -> AsyncIterator[ClientSession]:
-    """A 2025-11-25 session of the SDK's client (no tasks), its standalone GET stream open."""
+async def session(base_url: str, **callbacks: Any) -> AsyncIterator[ClientSession]:
+    """A 2025-11-25 session of the SDK's client (no tasks), its standalone GET stream open; with
+    ``callbacks`` (``elicitation_callback`` …) it declares what they answer."""
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {AGENT_TOKEN}"})
     async with http, streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write):
         dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(read, write)
-        async with ClientSession(dispatcher=dispatcher) as client:
+        async with ClientSession(dispatcher=dispatcher, **callbacks) as client:
             await client.initialize()
             yield client
 
@@ -128,3 +135,81 @@ async def test_a_tool_that_declares_no_wait_answers_its_acceptance_at_once(servi
     assert result.structured_content["status"] == "accepted"
     assert result.meta is not None and result.meta["io.lineup/http_status"] == 202
     assert heard == []
+
+
+MULTIPLE = "conformance_test-input-required-result-multiple-inputs"  # a form, a sampling, roots/list
+MULTI_ROUND = "conformance_test-input-required-result-multi-round"  # a form, then another
+
+
+async def test_a_tools_input_rounds_are_asked_over_the_session_at_2025_11_25_before_it_decides(
+    service: ServiceProcess,
+) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def sample(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        asked.append("sampling")
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Hello there"), model="test-model"
+        )
+
+    async def roots(context: ClientRequestContext) -> types.ListRootsResult:
+        asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work")])
+
+    cid = f"rounds-{uuid.uuid4()}"
+    async with session(
+        service.base_url, elicitation_callback=elicit, sampling_callback=sample, list_roots_callback=roots
+    ) as client:
+        result = await client.call_tool(MULTIPLE, {}, meta=bound(cid))
+    assert sorted(asked) == ["What is your name?", "roots", "sampling"]
+    given = result.structured_content
+    assert given is not None and given["status"] == "answered"
+    assert given["input"]["user_name"]["content"] == {"name": "Ada"}
+    assert given["input"]["greeting"]["content"]["text"] == "Hello there"
+    assert given["input"]["client_roots"]["roots"] == [{"uri": "file:///work"}]
+
+
+async def test_a_client_asked_rounds_in_turn_and_one_it_cannot_run_is_not_asked(
+    service: ServiceProcess,
+) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        content = {"color": "teal"} if "color" in params.message else {"name": "Ada"}
+        return types.ElicitResult(action="accept", content=content)
+
+    async with session(service.base_url, elicitation_callback=elicit) as client:
+        two = await client.call_tool(MULTI_ROUND, {}, meta=bound(f"rounds-{uuid.uuid4()}"))
+        # A client that declares neither sampling nor roots is asked only the form.
+        asked.clear()
+        multiple = await client.call_tool(MULTIPLE, {}, meta=bound(f"rounds-{uuid.uuid4()}"))
+    assert two.structured_content is not None
+    assert two.structured_content["input"]["step1"]["content"] == {"name": "Ada"}
+    assert two.structured_content["input"]["step2"]["content"] == {"color": "teal"}
+    assert asked == ["What is your name?"]
+    assert multiple.structured_content is not None
+    assert set(multiple.structured_content["input"]) == {"user_name"}
+
+
+async def test_an_answer_that_does_not_match_the_form_is_refused_and_nothing_is_decided(
+    service: ServiceProcess,
+) -> None:
+    async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": 42})
+
+    cid = f"rounds-{uuid.uuid4()}"
+    async with session(service.base_url, elicitation_callback=elicit) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool(MULTI_ROUND, {}, meta=bound(cid))
+    assert refused.value.error.code == INVALID_PARAMS
+    with psycopg.connect(service.database_url, autocommit=True) as db:
+        assert db.execute("SELECT count(*) FROM tool_calls WHERE conversation_id = %s", [cid]).fetchone() == (
+            0,
+        )
