@@ -257,7 +257,7 @@ def _load_manifest(path: Path, manifest_schema: Draft202012Validator) -> AppMani
                 kind=raw["kind"],
                 description=raw["description"],
                 input_schema=schema,
-                input_rounds=_input_rounds(file, where, raw.get("input_rounds", ())),
+                input_rounds=_input_rounds(file, where, raw.get("input_rounds", ()), schema),
                 forms=forms,
                 await_in_call_seconds=raw.get("operation", {}).get("await_in_call_seconds"),
             )
@@ -392,16 +392,49 @@ def _no_constant(name: str) -> NoReturn:
 
 
 def _input_rounds(
-    file: str, where: str, rounds: list[dict[str, dict[str, Any]]]
+    file: str, where: str, rounds: list[dict[str, dict[str, Any]]], input_schema: dict[str, Any]
 ) -> tuple[dict[str, dict[str, Any]], ...]:
     """A Tool's ``input_rounds`` (shape checked by the manifest schema): each form's
-    ``requestedSchema`` checked as any embedded schema."""
+    ``requestedSchema`` checked as any embedded schema, with no ``{"$argument": …}`` in it; each
+    ``{"$argument": name}`` elsewhere in a request's params names a string argument the input
+    schema requires (so every call has it, of the type a request's text takes)."""
+    properties = input_schema.get("properties", {})
+    required = {
+        name
+        for name in input_schema.get("required", ())
+        if isinstance(properties.get(name), dict) and properties[name].get("type") == "string"
+    }
     for index, asked in enumerate(rounds):
         for key, request in asked.items():
+            here = f"{where}.input_rounds[{index}].{key}.params"
+            params = request["params"]
             if request["method"] == "elicitation/create":
-                here = f"{where}.input_rounds[{index}].{key}.params.requestedSchema"
-                _embedded_schema(file, here, request["params"]["requestedSchema"], True)
+                _embedded_schema(file, f"{here}.requestedSchema", params["requestedSchema"], True)
+                if _argument_references(params["requestedSchema"], "$"):
+                    _fail(file, f"{here}.requestedSchema", "a form's schema cannot stand for an argument")
+            for path, name in _argument_references(params, here):
+                if name not in required:
+                    _fail(
+                        file,
+                        path,
+                        f"{{'$argument': {name!r}}} names no string argument the input schema requires",
+                    )
     return tuple(copy.deepcopy(asked) for asked in rounds)
+
+
+def _argument_references(value: Any, where: str) -> list[tuple[str, object]]:
+    """Each ``{"$argument": name}`` in ``value``, with where it is."""
+    if isinstance(value, dict):
+        if set(value) == {"$argument"}:
+            return [(where, value["$argument"])]
+        return [
+            found for key, item in value.items() for found in _argument_references(item, f"{where}.{key}")
+        ]
+    if isinstance(value, list):
+        return [
+            found for i, item in enumerate(value) for found in _argument_references(item, f"{where}[{i}]")
+        ]
+    return []
 
 
 def _embedded_schema(file: str, where: str, schema: dict[str, Any], asserts_format: bool) -> dict[str, Any]:

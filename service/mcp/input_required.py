@@ -14,6 +14,9 @@ round after round, each round a map of keys to requests the client runs itself
    ``ElicitResult``, a ``CreateMessageResult``, a ``ListRootsResult``, or an accepted form whose
    content does not match its ``requestedSchema``) is ``-32602``. A key still missing is asked
    again (a new ``input_required``); a complete round leads to the next.
+   A request's params may stand for the call's arguments: each ``{"$argument": name}`` in them
+   (outside a form's ``requestedSchema``) is the value of that argument, a string the Tool's input
+   schema requires (``with_arguments``; checked when the manifest is loaded).
 3. Once no round is left, the one decision is made, as any call's (one transaction, exactly once
    per ``tool_call_id``): every response is passed to the Tool's decision in ``p_context.input``,
    by key. A replay of a decided ``tool_call_id`` answers what was decided, whatever it is given.
@@ -107,6 +110,23 @@ def _invalid(key: str, message: str, details: Any = None) -> MCPError:
     if details is not None:
         data["details"] = details
     return MCPError(INVALID_PARAMS, f"inputResponses[{key!r}] {message}", data=data)
+
+
+#: A value of a request's params that stands for one of the call's arguments (``{"$argument": name}``).
+ARGUMENT = "$argument"
+
+
+def with_arguments(value: Any, arguments: Mapping[str, Any]) -> Any:
+    """``value`` (a round's requests, or one of them) with each ``{"$argument": name}`` replaced by
+    that argument of the call: a request built from what the Agent asked (a sampling of the text
+    it gave). Loading checked that each names a string argument the input schema requires."""
+    if isinstance(value, dict):
+        if set(value) == {ARGUMENT}:
+            return arguments[value[ARGUMENT]]
+        return {key: with_arguments(item, arguments) for key, item in value.items()}
+    if isinstance(value, list):
+        return [with_arguments(item, arguments) for item in value]
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +230,7 @@ class InputRounds:
                     given[key] = self._checked(name, key, request["method"], responses[key])
             missing = {key: request for key, request in outstanding.items() if key not in given}
             if missing:
-                return Gathered(asks=self._asks(missing, _State(number, given)))
+                return Gathered(asks=self._asks(with_arguments(missing, arguments), _State(number, given)))
             responses = {}  # a later round's keys are answered only once asked
         return Gathered(given=given)
 
@@ -235,7 +255,11 @@ class InputRounds:
         for asked in self._rounds[name]:
             runnable = {key: r for key, r in asked.items() if can_run(r["method"], capabilities)}
             answers = await asyncio.gather(
-                *(self._request(ctx, request) for request in runnable.values()), return_exceptions=True
+                *(
+                    self._request(ctx, with_arguments(request, arguments or {}))
+                    for request in runnable.values()
+                ),
+                return_exceptions=True,
             )
             for (key, request), answer in zip(runnable.items(), answers, strict=True):
                 if isinstance(answer, MCPError | TimeoutError):

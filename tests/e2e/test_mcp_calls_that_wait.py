@@ -213,3 +213,27 @@ async def test_an_answer_that_does_not_match_the_form_is_refused_and_nothing_is_
         assert db.execute("SELECT count(*) FROM tool_calls WHERE conversation_id = %s", [cid]).fetchone() == (
             0,
         )
+
+
+async def test_a_sampling_request_is_built_from_the_calls_argument(service: ServiceProcess) -> None:
+    prompts: list[str] = []
+
+    async def sample(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        content = params.messages[0].content
+        assert isinstance(content, types.TextContent)
+        prompts.append(content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Paris"), model="test-model"
+        )
+
+    async with session(service.base_url, sampling_callback=sample) as client:
+        result = await client.call_tool(
+            "conformance_test-sampling",
+            {"prompt": "The capital of France?"},
+            meta=bound(f"rounds-{uuid.uuid4()}"),
+        )
+    assert prompts == ["The capital of France?"]
+    assert result.structured_content is not None
+    assert result.structured_content["input"]["llm"]["content"]["text"] == "Paris"

@@ -313,3 +313,44 @@ def test_an_x_mcp_header_twice_in_one_schema_is_refused(manifests_dir: Path) -> 
     write(manifests_dir, "timer.json", minimal(input_schema=schema))
     with pytest.raises(ManifestError, match="duplicates"):
         load_registry(manifests_dir)
+
+
+def _sampling_of(text: object) -> dict[str, Any]:
+    return {
+        "method": "sampling/createMessage",
+        "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+            "maxTokens": 10,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("input_schema", "reference"),
+    [
+        ({"type": "object", "properties": {"prompt": {"type": "string"}}}, "prompt"),  # not required
+        (
+            {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}},
+            "n",
+        ),  # not a string
+        ({"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}}, "other"),
+    ],
+)
+def test_an_input_request_standing_for_an_argument_names_a_required_string_argument(
+    manifests_dir: Path, input_schema: dict[str, Any], reference: str
+) -> None:
+    tool = {"input_schema": input_schema, "input_rounds": [{"llm": _sampling_of({"$argument": reference})}]}
+    write(manifests_dir, "timer.json", minimal(**tool))
+    with pytest.raises(ManifestError) as caught:
+        load_registry(manifests_dir)
+    assert caught.value.path == "$.tools[0].input_rounds[0].llm.params.messages[0].content.text"
+
+
+def test_an_input_request_standing_for_a_required_string_argument_loads(manifests_dir: Path) -> None:
+    schema = {"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}}
+    tool = {"input_schema": schema, "input_rounds": [{"llm": _sampling_of({"$argument": "prompt"})}]}
+    write(manifests_dir, "timer.json", minimal(**tool))
+    spec = load_registry(manifests_dir).tool("timer.go")
+    assert spec is not None and spec.input_rounds[0]["llm"]["params"]["messages"][0]["content"]["text"] == {
+        "$argument": "prompt"
+    }
