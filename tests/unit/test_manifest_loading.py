@@ -339,7 +339,10 @@ def _sampling_of(text: object) -> dict[str, Any]:
 def test_an_input_request_standing_for_an_argument_names_a_required_string_argument(
     manifests_dir: Path, input_schema: dict[str, Any], reference: str
 ) -> None:
-    tool = {"input_schema": input_schema, "input_rounds": [{"llm": _sampling_of({"$argument": reference})}]}
+    tool: dict[str, Any] = {
+        "input_schema": input_schema,
+        "input_rounds": [{"llm": _sampling_of({"$argument": reference})}],
+    }
     write(manifests_dir, "timer.json", minimal(**tool))
     with pytest.raises(ManifestError) as caught:
         load_registry(manifests_dir)
@@ -348,7 +351,10 @@ def test_an_input_request_standing_for_an_argument_names_a_required_string_argum
 
 def test_an_input_request_standing_for_a_required_string_argument_loads(manifests_dir: Path) -> None:
     schema = {"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}}
-    tool = {"input_schema": schema, "input_rounds": [{"llm": _sampling_of({"$argument": "prompt"})}]}
+    tool: dict[str, Any] = {
+        "input_schema": schema,
+        "input_rounds": [{"llm": _sampling_of({"$argument": "prompt"})}],
+    }
     write(manifests_dir, "timer.json", minimal(**tool))
     spec = load_registry(manifests_dir).tool("timer.go")
     assert spec is not None and spec.input_rounds[0]["llm"]["params"]["messages"][0]["content"]["text"] == {
