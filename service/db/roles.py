@@ -150,6 +150,11 @@ ENGINE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "app_fail_at_deadline": (RUNTIME,),
     "app_fail_operation": (RUNTIME,),
     "app_queue_result": (RUNTIME,),
+    # An app's own forms (75_app_api.sql): asked by its decision, answered once by the person.
+    "app_ask": (RUNTIME,),
+    "answer_app_form": (RUNTIME,),
+    "question_json": _PURE,
+    "question_result": _PURE,
     "call_tool_v3": (RUNTIME,),
     "spend_write": (RUNTIME,),
     "limited_decide": (RUNTIME,),  # a Tool's decision behind a write allowance (persons' calls)
