@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import Connection, create_engine, pool
 
 from service.db import code, roles
 from service.db.tables import metadata
@@ -70,10 +70,35 @@ def run_migrations_online() -> None:
             if _to_head():
                 driver = connection.connection.driver_connection
                 registry = _registry()
-                code.apply(driver, registry.folders)
+                code.apply(driver, registry.folders, drop=False)
                 names = config.attributes.get("role_names") or roles.Names()
                 config.attributes["roles_outcome"] = roles.grant(driver, names, registry)
+        if _to_head():
+            _drop_unwanted(connection, _registry())
     engine.dispose()
+
+
+def _drop_unwanted(connection: Connection, registry: Registry) -> None:
+    """What the files no longer hold, once no call can still be running the bodies that named it
+    (``service.db.code.apply``): after the commit above, the transactions open then are waited for
+    (at most ``code.DROP_WAIT_SECONDS``), then it goes in a transaction of its own. One still open
+    by then leaves it all for the next ``migrate``, and says so."""
+    driver = connection.connection.driver_connection
+    driver.autocommit = True
+    try:
+        still_open = code.wait_for_older_transactions(driver, code.DROP_WAIT_SECONDS)
+        if still_open:
+            config.attributes["drop_warnings"] = [
+                f"transactions begun before the new database code still run after"
+                f" {code.DROP_WAIT_SECONDS:.0f} s (processes {', '.join(map(str, still_open))}): what the"
+                " files no longer hold stays until the next migrate"
+            ]
+            return
+        with driver.transaction():
+            driver.execute(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
+            config.attributes["dropped"] = code.drop_unwanted(driver, registry.folders)
+    finally:
+        driver.autocommit = False
 
 
 if context.is_offline_mode():

@@ -201,7 +201,29 @@ def _drained(database_url: str, timeout: float) -> str | None:
             time.sleep(0.5)
 
 
-def _report(load: Load, problems: list[str]) -> None:
+def logged_errors(logs: Path, limit: int = 12) -> list[str]:
+    """Each process's log lines at level error or above (JSON lines) and the lines of any Python
+    traceback, named by their log: a failed run shows why without the logs it leaves behind (CI
+    keeps only what the rig prints)."""
+    found: list[str] = []
+    for log in sorted(logs.glob("*.log")):
+        in_traceback = False
+        for line in log.read_text(errors="replace").splitlines():
+            level = ""
+            if line.startswith("{"):
+                try:
+                    level = str(json.loads(line).get("level", ""))
+                except ValueError:
+                    level = ""
+            in_traceback = line.startswith("Traceback") or (in_traceback and line[:1].isspace())
+            if level in ("error", "critical", "exception") or in_traceback or "Error:" in line:
+                found.append(f"{log.name}: {line[:2000]}")
+                if len(found) >= limit:
+                    return found
+    return found
+
+
+def _report(load: Load, problems: list[str], logs: Path) -> None:
     tools = Counter(f"{c.body['tool']} {c.status}" for c in load.calls)
     print("\ncalls by tool and status: " + ", ".join(f"{k} x{v}" for k, v in sorted(tools.items())))
     print("requests by release:      " + ", ".join(f"{k} x{v}" for k, v in sorted(load.by_release.items())))
@@ -213,6 +235,11 @@ def _report(load: Load, problems: list[str]) -> None:
         print(f"\nFAILED: {len(problems)} problem(s)")
         for problem in problems[:40]:
             print(f"  - {problem}")
+        errors = logged_errors(logs)
+        if errors:
+            print("\nerrors the processes logged (the first of them):")
+            for line in errors:
+                print(f"  {line}")
     else:
         print("\nPASSED: no failed call, nothing lost or doubled, order kept, every replay byte for byte")
 
@@ -264,7 +291,7 @@ def main() -> int:
             finally:
                 if names is not None:
                     Stack.drop_roles(current, server)
-            _report(load, problems)
+            _report(load, problems, logs)
             failed += bool(problems)
             print(f"logs: {logs}")
     return 1 if failed else 0

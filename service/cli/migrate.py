@@ -37,6 +37,8 @@ def run() -> int:
     outcome = upgrade(settings.psycopg_url, registry, roles.Names(**settings.role_names))
     for change in outcome.changes:
         print(f"migrate: {change}", file=sys.stderr)
+    for warning in outcome.warnings:
+        print(f"migrate: warning: {warning}", file=sys.stderr)
     for name in outcome.unclassified:
         print(
             f"migrate: warning: {name} is not in the grants map (service/db/roles.py):"

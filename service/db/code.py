@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,27 +189,35 @@ def record(conn: Connection, definition: Definition) -> None:
     )
 
 
-def apply(conn: Connection, apps: Sequence[Path], source: Path = SOURCE) -> list[str]:
-    """Bring the database code of ``conn``'s database in line with the files of ``source`` and of
-    the app folders ``apps`` (``Registry.folders``), in the caller's transaction. Answers what it
-    created, replaced or dropped."""
-    prepare(conn)
-    wanted = definitions(source, apps)
-    wanted_keys = {d.key for d in wanted}
+def _present(conn: Connection) -> dict[tuple[str, str], list[str]]:
     present: dict[tuple[str, str], list[str]] = {}
     for kind, name, identity in conn.execute(_PRESENT).fetchall():
         present.setdefault((kind, name), []).append(identity)
+    return present
+
+
+def apply(conn: Connection, apps: Sequence[Path], source: Path = SOURCE, *, drop: bool = True) -> list[str]:
+    """Bring the database code of ``conn``'s database in line with the files of ``source`` and of
+    the app folders ``apps`` (``Registry.folders``), in the caller's transaction. Answers what it
+    created, replaced or dropped.
+
+    With ``drop=False`` (``migrate``, while the release before still serves) no function and no
+    type is dropped: neither one the files no longer hold nor the overload a function whose
+    arguments changed leaves behind. A call that began before this transaction commits may still
+    be running the bodies as they were, which name them: Postgres plans a PL/pgSQL statement when it
+    first runs, so a body compiled before the commit and planned after it would find its type or
+    function gone (``make upgrade`` saw ``type "outbox_entry" does not exist``). :func:`drop_unwanted`
+    drops them, in a transaction of its own, once every transaction older than this one's commit has
+    ended (:func:`wait_for_older_transactions`). Triggers and views no longer held go at once, as
+    before (no body names them)."""
+    prepare(conn)
+    wanted = definitions(source, apps)
+    present = _present(conn)
     recorded = {
         (kind, name): checksum
         for kind, name, checksum in conn.execute("SELECT kind, name, checksum FROM database_code").fetchall()
     }
-    changes: list[str] = []
-
-    for kind in ("trigger", "view"):
-        for key, identities in present.items():
-            if key[0] == kind and key not in wanted_keys:
-                conn.execute(f"DROP {kind.upper()} {identities[0]}")
-                changes.append(f"dropped {kind} {key[1]}")
+    changes = _drop_unwanted(conn, wanted, present, ("trigger", "view"))
 
     for definition in wanted:
         key = definition.key
@@ -222,22 +231,146 @@ def apply(conn: Connection, apps: Sequence[Path], source: Path = SOURCE) -> list
                 " changes in place; define the new shape under a new name"
             )
         else:
-            _create(conn, definition, present.get(key, []))
+            _create(conn, definition, present.get(key, []), drop_overloads=drop)
             changes.append(
                 f"{'replaced' if key in present else 'created'} {definition.kind} {definition.name}"
             )
         record(conn, definition)
 
-    for kind in ("function", "type"):
-        for key, identities in present.items():
-            if key[0] == kind and key not in wanted_keys:
-                for identity in identities:
-                    conn.execute(f"DROP {kind.upper()} {identity}")
-                changes.append(f"dropped {kind} {key[1]}")
-    _forget_unwanted(conn, wanted_keys)
+    if drop:
+        changes += drop_unwanted(conn, apps, source)
     pin_search_paths(conn)  # part of each create or replace: not a change of its own
     changes += declare_tools(conn, declared_tools(apps))
     return changes
+
+
+def drop_unwanted(conn: Connection, apps: Sequence[Path], source: Path = SOURCE) -> list[str]:
+    """Drop, in the caller's transaction, what :func:`apply` with ``drop=False`` left: every trigger,
+    view, function and type of the public schema the files no longer hold (in that order, each
+    before what it may depend on), and every overload of a function the files hold other than the
+    one they declare. Answers what it dropped; nothing, a second time."""
+    prepare(conn)
+    wanted = definitions(source, apps)
+    present = _present(conn)
+    changes: list[str] = []
+    for definition in wanted:
+        identities = present.get(definition.key, [])
+        if definition.kind != "function" or len(identities) < 2:
+            continue
+        declared = _declared_identity(conn, definition)
+        if declared not in identities:
+            raise RuntimeError(f"function {definition.name}: none of {identities} is the files' {declared}")
+        for identity in identities:
+            if identity != declared:
+                conn.execute(f"DROP FUNCTION {identity}")
+                changes.append(f"dropped function {identity}, an overload its new arguments left")
+        present[definition.key] = [declared]
+    changes += _drop_unwanted(conn, wanted, present, ("trigger", "view", "function", "type"))
+    _forget_unwanted(conn, {d.key for d in wanted})
+    return changes
+
+
+def leaving(conn: Connection, apps: Sequence[Path], source: Path = SOURCE) -> set[str]:
+    """The names of the functions :func:`apply` made (``database_code`` holds them) that the files no
+    longer hold and that are not dropped yet (``apply`` with ``drop=False``): on their way out,
+    their privileges are left as they are (``service.db.roles.grant``) until they go."""
+    wanted = {d.name for d in definitions(source, apps) if d.kind == "function"}
+    cursor = conn.cursor(row_factory=tuple_row)
+    if cursor.execute("SELECT to_regclass('database_code')").fetchone() == (None,):
+        return set()  # not migrated yet
+    rows = cursor.execute(
+        "SELECT d.name FROM database_code d WHERE d.kind = 'function' AND EXISTS"
+        " (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname = d.name)"
+    ).fetchall()
+    return {row[0] for row in rows} - wanted
+
+
+def _drop_unwanted(
+    conn: Connection,
+    wanted: Sequence[Definition],
+    present: dict[tuple[str, str], list[str]],
+    kinds: Sequence[str],
+) -> list[str]:
+    wanted_keys = {d.key for d in wanted}
+    changes = []
+    for kind in kinds:
+        for key, identities in present.items():
+            if key[0] == kind and key not in wanted_keys:
+                for identity in identities if kind in ("function", "type") else identities[:1]:
+                    conn.execute(f"DROP {kind.upper()} IF EXISTS {identity}")
+                changes.append(f"dropped {kind} {key[1]}")
+    return changes
+
+
+# A parameter of a function's header: its mode, then its name (absent for a lone type), its type, and
+# any default (DEFAULT … or = …).
+_PARAMETER_MODE = re.compile(r"^(IN|OUT|INOUT|VARIADIC)\s+", re.IGNORECASE)
+_PARAMETER_DEFAULT = re.compile(r"\s+(DEFAULT\b|=).*$", re.IGNORECASE | re.DOTALL)
+
+
+def _declared_identity(conn: Connection, definition: Definition) -> str:
+    """The identity (``name(type, …)``, as ``regprocedure`` prints it) of the function
+    ``definition`` declares: its header's input parameter types, resolved by Postgres."""
+    sql = _code(definition.sql)
+    start = re.search(rf"FUNCTION\s+{definition.name}\s*\(", sql, re.IGNORECASE)
+    if start is None:
+        raise ValueError(f"function {definition.name}: no header")
+    depth, end = 1, start.end()
+    while depth:
+        depth += {"(": 1, ")": -1}.get(sql[end], 0)
+        end += 1
+    types = []
+    for parameter in re.split(r",(?![^()]*\))", sql[start.end() : end - 1]):
+        parameter = _PARAMETER_DEFAULT.sub("", parameter.strip())
+        if not parameter:
+            continue
+        mode = _PARAMETER_MODE.match(parameter)
+        if mode is not None and mode.group(1).upper() == "OUT":
+            continue
+        parameter = parameter[mode.end() :] if mode is not None else parameter
+        words = parameter.split(None, 1)
+        # Every parameter of the files is named but a lone one-word type (status_code(tool_calls)).
+        types.append(words[1] if len(words) == 2 else words[0])
+    signature = f"{definition.name}({', '.join(types)})"
+    cursor = conn.cursor(row_factory=tuple_row)
+    row = cursor.execute("SELECT to_regprocedure(%s)::text", (signature,)).fetchone()
+    if row is None or row[0] is None:
+        raise RuntimeError(f"function {signature} does not exist")
+    return str(row[0])
+
+
+#: How long ``migrate`` waits for the transactions begun before its new database code to end before
+#: it drops what that code no longer holds (``migrations/env.py``).
+DROP_WAIT_SECONDS = 60.0
+
+# Every transaction of the database's other sessions: each holds the lock on its own virtual
+# transaction id until it ends (what CREATE INDEX CONCURRENTLY waits on). pg_locks and the database
+# of each session (pg_stat_activity.datid) are shown to every role.
+_OPEN_TRANSACTIONS = """
+SELECT l.virtualxid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'virtualxid' AND l.mode = 'ExclusiveLock' AND l.granted
+  AND a.datid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.pid <> pg_backend_pid()
+"""
+_STILL_OPEN = """
+SELECT l.pid FROM pg_locks l
+WHERE l.locktype = 'virtualxid' AND l.mode = 'ExclusiveLock' AND l.granted AND l.virtualxid = ANY(%s)
+"""
+
+
+def wait_for_older_transactions(conn: Connection, timeout: float, *, pause: float = 0.05) -> list[int]:
+    """Wait until every transaction of the database's other sessions open now has ended, for at most
+    ``timeout`` seconds; answers the processes of those still open then (none: all ended). Run it
+    on an autocommit connection, after the commit the waiting is for."""
+    cursor = conn.cursor(row_factory=tuple_row)
+    ids = [row[0] for row in cursor.execute(_OPEN_TRANSACTIONS).fetchall()]
+    deadline = time.monotonic() + timeout
+    while ids:
+        still = [row[0] for row in cursor.execute(_STILL_OPEN, (ids,)).fetchall()]
+        if not still or time.monotonic() >= deadline:
+            return sorted(still)
+        time.sleep(pause)
+    return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +489,9 @@ def _forget_unwanted(conn: Connection, wanted: set[tuple[str, str]]) -> None:
     )
 
 
-def _create(conn: Connection, definition: Definition, identities: list[str]) -> None:
+def _create(
+    conn: Connection, definition: Definition, identities: list[str], *, drop_overloads: bool = True
+) -> None:
     if definition.kind == "function":
         try:
             with conn.transaction():
@@ -366,9 +501,10 @@ def _create(conn: Connection, definition: Definition, identities: list[str]) -> 
                 conn.execute(f"DROP FUNCTION {identity}")
             conn.execute(definition.sql)
             return
-        # Its arguments changed: the function it replaces is another overload of the name now.
+        # Its arguments changed: the function it replaces is another overload of the name now
+        # (left for drop_unwanted unless ``drop_overloads``).
         now = {identity for (identity,) in conn.execute(_FUNCTIONS_NAMED, (definition.name,)).fetchall()}
-        if now - set(identities):
+        if drop_overloads and now - set(identities):
             for identity in identities:
                 conn.execute(f"DROP FUNCTION {identity}")
     elif definition.kind == "view":

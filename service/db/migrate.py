@@ -28,12 +28,17 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, registry: Registry, names: roles.Names | None = None) -> roles.Outcome:
     """``alembic upgrade head`` against ``url``, with the database code of the engine and of
-    ``registry``'s apps; in the same transaction, the privileges of the database roles (``names``,
-    the defaults unless given) that exist are brought in line with the grants map
-    (``service.db.roles.grant``). Answers what that changed."""
+        ``registry``'s apps; in the same transaction, the privileges of the database roles (``names``,
+        the defaults unless given) that exist are brought in line with the grants map
+        (``service.db.roles.grant``). Once every transaction begun before that commit has ended, what
+    the database code no longer holds is dropped (``migrations/env.py``). Answers what the grants and
+    the drops changed."""
     config = alembic_config(url)
     config.attributes["registry"] = registry
     config.attributes["role_names"] = names or roles.Names()
     command.upgrade(config, "head")
     outcome = config.attributes.get("roles_outcome")
-    return outcome if isinstance(outcome, roles.Outcome) else roles.Outcome()
+    outcome = outcome if isinstance(outcome, roles.Outcome) else roles.Outcome()
+    outcome.changes += config.attributes.get("dropped", [])
+    outcome.warnings += config.attributes.get("drop_warnings", [])
+    return outcome

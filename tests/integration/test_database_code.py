@@ -8,6 +8,8 @@ declared without its migration, a .sql file changed without migrate — shows as
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -198,3 +200,123 @@ def test_every_registered_decision_is_in_the_migrated_database_in_the_one_decisi
             "SELECT pg_get_function_arguments(to_regproc(%s)) AS arguments", (registration.decide,)
         ).fetchone()
         assert row["arguments"] == shape, registration.name
+
+
+# A body that waits, then plans a statement naming a type: compiled when its call starts, planned
+# after the wait — as a call of the release still serving that straddles migrate's commit.
+PROBE_BEFORE = """
+-- probe_row: the shape the release before names
+CREATE TYPE probe_row AS (a integer);
+
+-- probe_take: takes the shape the release before names
+CREATE OR REPLACE FUNCTION probe_take(p_row probe_row) RETURNS integer LANGUAGE sql AS $$ SELECT p_row.a $$;
+
+-- probe_slow: waits, then names the shape
+CREATE OR REPLACE FUNCTION probe_slow(p_seconds double precision) RETURNS integer
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_sleep(p_seconds);
+    RETURN probe_take(ROW(1)::probe_row);
+END $$;
+"""
+PROBE_AFTER = """
+-- probe_row_v2: the new shape
+CREATE TYPE probe_row_v2 AS (a integer, b integer);
+
+-- probe_take: takes the new shape (the old overload is left behind)
+CREATE OR REPLACE FUNCTION probe_take(p_row probe_row_v2) RETURNS integer LANGUAGE sql AS $$ SELECT p_row.a $$;
+
+-- probe_slow: waits, then names the new shape
+CREATE OR REPLACE FUNCTION probe_slow(p_seconds double precision) RETURNS integer
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_sleep(p_seconds);
+    RETURN probe_take(ROW(1, 2)::probe_row_v2);
+END $$;
+"""
+
+
+def _sources(tmp_path: Path) -> tuple[Path, Path]:
+    before, after = tmp_path / "before", tmp_path / "after"
+    for folder, probe in ((before, PROBE_BEFORE), (after, PROBE_AFTER)):
+        shutil.copytree(code.SOURCE, folder)
+        (folder / "98_probe.sql").write_text(probe)
+    return before, after
+
+
+def _call_in_flight(database_url: str, seconds: float) -> tuple[threading.Thread, dict[str, Any]]:
+    """``probe_slow(seconds)`` on a session of its own, started and compiled before this returns."""
+    outcome: dict[str, Any] = {}
+    started = threading.Event()
+
+    def call() -> None:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            started.set()
+            try:
+                outcome["value"] = conn.execute("SELECT probe_slow(%s)", (seconds,)).fetchone()
+            except psycopg.Error as exc:
+                outcome["error"] = exc
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    started.wait(5)
+    time.sleep(0.3)  # inside its pg_sleep, its body compiled
+    return thread, outcome
+
+
+def test_migrate_keeps_what_left_the_source_until_the_calls_begun_before_it_end(
+    database_url: str, tmp_path: Path
+) -> None:
+    before, after = _sources(tmp_path)
+    with psycopg.connect(database_url) as conn:
+        code.apply(conn, APPS, before)
+    thread, outcome = _call_in_flight(database_url, 1.5)
+    with psycopg.connect(database_url) as conn:
+        changes = code.apply(conn, APPS, after, drop=False)
+    assert "created type probe_row_v2" in changes and "replaced function probe_slow" in changes
+    assert not any(change.startswith("dropped") for change in changes)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert code.wait_for_older_transactions(conn, 10) == []
+        assert "value" in outcome or "error" in outcome  # the call ended before the wait did
+        with conn.transaction():
+            dropped = code.drop_unwanted(conn, APPS, after)
+        with conn.transaction():
+            assert code.drop_unwanted(conn, APPS, after) == []
+    thread.join(10)
+    assert outcome == {"value": (1,)}  # its old body ran against the shape it names
+    assert dropped == [
+        "dropped function probe_take(probe_row), an overload its new arguments left",
+        "dropped type probe_row",
+    ]
+    assert [n for n in catalog(database_url) if n.startswith(("function probe", "type probe"))] == [
+        "function probe_slow(double precision)",
+        "function probe_take(probe_row_v2)",
+        "type probe_row_v2",
+    ]
+
+
+def test_code_dropped_in_the_deciding_transaction_fails_a_call_begun_before_it(
+    database_url: str, tmp_path: Path
+) -> None:
+    # Why migrate drops apart: with the drops in the same transaction, the call above fails.
+    before, after = _sources(tmp_path)
+    with psycopg.connect(database_url) as conn:
+        code.apply(conn, APPS, before)
+    thread, outcome = _call_in_flight(database_url, 1.0)
+    with psycopg.connect(database_url) as conn:
+        code.apply(conn, APPS, after)
+    thread.join(10)
+    assert "probe_row" in str(outcome.get("error")) and "does not exist" in str(outcome.get("error"))
+
+
+def test_the_wait_for_older_transactions_ends_and_names_those_still_open(database_url: str) -> None:
+    with (
+        psycopg.connect(database_url, autocommit=True) as waiting,
+        psycopg.connect(database_url, autocommit=True) as open_one,
+    ):
+        pid = open_one.info.backend_pid
+        open_one.execute("BEGIN")
+        open_one.execute("SELECT 1")
+        assert code.wait_for_older_transactions(waiting, 0.2) == [pid]
+        open_one.execute("COMMIT")
+        assert code.wait_for_older_transactions(waiting, 0.2) == []

@@ -7,6 +7,7 @@ and drops them at the end.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -471,3 +472,30 @@ async def test_the_runtime_role_writes_within_its_limits_and_prunes_history(
     done = await pruned(runtime)
     assert done is not None and done["operations"] == 1 and done["instances"] == 1
     assert not any(counts(db, "conv-pruned").values())
+
+
+def test_a_function_of_the_database_code_on_its_way_out_keeps_its_grants_until_it_is_dropped(
+    names: roles.Names, database_url: str, tmp_path: Path
+) -> None:
+    # migrate grants before it drops what the files no longer hold (service.db.code.apply): a call
+    # of the release before, running a body that names such a function, keeps its EXECUTE.
+    source = tmp_path / "sql"
+    shutil.copytree(code.SOURCE, source)
+    (source / "98_leaving.sql").write_text(
+        "-- leaving_fn: a function the next source no longer holds\n"
+        "CREATE OR REPLACE FUNCTION leaving_fn() RETURNS integer LANGUAGE sql AS $$ SELECT 1 $$;\n"
+    )
+    with psycopg.connect(database_url) as conn:
+        code.apply(conn, REGISTRY.folders, source)
+        conn.execute(f'GRANT EXECUTE ON FUNCTION leaving_fn() TO "{names.runtime}"')
+        conn.execute("REVOKE EXECUTE ON FUNCTION leaving_fn() FROM PUBLIC")
+    with psycopg.connect(database_url) as conn:
+        assert code.leaving(conn, REGISTRY.folders) == {"leaving_fn"}
+        outcome = roles.grant(conn, names, REGISTRY)
+    assert outcome.unclassified == []
+    assert not [change for change in outcome.changes if "leaving_fn" in change]
+    with connect(database_url, names.runtime) as runtime:
+        assert runtime.execute("SELECT leaving_fn() AS one").fetchone() == {"one": 1}
+    with psycopg.connect(database_url) as conn:
+        assert code.drop_unwanted(conn, REGISTRY.folders) == ["dropped function leaving_fn"]
+        assert code.leaving(conn, REGISTRY.folders) == set()
