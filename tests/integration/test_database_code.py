@@ -245,13 +245,15 @@ def _sources(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _call_in_flight(database_url: str, seconds: float) -> tuple[threading.Thread, dict[str, Any]]:
-    """``probe_slow(seconds)`` on a session of its own, started and compiled before this returns."""
+    """``probe_slow(seconds)`` on a session of its own, inside its ``pg_sleep`` (its body compiled)
+    when this returns."""
     outcome: dict[str, Any] = {}
-    started = threading.Event()
+    connected = threading.Event()
 
     def call() -> None:
         with psycopg.connect(database_url, autocommit=True) as conn:
-            started.set()
+            outcome["pid"] = conn.info.backend_pid
+            connected.set()
             try:
                 outcome["value"] = conn.execute("SELECT probe_slow(%s)", (seconds,)).fetchone()
             except psycopg.Error as exc:
@@ -259,8 +261,15 @@ def _call_in_flight(database_url: str, seconds: float) -> tuple[threading.Thread
 
     thread = threading.Thread(target=call)
     thread.start()
-    started.wait(5)
-    time.sleep(0.3)  # inside its pg_sleep, its body compiled
+    assert connected.wait(10)
+    with psycopg.connect(database_url, autocommit=True) as watcher:
+        for _ in range(200):
+            row = watcher.execute("SELECT wait_event FROM pg_stat_activity WHERE pid = %s", (outcome["pid"],))
+            if row.fetchone() == ("PgSleep",):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the call never reached its pg_sleep")
     return thread, outcome
 
 
@@ -283,7 +292,7 @@ def test_migrate_keeps_what_left_the_source_until_the_calls_begun_before_it_end(
         with conn.transaction():
             assert code.drop_unwanted(conn, APPS, after) == []
     thread.join(10)
-    assert outcome == {"value": (1,)}  # its old body ran against the shape it names
+    assert outcome["value"] == (1,), outcome  # its old body ran against the shape it names
     assert dropped == [
         "dropped function probe_take(probe_row), an overload its new arguments left",
         "dropped type probe_row",
@@ -295,7 +304,7 @@ def test_migrate_keeps_what_left_the_source_until_the_calls_begun_before_it_end(
     ]
 
 
-def test_code_dropped_in_the_deciding_transaction_fails_a_call_begun_before_it(
+def test_code_dropped_in_the_same_transaction_fails_a_call_begun_before_it(
     database_url: str, tmp_path: Path
 ) -> None:
     # Why migrate drops apart: with the drops in the same transaction, the call above fails.
